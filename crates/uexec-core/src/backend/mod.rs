@@ -1,0 +1,132 @@
+//! Where processes actually run. The engine speaks to every backend through one trait, so a
+//! session behaves the same whether it runs in a local PTY, on local pipes, or on a remote
+//! exec server.
+//!
+//! A backend reports three things separately, because they happen at different times:
+//! 1. output chunks, on a channel that closes when the output closes (EOF on every stream);
+//! 2. the exit, once, on a oneshot;
+//! 3. nothing else: writes, signals and termination go the other way through
+//!    [`ProcessControl`].
+//!
+//! Exit and close are independent: a background job can hold the output open long after the
+//! shell exited, and a remote server may report them in either order.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use tokio::sync::{mpsc, oneshot};
+
+pub mod local;
+
+/// What to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpawnSpec {
+    /// Program and arguments; `argv[0]` is looked up in `PATH` when it has no slash.
+    pub argv: Vec<String>,
+    /// `argv[0]` as the process sees it, when different from the program.
+    pub arg0: Option<String>,
+    /// Absolute working directory.
+    pub cwd: PathBuf,
+    /// The exact environment of the process (nothing else is inherited).
+    pub env: BTreeMap<String, String>,
+    /// A PTY (one merged stream) instead of pipes.
+    pub tty: bool,
+    /// Pipe mode only: keep stdin open as a pipe instead of `/dev/null`.
+    pub pipe_stdin: bool,
+}
+
+/// Which stream a chunk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+    Pty,
+}
+
+/// One read of output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputChunk {
+    pub stream: Stream,
+    pub bytes: Bytes,
+}
+
+/// How a process ended, as the backend saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExitReport {
+    /// The status code, or `128 + N` when killed by signal N; `None` when unknown.
+    pub exit_code: Option<i32>,
+    /// Set when the backend itself failed the process (e.g. a lost connection).
+    pub failure: Option<String>,
+}
+
+/// Result of a write to stdin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    Accepted,
+    /// The process has no open stdin (pipe mode without a stdin pipe, or stdin closed).
+    StdinClosed,
+    /// The backend does not know the process (any more).
+    UnknownProcess,
+}
+
+/// Signals a caller may send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// SIGINT to the process group (Ctrl-C).
+    Interrupt,
+}
+
+/// A backend's failure to do what it was asked, in words a caller can act on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct BackendError {
+    pub message: String,
+}
+
+impl BackendError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
+/// The caller's side of a running process.
+pub trait ProcessControl: Send + Sync + 'static {
+    /// Writes bytes to stdin (the PTY in TTY mode).
+    fn write(&self, bytes: Vec<u8>) -> BoxFuture<'_, Result<WriteOutcome, BackendError>>;
+    /// Sends a signal to the process group.
+    fn signal(&self, signal: Signal) -> BoxFuture<'_, Result<(), BackendError>>;
+    /// Kills the process group and then the process itself (in case the group id is stale),
+    /// and closes the output after reading what is already buffered. Never blocks, never fails.
+    fn terminate(&self);
+    /// Kills whatever is left of the process group after the process itself exited.
+    fn kill_leftovers(&self);
+}
+
+/// A started process: its output, its exit and its controls.
+pub struct SpawnedProcess {
+    /// OS pid when local (for display and diagnostics only, never an id).
+    pub pid: Option<u32>,
+    /// Output in arrival order; the channel closes when the output closes.
+    pub output: mpsc::Receiver<OutputChunk>,
+    /// Fires once with the exit.
+    pub exit: oneshot::Receiver<ExitReport>,
+    pub control: Arc<dyn ProcessControl>,
+}
+
+impl std::fmt::Debug for SpawnedProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpawnedProcess").field("pid", &self.pid).finish_non_exhaustive()
+    }
+}
+
+/// Something that can start processes.
+pub trait Backend: Send + Sync + 'static {
+    /// Starts a process. Errors name the cause ("No such file or directory" for a missing
+    /// program, and so on).
+    fn spawn(&self, spec: SpawnSpec) -> BoxFuture<'_, Result<SpawnedProcess, BackendError>>;
+}

@@ -1,0 +1,173 @@
+//! The pending-output buffer of a session: the first half of its capacity keeps the oldest
+//! bytes, the second half the newest; what falls between is counted, never silently lost.
+
+use std::collections::VecDeque;
+
+/// What a drain hands over: the kept bytes on both sides of the cut and how many were dropped.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Drained {
+    pub head: Vec<u8>,
+    pub tail: Vec<u8>,
+    pub omitted_bytes: u64,
+}
+
+impl Drained {
+    /// Kept bytes in order (without any marker).
+    pub fn kept_len(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
+}
+
+/// Head/tail buffer bounded to `capacity` bytes.
+#[derive(Debug)]
+pub struct HeadTailBuffer {
+    head_capacity: usize,
+    tail_capacity: usize,
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    omitted_bytes: u64,
+}
+
+impl HeadTailBuffer {
+    pub fn new(capacity: usize) -> Self {
+        let head_capacity = capacity / 2;
+        Self {
+            head_capacity,
+            tail_capacity: capacity - head_capacity,
+            head: Vec::new(),
+            tail: VecDeque::new(),
+            omitted_bytes: 0,
+        }
+    }
+
+    pub fn push(&mut self, mut bytes: &[u8]) {
+        if self.head.len() < self.head_capacity {
+            let take = bytes.len().min(self.head_capacity - self.head.len());
+            self.head.extend_from_slice(&bytes[..take]);
+            bytes = &bytes[take..];
+        }
+        if bytes.is_empty() {
+            return;
+        }
+        if bytes.len() >= self.tail_capacity {
+            let skip = bytes.len() - self.tail_capacity;
+            self.omitted_bytes += (self.tail.len() + skip) as u64;
+            self.tail.clear();
+            self.tail.extend(&bytes[skip..]);
+            return;
+        }
+        let overflow = (self.tail.len() + bytes.len()).saturating_sub(self.tail_capacity);
+        if overflow > 0 {
+            self.tail.drain(..overflow);
+            self.omitted_bytes += overflow as u64;
+        }
+        self.tail.extend(bytes);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.head.is_empty() && self.tail.is_empty() && self.omitted_bytes == 0
+    }
+
+    /// Bytes currently held.
+    pub fn len(&self) -> usize {
+        self.head.len() + self.tail.len()
+    }
+
+    /// A copy of what is held, leaving it in place.
+    pub fn peek(&self) -> Drained {
+        Drained {
+            head: self.head.clone(),
+            tail: self.tail.iter().copied().collect(),
+            omitted_bytes: self.omitted_bytes,
+        }
+    }
+
+    /// Takes everything and starts over (the head fills again from the next byte).
+    pub fn drain(&mut self) -> Drained {
+        let drained = Drained {
+            head: std::mem::take(&mut self.head),
+            tail: self.tail.drain(..).collect(),
+            omitted_bytes: self.omitted_bytes,
+        };
+        self.omitted_bytes = 0;
+        drained
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn flat(d: &Drained) -> Vec<u8> {
+        [d.head.clone(), d.tail.clone()].concat()
+    }
+
+    #[test]
+    fn small_writes_are_kept_whole() {
+        let mut b = HeadTailBuffer::new(16);
+        b.push(b"abc");
+        b.push(b"def");
+        let d = b.drain();
+        assert_eq!(flat(&d), b"abcdef");
+        assert_eq!(d.omitted_bytes, 0);
+    }
+
+    #[test]
+    fn capacity_zero_keeps_nothing_but_counts() {
+        let mut b = HeadTailBuffer::new(0);
+        b.push(b"hello");
+        let d = b.drain();
+        assert_eq!(d.kept_len(), 0);
+        assert_eq!(d.omitted_bytes, 5);
+    }
+
+    #[test]
+    fn capacity_one_keeps_the_last_byte() {
+        let mut b = HeadTailBuffer::new(1);
+        b.push(b"hello");
+        let d = b.drain();
+        assert_eq!(flat(&d), b"o");
+        assert_eq!(d.omitted_bytes, 4);
+    }
+
+    #[test]
+    fn oversize_chunk_keeps_head_and_tail() {
+        let mut b = HeadTailBuffer::new(8);
+        b.push(b"0123456789abcdef");
+        let d = b.drain();
+        assert_eq!(d.head, b"0123");
+        assert_eq!(d.tail, b"cdef");
+        assert_eq!(d.omitted_bytes, 8);
+    }
+
+    #[test]
+    fn drain_resets_the_head() {
+        let mut b = HeadTailBuffer::new(4);
+        b.push(b"abcdef");
+        let _ = b.drain();
+        assert!(b.is_empty());
+        b.push(b"xyz");
+        let d = b.drain();
+        assert_eq!(flat(&d), b"xyz");
+        assert_eq!(d.omitted_bytes, 0);
+    }
+
+    proptest! {
+        #[test]
+        fn keeps_prefix_and_suffix_and_counts_the_rest(
+            cap in 0usize..64,
+            chunks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..40), 0..20),
+        ) {
+            let mut b = HeadTailBuffer::new(cap);
+            let all: Vec<u8> = chunks.concat();
+            for c in &chunks { b.push(c); }
+            let d = b.drain();
+            prop_assert_eq!(d.kept_len() as u64 + d.omitted_bytes, all.len() as u64);
+            prop_assert!(d.kept_len() <= cap);
+            prop_assert_eq!(&d.head[..], &all[..d.head.len()]);
+            prop_assert_eq!(&d.tail[..], &all[all.len() - d.tail.len()..]);
+            if d.omitted_bytes == 0 { prop_assert_eq!(flat(&d), all); }
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! Errors a caller can act on (SPEC §8). Faces prefix them with the tool's name
+//! (`write_stdin failed: ...`).
+
+/// Why a call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExecError {
+    /// An argument is wrong; nothing was started or changed.
+    #[error("invalid arguments: {field}: {reason}")]
+    InvalidArgument { field: &'static str, reason: String },
+    /// No live session has this id (never issued, or its exit was already reported).
+    #[error("Unknown process id {0}")]
+    UnknownProcess(i32),
+    /// A non-empty write to a session whose stdin is not a terminal.
+    #[error("stdin is closed for this session; rerun exec_command with tty=true to keep stdin open")]
+    StdinClosed { session_id: i32 },
+    /// The backend could not start the process.
+    #[error("Failed to create process: {0}")]
+    Spawn(String),
+    /// The process was failed by a policy monitor or by its backend.
+    #[error("Process failed: {message}")]
+    ProcessFailed { session_id: i32, message: String },
+    /// Writing to the process failed for a reason other than a closed stdin.
+    #[error("writing to session {session_id} failed: {message}")]
+    Write { session_id: i32, message: String },
+    /// The store was shut down (its connection or daemon is going away).
+    #[error("the session store is shut down")]
+    ShutDown,
+}
+
+impl ExecError {
+    pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
+        Self::InvalidArgument {
+            field,
+            reason: reason.into(),
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! uexec's engine: unified-exec sessions for AI agents and the people who supervise them.
+//!
+//! A call (`exec_command`, `write_stdin`) *observes* a session for a bounded window and
+//! returns a [`Snapshot`]; the session lives in a [`SessionStore`] until a call reports its
+//! exit; the OS process runs behind a [`Backend`]. Those three timelines meet at spawn and end
+//! at different times, and the engine never confuses them.
+//!
+//! This crate knows nothing of MCP, JSON-RPC or terminals: faces translate.
+
+pub mod backend;
+pub mod buffer;
+pub mod env;
+pub mod error;
+pub mod events;
+pub mod limits;
+pub mod prune;
+pub mod request;
+mod session;
+pub mod snapshot;
+pub mod store;
+pub mod utf8;
+
+#[cfg(unix)]
+#[path = "sys/unix.rs"]
+pub mod sys;
+
+pub use backend::local::LocalBackend;
+pub use backend::{Backend, SpawnSpec};
+pub use error::ExecError;
+pub use events::{EndStatus, Event, EventKind, EventStream};
+pub use request::{ExecRequest, SessionInfo, WriteRequest};
+pub use session::{Lifecycle, MonitorHandle, PolicyMonitor};
+pub use snapshot::Snapshot;
+pub use store::{SessionStore, StoreConfig};

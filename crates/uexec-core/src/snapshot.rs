@@ -1,0 +1,242 @@
+//! What one call hands back: the snapshot (SPEC §4), as text for a model and as data.
+//!
+//! The body is built in three steps:
+//! 1. decode the drained bytes lossily (head and tail together when nothing was omitted;
+//!    otherwise each side on its own, with `[… N bytes omitted …]` at the cut);
+//! 2. count: `len` = decoded bytes + omitted bytes, `original_token_count = ceil(len / 4)`;
+//! 3. truncate when `len` exceeds the budget `B = max_output_tokens * 4`: keep the first
+//!    `B/2` and last `B - B/2` bytes of the text, cut on UTF-8 boundaries, and say how many
+//!    tokens fell out.
+
+use std::time::Duration;
+
+use crate::buffer::Drained;
+use crate::limits::approx_tokens;
+
+/// One observation of a session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    /// Six lowercase hex digits naming this chunk of output.
+    pub chunk_id: String,
+    /// Length of the observation window.
+    pub wall_time: Duration,
+    /// Present when the process exited (it is then gone from the store).
+    pub exit_code: Option<i32>,
+    /// Present while the process is still running.
+    pub session_id: Option<i32>,
+    /// `ceil(bytes / 4)` of everything this call collected, including omitted bytes.
+    pub original_token_count: u64,
+    /// The body, possibly truncated.
+    pub output: String,
+}
+
+impl Snapshot {
+    /// Builds a snapshot from drained output under a token budget.
+    pub fn new(
+        drained: &Drained,
+        max_output_tokens: u64,
+        wall_time: Duration,
+        exit_code: Option<i32>,
+        session_id: Option<i32>,
+    ) -> Self {
+        let body = Body::from_drained(drained, max_output_tokens);
+        Self {
+            chunk_id: new_chunk_id(),
+            wall_time,
+            exit_code,
+            session_id,
+            original_token_count: body.original_token_count,
+            output: body.text,
+        }
+    }
+
+    /// Wall time in seconds with exactly four decimals, as printed.
+    pub fn wall_time_text(&self) -> String {
+        format!("{:.4}", self.wall_time.as_secs_f64())
+    }
+
+    /// The text form a model reads.
+    pub fn to_text(&self) -> String {
+        let mut s = String::with_capacity(self.output.len() + 128);
+        s.push_str(&format!("Chunk ID: {}\n", self.chunk_id));
+        s.push_str(&format!("Wall time: {} seconds\n", self.wall_time_text()));
+        if let Some(code) = self.exit_code {
+            s.push_str(&format!("Process exited with code {code}\n"));
+        }
+        if let Some(id) = self.session_id {
+            s.push_str(&format!("Process running with session ID {id}\n"));
+        }
+        s.push_str(&format!("Original token count: {}\n", self.original_token_count));
+        s.push_str("Output:\n");
+        s.push_str(&self.output);
+        s
+    }
+}
+
+/// A snapshot body and its token count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Body {
+    pub text: String,
+    pub original_token_count: u64,
+}
+
+impl Body {
+    pub fn from_drained(drained: &Drained, max_output_tokens: u64) -> Self {
+        let (text, len) = if drained.omitted_bytes == 0 {
+            let mut all = drained.head.clone();
+            all.extend_from_slice(&drained.tail);
+            let text = String::from_utf8_lossy(&all).into_owned();
+            let len = text.len() as u64;
+            (text, len)
+        } else {
+            let head = String::from_utf8_lossy(&drained.head);
+            let tail = String::from_utf8_lossy(&drained.tail);
+            let len = (head.len() + tail.len()) as u64 + drained.omitted_bytes;
+            let text = format!("{head}{}{tail}", omitted_marker(drained.omitted_bytes));
+            (text, len)
+        };
+        let original_token_count = approx_tokens(len as usize);
+        let text = truncate(&text, len, max_output_tokens);
+        Self {
+            text,
+            original_token_count,
+        }
+    }
+}
+
+/// The marker that stands where the pending buffer dropped bytes between calls.
+pub fn omitted_marker(omitted_bytes: u64) -> String {
+    format!("[\u{2026} {omitted_bytes} bytes omitted \u{2026}]")
+}
+
+/// SPEC §4 truncation of `text`, whose accounted length is `len` bytes (the text plus any
+/// bytes omitted before it was built).
+pub fn truncate(text: &str, len: u64, max_output_tokens: u64) -> String {
+    let budget = max_output_tokens.saturating_mul(4);
+    if len <= budget {
+        return text.to_owned();
+    }
+    let bytes = text.as_bytes();
+    let budget = budget.min(bytes.len() as u64) as usize;
+    let head_n = budget / 2;
+    let tail_n = budget - head_n;
+    let mut head_end = head_n;
+    while head_end > 0 && !text.is_char_boundary(head_end) {
+        head_end -= 1;
+    }
+    let mut tail_start = bytes.len() - tail_n;
+    while tail_start < bytes.len() && !text.is_char_boundary(tail_start) {
+        tail_start += 1;
+    }
+    let removed_tokens = (len - max_output_tokens.saturating_mul(4)).div_ceil(4);
+    format!(
+        "Warning: truncated output (original token count: {})\nTotal output lines: {}\n\n{}\u{2026}{} tokens truncated\u{2026}{}",
+        approx_tokens(len as usize),
+        text.lines().count(),
+        &text[..head_end],
+        removed_tokens,
+        &text[tail_start..],
+    )
+}
+
+fn new_chunk_id() -> String {
+    format!("{:06x}", rand::random::<u32>() & 0x00ff_ffff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drained(bytes: &[u8]) -> Drained {
+        Drained {
+            head: bytes.to_vec(),
+            tail: Vec::new(),
+            omitted_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn exited_text_layout() {
+        let s = Snapshot::new(&drained(b"abcdefghij"), 10_000, Duration::ZERO, Some(0), None);
+        assert_eq!(
+            s.to_text(),
+            format!(
+                "Chunk ID: {}\nWall time: 0.0000 seconds\nProcess exited with code 0\nOriginal token count: 3\nOutput:\nabcdefghij",
+                s.chunk_id
+            )
+        );
+        assert_eq!(s.chunk_id.len(), 6);
+        assert!(s.chunk_id.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+    }
+
+    #[test]
+    fn running_text_layout() {
+        let s = Snapshot::new(&drained(b"READY"), 10_000, Duration::from_millis(2003), None, Some(1000));
+        assert!(s.to_text().ends_with(
+            "Wall time: 2.0030 seconds\nProcess running with session ID 1000\nOriginal token count: 2\nOutput:\nREADY"
+        ));
+    }
+
+    #[test]
+    fn truncation_of_999_lines_matches_the_contract() {
+        let full: String = (1..1000).map(|i| format!("EXEC-LINE-{i:04} {}\n", "x".repeat(20))).collect();
+        assert_eq!(full.len(), 35964);
+        let body = Body::from_drained(&drained(full.as_bytes()), 50);
+        assert_eq!(body.original_token_count, 8991);
+        assert!(body
+            .text
+            .starts_with("Warning: truncated output (original token count: 8991)\nTotal output lines: 999\n\n"));
+        assert!(body.text.contains("\u{2026}8941 tokens truncated\u{2026}"));
+        let head = &full[..100];
+        let tail = &full[full.len() - 100..];
+        assert!(body.text.ends_with(&format!("{head}\u{2026}8941 tokens truncated\u{2026}{tail}")));
+    }
+
+    #[test]
+    fn truncation_cuts_on_utf8_boundaries() {
+        let s = format!("a{}b", "é".repeat(100));
+        let body = Body::from_drained(&drained(s.as_bytes()), 5);
+        assert_eq!(body.original_token_count, 51);
+        assert_eq!(
+            body.text,
+            format!(
+                "Warning: truncated output (original token count: 51)\nTotal output lines: 1\n\na{}\u{2026}46 tokens truncated\u{2026}{}b",
+                "é".repeat(4),
+                "é".repeat(4)
+            )
+        );
+    }
+
+    #[test]
+    fn budget_boundary_is_inclusive() {
+        let body = Body::from_drained(&drained(b"0123456789abcdefghij"), 5);
+        assert_eq!(body.text, "0123456789abcdefghij");
+        let body = Body::from_drained(&drained(b"0123456789abcdefghijk"), 5);
+        assert_eq!(
+            body.text,
+            "Warning: truncated output (original token count: 6)\nTotal output lines: 1\n\n0123456789\u{2026}1 tokens truncated\u{2026}bcdefghijk"
+        );
+    }
+
+    #[test]
+    fn omitted_bytes_are_marked_and_counted() {
+        let d = Drained {
+            head: b"HEAD".to_vec(),
+            tail: b"TAIL".to_vec(),
+            omitted_bytes: 1000,
+        };
+        let body = Body::from_drained(&d, 10_000);
+        assert_eq!(body.original_token_count, 252); // (8 + 1000) / 4
+        assert_eq!(body.text, "HEAD[\u{2026} 1000 bytes omitted \u{2026}]TAIL");
+        let body = Body::from_drained(&d, 1);
+        assert!(body.text.starts_with("Warning: truncated output (original token count: 252)\n"));
+        assert!(body.text.contains("\u{2026}251 tokens truncated\u{2026}"));
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced() {
+        let body = Body::from_drained(&drained(&[b'a', 0xff, b'b']), 100);
+        assert_eq!(body.text, "a\u{fffd}b");
+        assert_eq!(body.original_token_count, 2); // 5 bytes as text
+    }
+}

@@ -1,0 +1,621 @@
+//! The session store: the calls of SPEC §2–§3 over a table of live sessions.
+//!
+//! `exec_command`, in order:
+//! 1. validate and plan (argv, cwd, environment, window, budget); reserve an id;
+//! 2. spawn through the backend (a failure releases the id and emits Begin + a failed End);
+//! 3. wait up to `EARLY_EXIT_GRACE_MS` for an exit; a process still running is stored
+//!    *before* the window starts, so cancelling the call cannot lose it;
+//! 4. observe until the window ends, or the process exited and its output closed;
+//! 5. refresh: running → snapshot with the id; exited → entry removed, snapshot with the code.
+//!
+//! One store per owner (an MCP connection, a daemon namespace, an exec-server client).
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::backend::{Backend, Signal, SpawnSpec, WriteOutcome};
+use crate::env::EnvPolicy;
+use crate::error::ExecError;
+use crate::events::{lock, EndStatus, EventBus, EventKind, EventStream};
+use crate::limits::{
+    exec_window_ms, output_token_budget, write_window_ms, EARLY_EXIT_GRACE_MS, MAX_SESSIONS,
+    MAX_SESSION_ID_EXCLUSIVE, MAX_WRITE_CHARS_BYTES, MIN_SESSION_ID, OUTPUT_TOKEN_POLICY_MAX,
+    POST_EXIT_CLOSE_WAIT_MS, PROTECTED_RECENT_SESSIONS, TRAILING_OUTPUT_GRACE_MS,
+    TTY_WRITE_SETTLE_MS,
+};
+use crate::prune::{session_to_prune, SessionMeta};
+use crate::request::{ExecRequest, SessionInfo, WriteRequest};
+use crate::session::{PolicyMonitor, Session, SessionMetaInfo};
+use crate::snapshot::Snapshot;
+
+/// How a store starts commands.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// The server's cwd: the default workdir, and the base of relative ones.
+    pub cwd: PathBuf,
+    /// Shell when a call names none; `None` = `$SHELL`, else `/bin/bash`, else `/bin/sh`.
+    pub default_shell: Option<String>,
+    pub env_policy: EnvPolicy,
+    /// Sequential ids from 1000 (`UEXEC_DETERMINISTIC_IDS=1`) instead of random ones.
+    pub deterministic_ids: bool,
+    /// Cap on `max_output_tokens`.
+    pub output_token_policy_max: u64,
+    pub max_sessions: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+            default_shell: None,
+            env_policy: EnvPolicy::default(),
+            deterministic_ids: false,
+            output_token_policy_max: OUTPUT_TOKEN_POLICY_MAX,
+            max_sessions: MAX_SESSIONS,
+        }
+    }
+}
+
+impl StoreConfig {
+    /// Defaults, with `UEXEC_DETERMINISTIC_IDS=1` honoured.
+    pub fn from_env() -> Self {
+        Self {
+            deterministic_ids: std::env::var("UEXEC_DETERMINISTIC_IDS").is_ok_and(|v| v == "1"),
+            ..Self::default()
+        }
+    }
+}
+
+/// Live sessions of one owner, and the calls on them.
+pub struct SessionStore {
+    backend: Arc<dyn Backend>,
+    config: StoreConfig,
+    inner: Mutex<StoreInner>,
+    events: Arc<EventBus>,
+}
+
+#[derive(Default)]
+struct StoreInner {
+    sessions: HashMap<i32, Entry>,
+    /// Ids of stored sessions plus those reserved by calls in flight.
+    reserved: HashSet<i32>,
+    use_counter: u64,
+    shut_down: bool,
+}
+
+struct Entry {
+    session: Arc<Session>,
+    last_used: u64,
+}
+
+/// An `exec_command` after validation.
+struct Plan {
+    spec: SpawnSpec,
+    command: String,
+    window: Duration,
+    max_output_tokens: u64,
+}
+
+impl SessionStore {
+    pub fn new(backend: Arc<dyn Backend>, config: StoreConfig) -> Arc<Self> {
+        Arc::new(Self {
+            backend,
+            config,
+            inner: Mutex::new(StoreInner::default()),
+            events: Arc::new(EventBus::default()),
+        })
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    /// Every event of every session of this store, in order, from now on.
+    pub fn subscribe(&self) -> EventStream {
+        self.events.subscribe()
+    }
+
+    /// Starts a command and observes it for its window (SPEC §2).
+    pub async fn exec_command(self: &Arc<Self>, req: ExecRequest) -> Result<Snapshot, ExecError> {
+        self.exec_command_monitored(req, Vec::new()).await
+    }
+
+    /// [`Self::exec_command`] with policy monitors attached to the new session (SPEC §7).
+    pub async fn exec_command_monitored(
+        self: &Arc<Self>,
+        req: ExecRequest,
+        monitors: Vec<Box<dyn PolicyMonitor>>,
+    ) -> Result<Snapshot, ExecError> {
+        let plan = self.plan(&req)?;
+        let id = self.reserve_id()?;
+        let call_id = req.call_id.clone().unwrap_or_else(new_call_id);
+        let argv = plan.spec.argv.clone();
+        let cwd = plan.spec.cwd.clone();
+        let process = match self.backend.spawn(plan.spec.clone()).await {
+            Ok(p) => p,
+            Err(e) => {
+                self.release_id(id);
+                let begin = EventKind::Begin { command: argv, cwd };
+                self.events.publish(&call_id, id, begin);
+                self.events.publish(
+                    &call_id,
+                    id,
+                    EventKind::End {
+                        exit_code: None,
+                        status: EndStatus::Failed,
+                        aggregated_output: String::new(),
+                        duration: Duration::ZERO,
+                        failure: Some(e.message.clone()),
+                    },
+                );
+                return Err(ExecError::Spawn(e.message));
+            }
+        };
+        self.events
+            .publish(&call_id, id, EventKind::Begin { command: argv, cwd: cwd.clone() });
+        let info = SessionMetaInfo {
+            id,
+            call_id,
+            command: plan.command,
+            cwd,
+            tty: plan.spec.tty,
+        };
+        let session = Session::start(info, process, self.events.clone(), monitors);
+        let _interaction = session.interaction.lock().await;
+        let mut guard = FirstCall {
+            store: self.clone(),
+            session: session.clone(),
+            stored: false,
+            done: false,
+        };
+
+        let exited_early = session.wait_exited(Duration::from_millis(EARLY_EXIT_GRACE_MS)).await;
+        if !exited_early {
+            session.first_call_active.store(true, Ordering::SeqCst);
+            self.store_session(session.clone());
+            guard.stored = true;
+        }
+        let window_start = Instant::now();
+        session
+            .observe_until(
+                window_start + plan.window,
+                Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS),
+            )
+            .await;
+        let snapshot = self.refresh(&session, window_start, plan.max_output_tokens, !guard.stored);
+        guard.done = true;
+        session.first_call_active.store(false, Ordering::SeqCst);
+        if !guard.stored {
+            // Never stored: this call owns the End (SPEC §5, inline).
+            session.settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS)).await;
+            session.emit_end();
+            session.control().kill_leftovers();
+            self.release_id(id);
+        }
+        snapshot
+    }
+
+    /// Writes to (or polls) a session and observes it for its window (SPEC §3).
+    pub async fn write_stdin(self: &Arc<Self>, req: WriteRequest) -> Result<Snapshot, ExecError> {
+        let id = req.session_id;
+        let max_output_tokens = self.token_budget(req.max_output_tokens)?;
+        if req.chars.len() > MAX_WRITE_CHARS_BYTES {
+            return Err(ExecError::invalid(
+                "chars",
+                format!(
+                    "{} bytes is more than the {MAX_WRITE_CHARS_BYTES} a single write accepts",
+                    req.chars.len()
+                ),
+            ));
+        }
+        let is_poll = req.chars.is_empty();
+        let window = Duration::from_millis(write_window_ms(req.yield_time_ms, is_poll));
+        let session = self.touch(id).ok_or(ExecError::UnknownProcess(id))?;
+        let _interaction = session.interaction.lock().await;
+
+        if !is_poll {
+            if session.info.tty {
+                let write = session.control().write(req.chars.clone().into_bytes());
+                let outcome = match tokio::time::timeout(window, write).await {
+                    Ok(Ok(outcome)) => outcome,
+                    Ok(Err(e)) => {
+                        return Err(ExecError::Write {
+                            session_id: id,
+                            message: e.message,
+                        })
+                    }
+                    Err(_) => {
+                        return Err(ExecError::Write {
+                            session_id: id,
+                            message: format!(
+                                "the process did not read its input within {} ms",
+                                window.as_millis()
+                            ),
+                        })
+                    }
+                };
+                if outcome != WriteOutcome::Accepted {
+                    // The backend no longer has a live stdin for it: the process is gone.
+                    session.mark_exited();
+                }
+                tokio::time::sleep(Duration::from_millis(TTY_WRITE_SETTLE_MS)).await;
+            } else if req.chars == "\u{3}" {
+                if let Err(e) = session.control().signal(Signal::Interrupt).await {
+                    session.fail_and_terminate(e.message);
+                }
+            } else {
+                return Err(ExecError::StdinClosed { session_id: id });
+            }
+        }
+
+        let window_start = Instant::now();
+        session
+            .observe_until(
+                window_start + window,
+                Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS),
+            )
+            .await;
+        let snapshot = self.refresh(&session, window_start, max_output_tokens, false);
+        let still_running = matches!(&snapshot, Ok(s) if s.session_id.is_some());
+        if !is_poll || still_running {
+            self.events.publish(
+                &session.info.call_id,
+                id,
+                EventKind::TerminalInteraction { stdin: req.chars },
+            );
+        }
+        snapshot
+    }
+
+    /// Live sessions, oldest first.
+    pub fn list_sessions(&self) -> Vec<SessionInfo> {
+        let inner = lock(&self.inner);
+        let mut list: Vec<SessionInfo> = inner
+            .sessions
+            .values()
+            .map(|e| {
+                let s = &e.session;
+                SessionInfo {
+                    session_id: s.id(),
+                    command: s.info.command.clone(),
+                    cwd: s.info.cwd.clone(),
+                    tty: s.info.tty,
+                    running_time: s.started_at.elapsed(),
+                    exited: s.lifecycle().exited,
+                    pid: s.pid,
+                }
+            })
+            .collect();
+        list.sort_by_key(|i| std::cmp::Reverse(i.running_time));
+        list
+    }
+
+    /// The last `max_bytes` a live session printed (for people and resources).
+    pub fn recent_output(&self, session_id: i32, max_bytes: usize) -> Option<String> {
+        let session = lock(&self.inner).sessions.get(&session_id)?.session.clone();
+        Some(session.recent_output(max_bytes))
+    }
+
+    /// Kills a session (SPEC §6). Does not wait for calls in flight on it: they return the
+    /// exited snapshot. The entry stays while the first `exec_command` is in its window.
+    pub fn terminate(&self, session_id: i32) -> Result<(), ExecError> {
+        let session = {
+            let mut inner = lock(&self.inner);
+            let entry = inner
+                .sessions
+                .get(&session_id)
+                .ok_or(ExecError::UnknownProcess(session_id))?;
+            let session = entry.session.clone();
+            if !session.first_call_active.load(Ordering::SeqCst) {
+                inner.sessions.remove(&session_id);
+                inner.reserved.remove(&session_id);
+            }
+            session
+        };
+        session.terminate();
+        Ok(())
+    }
+
+    /// Terminates every session of the store.
+    pub fn clean_all(&self) {
+        let sessions: Vec<Arc<Session>> = {
+            let mut inner = lock(&self.inner);
+            let ids: Vec<i32> = inner.sessions.keys().copied().collect();
+            for id in &ids {
+                inner.reserved.remove(id);
+            }
+            inner.sessions.drain().map(|(_, e)| e.session).collect()
+        };
+        for s in sessions {
+            s.terminate();
+        }
+    }
+
+    /// Terminates every session and refuses new ones.
+    pub fn shutdown(&self) {
+        lock(&self.inner).shut_down = true;
+        self.clean_all();
+    }
+
+    fn plan(&self, req: &ExecRequest) -> Result<Plan, ExecError> {
+        if req.cmd.is_empty() {
+            return Err(ExecError::invalid("cmd", "must not be empty"));
+        }
+        no_nul("cmd", &req.cmd)?;
+        let max_output_tokens = self.token_budget(req.max_output_tokens)?;
+        let cwd = match req.workdir.as_deref() {
+            None | Some("") => self.config.cwd.clone(),
+            Some(dir) => {
+                no_nul("workdir", dir)?;
+                self.config.cwd.join(dir)
+            }
+        };
+        if !cwd.is_dir() {
+            let why = if cwd.exists() { "is not a directory" } else { "does not exist" };
+            return Err(ExecError::invalid("workdir", format!("{} {why}", cwd.display())));
+        }
+        let env = self.config.env_policy.command_env(std::env::vars());
+        let shell = match req.shell.as_deref() {
+            Some(shell) if !shell.is_empty() => {
+                no_nul("shell", shell)?;
+                shell.to_owned()
+            }
+            _ => self.default_shell(),
+        };
+        if find_program(&shell, env.get("PATH").map(String::as_str)).is_none() {
+            return Err(ExecError::invalid(
+                "shell",
+                format!("{shell} not found or not executable"),
+            ));
+        }
+        let flag = if req.login.unwrap_or(true) { "-lc" } else { "-c" };
+        Ok(Plan {
+            spec: SpawnSpec {
+                argv: vec![shell, flag.to_owned(), req.cmd.clone()],
+                arg0: None,
+                cwd,
+                env,
+                tty: req.tty.unwrap_or(false),
+                pipe_stdin: false,
+            },
+            command: req.cmd.clone(),
+            window: Duration::from_millis(exec_window_ms(req.yield_time_ms)),
+            max_output_tokens,
+        })
+    }
+
+    fn token_budget(&self, requested: Option<i64>) -> Result<u64, ExecError> {
+        match requested {
+            Some(n) if n < 0 => Err(ExecError::invalid(
+                "max_output_tokens",
+                format!("must not be negative (got {n})"),
+            )),
+            other => Ok(output_token_budget(
+                other.map(|n| n as u64),
+                self.config.output_token_policy_max,
+            )),
+        }
+    }
+
+    fn default_shell(&self) -> String {
+        if let Some(shell) = &self.config.default_shell {
+            return shell.clone();
+        }
+        match std::env::var("SHELL") {
+            Ok(shell) if !shell.is_empty() && Path::new(&shell).is_file() => shell,
+            _ if Path::new("/bin/bash").is_file() => "/bin/bash".to_owned(),
+            _ => "/bin/sh".to_owned(),
+        }
+    }
+
+    fn reserve_id(&self) -> Result<i32, ExecError> {
+        let mut inner = lock(&self.inner);
+        if inner.shut_down {
+            return Err(ExecError::ShutDown);
+        }
+        let id = if self.config.deterministic_ids {
+            inner
+                .reserved
+                .iter()
+                .max()
+                .map_or(MIN_SESSION_ID, |max| max + 1)
+        } else {
+            loop {
+                let id = rand::random_range(MIN_SESSION_ID..MAX_SESSION_ID_EXCLUSIVE);
+                if !inner.reserved.contains(&id) {
+                    break id;
+                }
+            }
+        };
+        inner.reserved.insert(id);
+        Ok(id)
+    }
+
+    fn release_id(&self, id: i32) {
+        let mut inner = lock(&self.inner);
+        if !inner.sessions.contains_key(&id) {
+            inner.reserved.remove(&id);
+        }
+    }
+
+    /// Stores a running session, pruning one when the store is full, and starts its
+    /// lifecycle watcher.
+    fn store_session(&self, session: Arc<Session>) {
+        let pruned = {
+            let mut inner = lock(&self.inner);
+            let mut pruned = None;
+            if inner.sessions.len() >= self.config.max_sessions {
+                let meta: Vec<SessionMeta> = inner
+                    .sessions
+                    .values()
+                    .map(|e| SessionMeta {
+                        session_id: e.session.id(),
+                        last_used: e.last_used,
+                        exited: e.session.lifecycle().exited,
+                    })
+                    .collect();
+                if let Some(victim) = session_to_prune(&meta, PROTECTED_RECENT_SESSIONS) {
+                    inner.reserved.remove(&victim);
+                    pruned = inner.sessions.remove(&victim).map(|e| e.session);
+                }
+            }
+            inner.use_counter += 1;
+            let last_used = inner.use_counter;
+            inner.reserved.insert(session.id());
+            inner.sessions.insert(
+                session.id(),
+                Entry {
+                    session: session.clone(),
+                    last_used,
+                },
+            );
+            pruned
+        };
+        if let Some(victim) = pruned {
+            tracing::info!(session_id = victim.id(), "store full: pruned the session");
+            victim.terminate();
+        }
+        tokio::spawn(
+            session.watch_lifecycle(Duration::from_millis(TRAILING_OUTPUT_GRACE_MS)),
+        );
+    }
+
+    /// Looks a session up and counts a use.
+    fn touch(&self, id: i32) -> Option<Arc<Session>> {
+        let mut inner = lock(&self.inner);
+        inner.use_counter += 1;
+        let counter = inner.use_counter;
+        let entry = inner.sessions.get_mut(&id)?;
+        entry.last_used = counter;
+        Some(entry.session.clone())
+    }
+
+    /// Builds the snapshot at the end of a window; an exited session is removed now.
+    fn refresh(
+        &self,
+        session: &Arc<Session>,
+        window_start: Instant,
+        max_output_tokens: u64,
+        never_stored: bool,
+    ) -> Result<Snapshot, ExecError> {
+        let wall_time = window_start.elapsed();
+        let drained = session.drain();
+        let state = session.lifecycle();
+        if !state.exited {
+            return Ok(Snapshot::new(
+                &drained,
+                max_output_tokens,
+                wall_time,
+                None,
+                Some(session.id()),
+            ));
+        }
+        if !never_stored {
+            let mut inner = lock(&self.inner);
+            let same = inner
+                .sessions
+                .get(&session.id())
+                .is_some_and(|e| Arc::ptr_eq(&e.session, session));
+            if same {
+                inner.sessions.remove(&session.id());
+                inner.reserved.remove(&session.id());
+            }
+        }
+        session.control().kill_leftovers();
+        if let Some(message) = state.failure {
+            return Err(ExecError::ProcessFailed {
+                session_id: session.id(),
+                message,
+            });
+        }
+        Ok(Snapshot::new(
+            &drained,
+            max_output_tokens,
+            wall_time,
+            state.exit_code,
+            None,
+        ))
+    }
+}
+
+impl Drop for SessionStore {
+    fn drop(&mut self) {
+        let inner = self.inner.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (_, entry) in inner.sessions.drain() {
+            entry.session.terminate();
+        }
+    }
+}
+
+impl std::fmt::Debug for SessionStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionStore")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Keeps the promises of a first call that is dropped mid-way (an MCP cancel): a stored
+/// session lives on and loses its guard; an unstored one is stored if still running, or
+/// finished (End emitted, id released) if it exited.
+struct FirstCall {
+    store: Arc<SessionStore>,
+    session: Arc<Session>,
+    stored: bool,
+    done: bool,
+}
+
+impl Drop for FirstCall {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        self.session.first_call_active.store(false, Ordering::SeqCst);
+        if self.stored {
+            return;
+        }
+        if self.session.lifecycle().exited {
+            let session = self.session.clone();
+            let store = self.store.clone();
+            tokio::spawn(async move {
+                session.settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS)).await;
+                session.emit_end();
+                session.control().kill_leftovers();
+                store.release_id(session.id());
+            });
+        } else {
+            self.store.store_session(self.session.clone());
+        }
+    }
+}
+
+fn no_nul(field: &'static str, value: &str) -> Result<(), ExecError> {
+    if value.contains('\0') {
+        return Err(ExecError::invalid(field, "must not contain NUL bytes"));
+    }
+    Ok(())
+}
+
+/// Resolves a program like `execvp` would: a path with a slash as is, else through `PATH`.
+fn find_program(program: &str, path: Option<&str>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return executable(&p).then_some(p);
+    }
+    path.unwrap_or("/usr/local/bin:/usr/bin:/bin")
+        .split(':')
+        .map(|dir| Path::new(dir).join(program))
+        .find(|p| executable(p))
+}
+
+fn new_call_id() -> String {
+    format!("call_{:016x}", rand::random::<u64>())
+}
