@@ -1,1 +1,42 @@
-//! Wire types of the Codex exec-server dialect (JSON-RPC without the `jsonrpc` field).
+//! Wire types of the Codex exec-server dialect, shared by every uexec face that speaks it: the
+//! server (`uexec serve`) today, a client (the engine's remote backend) tomorrow. Every type
+//! here both serializes and deserializes, so either side can use it.
+//!
+//! The dialect is JSON-RPC 2.0 *without* the `"jsonrpc"` field, one message per WebSocket
+//! frame (or per line on stdio):
+//!
+//! 1. request      `{"id": 1, "method": "process/start", "params": {...}}` (ids are integers or
+//!    strings);
+//! 2. response     `{"id": 1, "result": {...}}` or `{"id": 1, "error": {"code", "message",
+//!    "data"?}}`; a message that cannot be read at all is answered with `id: -1`;
+//! 3. notification `{"method": "process/output", "params": {...}}`.
+//!
+//! A session starts with `initialize` (answered with a session id) and the `initialized`
+//! notification; then `process/start|read|write|signal|terminate` and `environment/info`.
+//! Process events (`process/output`, `process/exited`, `process/closed`) share one `seq`
+//! counter per process, starting at 1; `closed` is always the last.
+//!
+//! Modules: [`jsonrpc`] (envelopes, ids, error codes, parsing), [`method`] (method names),
+//! [`session`] (`initialize`, `environment/info`), [`process`] (the `process/*` requests),
+//! [`events`] (the notifications), [`chunk`] (base64 byte chunks), [`file_uri`] (`file://`
+//! working directories).
+
+pub mod chunk;
+pub mod events;
+#[cfg(unix)]
+pub mod file_uri;
+pub mod jsonrpc;
+pub mod method;
+pub mod process;
+pub mod session;
+
+pub use chunk::ByteChunk;
+pub use events::{ClosedNotification, ExitedNotification, OutputNotification};
+pub use jsonrpc::{ErrorCode, Incoming, ParseError, RequestId, RpcError};
+pub use method::Method;
+pub use process::{
+    EnvPolicy, EnvPolicyInherit, OutputStream, ProcessChunk, ReadParams, ReadResult, SignalName,
+    SignalParams, SignalResult, StartParams, StartResult, TerminateParams, TerminateResult,
+    WriteParams, WriteResult, WriteStatus,
+};
+pub use session::{EnvironmentInfo, InitializeParams, InitializeResult, ShellInfo};

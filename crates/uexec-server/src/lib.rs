@@ -1,15 +1,125 @@
-//! The exec-server face of uexec: `uexec serve`.
+//! The exec-server face of uexec: `uexec serve` speaks the Codex exec-server dialect
+//! (JSON-RPC without the `jsonrpc` field, see `uexec-protocol`) over WebSocket or stdio, so
+//! Codex can run its commands on uexec and uexec on Codex.
+//!
+//! The flow of a command:
+//! 1. a transport ([`transport::ws`], [`transport::stdio`]) accepts a peer and makes a
+//!    [`Connection`](connection::Connection) on the shared [`ExecServer`];
+//! 2. `initialize` opens (or resumes) a [`Session`](session::Session) in the
+//!    [`Registry`](registry::Registry); `initialized` completes the handshake;
+//! 3. `process/start` spawns through a `uexec_core` [`Backend`](uexec_core::Backend) and hands
+//!    the process to its *pump* task, which numbers output, exit and close events on one seq
+//!    counter, retains the newest 1 MiB of output and pushes notifications to whichever
+//!    connection the session is attached to;
+//! 4. `process/read|write|signal|terminate` act through a cheap
+//!    [`ProcessHandle`](process::ProcessHandle); long polls and stdin writes are answered
+//!    from tasks so they never block the connection;
+//! 5. a dropped connection detaches its session, which lives on for 30 s for
+//!    `resumeSessionId`, then its processes are killed; closed processes stay readable 30 s;
+//! 6. stdin EOF (stdio), SIGINT or SIGTERM shut the server down, killing every process group.
+//!
+//! The face holds no process logic of its own: spawning, PTYs, process groups and reaping
+//! are the backend's.
+
+pub mod config;
+pub mod connection;
+pub mod env_policy;
+pub mod environment;
+mod handlers;
+pub mod outbound;
+pub mod process;
+pub mod registry;
+pub mod server;
+pub mod session;
+pub mod transport;
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use uexec_core::LocalBackend;
+
+pub use config::ServerConfig;
+pub use server::ExecServer;
+use transport::ws::WsListener;
+use transport::ListenAddr;
 
 /// Arguments of `uexec serve`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
-    /// Where to listen: `ws://127.0.0.1:PORT` (port 0 picks one; the bound URL is printed on
-    /// stdout) or `stdio` (newline-delimited JSON on stdin/stdout).
+    /// Where to listen: `ws://IP:PORT` (port 0 picks one; the bound URL is printed as the
+    /// first line on stdout) or `stdio` (newline-delimited JSON on stdin/stdout; stdin EOF
+    /// stops the server and its processes).
     #[arg(long, default_value = "ws://127.0.0.1:0")]
     pub listen: String,
+
+    /// Bearer token WebSocket clients must send (`Authorization: Bearer TOKEN`). Required to
+    /// listen on anything but a loopback address.
+    #[arg(long, env = "UEXEC_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
 }
 
-/// Runs the exec server until its transport ends.
+/// Runs the exec server until its transport ends or SIGINT/SIGTERM arrives, then kills every
+/// process it started.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    anyhow::bail!("uexec serve --listen {}: the exec server is not built yet", args.listen)
+    let listen = ListenAddr::parse(&args.listen)?;
+    let token = args.token.filter(|t| !t.is_empty());
+    let server = ExecServer::new(ServerConfig::default(), Arc::new(LocalBackend));
+    let result = tokio::select! {
+        result = run(server.clone(), listen, token) => result,
+        signal = shutdown_signal() => signal,
+    };
+    server.shutdown();
+    result
+}
+
+async fn run(
+    server: Arc<ExecServer>,
+    listen: ListenAddr,
+    token: Option<String>,
+) -> anyhow::Result<()> {
+    match listen {
+        ListenAddr::Stdio => {
+            // On a runtime worker: spawns tie the children's parent-death signal to this thread.
+            tokio::spawn(transport::stdio::serve(server))
+                .await
+                .context("the stdio connection panicked")?
+                .context("reading stdin failed")
+        }
+        ListenAddr::WebSocket(addr) => {
+            if !addr.ip().is_loopback() && token.is_none() {
+                anyhow::bail!(
+                    "refusing to listen on non-loopback address {addr} without a token: \
+                     set --token or UEXEC_TOKEN"
+                );
+            }
+            let listener = WsListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?;
+            announce(&listener.url())?;
+            listener
+                .serve(server, token)
+                .await
+                .context("the WebSocket listener failed")
+        }
+    }
+}
+
+/// Prints the bound URL as the first stdout line, flushed (clients wait for it).
+fn announce(url: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{url}")
+        .and_then(|()| stdout.flush())
+        .context("cannot write to stdout")
+}
+
+async fn shutdown_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+    }
+    Ok(())
 }

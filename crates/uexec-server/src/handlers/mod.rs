@@ -1,0 +1,152 @@
+//! Request handlers, one verb per file, and the dispatch that routes to them.
+//!
+//! [`dispatch`] applies Codex's order of checks: method name, then params, then the
+//! handshake phase. Each handler returns a typed result; [`answer`] encodes it with the
+//! request id into the text of a response, so a handler's result is never turned into an
+//! intermediate `serde_json::Value`.
+
+mod environment_info;
+mod initialize;
+mod read;
+mod signal;
+mod start;
+mod terminate;
+mod write;
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::oneshot;
+use uexec_protocol::jsonrpc::{decode_params, encode_error, encode_result};
+use uexec_protocol::{Method, RequestId, RpcError};
+
+use crate::connection::{Connection, Phase};
+use crate::session::Session;
+
+/// How a request is answered.
+pub enum Reply {
+    /// Right away, in order.
+    Now(String),
+    /// Right away, then `gate` is dropped (a started process's events may flow once its
+    /// `process/start` answer is queued ahead of them).
+    NowThenOpen(String, oneshot::Sender<()>),
+    /// From a task of the connection, when ready; later requests go on meanwhile.
+    Later(BoxFuture<'static, String>),
+}
+
+/// Encodes a handler's outcome as the response to `id`.
+pub fn answer<T: Serialize>(id: &RequestId, outcome: Result<T, RpcError>) -> String {
+    match outcome {
+        Ok(result) => encode_result(id, &result).unwrap_or_else(|e| {
+            encode_error(
+                id,
+                &RpcError::internal(format!("failed to encode the result: {e}")),
+            )
+        }),
+        Err(error) => encode_error(id, &error),
+    }
+}
+
+/// Which family of methods the handshake guard is checking (Codex words them differently).
+#[derive(Clone, Copy)]
+enum Guarded {
+    Exec,
+    EnvironmentInfo,
+}
+
+/// The session of a connection that completed the handshake.
+fn ready_session(conn: &Connection, family: Guarded) -> Result<Arc<Session>, RpcError> {
+    let what = match family {
+        Guarded::Exec => "exec methods",
+        Guarded::EnvironmentInfo => "environment info methods",
+    };
+    match &conn.phase {
+        Phase::Ready(session) => Ok(session.clone()),
+        Phase::New => Err(RpcError::invalid_request(format!(
+            "client must call initialize before using {what}"
+        ))),
+        Phase::Initializing(_) => Err(RpcError::invalid_request(format!(
+            "client must send initialized before using {what}"
+        ))),
+    }
+}
+
+/// Routes one request to its handler.
+pub async fn dispatch(
+    conn: &mut Connection,
+    id: &RequestId,
+    method: &str,
+    params: Option<Value>,
+) -> Reply {
+    let Some(method) = Method::from_name(method) else {
+        return Reply::Now(answer::<()>(
+            id,
+            Err(RpcError::method_not_found(format!(
+                "exec-server does not implement `{method}`"
+            ))),
+        ));
+    };
+    match route(conn, id, method, params).await {
+        Ok(reply) => reply,
+        Err(error) => Reply::Now(answer::<()>(id, Err(error))),
+    }
+}
+
+async fn route(
+    conn: &mut Connection,
+    id: &RequestId,
+    method: Method,
+    params: Option<Value>,
+) -> Result<Reply, RpcError> {
+    Ok(match method {
+        Method::Initialize => {
+            let params = decode_params(params)?;
+            Reply::Now(answer(id, initialize::handle(conn, params)))
+        }
+        Method::EnvironmentInfo => {
+            let _: EmptyParams = decode_params(params)?;
+            ready_session(conn, Guarded::EnvironmentInfo)?;
+            Reply::Now(answer(id, Ok(environment_info::handle(conn))))
+        }
+        Method::ProcessStart => {
+            let params = decode_params(params)?;
+            let session = ready_session(conn, Guarded::Exec)?;
+            let (result, gate) = start::handle(conn, &session, params).await?;
+            Reply::NowThenOpen(answer(id, Ok(result)), gate)
+        }
+        Method::ProcessRead => {
+            let params = decode_params(params)?;
+            let session = ready_session(conn, Guarded::Exec)?;
+            read::handle(id, &session, params).await?
+        }
+        Method::ProcessWrite => {
+            let params = decode_params(params)?;
+            let session = ready_session(conn, Guarded::Exec)?;
+            write::handle(id, &session, params).await?
+        }
+        Method::ProcessSignal => {
+            let params = decode_params(params)?;
+            let session = ready_session(conn, Guarded::Exec)?;
+            Reply::Now(answer(id, signal::handle(&session, params).await))
+        }
+        Method::ProcessTerminate => {
+            let params = decode_params(params)?;
+            let session = ready_session(conn, Guarded::Exec)?;
+            Reply::Now(answer(id, Ok(terminate::handle(&session, params))))
+        }
+        Method::Initialized
+        | Method::ProcessOutput
+        | Method::ProcessExited
+        | Method::ProcessClosed => {
+            return Err(RpcError::method_not_found(format!(
+                "`{method}` is a notification, not a request"
+            )))
+        }
+    })
+}
+
+/// Params of methods that take none: `{}` or absent; unknown fields are ignored.
+#[derive(serde::Deserialize)]
+struct EmptyParams {}

@@ -1,0 +1,106 @@
+//! `process/start`.
+//!
+//! 1. Check what the params cannot say by type: a non-empty `argv`, a local absolute `file://`
+//!    `cwd` (`-32602`).
+//! 2. Reserve the process id in the session (`-32600 process X already exists`, also while an
+//!    exited process is retained).
+//! 3. Build the environment (exact `env`, or `envPolicy` + `env`) and spawn through the
+//!    backend, on this runtime worker thread (the parent-death signal is tied to the thread
+//!    that forks). A failure frees the id and is `-32603`, with `data.kind = "spawnNotFound"`
+//!    when the program or the directory does not exist.
+//! 4. Start the process's pump (held at a gate until the answer is queued) and its stdin
+//!    writer (TTY or `pipeStdin` only), and put the handle under the reserved id.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use tokio::sync::oneshot;
+use uexec_core::backend::SpawnSpec;
+use uexec_protocol::file_uri;
+use uexec_protocol::{RpcError, StartParams, StartResult};
+
+use crate::config::{STDIN_QUEUE_WRITES, WRITE_IDS_REMEMBERED};
+use crate::connection::Connection;
+use crate::env_policy::build_env;
+use crate::process::pump::{self, PumpConfig, PumpInputs};
+use crate::process::stdin::StdinQueue;
+use crate::process::ProcessHandle;
+use crate::session::Session;
+
+pub async fn handle(
+    conn: &Connection,
+    session: &Arc<Session>,
+    params: StartParams,
+) -> Result<(StartResult, oneshot::Sender<()>), RpcError> {
+    if params.argv.is_empty() {
+        return Err(RpcError::invalid_params("argv must not be empty"));
+    }
+    let cwd = file_uri::parse(&params.cwd).map_err(|e| RpcError::invalid_params(e.to_string()))?;
+    let reservation = session.reserve(&params.process_id).ok_or_else(|| {
+        RpcError::invalid_request(format!("process {} already exists", params.process_id))
+    })?;
+
+    let spec = SpawnSpec {
+        argv: params.argv,
+        arg0: params.arg0,
+        cwd,
+        env: build_env(&params.env, params.env_policy.as_ref(), std::env::vars()),
+        tty: params.tty,
+        pipe_stdin: params.pipe_stdin,
+    };
+    let spawned = conn.server.backend.spawn(spec).await.map_err(|e| {
+        let error = RpcError::internal(e.message.clone());
+        if is_not_found(&e.message) {
+            error.with_data(json!({"kind": "spawnNotFound"}))
+        } else {
+            error
+        }
+    })?;
+
+    let config = &conn.server.config;
+    let stdin = (params.tty || params.pipe_stdin).then(|| {
+        StdinQueue::spawn(
+            spawned.control.clone(),
+            STDIN_QUEUE_WRITES,
+            WRITE_IDS_REMEMBERED,
+        )
+    });
+    let handle = ProcessHandle::new(
+        params.process_id.clone(),
+        spawned.control,
+        config.retained_output_max_bytes,
+        stdin,
+    );
+    let (gate_tx, gate) = oneshot::channel();
+    let inputs = PumpInputs {
+        output: spawned.output,
+        exit: spawned.exit,
+        gate,
+    };
+    let pump_config = PumpConfig {
+        chunk_max_bytes: config.output_chunk_max_bytes,
+        retention: config.exited_process_retention,
+    };
+    tokio::spawn(pump::run(
+        handle.clone(),
+        session.clone(),
+        inputs,
+        pump_config,
+    ));
+    reservation.commit(handle);
+    tracing::debug!(session = session.id(), process = params.process_id, pid = ?spawned.pid, "started");
+    Ok((
+        StartResult {
+            process_id: params.process_id,
+            sandbox_type: "none".to_string(),
+        },
+        gate_tx,
+    ))
+}
+
+/// Whether a spawn failed because the program or the working directory does not exist.
+///
+/// `BackendError` carries only a message; ENOENT shows as `(os error 2)` in it.
+fn is_not_found(message: &str) -> bool {
+    message.contains("(os error 2)")
+}

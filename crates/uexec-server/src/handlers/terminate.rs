@@ -1,0 +1,17 @@
+//! `process/terminate`: SIGKILL to the process group at once (no SIGTERM grace, as Codex).
+//! `running` says whether the process was still running; an exited, starting or unknown
+//! process is `running: false`.
+
+use std::sync::Arc;
+
+use uexec_protocol::{TerminateParams, TerminateResult};
+
+use crate::session::{Lookup, Session};
+
+pub fn handle(session: &Arc<Session>, params: TerminateParams) -> TerminateResult {
+    let running = match session.lookup(&params.process_id) {
+        Lookup::Running(handle) => handle.terminate(),
+        Lookup::Unknown | Lookup::Starting => false,
+    };
+    TerminateResult { running }
+}

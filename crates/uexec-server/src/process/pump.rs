@@ -1,0 +1,146 @@
+//! The owner task of one process: the only writer of its [`ProcessState`].
+//!
+//! It turns what the backend reports into the wire's event stream:
+//! 1. wait until the `process/start` answer is queued, so a client never sees events of a
+//!    process it has not been told about;
+//! 2. for each backend read, split it into pieces of at most `OUTPUT_CHUNK_MAX_BYTES`, give
+//!    each the next seq, retain it and push `process/output` (output first when both output
+//!    and exit are ready, so the common case reads naturally; order across kinds is not
+//!    promised, seq is);
+//! 3. on the exit, take a seq and push `process/exited`;
+//! 4. when the output channel closed *and* the exit is known, push `process/closed` (last);
+//! 5. keep the closed entry readable for the retention period, then remove it from its
+//!    session and kill whatever is left of its process group.
+//!
+//! Notifications go to whichever connection the session is attached to *at that moment*;
+//! while detached they are dropped (the output stays readable through `process/read`).
+//! Sending waits when the connection's queue is full, which stalls this task, then the
+//! backend's readers, then the process's pipe: a slow client slows the process rather than
+//! growing memory.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use uexec_core::backend::{ExitReport, OutputChunk, Stream};
+use uexec_protocol::{
+    ClosedNotification, ExitedNotification, Method, OutputNotification, OutputStream,
+};
+
+use super::retention::split_chunk;
+use super::state::ExitInfo;
+use super::ProcessHandle;
+use crate::session::Session;
+
+/// What the pump consumes.
+pub struct PumpInputs {
+    pub output: mpsc::Receiver<OutputChunk>,
+    pub exit: oneshot::Receiver<ExitReport>,
+    /// Fires (or is dropped) once the `process/start` answer is queued.
+    pub gate: oneshot::Receiver<()>,
+}
+
+/// Pump settings.
+#[derive(Debug, Clone, Copy)]
+pub struct PumpConfig {
+    pub chunk_max_bytes: usize,
+    pub retention: Duration,
+}
+
+/// Runs the pump of `handle` to the end (see the module docs).
+pub async fn run(
+    handle: ProcessHandle,
+    session: Arc<Session>,
+    inputs: PumpInputs,
+    config: PumpConfig,
+) {
+    let PumpInputs {
+        mut output,
+        mut exit,
+        gate,
+    } = inputs;
+    let _ = gate.await;
+    let mut output_open = true;
+    let mut exit_pending = true;
+    while output_open || exit_pending {
+        tokio::select! {
+            biased;
+            chunk = output.recv(), if output_open => match chunk {
+                Some(chunk) => emit_output(&handle, &session, chunk, config.chunk_max_bytes).await,
+                None => output_open = false,
+            },
+            report = &mut exit, if exit_pending => {
+                exit_pending = false;
+                emit_exit(&handle, &session, exit_info(report)).await;
+            }
+        }
+    }
+    let mut closed_seq = None;
+    handle.update(|s| closed_seq = s.record_closed());
+    if let Some(seq) = closed_seq {
+        let note = ClosedNotification {
+            process_id: handle.id().to_string(),
+            seq,
+        };
+        session.notify(Method::ProcessClosed, &note).await;
+    }
+    tokio::time::sleep(config.retention).await;
+    session.remove_process(&handle);
+    handle.kill_leftovers();
+}
+
+fn exit_info(report: Result<ExitReport, oneshot::error::RecvError>) -> ExitInfo {
+    match report {
+        Ok(report) => ExitInfo {
+            code: report.exit_code.unwrap_or(-1),
+            failure: report.failure,
+        },
+        Err(_) => ExitInfo {
+            code: -1,
+            failure: Some("the backend lost track of the process's exit".to_string()),
+        },
+    }
+}
+
+async fn emit_output(
+    handle: &ProcessHandle,
+    session: &Session,
+    chunk: OutputChunk,
+    max_bytes: usize,
+) {
+    let stream = wire_stream(chunk.stream);
+    for piece in split_chunk(chunk.bytes, max_bytes) {
+        let mut seq = 0;
+        handle.update(|s| seq = s.record_output(stream, piece.clone()));
+        let note = OutputNotification {
+            process_id: handle.id().to_string(),
+            seq,
+            stream,
+            chunk: piece.into(),
+        };
+        session.notify(Method::ProcessOutput, &note).await;
+    }
+}
+
+async fn emit_exit(handle: &ProcessHandle, session: &Session, exit: ExitInfo) {
+    let code = exit.code;
+    let mut seq = None;
+    handle.update(|s| seq = s.record_exit(exit));
+    if let Some(seq) = seq {
+        let note = ExitedNotification {
+            process_id: handle.id().to_string(),
+            seq,
+            exit_code: code,
+            sandbox_denied: false,
+        };
+        session.notify(Method::ProcessExited, &note).await;
+    }
+}
+
+fn wire_stream(stream: Stream) -> OutputStream {
+    match stream {
+        Stream::Stdout => OutputStream::Stdout,
+        Stream::Stderr => OutputStream::Stderr,
+        Stream::Pty => OutputStream::Pty,
+    }
+}

@@ -1,0 +1,66 @@
+//! The transport-free exec server: what every connection shares.
+//!
+//! An [`ExecServer`] owns the session [`Registry`], the [`Backend`] processes run on, the
+//! [`ServerConfig`] and the environment description computed at startup. Transports
+//! (`transport::ws`, `transport::stdio`) turn their frames into calls on a
+//! [`Connection`](crate::connection::Connection) made by [`ExecServer::connect`], and call
+//! [`ExecServer::shutdown`] on the way out so no process outlives the server.
+
+use std::sync::Arc;
+
+use uexec_core::Backend;
+use uexec_protocol::EnvironmentInfo;
+
+use crate::config::{ServerConfig, OUTBOUND_QUEUE_MESSAGES};
+use crate::connection::Connection;
+use crate::outbound::Outbound;
+use crate::registry::Registry;
+
+/// Shared state of one exec server.
+pub struct ExecServer {
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) config: ServerConfig,
+    pub(crate) environment: EnvironmentInfo,
+}
+
+impl std::fmt::Debug for ExecServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecServer")
+            .field("config", &self.config)
+            .field("sessions", &self.registry.session_count())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ExecServer {
+    /// A server running processes on `backend`.
+    pub fn new(config: ServerConfig, backend: Arc<dyn Backend>) -> Arc<Self> {
+        Arc::new(Self {
+            registry: Arc::new(Registry::new(config.detached_session_ttl)),
+            backend,
+            config,
+            environment: crate::environment::detect(),
+        })
+    }
+
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// A new connection, and the queue its transport must drain to the peer.
+    pub fn connect(self: &Arc<Self>) -> (Connection, tokio::sync::mpsc::Receiver<String>) {
+        let (outbound, rx) = Outbound::channel(OUTBOUND_QUEUE_MESSAGES);
+        (Connection::new(self.clone(), outbound), rx)
+    }
+
+    /// Ends every session and kills every process.
+    pub fn shutdown(&self) {
+        self.registry.shutdown();
+    }
+
+    /// Live sessions (attached or detached).
+    pub fn session_count(&self) -> usize {
+        self.registry.session_count()
+    }
+}
