@@ -11,8 +11,11 @@ pub const OUTPUT_CHUNK_MAX_BYTES: usize = 8 * 1024;
 pub const EXITED_PROCESS_RETENTION_MS: u64 = 30_000;
 /// How long a session outlives its dropped connection, waiting for `resumeSessionId`.
 pub const DETACHED_SESSION_TTL_MS: u64 = 30_000;
-/// Largest incoming WebSocket message (and stdio line).
-pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// Largest incoming message (a WebSocket message, a stdio line); tungstenite's default, as in
+/// Codex.
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// Largest incoming WebSocket frame (a message may span frames).
+pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
 /// Interval of WebSocket pings from the server.
 pub const PING_INTERVAL_MS: u64 = 30_000;
 /// A WebSocket peer silent this long (not even a pong) is considered gone.
@@ -32,6 +35,7 @@ pub struct ServerConfig {
     pub exited_process_retention: Duration,
     pub detached_session_ttl: Duration,
     pub max_message_bytes: usize,
+    pub max_frame_bytes: usize,
     pub ping_interval: Duration,
     pub idle_timeout: Duration,
 }
@@ -44,6 +48,7 @@ impl Default for ServerConfig {
             exited_process_retention: Duration::from_millis(EXITED_PROCESS_RETENTION_MS),
             detached_session_ttl: Duration::from_millis(DETACHED_SESSION_TTL_MS),
             max_message_bytes: MAX_MESSAGE_BYTES,
+            max_frame_bytes: MAX_FRAME_BYTES,
             ping_interval: Duration::from_millis(PING_INTERVAL_MS),
             idle_timeout: Duration::from_millis(IDLE_TIMEOUT_MS),
         }

@@ -7,8 +7,8 @@
 
 use serde::Serialize;
 use tokio::sync::mpsc;
-use uexec_protocol::jsonrpc::{encode_error, encode_notification, encode_result};
-use uexec_protocol::{Method, RequestId, RpcError};
+use uexec_protocol::jsonrpc::encode_notification;
+use uexec_protocol::Method;
 
 /// A cheap handle for queueing messages to one connection.
 #[derive(Debug, Clone)]
@@ -26,20 +26,6 @@ impl Outbound {
     /// Queues one encoded message; `false` once the connection is gone.
     pub async fn send_text(&self, text: String) -> bool {
         self.tx.send(text).await.is_ok()
-    }
-
-    /// Queues the answer to a request.
-    pub async fn respond<T: Serialize>(&self, id: &RequestId, outcome: Result<T, RpcError>) {
-        let text = match outcome {
-            Ok(result) => encode_result(id, &result).unwrap_or_else(|e| {
-                encode_error(
-                    id,
-                    &RpcError::internal(format!("failed to encode the result: {e}")),
-                )
-            }),
-            Err(error) => encode_error(id, &error),
-        };
-        self.send_text(text).await;
     }
 
     /// Queues a notification.

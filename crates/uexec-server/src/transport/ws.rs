@@ -112,9 +112,9 @@ async fn upgrade(
         Ok(ws) => ws,
         Err(rejection) => return rejection.into_response(),
     };
-    let max = state.server.config().max_message_bytes;
-    ws.max_message_size(max)
-        .max_frame_size(max)
+    let config = state.server.config();
+    ws.max_message_size(config.max_message_bytes)
+        .max_frame_size(config.max_frame_bytes.min(config.max_message_bytes))
         .on_upgrade(move |socket| run_socket(state.server, socket))
 }
 

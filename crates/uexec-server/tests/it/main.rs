@@ -1,0 +1,19 @@
+//! Integration tests of `uexec serve`: a real server on 127.0.0.1:0 (or over an in-memory
+//! stdio pipe) and a real WebSocket client, real processes.
+#![cfg(unix)]
+// Test helpers panic on purpose: a failed step is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod helpers;
+
+mod handshake;
+mod http;
+mod lifecycle;
+mod properties;
+mod protocol_errors;
+mod read;
+mod resume;
+mod retention;
+mod signals;
+mod stdin;
+mod stdio;
