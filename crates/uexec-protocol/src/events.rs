@@ -6,9 +6,11 @@
 //! once every stream hit EOF *and* the exit is known. A client keys them by `seq` and fills
 //! gaps with `process/read` (output retained) after a reconnect.
 
+use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
-use crate::chunk::ByteChunk;
+use crate::chunk::{ByteChunk, BASE64};
+use crate::method::Method;
 use crate::process::OutputStream;
 
 /// `process/output`.
@@ -19,6 +21,36 @@ pub struct OutputNotification {
     pub seq: u64,
     pub stream: OutputStream,
     pub chunk: ByteChunk,
+}
+
+impl OutputNotification {
+    /// `{"method":"process/output","params":{...}}` as text, byte for byte what
+    /// `jsonrpc::encode_notification` gives, without the intermediate base64 `String` and
+    /// without scanning the base64 for characters to escape (it has none). Output floods go
+    /// through here once per chunk.
+    pub fn encode(process_id: &str, seq: u64, stream: OutputStream, bytes: &[u8]) -> String {
+        let mut out = String::with_capacity(96 + process_id.len() + bytes.len().div_ceil(3) * 4);
+        out.push_str(r#"{"method":""#);
+        out.push_str(Method::ProcessOutput.as_str());
+        out.push_str(r#"","params":{"processId":"#);
+        push_json_string(&mut out, process_id);
+        out.push_str(r#","seq":"#);
+        out.push_str(&seq.to_string());
+        out.push_str(r#","stream":""#);
+        out.push_str(stream.as_str());
+        out.push_str(r#"","chunk":""#);
+        BASE64.encode_string(bytes, &mut out);
+        out.push_str(r#""}}"#);
+        out
+    }
+}
+
+fn push_json_string(out: &mut String, text: &str) {
+    match serde_json::to_string(text) {
+        Ok(quoted) => out.push_str(&quoted),
+        // Serializing a `&str` cannot fail; keep the output valid JSON regardless.
+        Err(_) => out.push_str(r#""""#),
+    }
 }
 
 /// `process/exited`.

@@ -85,6 +85,17 @@ pub enum OutputStream {
     Pty,
 }
 
+impl OutputStream {
+    /// The name on the wire.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Stdout => "stdout",
+            Self::Stderr => "stderr",
+            Self::Pty => "pty",
+        }
+    }
+}
+
 /// Params of `process/read`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -94,6 +94,16 @@ impl Session {
         outbound.notify(method, params).await;
     }
 
+    /// Pushes a message to the attached connection, if any; `encode` runs only when attached
+    /// (a detached session's output costs no encoding).
+    pub async fn push_with(&self, encode: impl FnOnce() -> String) {
+        let outbound = match &*lock(&self.attachment) {
+            Attachment::Attached { outbound, .. } => outbound.clone(),
+            Attachment::Detached { .. } | Attachment::Ended => return,
+        };
+        outbound.send_text(encode()).await;
+    }
+
     /// Reserves a process id for a spawn; `None` if it is taken.
     pub fn reserve(&self, process_id: &str) -> Option<Reservation<'_>> {
         let mut processes = lock(&self.processes);

@@ -88,6 +88,23 @@ proptest! {
     }
 
     #[test]
+    fn the_direct_output_encoder_equals_serde(
+        process_id in ".{0,16}",
+        seq in any::<u64>(),
+        stream in prop_oneof![Just(OutputStream::Stdout), Just(OutputStream::Stderr), Just(OutputStream::Pty)],
+        bytes in prop::collection::vec(any::<u8>(), 0..600),
+    ) {
+        let note = OutputNotification {
+            process_id: process_id.clone(),
+            seq,
+            stream,
+            chunk: ByteChunk::from(bytes.clone()),
+        };
+        let by_serde = encode_notification("process/output", &note).unwrap();
+        prop_assert_eq!(OutputNotification::encode(&process_id, seq, stream, &bytes), by_serde);
+    }
+
+    #[test]
     fn non_base64_text_is_refused(text in "[^A-Za-z0-9+/=]{1,8}") {
         prop_assert!(serde_json::from_value::<ByteChunk>(json!(text)).is_err());
     }

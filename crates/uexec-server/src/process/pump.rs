@@ -112,13 +112,9 @@ async fn emit_output(
     for piece in split_chunk(chunk.bytes, max_bytes) {
         let mut seq = 0;
         handle.update(|s| seq = s.record_output(stream, piece.clone()));
-        let note = OutputNotification {
-            process_id: handle.id().to_string(),
-            seq,
-            stream,
-            chunk: piece.into(),
-        };
-        session.notify(Method::ProcessOutput, &note).await;
+        session
+            .push_with(|| OutputNotification::encode(handle.id(), seq, stream, &piece))
+            .await;
     }
 }
 

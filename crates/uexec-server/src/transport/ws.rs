@@ -28,6 +28,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::serve::ListenerExt as _;
 use axum::Router;
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
@@ -36,6 +37,8 @@ use tokio::sync::oneshot;
 
 use crate::server::ExecServer;
 
+/// Most messages written between two flushes.
+const BURST_MESSAGES: usize = 64;
 /// How long the writer may take to complete the close handshake.
 const CLOSE_TIMEOUT_MS: u64 = 2_000;
 
@@ -81,7 +84,13 @@ impl WsListener {
             .route("/", get(upgrade))
             .route("/readyz", get(|| async { StatusCode::OK }))
             .with_state(state);
-        axum::serve(self.listener, app).await
+        // Small messages (a response, then a notification) must not wait for delayed ACKs.
+        let listener = self.listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!("cannot set TCP_NODELAY: {e}");
+            }
+        });
+        axum::serve(listener, app).await
     }
 }
 
@@ -149,7 +158,7 @@ async fn run_socket(server: Arc<ExecServer>, socket: WebSocket) {
             tokio::select! {
                 text = queue.recv() => {
                     let Some(text) = text else { break };
-                    if sink.send(Message::Text(text.into())).await.is_err() {
+                    if write_burst(&mut sink, &mut queue, text).await.is_err() {
                         return;
                     }
                 }
@@ -194,6 +203,26 @@ async fn run_socket(server: Arc<ExecServer>, socket: WebSocket) {
             tokio::time::timeout(Duration::from_millis(CLOSE_TIMEOUT_MS + 500), &mut writer).await;
         writer.abort();
     }
+}
+
+/// Writes `first` and whatever else is already queued (up to [`BURST_MESSAGES`]), then
+/// flushes once: a flood of output costs one syscall per burst, not one per message.
+async fn write_burst<S>(
+    sink: &mut S,
+    queue: &mut tokio::sync::mpsc::Receiver<String>,
+    first: String,
+) -> Result<(), axum::Error>
+where
+    S: futures::Sink<Message, Error = axum::Error> + Unpin,
+{
+    sink.feed(Message::Text(first.into())).await?;
+    for _ in 1..BURST_MESSAGES {
+        match queue.try_recv() {
+            Ok(text) => sink.feed(Message::Text(text.into())).await?,
+            Err(_) => break,
+        }
+    }
+    sink.flush().await
 }
 
 #[cfg(test)]
