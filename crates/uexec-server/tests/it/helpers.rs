@@ -79,6 +79,8 @@ pub struct Inbox {
     pub other: Vec<Value>,
     /// Answers with id -1 (to frames that were not messages), in arrival order.
     pub malformed: Vec<Value>,
+    /// WebSocket pings received.
+    pub pings: usize,
     pub closed: bool,
 }
 
@@ -168,6 +170,10 @@ impl Client {
                 let value: Value = match msg {
                     Message::Text(t) => serde_json::from_str(t.as_str()).unwrap(),
                     Message::Binary(b) => serde_json::from_slice(&b).unwrap(),
+                    Message::Ping(_) => {
+                        inbox_tx.send_modify(|inbox| inbox.pings += 1);
+                        continue;
+                    }
                     _ => continue,
                 };
                 inbox_tx.send_modify(|inbox| file(inbox, value));

@@ -8,6 +8,7 @@ mod helpers;
 
 mod handshake;
 mod http;
+mod keepalive;
 mod lifecycle;
 mod properties;
 mod protocol_errors;
