@@ -13,7 +13,9 @@
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -283,7 +285,7 @@ impl Session {
             if Instant::now() >= until {
                 return;
             }
-            match timeout_at(until.into(), rx.changed()).await {
+            match timeout_at(until, rx.changed()).await {
                 Ok(Ok(())) => continue,
                 _ => return,
             }
@@ -320,13 +322,13 @@ impl Session {
         let closed = async move {
             let _ = rx.wait_for(|s| s.output_closed).await;
         };
-        let _ = timeout_at((exited_at + drain_grace).into(), closed).await;
+        let _ = timeout_at(exited_at + drain_grace, closed).await;
         let mut monitors = self.monitors_running.subscribe();
         let monitor_deadline = exited_at + Duration::from_millis(LATE_FAILURE_GRACE_MS);
         let settled = async move {
             let _ = monitors.wait_for(|n| *n == 0).await;
         };
-        let _ = timeout_at(monitor_deadline.into(), settled).await;
+        let _ = timeout_at(monitor_deadline, settled).await;
     }
 
     /// Publishes the session's End unless it was already published; true when this call did.

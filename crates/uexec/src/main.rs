@@ -11,6 +11,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serve the MCP tools (exec_command, write_stdin, list_sessions, terminate_session)
+    /// over stdio, or over streamable HTTP with --http.
+    Mcp(uexec_mcp::McpArgs),
     /// Serve the exec server wire dialect (Codex-compatible) over WebSocket or stdio.
     Serve(uexec_server::ServeArgs),
 }
@@ -29,6 +32,7 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     runtime.block_on(async move {
         match cli.command {
+            Command::Mcp(args) => uexec_mcp::run(args).await,
             Command::Serve(args) => uexec_server::serve(args).await,
         }
     })

@@ -1,0 +1,123 @@
+//! Fixtures, waits with deadlines, and /proc inspection.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use uexec_core::{ExecRequest, LocalBackend, SessionStore, Snapshot, StoreConfig, WriteRequest};
+
+/// A store on the local backend with sequential ids and a temp cwd.
+pub fn store() -> Arc<SessionStore> {
+    store_with(|_| {})
+}
+
+pub fn store_with(tweak: impl FnOnce(&mut StoreConfig)) -> Arc<SessionStore> {
+    let mut config = StoreConfig {
+        cwd: std::env::temp_dir(),
+        deterministic_ids: true,
+        default_shell: Some("/bin/bash".into()),
+        ..StoreConfig::default()
+    };
+    tweak(&mut config);
+    SessionStore::new(Arc::new(LocalBackend), config)
+}
+
+/// `exec_command` with `login: false` and the given window.
+pub fn exec(cmd: &str, yield_ms: i64) -> ExecRequest {
+    ExecRequest {
+        cmd: cmd.into(),
+        login: Some(false),
+        yield_time_ms: Some(yield_ms),
+        ..ExecRequest::default()
+    }
+}
+
+pub fn poll(session_id: i32, yield_ms: i64) -> WriteRequest {
+    WriteRequest {
+        session_id,
+        yield_time_ms: Some(yield_ms),
+        ..WriteRequest::default()
+    }
+}
+
+pub fn write(session_id: i32, chars: &str, yield_ms: i64) -> WriteRequest {
+    WriteRequest {
+        session_id,
+        chars: chars.into(),
+        yield_time_ms: Some(yield_ms),
+        ..WriteRequest::default()
+    }
+}
+
+/// Polls until the session exits; returns all output and the last snapshot.
+pub async fn collect(store: &Arc<SessionStore>, first: Snapshot) -> (String, Snapshot) {
+    let mut out = first.output.clone();
+    let mut last = first;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while let Some(id) = last.session_id {
+        assert!(Instant::now() < deadline, "session {id} did not exit; output so far: {out}");
+        last = store.write_stdin(poll(id, 5000)).await.expect("poll");
+        out.push_str(&last.output);
+    }
+    (out, last)
+}
+
+/// Waits for `check` to hold, failing after `timeout`.
+pub async fn eventually(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A unique marker to find processes by command line.
+pub fn marker() -> String {
+    format!("1000.{}", rand_u32() % 900_000_000 + 100_000_000)
+}
+
+fn rand_u32() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    nanos ^ std::process::id().rotate_left(16)
+}
+
+/// Live (non-zombie) processes whose command line contains `needle`.
+pub fn procs_with(needle: &str) -> Vec<u32> {
+    let me = std::process::id();
+    let mut found = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in dir.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next()).unwrap_or(None);
+        if cmdline.contains(needle) && state != Some('Z') {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+pub async fn wait_gone(needle: &str) {
+    eventually(&format!("processes with {needle} to die"), Duration::from_secs(10), || {
+        procs_with(needle).is_empty()
+    })
+    .await;
+}
+
+pub async fn wait_present(needle: &str) {
+    eventually(&format!("a process with {needle}"), Duration::from_secs(10), || {
+        !procs_with(needle).is_empty()
+    })
+    .await;
+}

@@ -1,0 +1,14 @@
+//! Integration tests of the engine with real processes (and a fake backend where a race
+//! must be forced). One test binary: `cargo test -p uexec-core --test it`.
+#![cfg(unix)]
+
+mod helpers;
+
+mod background_jobs;
+mod events;
+mod exec;
+mod fake_backend;
+mod invalid_input;
+mod monitors;
+mod stdin;
+mod terminate;

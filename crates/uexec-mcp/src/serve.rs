@@ -1,0 +1,194 @@
+//! Running the MCP face: stdio (one store for the one client) or streamable HTTP.
+//!
+//! Shutdown, in every mode: stdin EOF (stdio), SIGTERM or SIGINT stop the server and shut the
+//! store down, which kills every session and its process group before the process exits.
+//!
+//! Over HTTP the 2026-07 MCP protocol is stateless, so a store cannot hang off a transport
+//! session: the server keeps one store per principal (the bearer token, or the loopback
+//! user when there is none), and sessions are addressed by uexec's own ids.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use axum::extract::Request;
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::ServiceExt;
+use tokio_util::sync::CancellationToken;
+use uexec_core::env::EnvPolicy;
+use uexec_core::{LocalBackend, SessionStore, StoreConfig};
+
+use crate::server::UexecServer;
+
+/// Arguments of `uexec mcp`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct McpArgs {
+    /// Serve streamable HTTP on ADDR (e.g. 127.0.0.1:8765) at the path /mcp instead of
+    /// stdio. Loopback addresses only, unless a bearer token is set.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
+    /// Bearer token HTTP clients must send (`Authorization: Bearer TOKEN`); required to
+    /// listen on a non-loopback address.
+    #[arg(long, env = "UEXEC_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Extra Host header value accepted over HTTP (repeatable); loopback names are always
+    /// accepted.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allow_hosts: Vec<String>,
+    /// Offer only Codex's two tools (exec_command, write_stdin); hide list_sessions and
+    /// terminate_session.
+    #[arg(long)]
+    pub codex_tools_only: bool,
+    /// Default shell for commands (default: $SHELL, else /bin/bash, else /bin/sh).
+    #[arg(long, value_name = "PATH")]
+    pub shell: Option<String>,
+    /// Cap on max_output_tokens (default 10000).
+    #[arg(long, value_name = "TOKENS")]
+    pub max_output_tokens: Option<u64>,
+    /// Pass this variable to commands even though its name looks secret (contains KEY,
+    /// SECRET or TOKEN). Repeatable.
+    #[arg(long = "env-keep", value_name = "NAME")]
+    pub env_keep: Vec<String>,
+    /// Set NAME=VALUE for every command (wins over the forced defaults). Repeatable.
+    #[arg(long = "env-set", value_name = "NAME=VALUE", value_parser = parse_assignment)]
+    pub env_set: Vec<(String, String)>,
+    /// Do not pass this variable to commands. Repeatable.
+    #[arg(long = "env-drop", value_name = "NAME")]
+    pub env_drop: Vec<String>,
+}
+
+fn parse_assignment(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("expected NAME=VALUE, got {s:?}")),
+    }
+}
+
+impl McpArgs {
+    fn store_config(&self) -> StoreConfig {
+        let mut config = StoreConfig::from_env();
+        config.default_shell = self.shell.clone();
+        if let Some(max) = self.max_output_tokens {
+            config.output_token_policy_max = max;
+        }
+        config.env_policy = EnvPolicy {
+            keep: self.env_keep.clone(),
+            set: self.env_set.clone(),
+            drop: self.env_drop.clone(),
+        };
+        config
+    }
+}
+
+/// Runs `uexec mcp` until its transport ends or a signal arrives.
+pub async fn run(args: McpArgs) -> anyhow::Result<()> {
+    let store = SessionStore::new(Arc::new(LocalBackend), args.store_config());
+    let result = match args.http {
+        None => serve_stdio(&args, store.clone()).await,
+        Some(addr) => serve_http(&args, addr, store.clone()).await,
+    };
+    store.shutdown();
+    result
+}
+
+async fn serve_stdio(args: &McpArgs, store: Arc<SessionStore>) -> anyhow::Result<()> {
+    let server = UexecServer::new(store, args.codex_tools_only);
+    let running = tokio::select! {
+        running = server.serve(rmcp::transport::stdio()) => running.context("MCP handshake over stdio failed")?,
+        () = shutdown_signal() => return Ok(()),
+    };
+    tokio::select! {
+        quit = running.waiting() => {
+            tracing::info!(?quit, "stdio client went away");
+        }
+        () = shutdown_signal() => {
+            tracing::info!("signal received: shutting down");
+        }
+    }
+    Ok(())
+}
+
+async fn serve_http(args: &McpArgs, addr: SocketAddr, store: Arc<SessionStore>) -> anyhow::Result<()> {
+    if !addr.ip().is_loopback() && args.token.is_none() {
+        anyhow::bail!(
+            "refusing to serve MCP on {addr} without a bearer token: pass --token (or set UEXEC_TOKEN), or bind a loopback address such as 127.0.0.1"
+        );
+    }
+    let cancel = CancellationToken::new();
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "[::1]", "::1"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    hosts.push(addr.ip().to_string());
+    hosts.extend(args.allow_hosts.iter().cloned());
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .enforce_origin_validation()
+        .with_cancellation_token(cancel.child_token());
+    let server = UexecServer::new(store, args.codex_tools_only);
+    let service = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let token = args.token.clone().map(Arc::<str>::from);
+    let router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(move |req: Request, next: Next| {
+            let token = token.clone();
+            async move { check_bearer(token.as_deref(), req, next).await }
+        }));
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let local = listener.local_addr()?;
+    eprintln!("uexec mcp: serving streamable HTTP at http://{local}/mcp");
+    let stop = cancel.clone();
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            stop.cancel();
+        })
+        .await
+        .context("HTTP server failed")?;
+    Ok(())
+}
+
+async fn check_bearer(token: Option<&str>, req: Request, next: Next) -> Response {
+    if let Some(expected) = token {
+        let presented = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !presented.is_some_and(|p| constant_time_eq(p.as_bytes(), expected.as_bytes())) {
+            return (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "missing or wrong bearer token\n",
+            )
+                .into_response();
+        }
+    }
+    next.run(req).await
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Resolves on SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

@@ -1,0 +1,153 @@
+//! The MCP server handler: translates tool calls into engine calls and snapshots into tool
+//! results. It holds no process logic.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{json, Map, Value};
+use uexec_core::{ExecError, SessionStore, Snapshot};
+
+use crate::args;
+use crate::tools;
+
+/// One MCP connection's view of a store.
+#[derive(Clone)]
+pub struct UexecServer {
+    store: Arc<SessionStore>,
+    codex_tools_only: bool,
+}
+
+impl UexecServer {
+    pub fn new(store: Arc<SessionStore>, codex_tools_only: bool) -> Self {
+        Self {
+            store,
+            codex_tools_only,
+        }
+    }
+
+    pub fn store(&self) -> &Arc<SessionStore> {
+        &self.store
+    }
+
+    async fn call(&self, name: &str, arguments: Option<&Map<String, Value>>, call_id: String) -> CallToolResult {
+        let outcome = match name {
+            tools::EXEC_COMMAND => match args::exec_request(arguments) {
+                Ok(mut req) => {
+                    req.call_id = Some(call_id);
+                    self.store.exec_command(req).await.map(snapshot_result).map_err(|e| e.to_string())
+                }
+                Err(e) => Err(e.to_string()),
+            },
+            tools::WRITE_STDIN => match args::write_request(arguments) {
+                Ok(req) => self.store.write_stdin(req).await.map(snapshot_result).map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            },
+            tools::LIST_SESSIONS if !self.codex_tools_only => {
+                args::list_request(arguments).map(|()| self.list_sessions()).map_err(|e| e.to_string())
+            }
+            tools::TERMINATE_SESSION if !self.codex_tools_only => match args::terminate_request(arguments) {
+                Ok(id) => self
+                    .store
+                    .terminate(id)
+                    .map(|()| CallToolResult::success(vec![ContentBlock::text(format!("Session {id} terminated"))]))
+                    .map_err(|e: ExecError| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            },
+            other => Err(format!("unknown tool {other:?}")),
+        };
+        outcome.unwrap_or_else(|message| CallToolResult::error(vec![ContentBlock::text(format!("{name} failed: {message}"))]))
+    }
+
+    fn list_sessions(&self) -> CallToolResult {
+        let sessions = self.store.list_sessions();
+        let mut text = if sessions.is_empty() {
+            "No running sessions.".to_owned()
+        } else {
+            format!("{} running session(s):", sessions.len())
+        };
+        let mut items = Vec::new();
+        for s in &sessions {
+            let secs = (s.running_time.as_secs_f64() * 10.0).round() / 10.0;
+            text.push_str(&format!(
+                "\n- session {} ({}, {:.1}s, cwd {}): {}",
+                s.session_id,
+                if s.tty { "tty" } else { "pipes" },
+                secs,
+                s.cwd.display(),
+                s.command
+            ));
+            items.push(json!({
+                "session_id": s.session_id,
+                "command": s.command,
+                "cwd": s.cwd.display().to_string(),
+                "tty": s.tty,
+                "running_seconds": secs,
+            }));
+        }
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        result.structured_content = Some(json!({ "sessions": items }));
+        result
+    }
+}
+
+/// A snapshot as a tool result: the text for the model, the same facts as data.
+pub fn snapshot_result(s: Snapshot) -> CallToolResult {
+    let mut structured = Map::new();
+    structured.insert("chunk_id".into(), json!(s.chunk_id));
+    let wall: f64 = s.wall_time_text().parse().unwrap_or(0.0);
+    structured.insert("wall_time_seconds".into(), json!(wall));
+    if let Some(code) = s.exit_code {
+        structured.insert("exit_code".into(), json!(code));
+    }
+    if let Some(id) = s.session_id {
+        structured.insert("session_id".into(), json!(id));
+    }
+    structured.insert("original_token_count".into(), json!(s.original_token_count));
+    structured.insert("output".into(), json!(s.output));
+    let mut result = CallToolResult::success(vec![ContentBlock::text(s.to_text())]);
+    result.structured_content = Some(Value::Object(structured));
+    result
+}
+
+impl ServerHandler for UexecServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("uexec", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Run shell commands with exec_command. Commands that outlive yield_time_ms keep running in a session: poll, type into or interrupt them with write_stdin, list them with list_sessions, stop them with terminate_session.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tools::all(self.codex_tools_only)))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let call_id = format!("mcp-{}", request_id_text(&context));
+        Ok(self
+            .call(request.name.as_ref(), request.arguments.as_ref(), call_id)
+            .await
+            .into())
+    }
+}
+
+fn request_id_text(context: &RequestContext<RoleServer>) -> String {
+    match serde_json::to_value(&context.id) {
+        Ok(Value::String(s)) => s,
+        Ok(v) => v.to_string(),
+        Err(_) => "call".to_owned(),
+    }
+}
