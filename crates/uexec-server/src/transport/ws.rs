@@ -12,8 +12,9 @@
 //! - the reader feeds text and binary messages to the connection (a message over
 //!   `max_message_bytes` ends the socket: the WebSocket layer cannot skip it); a peer silent
 //!   for `idle_timeout` (not even a pong) is considered gone;
-//! - the writer drains the connection's queue and pings every `ping_interval`; when the reader
-//!   ends, it completes the close handshake and stops.
+//! - the writer drains the connection's queue and pings every `ping_interval`; a peer that
+//!   accepts no bytes for `idle_timeout` is gone too (its end frees a reader stuck on a full
+//!   queue); when the reader ends, the writer completes the close handshake and stops.
 //!
 //! However the socket ends, the connection is finished: its session is detached and can be
 //! resumed until it expires.
@@ -158,7 +159,9 @@ async fn run_socket(server: Arc<ExecServer>, socket: WebSocket) {
             tokio::select! {
                 text = queue.recv() => {
                     let Some(text) = text else { break };
-                    if write_burst(&mut sink, &mut queue, text).await.is_err() {
+                    // A peer that takes nothing for `idle_timeout` is as gone as a silent one.
+                    let burst = write_burst(&mut sink, &mut queue, text);
+                    if !matches!(tokio::time::timeout(config.idle_timeout, burst).await, Ok(Ok(()))) {
                         return;
                     }
                 }

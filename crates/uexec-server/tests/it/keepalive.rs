@@ -64,3 +64,69 @@ async fn a_peer_that_answers_nothing_is_dropped_and_its_session_detached() {
     }
     drop(mute);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_sends_but_never_reads_is_dropped_once_writes_stall() {
+    let server = TestServer::start_with(fast_keepalive(), None).await;
+    let (ws, _) = tokio_tungstenite::connect_async(server.url())
+        .await
+        .unwrap();
+    let (mut sink, mut stream) = ws.split();
+    let init = json!({"id": 1, "method": "initialize", "params": {"clientName": "hog"}});
+    sink.send(Message::Text(init.to_string().into()))
+        .await
+        .unwrap();
+    let reply = loop {
+        if let Some(Ok(Message::Text(text))) = stream.next().await {
+            break serde_json::from_str::<serde_json::Value>(text.as_str()).unwrap();
+        }
+    };
+    let sid = reply["result"]["sessionId"].as_str().unwrap().to_string();
+    sink.send(Message::Text(
+        json!({"method": "initialized"}).to_string().into(),
+    ))
+    .await
+    .unwrap();
+    let flood = json!({"id": 2, "method": "process/start", "params": {
+        "processId": "yes", "argv": ["yes"], "cwd": "file:///tmp",
+        "env": {"PATH": "/usr/bin:/bin"}, "tty": false}});
+    sink.send(Message::Text(flood.to_string().into()))
+        .await
+        .unwrap();
+    // Keep the server's reader busy with requests (so silence is not what drops us) while
+    // never reading a byte of the flood.
+    let chatter = tokio::spawn(async move {
+        let mut id = 10;
+        loop {
+            let request = json!({"id": id, "method": "environment/info"});
+            if sink
+                .send(Message::Text(request.to_string().into()))
+                .await
+                .is_err()
+            {
+                break;
+            }
+            id += 1;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let deadline = tokio::time::Instant::now() + crate::helpers::WAIT;
+    loop {
+        let other = Client::connect(&server.url()).await;
+        let reply = other.handshake(Some(&sid)).await;
+        if reply.get("result").is_some() {
+            other
+                .call("process/terminate", json!({"processId": "yes"}))
+                .await;
+            break;
+        }
+        assert_eq!(reply["error"]["code"], -32010);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the stalled peer was never dropped"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    chatter.abort();
+    drop(stream);
+}
