@@ -11,7 +11,9 @@ pub enum ExecError {
     #[error("Unknown process id {0}")]
     UnknownProcess(i32),
     /// A non-empty write to a session whose stdin is not a terminal.
-    #[error("stdin is closed for this session; rerun exec_command with tty=true to keep stdin open")]
+    #[error(
+        "stdin is closed for this session; rerun exec_command with tty=true to keep stdin open"
+    )]
     StdinClosed { session_id: i32 },
     /// The backend could not start the process.
     #[error("Failed to create process: {0}")]

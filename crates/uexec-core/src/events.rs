@@ -112,10 +112,22 @@ mod tests {
         let bus = EventBus::default();
         let mut a = bus.subscribe();
         for i in 0..1000 {
-            bus.publish("c", 1, EventKind::TerminalInteraction { stdin: i.to_string() });
+            bus.publish(
+                "c",
+                1,
+                EventKind::TerminalInteraction {
+                    stdin: i.to_string(),
+                },
+            );
         }
         let mut b = bus.subscribe();
-        bus.publish("c", 1, EventKind::TerminalInteraction { stdin: "late".into() });
+        bus.publish(
+            "c",
+            1,
+            EventKind::TerminalInteraction {
+                stdin: "late".into(),
+            },
+        );
         let mut last = 0;
         for _ in 0..1001 {
             let e = a.recv().await.expect("event");
@@ -130,7 +142,13 @@ mod tests {
         let bus = EventBus::default();
         drop(bus.subscribe());
         assert!(bus.has_subscribers());
-        bus.publish("c", 1, EventKind::TerminalInteraction { stdin: String::new() });
+        bus.publish(
+            "c",
+            1,
+            EventKind::TerminalInteraction {
+                stdin: String::new(),
+            },
+        );
         assert!(!bus.has_subscribers());
     }
 }

@@ -49,7 +49,12 @@ pub const PTY_COLS: u16 = 80;
 /// Observation window of `exec_command`: `requested` clamped to `250..=30000` ms; a negative
 /// request lands on the floor.
 pub fn exec_window_ms(requested: Option<i64>) -> u64 {
-    clamp_ms(requested, DEFAULT_EXEC_YIELD_TIME_MS, MIN_YIELD_TIME_MS, MAX_YIELD_TIME_MS)
+    clamp_ms(
+        requested,
+        DEFAULT_EXEC_YIELD_TIME_MS,
+        MIN_YIELD_TIME_MS,
+        MAX_YIELD_TIME_MS,
+    )
 }
 
 /// Observation window of `write_stdin`: an empty poll waits `5000..=300000` ms, a write
@@ -63,7 +68,12 @@ pub fn write_window_ms(requested: Option<i64>, is_poll: bool) -> u64 {
             MAX_EMPTY_POLL_YIELD_TIME_MS,
         )
     } else {
-        clamp_ms(requested, DEFAULT_WRITE_YIELD_TIME_MS, MIN_YIELD_TIME_MS, MAX_YIELD_TIME_MS)
+        clamp_ms(
+            requested,
+            DEFAULT_WRITE_YIELD_TIME_MS,
+            MIN_YIELD_TIME_MS,
+            MAX_YIELD_TIME_MS,
+        )
     }
 }
 
@@ -77,7 +87,9 @@ fn clamp_ms(requested: Option<i64>, default: u64, lo: u64, hi: u64) -> u64 {
 
 /// Token budget of one snapshot: the request (default 10 000) capped at `policy_max`.
 pub fn output_token_budget(requested: Option<u64>, policy_max: u64) -> u64 {
-    requested.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS).min(policy_max)
+    requested
+        .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS)
+        .min(policy_max)
 }
 
 /// Tokens are approximated as `ceil(bytes / 4)`.

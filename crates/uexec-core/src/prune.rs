@@ -13,7 +13,7 @@ pub struct SessionMeta {
 /// rest the least recently used exited one, else the least recently used.
 pub fn session_to_prune(meta: &[SessionMeta], protected_recent: usize) -> Option<i32> {
     let mut by_recency: Vec<&SessionMeta> = meta.iter().collect();
-    by_recency.sort_by(|a, b| b.last_used.cmp(&a.last_used));
+    by_recency.sort_by_key(|m| std::cmp::Reverse(m.last_used));
     let candidates = by_recency.get(protected_recent..)?;
     let lru = |it: &mut dyn Iterator<Item = &&SessionMeta>| {
         it.min_by_key(|m| m.last_used).map(|m| m.session_id)

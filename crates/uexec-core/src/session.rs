@@ -301,7 +301,9 @@ impl Session {
     pub fn recent_output(&self, max_bytes: usize) -> String {
         let all = self.aggregated_text();
         let start = all.len().saturating_sub(max_bytes);
-        let start = (start..=all.len()).find(|i| all.is_char_boundary(*i)).unwrap_or(all.len());
+        let start = (start..=all.len())
+            .find(|i| all.is_char_boundary(*i))
+            .unwrap_or(all.len());
         all[start..].to_owned()
     }
 
@@ -374,4 +376,3 @@ impl Session {
         self.control.kill_leftovers();
     }
 }
-

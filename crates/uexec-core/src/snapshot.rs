@@ -66,7 +66,10 @@ impl Snapshot {
         if let Some(id) = self.session_id {
             s.push_str(&format!("Process running with session ID {id}\n"));
         }
-        s.push_str(&format!("Original token count: {}\n", self.original_token_count));
+        s.push_str(&format!(
+            "Original token count: {}\n",
+            self.original_token_count
+        ));
         s.push_str("Output:\n");
         s.push_str(&self.output);
         s
@@ -157,7 +160,13 @@ mod tests {
 
     #[test]
     fn exited_text_layout() {
-        let s = Snapshot::new(&drained(b"abcdefghij"), 10_000, Duration::ZERO, Some(0), None);
+        let s = Snapshot::new(
+            &drained(b"abcdefghij"),
+            10_000,
+            Duration::ZERO,
+            Some(0),
+            None,
+        );
         assert_eq!(
             s.to_text(),
             format!(
@@ -166,12 +175,21 @@ mod tests {
             )
         );
         assert_eq!(s.chunk_id.len(), 6);
-        assert!(s.chunk_id.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert!(s
+            .chunk_id
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
     }
 
     #[test]
     fn running_text_layout() {
-        let s = Snapshot::new(&drained(b"READY"), 10_000, Duration::from_millis(2003), None, Some(1000));
+        let s = Snapshot::new(
+            &drained(b"READY"),
+            10_000,
+            Duration::from_millis(2003),
+            None,
+            Some(1000),
+        );
         assert!(s.to_text().ends_with(
             "Wall time: 2.0030 seconds\nProcess running with session ID 1000\nOriginal token count: 2\nOutput:\nREADY"
         ));
@@ -179,17 +197,21 @@ mod tests {
 
     #[test]
     fn truncation_of_999_lines_matches_the_contract() {
-        let full: String = (1..1000).map(|i| format!("EXEC-LINE-{i:04} {}\n", "x".repeat(20))).collect();
+        let full: String = (1..1000)
+            .map(|i| format!("EXEC-LINE-{i:04} {}\n", "x".repeat(20)))
+            .collect();
         assert_eq!(full.len(), 35964);
         let body = Body::from_drained(&drained(full.as_bytes()), 50);
         assert_eq!(body.original_token_count, 8991);
-        assert!(body
-            .text
-            .starts_with("Warning: truncated output (original token count: 8991)\nTotal output lines: 999\n\n"));
+        assert!(body.text.starts_with(
+            "Warning: truncated output (original token count: 8991)\nTotal output lines: 999\n\n"
+        ));
         assert!(body.text.contains("\u{2026}8941 tokens truncated\u{2026}"));
         let head = &full[..100];
         let tail = &full[full.len() - 100..];
-        assert!(body.text.ends_with(&format!("{head}\u{2026}8941 tokens truncated\u{2026}{tail}")));
+        assert!(body.text.ends_with(&format!(
+            "{head}\u{2026}8941 tokens truncated\u{2026}{tail}"
+        )));
     }
 
     #[test]
@@ -229,7 +251,9 @@ mod tests {
         assert_eq!(body.original_token_count, 252); // (8 + 1000) / 4
         assert_eq!(body.text, "HEAD[\u{2026} 1000 bytes omitted \u{2026}]TAIL");
         let body = Body::from_drained(&d, 1);
-        assert!(body.text.starts_with("Warning: truncated output (original token count: 252)\n"));
+        assert!(body
+            .text
+            .starts_with("Warning: truncated output (original token count: 252)\n"));
         assert!(body.text.contains("\u{2026}251 tokens truncated\u{2026}"));
     }
 

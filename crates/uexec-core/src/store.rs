@@ -156,8 +156,14 @@ impl SessionStore {
                 return Err(ExecError::Spawn(e.message));
             }
         };
-        self.events
-            .publish(&call_id, id, EventKind::Begin { command: argv, cwd: cwd.clone() });
+        self.events.publish(
+            &call_id,
+            id,
+            EventKind::Begin {
+                command: argv,
+                cwd: cwd.clone(),
+            },
+        );
         let info = SessionMetaInfo {
             id,
             call_id,
@@ -174,7 +180,9 @@ impl SessionStore {
             done: false,
         };
 
-        let exited_early = session.wait_exited(Duration::from_millis(EARLY_EXIT_GRACE_MS)).await;
+        let exited_early = session
+            .wait_exited(Duration::from_millis(EARLY_EXIT_GRACE_MS))
+            .await;
         if !exited_early {
             session.first_call_active.store(true, Ordering::SeqCst);
             self.store_session(session.clone());
@@ -187,12 +195,19 @@ impl SessionStore {
                 Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS),
             )
             .await;
-        let snapshot = self.refresh(&session, window_start, plan.max_output_tokens, !guard.stored);
+        let snapshot = self.refresh(
+            &session,
+            window_start,
+            plan.max_output_tokens,
+            !guard.stored,
+        );
         guard.done = true;
         session.first_call_active.store(false, Ordering::SeqCst);
         if !guard.stored {
             // Never stored: this call owns the End (SPEC §5, inline).
-            session.settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS)).await;
+            session
+                .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
+                .await;
             session.emit_end();
             session.control().kill_leftovers();
             self.release_id(id);
@@ -356,8 +371,15 @@ impl SessionStore {
             }
         };
         if !cwd.is_dir() {
-            let why = if cwd.exists() { "is not a directory" } else { "does not exist" };
-            return Err(ExecError::invalid("workdir", format!("{} {why}", cwd.display())));
+            let why = if cwd.exists() {
+                "is not a directory"
+            } else {
+                "does not exist"
+            };
+            return Err(ExecError::invalid(
+                "workdir",
+                format!("{} {why}", cwd.display()),
+            ));
         }
         let env = self.config.env_policy.command_env(std::env::vars());
         let shell = match req.shell.as_deref() {
@@ -373,7 +395,11 @@ impl SessionStore {
                 format!("{shell} not found or not executable"),
             ));
         }
-        let flag = if req.login.unwrap_or(true) { "-lc" } else { "-c" };
+        let flag = if req.login.unwrap_or(true) {
+            "-lc"
+        } else {
+            "-c"
+        };
         Ok(Plan {
             spec: SpawnSpec {
                 argv: vec![shell, flag.to_owned(), req.cmd.clone()],
@@ -480,9 +506,7 @@ impl SessionStore {
             tracing::info!(session_id = victim.id(), "store full: pruned the session");
             victim.terminate();
         }
-        tokio::spawn(
-            session.watch_lifecycle(Duration::from_millis(TRAILING_OUTPUT_GRACE_MS)),
-        );
+        tokio::spawn(session.watch_lifecycle(Duration::from_millis(TRAILING_OUTPUT_GRACE_MS)));
     }
 
     /// Looks a session up and counts a use.
@@ -545,7 +569,10 @@ impl SessionStore {
 
 impl Drop for SessionStore {
     fn drop(&mut self) {
-        let inner = self.inner.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let inner = self
+            .inner
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         for (_, entry) in inner.sessions.drain() {
             entry.session.terminate();
         }
@@ -575,7 +602,9 @@ impl Drop for FirstCall {
         if self.done {
             return;
         }
-        self.session.first_call_active.store(false, Ordering::SeqCst);
+        self.session
+            .first_call_active
+            .store(false, Ordering::SeqCst);
         if self.stored {
             return;
         }
@@ -583,7 +612,9 @@ impl Drop for FirstCall {
             let session = self.session.clone();
             let store = self.store.clone();
             tokio::spawn(async move {
-                session.settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS)).await;
+                session
+                    .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
+                    .await;
                 session.emit_end();
                 session.control().kill_leftovers();
                 store.release_id(session.id());

@@ -1,6 +1,7 @@
 //! After 200 sessions the process's open fd count is back where it started. A test binary
 //! of its own: other tests running in parallel would move the count.
 #![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,7 +13,11 @@ use uexec_core::{ExecRequest, LocalBackend, SessionStore, StoreConfig, WriteRequ
 async fn two_hundred_sessions_leak_no_fd() {
     let store = SessionStore::new(
         Arc::new(LocalBackend),
-        StoreConfig { cwd: std::env::temp_dir(), default_shell: Some("/bin/sh".into()), ..StoreConfig::default() },
+        StoreConfig {
+            cwd: std::env::temp_dir(),
+            default_shell: Some("/bin/sh".into()),
+            ..StoreConfig::default()
+        },
     );
     let req = |cmd: &str, tty: bool| ExecRequest {
         cmd: cmd.into(),
@@ -25,32 +30,44 @@ async fn two_hundred_sessions_leak_no_fd() {
     store.exec_command(req("true", false)).await.unwrap();
     store.exec_command(req("true", true)).await.unwrap();
     let baseline = open_fd_count().unwrap();
-    for i in 0..200 {
-        let tty = i % 2 == 0;
-        match i % 4 {
-            // Exits inside the window.
-            0 | 1 => {
-                let s = store.exec_command(req("echo hi", tty)).await.unwrap();
-                assert!(s.exit_code.is_some());
-            }
-            // Stored, then terminated.
-            2 => {
-                let s = store.exec_command(req("sleep 30", tty)).await.unwrap();
-                store.terminate(s.session_id.unwrap()).unwrap();
-            }
-            // Stored, then polled to its exit.
-            _ => {
-                let s = store.exec_command(req("sleep 0.3; echo done", tty)).await.unwrap();
-                let mut id = s.session_id;
-                while let Some(sid) = id {
-                    let p = store
-                        .write_stdin(WriteRequest { session_id: sid, yield_time_ms: Some(5000), ..WriteRequest::default() })
-                        .await
-                        .unwrap();
-                    id = p.session_id;
+    // Twenty rounds of ten concurrent sessions, every way a session can end.
+    for round in 0..20 {
+        let calls = (0..10).map(|k| {
+            let store = store.clone();
+            let i = round * 10 + k;
+            let tty = i % 2 == 0;
+            async move {
+                match i % 4 {
+                    // Exits inside the window.
+                    0 | 1 => {
+                        let s = store.exec_command(req("echo hi", tty)).await.unwrap();
+                        assert!(s.exit_code.is_some());
+                    }
+                    // Stored, then terminated.
+                    2 => {
+                        let s = store.exec_command(req("sleep 30", tty)).await.unwrap();
+                        store.terminate(s.session_id.unwrap()).unwrap();
+                    }
+                    // Stored, then polled to its exit.
+                    _ => {
+                        let s = store
+                            .exec_command(req("sleep 0.3; echo done", tty))
+                            .await
+                            .unwrap();
+                        let mut id = s.session_id;
+                        while let Some(sid) = id {
+                            let poll = WriteRequest {
+                                session_id: sid,
+                                yield_time_ms: Some(5000),
+                                ..WriteRequest::default()
+                            };
+                            id = store.write_stdin(poll).await.unwrap().session_id;
+                        }
+                    }
                 }
             }
-        }
+        });
+        futures::future::join_all(calls).await;
     }
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -58,7 +75,10 @@ async fn two_hundred_sessions_leak_no_fd() {
         if now <= baseline {
             break;
         }
-        assert!(Instant::now() < deadline, "fd count {now} did not return to {baseline}");
+        assert!(
+            Instant::now() < deadline,
+            "fd count {now} did not return to {baseline}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -28,7 +28,10 @@ fn err(field: &str, reason: impl Into<String>) -> ArgError {
 
 fn reject_unknown(args: &Args, known: &[&str]) -> Result<(), ArgError> {
     match args.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(err(k, format!("unknown field (expected one of: {})", known.join(", ")))),
+        Some(k) => Err(err(
+            k,
+            format!("unknown field (expected one of: {})", known.join(", ")),
+        )),
         None => Ok(()),
     }
 }
@@ -164,16 +167,24 @@ mod tests {
     fn exec_errors_name_the_field() {
         let cases = [
             (json!({}), "cmd"),
-            (json!({"cmd": "x", "yield_time_ms": "soon"}), "yield_time_ms"),
+            (
+                json!({"cmd": "x", "yield_time_ms": "soon"}),
+                "yield_time_ms",
+            ),
             (json!({"cmd": "x", "tty": "yes"}), "tty"),
-            (json!({"cmd": "x", "max_output_tokens": 1.5}), "max_output_tokens"),
+            (
+                json!({"cmd": "x", "max_output_tokens": 1.5}),
+                "max_output_tokens",
+            ),
             (json!({"cmd": "x", "bogus_field": 1}), "bogus_field"),
             (json!({"cmd": 5}), "cmd"),
         ];
         for (a, f) in cases {
             let e = exec_request(Some(&args(a.clone()))).expect_err("must fail");
             assert_eq!(e.field, f, "{a}");
-            assert!(e.to_string().starts_with(&format!("invalid arguments: {f}: ")));
+            assert!(e
+                .to_string()
+                .starts_with(&format!("invalid arguments: {f}: ")));
         }
     }
 
@@ -187,11 +198,14 @@ mod tests {
 
     #[test]
     fn huge_numbers_saturate_and_whole_floats_pass() {
-        let r = exec_request(Some(&args(json!({"cmd": "ls", "yield_time_ms": 1e300})))).expect("ok");
+        let r =
+            exec_request(Some(&args(json!({"cmd": "ls", "yield_time_ms": 1e300})))).expect("ok");
         assert_eq!(r.yield_time_ms, Some(i64::MAX));
-        let r = exec_request(Some(&args(json!({"cmd": "ls", "yield_time_ms": u64::MAX})))).expect("ok");
+        let r =
+            exec_request(Some(&args(json!({"cmd": "ls", "yield_time_ms": u64::MAX})))).expect("ok");
         assert_eq!(r.yield_time_ms, Some(i64::MAX));
-        let r = exec_request(Some(&args(json!({"cmd": "ls", "yield_time_ms": 500.0})))).expect("ok");
+        let r =
+            exec_request(Some(&args(json!({"cmd": "ls", "yield_time_ms": 500.0})))).expect("ok");
         assert_eq!(r.yield_time_ms, Some(500));
     }
 
@@ -203,7 +217,10 @@ mod tests {
             (json!({"session_id": 1000, "chars": 5}), "chars"),
             (json!({"session_id": 1u64 << 40}), "session_id"),
         ] {
-            assert_eq!(write_request(Some(&args(a))).expect_err("must fail").field, f);
+            assert_eq!(
+                write_request(Some(&args(a))).expect_err("must fail").field,
+                f
+            );
         }
     }
 }

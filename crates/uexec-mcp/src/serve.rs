@@ -112,7 +112,11 @@ async fn serve_stdio(args: &McpArgs, store: Arc<SessionStore>) -> anyhow::Result
     Ok(())
 }
 
-async fn serve_http(args: &McpArgs, addr: SocketAddr, store: Arc<SessionStore>) -> anyhow::Result<()> {
+async fn serve_http(
+    args: &McpArgs,
+    addr: SocketAddr,
+    store: Arc<SessionStore>,
+) -> anyhow::Result<()> {
     if !addr.ip().is_loopback() && args.token.is_none() {
         anyhow::bail!(
             "refusing to serve MCP on {addr} without a bearer token: pass --token (or set UEXEC_TOKEN), or bind a loopback address such as 127.0.0.1"
@@ -136,12 +140,15 @@ async fn serve_http(args: &McpArgs, addr: SocketAddr, store: Arc<SessionStore>) 
         config,
     );
     let token = args.token.clone().map(Arc::<str>::from);
-    let router = axum::Router::new()
-        .nest_service("/mcp", service)
-        .layer(axum::middleware::from_fn(move |req: Request, next: Next| {
-            let token = token.clone();
-            async move { check_bearer(token.as_deref(), req, next).await }
-        }));
+    let router =
+        axum::Router::new()
+            .nest_service("/mcp", service)
+            .layer(axum::middleware::from_fn(
+                move |req: Request, next: Next| {
+                    let token = token.clone();
+                    async move { check_bearer(token.as_deref(), req, next).await }
+                },
+            ));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
@@ -184,7 +191,10 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// Resolves on SIGTERM or SIGINT.
 pub async fn shutdown_signal() {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         return std::future::pending().await;
     };
     tokio::select! {

@@ -34,33 +34,57 @@ impl UexecServer {
         &self.store
     }
 
-    async fn call(&self, name: &str, arguments: Option<&Map<String, Value>>, call_id: String) -> CallToolResult {
+    async fn call(
+        &self,
+        name: &str,
+        arguments: Option<&Map<String, Value>>,
+        call_id: String,
+    ) -> CallToolResult {
         let outcome = match name {
             tools::EXEC_COMMAND => match args::exec_request(arguments) {
                 Ok(mut req) => {
                     req.call_id = Some(call_id);
-                    self.store.exec_command(req).await.map(snapshot_result).map_err(|e| e.to_string())
+                    self.store
+                        .exec_command(req)
+                        .await
+                        .map(snapshot_result)
+                        .map_err(|e| e.to_string())
                 }
                 Err(e) => Err(e.to_string()),
             },
             tools::WRITE_STDIN => match args::write_request(arguments) {
-                Ok(req) => self.store.write_stdin(req).await.map(snapshot_result).map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            },
-            tools::LIST_SESSIONS if !self.codex_tools_only => {
-                args::list_request(arguments).map(|()| self.list_sessions()).map_err(|e| e.to_string())
-            }
-            tools::TERMINATE_SESSION if !self.codex_tools_only => match args::terminate_request(arguments) {
-                Ok(id) => self
+                Ok(req) => self
                     .store
-                    .terminate(id)
-                    .map(|()| CallToolResult::success(vec![ContentBlock::text(format!("Session {id} terminated"))]))
-                    .map_err(|e: ExecError| e.to_string()),
+                    .write_stdin(req)
+                    .await
+                    .map(snapshot_result)
+                    .map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
             },
+            tools::LIST_SESSIONS if !self.codex_tools_only => args::list_request(arguments)
+                .map(|()| self.list_sessions())
+                .map_err(|e| e.to_string()),
+            tools::TERMINATE_SESSION if !self.codex_tools_only => {
+                match args::terminate_request(arguments) {
+                    Ok(id) => self
+                        .store
+                        .terminate(id)
+                        .map(|()| {
+                            CallToolResult::success(vec![ContentBlock::text(format!(
+                                "Session {id} terminated"
+                            ))])
+                        })
+                        .map_err(|e: ExecError| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
             other => Err(format!("unknown tool {other:?}")),
         };
-        outcome.unwrap_or_else(|message| CallToolResult::error(vec![ContentBlock::text(format!("{name} failed: {message}"))]))
+        outcome.unwrap_or_else(|message| {
+            CallToolResult::error(vec![ContentBlock::text(format!(
+                "{name} failed: {message}"
+            ))])
+        })
     }
 
     fn list_sessions(&self) -> CallToolResult {
@@ -128,7 +152,9 @@ impl ServerHandler for UexecServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tools::all(self.codex_tools_only)))
+        Ok(ListToolsResult::with_all_items(tools::all(
+            self.codex_tools_only,
+        )))
     }
 
     async fn call_tool(

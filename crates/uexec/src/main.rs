@@ -3,7 +3,11 @@
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "uexec", version, about = "Run shell commands for AI agents: start, observe, poll, type into and stop long-running commands without orphans or lost output.")]
+#[command(
+    name = "uexec",
+    version,
+    about = "Run shell commands for AI agents: start, observe, poll, type into and stop long-running commands without orphans or lost output."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -26,8 +26,8 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{
-    Backend, BackendError, ExitReport, OutputChunk, ProcessControl, Signal, SpawnSpec,
-    SpawnedProcess, Stream, WriteOutcome,
+    Backend, BackendError, BackendErrorKind, ExitReport, OutputChunk, ProcessControl, Signal,
+    SpawnSpec, SpawnedProcess, Stream, WriteOutcome,
 };
 use crate::limits::{PTY_COLS, PTY_ROWS};
 use crate::sys;
@@ -44,7 +44,14 @@ pub struct LocalBackend;
 impl Backend for LocalBackend {
     fn spawn(&self, spec: SpawnSpec) -> BoxFuture<'_, Result<SpawnedProcess, BackendError>> {
         // Spawn synchronously on the calling worker thread (see `sys` on PR_SET_PDEATHSIG).
-        let result = spawn_local(&spec).map_err(|e| BackendError::new(describe_spawn_error(&spec, &e)));
+        let result = spawn_local(&spec).map_err(|e| {
+            let kind = match e.kind() {
+                io::ErrorKind::NotFound => BackendErrorKind::NotFound,
+                io::ErrorKind::PermissionDenied => BackendErrorKind::PermissionDenied,
+                _ => BackendErrorKind::Other,
+            };
+            BackendError::with_kind(kind, describe_spawn_error(&spec, &e))
+        });
         Box::pin(async move { result })
     }
 }
@@ -53,7 +60,10 @@ fn describe_spawn_error(spec: &SpawnSpec, e: &io::Error) -> String {
     let program = spec.argv.first().map(String::as_str).unwrap_or("");
     match e.kind() {
         io::ErrorKind::NotFound if !spec.cwd.is_dir() => {
-            format!("working directory {} does not exist: {e}", spec.cwd.display())
+            format!(
+                "working directory {} does not exist: {e}",
+                spec.cwd.display()
+            )
         }
         io::ErrorKind::NotFound => format!("program {program:?} not found: {e}"),
         io::ErrorKind::PermissionDenied => format!("program {program:?} is not executable: {e}"),
@@ -98,13 +108,22 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
         tokio::spawn(read_pty(master.clone(), out_tx, closing_rx));
         stdin = Stdin::Pty(master);
     } else {
-        cmd.stdin(if spec.pipe_stdin { Stdio::piped() } else { Stdio::null() })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.stdin(if spec.pipe_stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
         let mut spawned = cmd.spawn()?;
         drop(cmd);
         if let Some(out) = spawned.stdout.take() {
-            tokio::spawn(read_pipe(out, Stream::Stdout, out_tx.clone(), closing_rx.clone()));
+            tokio::spawn(read_pipe(
+                out,
+                Stream::Stdout,
+                out_tx.clone(),
+                closing_rx.clone(),
+            ));
         }
         if let Some(err) = spawned.stderr.take() {
             tokio::spawn(read_pipe(err, Stream::Stderr, out_tx, closing_rx));
@@ -126,6 +145,7 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
         control: Arc::new(LocalControl {
             pid,
             reaped,
+            swept: AtomicBool::new(false),
             closing: closing_tx,
             stdin,
         }),
@@ -243,6 +263,9 @@ pub struct LocalControl {
     /// Also the process group id: the child called `setsid`.
     pid: u32,
     reaped: Arc<AtomicBool>,
+    /// Set once the group was swept after the reap: from then on its id may be reused by an
+    /// unrelated process group, so it is never signalled again.
+    swept: AtomicBool,
     closing: watch::Sender<bool>,
     stdin: Stdin,
 }
@@ -301,15 +324,21 @@ impl ProcessControl for LocalControl {
     }
 
     fn terminate(&self) {
-        sys::kill_group(self.pid, sys::SIGKILL);
-        if !self.reaped.load(Ordering::SeqCst) {
-            sys::kill_process(self.pid, sys::SIGKILL);
+        if self.reaped.load(Ordering::SeqCst) {
+            self.kill_leftovers();
+            return;
         }
+        sys::kill_group(self.pid, sys::SIGKILL);
+        sys::kill_process(self.pid, sys::SIGKILL);
         let _ = self.closing.send(true);
     }
 
     fn kill_leftovers(&self) {
-        sys::kill_group(self.pid, sys::SIGKILL);
+        // Only a reaped leader's group is swept once; before the reap the pid is ours.
+        let reaped = self.reaped.load(Ordering::SeqCst);
+        if !(reaped && self.swept.swap(true, Ordering::SeqCst)) {
+            sys::kill_group(self.pid, sys::SIGKILL);
+        }
         let _ = self.closing.send(true);
     }
 }

@@ -79,16 +79,34 @@ pub enum Signal {
     Interrupt,
 }
 
+/// What kind of failure a [`BackendError`] is, for callers that map it to codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendErrorKind {
+    /// The program or the working directory does not exist.
+    NotFound,
+    /// The program is not executable.
+    PermissionDenied,
+    /// The backend cannot be reached (a remote server went away).
+    Unavailable,
+    Other,
+}
+
 /// A backend's failure to do what it was asked, in words a caller can act on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct BackendError {
+    pub kind: BackendErrorKind,
     pub message: String,
 }
 
 impl BackendError {
     pub fn new(message: impl Into<String>) -> Self {
+        Self::with_kind(BackendErrorKind::Other, message)
+    }
+
+    pub fn with_kind(kind: BackendErrorKind, message: impl Into<String>) -> Self {
         Self {
+            kind,
             message: message.into(),
         }
     }
@@ -120,7 +138,9 @@ pub struct SpawnedProcess {
 
 impl std::fmt::Debug for SpawnedProcess {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SpawnedProcess").field("pid", &self.pid).finish_non_exhaustive()
+        f.debug_struct("SpawnedProcess")
+            .field("pid", &self.pid)
+            .finish_non_exhaustive()
     }
 }
 

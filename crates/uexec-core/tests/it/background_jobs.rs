@@ -10,7 +10,10 @@ async fn background_jobs_die_with_a_terminated_session() {
     for tty in [false, true] {
         let (bg, fg) = (marker(), marker());
         let cmd = format!("sleep {bg} & echo bg-started; exec sleep {fg}");
-        let req = ExecRequest { tty: Some(tty), ..exec(&cmd, 500) };
+        let req = ExecRequest {
+            tty: Some(tty),
+            ..exec(&cmd, 500)
+        };
         let id = store.exec_command(req).await.unwrap().session_id.unwrap();
         wait_present(&bg).await;
         store.terminate(id).unwrap();

@@ -13,7 +13,10 @@ async fn begin_deltas_interaction_and_one_end_under_the_original_call_id() {
     let req = ExecRequest {
         tty: Some(true),
         call_id: Some("call-original".into()),
-        ..exec("head -c 20000 /dev/zero | tr '\\0' a; echo; read line; echo got-$line", 1000)
+        ..exec(
+            "head -c 20000 /dev/zero | tr '\\0' a; echo; read line; echo got-$line",
+            1000,
+        )
     };
     let s = store.exec_command(req).await.unwrap();
     let id = s.session_id.expect("waits for a line");
@@ -34,16 +37,22 @@ async fn begin_deltas_interaction_and_one_end_under_the_original_call_id() {
         match &e.kind {
             EventKind::Begin { command, .. } => {
                 begins += 1;
-                assert_eq!(command.last().map(String::as_str), Some(
-                    "head -c 20000 /dev/zero | tr '\\0' a; echo; read line; echo got-$line"
-                ));
+                assert_eq!(
+                    command.last().map(String::as_str),
+                    Some("head -c 20000 /dev/zero | tr '\\0' a; echo; read line; echo got-$line")
+                );
             }
             EventKind::OutputDelta { chunk } => {
                 assert!(chunk.len() <= 8192);
                 deltas.extend_from_slice(chunk);
             }
             EventKind::TerminalInteraction { stdin } => interactions.push(stdin.clone()),
-            EventKind::End { status, exit_code, aggregated_output, .. } => {
+            EventKind::End {
+                status,
+                exit_code,
+                aggregated_output,
+                ..
+            } => {
                 assert_eq!((*status, *exit_code), (EndStatus::Completed, Some(0)));
                 assert!(aggregated_output.contains("got-xyz"));
                 break;
@@ -52,7 +61,10 @@ async fn begin_deltas_interaction_and_one_end_under_the_original_call_id() {
     }
     assert_eq!(begins, 1);
     let text = String::from_utf8_lossy(&deltas);
-    assert!(text.contains(&"a".repeat(20_000)) && text.contains("got-xyz"), "{text}");
+    assert!(
+        text.contains(&"a".repeat(20_000)) && text.contains("got-xyz"),
+        "{text}"
+    );
     assert_eq!(interactions.first().map(String::as_str), Some("xyz\n"));
 }
 
@@ -68,13 +80,24 @@ async fn a_spawn_failure_emits_begin_and_a_failed_end() {
     std::fs::write(&shell, "#!/nonexistent/interpreter\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&shell, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let req = ExecRequest { shell: Some(shell.display().to_string()), ..exec("true", 250) };
+    let req = ExecRequest {
+        shell: Some(shell.display().to_string()),
+        ..exec("true", 250)
+    };
     let err = store.exec_command(req).await.unwrap_err();
-    assert!(err.to_string().starts_with("Failed to create process: "), "{err}");
+    assert!(
+        err.to_string().starts_with("Failed to create process: "),
+        "{err}"
+    );
     let begin = events.recv().await.unwrap();
     assert!(matches!(begin.kind, EventKind::Begin { .. }));
     let end = events.recv().await.unwrap();
-    let EventKind::End { status, failure, .. } = &end.kind else { panic!("{end:?}") };
+    let EventKind::End {
+        status, failure, ..
+    } = &end.kind
+    else {
+        panic!("{end:?}")
+    };
     assert_eq!(*status, EndStatus::Failed);
     assert!(failure.is_some());
     assert!(store.list_sessions().is_empty());

@@ -19,19 +19,30 @@ async fn full_lifecycle_with_a_background_end() {
     assert_eq!(last.exit_code, Some(0));
     assert!(output.contains("HELLO-FULL-LIFECYCLE"));
     // Exactly one End for the first call; a later call's End proves the stream moved on.
-    let later = ExecRequest { call_id: Some("call-later".into()), ..exec("true", 1000) };
+    let later = ExecRequest {
+        call_id: Some("call-later".into()),
+        ..exec("true", 1000)
+    };
     assert_eq!(store.exec_command(later).await.unwrap().exit_code, Some(0));
     let mut ends = Vec::new();
     loop {
         let e = events.recv().await.unwrap();
-        if let EventKind::End { exit_code, aggregated_output, .. } = &e.kind {
+        if let EventKind::End {
+            exit_code,
+            aggregated_output,
+            ..
+        } = &e.kind
+        {
             ends.push((e.call_id.clone(), *exit_code, aggregated_output.clone()));
             if e.call_id == "call-later" {
                 break;
             }
         }
     }
-    let first_ends: Vec<_> = ends.iter().filter(|(id, _, _)| id == "call-first").collect();
+    let first_ends: Vec<_> = ends
+        .iter()
+        .filter(|(id, _, _)| id == "call-first")
+        .collect();
     assert_eq!(first_ends.len(), 1, "{ends:?}");
     assert_eq!(first_ends[0].1, Some(0));
     assert!(first_ends[0].2.contains("HELLO-FULL-LIFECYCLE"));
@@ -41,8 +52,14 @@ async fn full_lifecycle_with_a_background_end() {
 async fn a_quick_command_returns_early_with_its_code() {
     let store = store();
     let t0 = Instant::now();
-    let s = store.exec_command(exec("echo hi; exit 17", 10_000)).await.unwrap();
-    assert!(t0.elapsed() < Duration::from_secs(5), "no early return on exit");
+    let s = store
+        .exec_command(exec("echo hi; exit 17", 10_000))
+        .await
+        .unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "no early return on exit"
+    );
     assert_eq!((s.exit_code, s.session_id), (Some(17), None));
     assert_eq!(s.output, "hi\n");
     assert!(s.wall_time < Duration::from_secs(5));
@@ -53,7 +70,10 @@ async fn a_quick_command_returns_early_with_its_code() {
 async fn killed_by_a_signal_reports_128_plus_n_for_pipes_and_ptys() {
     let store = store();
     for tty in [false, true] {
-        let req = ExecRequest { tty: Some(tty), ..exec("kill -9 $$", 5000) };
+        let req = ExecRequest {
+            tty: Some(tty),
+            ..exec("kill -9 $$", 5000)
+        };
         let s = store.exec_command(req).await.unwrap();
         assert_eq!(s.exit_code, Some(137), "tty={tty}");
     }
@@ -80,7 +100,10 @@ async fn an_escaped_grandchild_does_not_hold_the_call() {
 async fn output_printed_between_calls_is_delivered_once_in_order() {
     let store = store();
     let first = store
-        .exec_command(exec("for i in $(seq 1 30); do echo tick-$i; sleep 0.02; done", 250))
+        .exec_command(exec(
+            "for i in $(seq 1 30); do echo tick-$i; sleep 0.02; done",
+            250,
+        ))
         .await
         .unwrap();
     let (output, last) = collect(&store, first).await;
@@ -94,7 +117,10 @@ async fn output_printed_between_calls_is_delivered_once_in_order() {
 async fn stdout_and_stderr_merge_in_arrival_order() {
     let store = store();
     let s = store
-        .exec_command(exec("echo out-1; sleep 0.2; echo err-2 >&2; sleep 0.2; echo out-3", 10_000))
+        .exec_command(exec(
+            "echo out-1; sleep 0.2; echo err-2 >&2; sleep 0.2; echo out-3",
+            10_000,
+        ))
         .await
         .unwrap();
     assert_eq!(s.output, "out-1\nerr-2\nout-3\n");
@@ -105,7 +131,10 @@ async fn truncation_numbers_are_exact() {
     let store = store();
     let req = ExecRequest {
         max_output_tokens: Some(50),
-        ..exec("printf 'EXEC-LINE-%04d xxxxxxxxxxxxxxxxxxxx\\n' $(seq 1 999)", 10_000)
+        ..exec(
+            "printf 'EXEC-LINE-%04d xxxxxxxxxxxxxxxxxxxx\\n' $(seq 1 999)",
+            10_000,
+        )
     };
     let s = store.exec_command(req).await.unwrap();
     assert_eq!(s.original_token_count, 8991);
@@ -120,22 +149,40 @@ async fn isatty_follows_the_tty_flag_and_the_pty_is_24x80() {
     let store = store();
     let probe = "[ -t 0 ] && echo in-tty || echo in-notty; [ -t 1 ] && echo out-tty || echo out-notty; stty size 2>/dev/null || true";
     let s = store.exec_command(exec(probe, 5000)).await.unwrap();
-    assert!(s.output.contains("in-notty") && s.output.contains("out-notty"), "{}", s.output);
-    let req = ExecRequest { tty: Some(true), ..exec(probe, 5000) };
+    assert!(
+        s.output.contains("in-notty") && s.output.contains("out-notty"),
+        "{}",
+        s.output
+    );
+    let req = ExecRequest {
+        tty: Some(true),
+        ..exec(probe, 5000)
+    };
     let s = store.exec_command(req).await.unwrap();
-    assert!(s.output.contains("in-tty") && s.output.contains("out-tty"), "{}", s.output);
+    assert!(
+        s.output.contains("in-tty") && s.output.contains("out-tty"),
+        "{}",
+        s.output
+    );
     assert!(s.output.contains("24 80"), "{}", s.output);
 }
 
 #[tokio::test]
 async fn a_long_command_is_stored_and_polled_to_its_end() {
     let store = store();
-    let s = store.exec_command(exec("echo first; sleep 1; echo second", 250)).await.unwrap();
+    let s = store
+        .exec_command(exec("echo first; sleep 1; echo second", 250))
+        .await
+        .unwrap();
     let id = s.session_id.expect("still running after 250 ms");
     assert!(s.output.contains("first") && !s.output.contains("second"));
     assert_eq!(store.list_sessions()[0].session_id, id);
     let p = store.write_stdin(poll(id, 10_000)).await.unwrap();
-    let p = if p.session_id.is_some() { collect(&store, p).await.1 } else { p };
+    let p = if p.session_id.is_some() {
+        collect(&store, p).await.1
+    } else {
+        p
+    };
     assert_eq!(p.exit_code, Some(0));
 }
 
@@ -144,7 +191,11 @@ async fn a_command_that_exits_at_once_reports_almost_no_wall_time() {
     let store = store();
     let s = store.exec_command(exec("true", 5000)).await.unwrap();
     assert_eq!(s.exit_code, Some(0));
-    assert!(s.wall_time < Duration::from_millis(150), "{:?}", s.wall_time);
+    assert!(
+        s.wall_time < Duration::from_millis(150),
+        "{:?}",
+        s.wall_time
+    );
     assert!(s.to_text().ends_with("Original token count: 0\nOutput:\n"));
 }
 

@@ -12,7 +12,9 @@ use uexec_core::backend::{
     Backend, BackendError, ExitReport, OutputChunk, ProcessControl, Signal, SpawnSpec,
     SpawnedProcess, Stream, WriteOutcome,
 };
-use uexec_core::{EndStatus, EventKind, EventStream, ExecError, ExecRequest, SessionStore, StoreConfig};
+use uexec_core::{
+    EndStatus, EventKind, EventStream, ExecError, ExecRequest, SessionStore, StoreConfig,
+};
 
 use crate::helpers::{poll, write};
 
@@ -54,7 +56,11 @@ impl FakeControl {
 impl ProcessControl for FakeControl {
     fn write(&self, bytes: Vec<u8>) -> BoxFuture<'_, Result<WriteOutcome, BackendError>> {
         self.writes.lock().unwrap().push(bytes);
-        let outcome = self.write_outcome.lock().unwrap().unwrap_or(WriteOutcome::Accepted);
+        let outcome = self
+            .write_outcome
+            .lock()
+            .unwrap()
+            .unwrap_or(WriteOutcome::Accepted);
         Box::pin(async move { Ok(outcome) })
     }
 
@@ -99,7 +105,9 @@ impl Backend for FakeBackend {
     }
 }
 
-pub fn fake_store(max_sessions: usize) -> (Arc<SessionStore>, mpsc::UnboundedReceiver<Arc<FakeControl>>) {
+pub fn fake_store(
+    max_sessions: usize,
+) -> (Arc<SessionStore>, mpsc::UnboundedReceiver<Arc<FakeControl>>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let config = StoreConfig {
         cwd: std::env::temp_dir(),
@@ -108,7 +116,10 @@ pub fn fake_store(max_sessions: usize) -> (Arc<SessionStore>, mpsc::UnboundedRec
         max_sessions,
         ..StoreConfig::default()
     };
-    (SessionStore::new(Arc::new(FakeBackend { spawned: tx }), config), rx)
+    (
+        SessionStore::new(Arc::new(FakeBackend { spawned: tx }), config),
+        rx,
+    )
 }
 
 pub fn req(tty: bool) -> ExecRequest {
@@ -163,7 +174,11 @@ async fn drain_finishes_on_close_without_waiting_the_grace() {
     control.exit(0);
     control.close();
     let (ended_at, _) = next_end(&mut events, id).await;
-    assert!(ended_at - exited_at < Duration::from_millis(100), "{:?}", ended_at - exited_at);
+    assert!(
+        ended_at - exited_at < Duration::from_millis(100),
+        "{:?}",
+        ended_at - exited_at
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -175,8 +190,20 @@ async fn the_trailing_grace_is_the_fallback_without_a_close() {
     let exited_at = Instant::now();
     control.exit(3);
     let (ended_at, end) = next_end(&mut events, id).await;
-    assert!(ended_at - exited_at >= Duration::from_millis(100), "{:?}", ended_at - exited_at);
-    let EventKind::End { exit_code, status, aggregated_output, .. } = end else { unreachable!() };
+    assert!(
+        ended_at - exited_at >= Duration::from_millis(100),
+        "{:?}",
+        ended_at - exited_at
+    );
+    let EventKind::End {
+        exit_code,
+        status,
+        aggregated_output,
+        ..
+    } = end
+    else {
+        unreachable!()
+    };
     assert_eq!((exit_code, status), (Some(3), EndStatus::Failed));
     assert_eq!(aggregated_output, "tail");
 }
@@ -191,7 +218,10 @@ async fn a_completed_session_id_is_unknown_afterwards_and_the_store_is_empty() {
     let snap = store.write_stdin(poll(id, 5000)).await.unwrap();
     assert_eq!((snap.exit_code, snap.session_id), (Some(0), None));
     assert_eq!(snap.output, "bye");
-    assert_eq!(store.write_stdin(poll(id, 0)).await.unwrap_err(), ExecError::UnknownProcess(id));
+    assert_eq!(
+        store.write_stdin(poll(id, 0)).await.unwrap_err(),
+        ExecError::UnknownProcess(id)
+    );
     assert_eq!(
         store.write_stdin(write(id, "x", 0)).await.unwrap_err(),
         ExecError::UnknownProcess(id)
@@ -211,9 +241,15 @@ async fn pruning_picks_the_lru_exited_session_outside_the_recent_eight() {
     sessions[1].1.close();
     let (new_id, _) = running(&store, &mut spawned, false).await;
     let ids: Vec<i32> = store.list_sessions().iter().map(|s| s.session_id).collect();
-    assert!(!ids.contains(&1001), "the exited LRU session goes first: {ids:?}");
+    assert!(
+        !ids.contains(&1001),
+        "the exited LRU session goes first: {ids:?}"
+    );
     assert!(ids.contains(&1000) && ids.contains(&new_id));
-    assert_eq!(store.write_stdin(poll(1001, 0)).await.unwrap_err(), ExecError::UnknownProcess(1001));
+    assert_eq!(
+        store.write_stdin(poll(1001, 0)).await.unwrap_err(),
+        ExecError::UnknownProcess(1001)
+    );
     // Nothing exited now: the least recently used (1000) gives way, and it is killed.
     let _ = running(&store, &mut spawned, false).await;
     let ids: Vec<i32> = store.list_sessions().iter().map(|s| s.session_id).collect();
@@ -243,7 +279,11 @@ async fn a_pipe_session_gets_ctrl_c_as_a_signal_and_other_input_is_refused() {
     assert_eq!(err, ExecError::StdinClosed { session_id: id });
     assert!(control.writes.lock().unwrap().is_empty());
     let snap = store.write_stdin(write(id, "\u{3}", 250)).await.unwrap();
-    assert_eq!(snap.session_id, Some(id), "a signal alone does not end a fake process");
+    assert_eq!(
+        snap.session_id,
+        Some(id),
+        "a signal alone does not end a fake process"
+    );
     assert_eq!(*control.signals.lock().unwrap(), vec![Signal::Interrupt]);
 }
 
@@ -260,9 +300,15 @@ async fn terminating_during_a_poll_returns_the_exited_snapshot() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(!poller.is_finished());
     store.terminate(id).unwrap(); // must not wait for the interaction lock
-    let snap = poller.await.unwrap().expect("the Unknown fallback returns the exited snapshot");
+    let snap = poller
+        .await
+        .unwrap()
+        .expect("the Unknown fallback returns the exited snapshot");
     assert_eq!(snap.session_id, None);
     assert_eq!(snap.exit_code, Some(137));
     assert_eq!(snap.output, "last words");
-    assert_eq!(store.terminate(id).unwrap_err(), ExecError::UnknownProcess(id));
+    assert_eq!(
+        store.terminate(id).unwrap_err(),
+        ExecError::UnknownProcess(id)
+    );
 }

@@ -54,7 +54,10 @@ pub async fn collect(store: &Arc<SessionStore>, first: Snapshot) -> (String, Sna
     let mut last = first;
     let deadline = Instant::now() + Duration::from_secs(60);
     while let Some(id) = last.session_id {
-        assert!(Instant::now() < deadline, "session {id} did not exit; output so far: {out}");
+        assert!(
+            Instant::now() < deadline,
+            "session {id} did not exit; output so far: {out}"
+        );
         last = store.write_stdin(poll(id, 5000)).await.expect("poll");
         out.push_str(&last.output);
     }
@@ -100,7 +103,10 @@ pub fn procs_with(needle: &str) -> Vec<u32> {
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat.rsplit_once(") ").map(|(_, rest)| rest.chars().next()).unwrap_or(None);
+        let state = stat
+            .rsplit_once(") ")
+            .map(|(_, rest)| rest.chars().next())
+            .unwrap_or(None);
         if cmdline.contains(needle) && state != Some('Z') {
             found.push(pid);
         }
@@ -109,15 +115,19 @@ pub fn procs_with(needle: &str) -> Vec<u32> {
 }
 
 pub async fn wait_gone(needle: &str) {
-    eventually(&format!("processes with {needle} to die"), Duration::from_secs(10), || {
-        procs_with(needle).is_empty()
-    })
+    eventually(
+        &format!("processes with {needle} to die"),
+        Duration::from_secs(10),
+        || procs_with(needle).is_empty(),
+    )
     .await;
 }
 
 pub async fn wait_present(needle: &str) {
-    eventually(&format!("a process with {needle}"), Duration::from_secs(10), || {
-        !procs_with(needle).is_empty()
-    })
+    eventually(
+        &format!("a process with {needle}"),
+        Duration::from_secs(10),
+        || !procs_with(needle).is_empty(),
+    )
     .await;
 }

@@ -17,20 +17,55 @@ async fn bad_exec_arguments_name_their_field() {
     let file = std::env::temp_dir().join(format!("uexec-not-a-dir-{}", std::process::id()));
     std::fs::write(&file, "x").unwrap();
     let cases = [
-        (ExecRequest { cmd: String::new(), ..exec("x", 250) }, "cmd"),
+        (
+            ExecRequest {
+                cmd: String::new(),
+                ..exec("x", 250)
+            },
+            "cmd",
+        ),
         (exec("echo a\0b", 250), "cmd"),
-        (ExecRequest { workdir: Some("no-such-dir-7c1e".into()), ..exec("pwd", 250) }, "workdir"),
-        (ExecRequest { workdir: Some(file.display().to_string()), ..exec("pwd", 250) }, "workdir"),
-        (ExecRequest { shell: Some("/no/such/shell".into()), ..exec("pwd", 250) }, "shell"),
-        (ExecRequest { max_output_tokens: Some(-1), ..exec("pwd", 250) }, "max_output_tokens"),
+        (
+            ExecRequest {
+                workdir: Some("no-such-dir-7c1e".into()),
+                ..exec("pwd", 250)
+            },
+            "workdir",
+        ),
+        (
+            ExecRequest {
+                workdir: Some(file.display().to_string()),
+                ..exec("pwd", 250)
+            },
+            "workdir",
+        ),
+        (
+            ExecRequest {
+                shell: Some("/no/such/shell".into()),
+                ..exec("pwd", 250)
+            },
+            "shell",
+        ),
+        (
+            ExecRequest {
+                max_output_tokens: Some(-1),
+                ..exec("pwd", 250)
+            },
+            "max_output_tokens",
+        ),
     ];
     for (req, field) in cases {
         let e = store.exec_command(req.clone()).await.unwrap_err();
         assert_eq!(field_of(&e), field, "{req:?}");
-        assert!(e.to_string().starts_with(&format!("invalid arguments: {field}: ")));
+        assert!(e
+            .to_string()
+            .starts_with(&format!("invalid arguments: {field}: ")));
     }
     let e = store
-        .exec_command(ExecRequest { workdir: Some("no-such-dir-7c1e".into()), ..exec("pwd", 250) })
+        .exec_command(ExecRequest {
+            workdir: Some("no-such-dir-7c1e".into()),
+            ..exec("pwd", 250)
+        })
         .await
         .unwrap_err();
     assert!(e.to_string().contains("no-such-dir-7c1e"), "{e}");

@@ -1,6 +1,7 @@
 //! Integration tests of the engine with real processes (and a fake backend where a race
 //! must be forced). One test binary: `cargo test -p uexec-core --test it`.
 #![cfg(unix)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod helpers;
 

@@ -8,7 +8,10 @@ use crate::helpers::{collect, exec, poll, store, write};
 async fn ctrl_c_on_a_pipe_session_runs_the_trap_or_kills_with_130() {
     let store = store();
     let cases = [
-        ("trap 'echo INT-TRAP; exit 42' INT; echo READY; while true; do sleep 0.1; done", 42),
+        (
+            "trap 'echo INT-TRAP; exit 42' INT; echo READY; while true; do sleep 0.1; done",
+            42,
+        ),
         ("echo READY; exec sleep 30", 130),
     ];
     for (cmd, code) in cases {
@@ -27,7 +30,10 @@ async fn ctrl_c_on_a_pipe_session_runs_the_trap_or_kills_with_130() {
 #[tokio::test]
 async fn a_pipe_session_refuses_input_and_keeps_running() {
     let store = store();
-    let s = store.exec_command(exec("sleep 0.5; echo still-here", 250)).await.unwrap();
+    let s = store
+        .exec_command(exec("sleep 0.5; echo still-here", 250))
+        .await
+        .unwrap();
     let id = s.session_id.unwrap();
     let err = store.write_stdin(write(id, "abc", 250)).await.unwrap_err();
     assert_eq!(err, ExecError::StdinClosed { session_id: id });
@@ -43,10 +49,17 @@ async fn a_pipe_session_refuses_input_and_keeps_running() {
 #[tokio::test]
 async fn a_tty_session_echoes_and_ends_on_ctrl_d() {
     let store = store();
-    let req = ExecRequest { tty: Some(true), ..exec("cat", 500) };
+    let req = ExecRequest {
+        tty: Some(true),
+        ..exec("cat", 500)
+    };
     let s = store.exec_command(req).await.unwrap();
     let id = s.session_id.unwrap();
-    let mut out = store.write_stdin(write(id, "hello\n", 500)).await.unwrap().output;
+    let mut out = store
+        .write_stdin(write(id, "hello\n", 500))
+        .await
+        .unwrap()
+        .output;
     while out.matches("hello").count() < 2 {
         out.push_str(&store.write_stdin(poll(id, 5000)).await.unwrap().output);
     }
@@ -59,13 +72,19 @@ async fn a_tty_session_echoes_and_ends_on_ctrl_d() {
 async fn concurrent_polls_never_split_or_duplicate_output() {
     let store = store();
     let s = store
-        .exec_command(exec("for i in $(seq 1 40); do echo line-$i; sleep 0.01; done; sleep 0.3", 250))
+        .exec_command(exec(
+            "for i in $(seq 1 40); do echo line-$i; sleep 0.01; done; sleep 0.3",
+            250,
+        ))
         .await
         .unwrap();
     let id = s.session_id.unwrap();
     let mut out = s.output;
     loop {
-        let (a, b) = tokio::join!(store.write_stdin(poll(id, 5000)), store.write_stdin(poll(id, 5000)));
+        let (a, b) = tokio::join!(
+            store.write_stdin(poll(id, 5000)),
+            store.write_stdin(poll(id, 5000))
+        );
         let mut done = false;
         for r in [a, b] {
             match r {
@@ -89,11 +108,17 @@ async fn concurrent_polls_never_split_or_duplicate_output() {
 #[tokio::test]
 async fn chars_over_one_mebibyte_are_refused() {
     let store = store();
-    let req = ExecRequest { tty: Some(true), ..exec("cat", 250) };
+    let req = ExecRequest {
+        tty: Some(true),
+        ..exec("cat", 250)
+    };
     let id = store.exec_command(req).await.unwrap().session_id.unwrap();
     let big = "x".repeat(1024 * 1024 + 1);
     let err = store.write_stdin(write(id, &big, 250)).await.unwrap_err();
-    assert!(matches!(err, ExecError::InvalidArgument { field: "chars", .. }), "{err}");
+    assert!(
+        matches!(err, ExecError::InvalidArgument { field: "chars", .. }),
+        "{err}"
+    );
     assert_eq!(store.list_sessions().len(), 1, "nothing else changes");
     store.terminate(id).unwrap();
 }

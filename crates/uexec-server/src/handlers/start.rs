@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 use tokio::sync::oneshot;
-use uexec_core::backend::SpawnSpec;
+use uexec_core::backend::{BackendErrorKind, SpawnSpec};
 use uexec_protocol::file_uri;
 use uexec_protocol::{RpcError, StartParams, StartResult};
 
@@ -50,7 +50,7 @@ pub async fn handle(
     };
     let spawned = conn.server.backend.spawn(spec).await.map_err(|e| {
         let error = RpcError::internal(e.message.clone());
-        if is_not_found(&e.message) {
+        if e.kind == BackendErrorKind::NotFound {
             error.with_data(json!({"kind": "spawnNotFound"}))
         } else {
             error
@@ -96,11 +96,4 @@ pub async fn handle(
         },
         gate_tx,
     ))
-}
-
-/// Whether a spawn failed because the program or the working directory does not exist.
-///
-/// `BackendError` carries only a message; ENOENT shows as `(os error 2)` in it.
-fn is_not_found(message: &str) -> bool {
-    message.contains("(os error 2)")
 }
