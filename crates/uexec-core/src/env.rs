@@ -38,15 +38,22 @@ pub fn looks_secret(name: &str) -> bool {
 }
 
 impl EnvPolicy {
-    /// The environment of a command, given the server's.
-    pub fn command_env(
+    /// What a command inherits of the server's environment: everything but secret-looking
+    /// names (unless kept) and dropped names.
+    pub fn inherited(
         &self,
         server_env: impl IntoIterator<Item = (String, String)>,
     ) -> BTreeMap<String, String> {
-        let mut env: BTreeMap<String, String> = server_env
+        server_env
             .into_iter()
             .filter(|(k, _)| !looks_secret(k) || self.keep.iter().any(|x| x == k))
-            .collect();
+            .filter(|(k, _)| !self.drop.iter().any(|x| x == k))
+            .collect()
+    }
+
+    /// Variables set on every command: the forced ones, then the configured ones.
+    pub fn overrides(&self) -> BTreeMap<String, String> {
+        let mut env = BTreeMap::new();
         for (k, v) in FORCED_ENV {
             env.insert((*k).to_owned(), (*v).to_owned());
         }
@@ -56,6 +63,16 @@ impl EnvPolicy {
         for k in &self.drop {
             env.remove(k);
         }
+        env
+    }
+
+    /// The environment of a command, given the server's.
+    pub fn command_env(
+        &self,
+        server_env: impl IntoIterator<Item = (String, String)>,
+    ) -> BTreeMap<String, String> {
+        let mut env = self.inherited(server_env);
+        env.extend(self.overrides());
         env
     }
 }

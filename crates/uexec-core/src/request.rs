@@ -22,6 +22,9 @@ pub struct ExecRequest {
     pub max_output_tokens: Option<i64>,
     /// Id of the call in the face's terms; one is made up when absent.
     pub call_id: Option<String>,
+    /// Run in this named environment (see `SessionStore::with_environments`) instead of
+    /// the default backend.
+    pub environment_id: Option<String>,
 }
 
 /// Arguments of `write_stdin` (SPEC §3).

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::backend::{Backend, Signal, SpawnSpec, WriteOutcome};
+use crate::backend::{Backend, EnvMode, Placement, Signal, SpawnSpec, WriteOutcome};
 use crate::env::EnvPolicy;
 use crate::error::ExecError;
 use crate::events::{lock, EndStatus, EventBus, EventKind, EventStream};
@@ -74,6 +74,8 @@ impl StoreConfig {
 /// Live sessions of one owner, and the calls on them.
 pub struct SessionStore {
     backend: Arc<dyn Backend>,
+    /// Named other places to run commands (`environment_id`), e.g. remote exec servers.
+    environments: HashMap<String, Arc<dyn Backend>>,
     config: StoreConfig,
     inner: Mutex<StoreInner>,
     events: Arc<EventBus>,
@@ -103,8 +105,18 @@ struct Plan {
 
 impl SessionStore {
     pub fn new(backend: Arc<dyn Backend>, config: StoreConfig) -> Arc<Self> {
+        Self::with_environments(backend, config, HashMap::new())
+    }
+
+    /// A store whose commands may also run in named environments (`environment_id`).
+    pub fn with_environments(
+        backend: Arc<dyn Backend>,
+        config: StoreConfig,
+        environments: HashMap<String, Arc<dyn Backend>>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             backend,
+            environments,
             config,
             inner: Mutex::new(StoreInner::default()),
             events: Arc::new(EventBus::default()),
@@ -113,6 +125,13 @@ impl SessionStore {
 
     pub fn config(&self) -> &StoreConfig {
         &self.config
+    }
+
+    /// Names of the environments besides the default one, sorted.
+    pub fn environment_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.environments.keys().cloned().collect();
+        names.sort();
+        names
     }
 
     /// Every event of every session of this store, in order, from now on.
@@ -131,12 +150,13 @@ impl SessionStore {
         req: ExecRequest,
         monitors: Vec<Box<dyn PolicyMonitor>>,
     ) -> Result<Snapshot, ExecError> {
-        let plan = self.plan(&req)?;
+        let backend = self.backend_for(req.environment_id.as_deref())?;
+        let plan = self.plan(&req, backend.placement())?;
         let id = self.reserve_id()?;
         let call_id = req.call_id.clone().unwrap_or_else(new_call_id);
         let argv = plan.spec.argv.clone();
         let cwd = plan.spec.cwd.clone();
-        let process = match self.backend.spawn(plan.spec.clone()).await {
+        let process = match backend.spawn(plan.spec.clone()).await {
             Ok(p) => p,
             Err(e) => {
                 self.release_id(id);
@@ -357,44 +377,73 @@ impl SessionStore {
         self.clean_all();
     }
 
-    fn plan(&self, req: &ExecRequest) -> Result<Plan, ExecError> {
+    fn backend_for(&self, environment: Option<&str>) -> Result<Arc<dyn Backend>, ExecError> {
+        match environment {
+            None | Some("") => Ok(self.backend.clone()),
+            Some(name) => self.environments.get(name).cloned().ok_or_else(|| {
+                let known = self.environment_names().join(", ");
+                ExecError::invalid(
+                    "environment_id",
+                    format!("unknown environment {name:?} (configured: {known})"),
+                )
+            }),
+        }
+    }
+
+    fn plan(&self, req: &ExecRequest, placement: Placement) -> Result<Plan, ExecError> {
         if req.cmd.is_empty() {
             return Err(ExecError::invalid("cmd", "must not be empty"));
         }
         no_nul("cmd", &req.cmd)?;
         let max_output_tokens = self.token_budget(req.max_output_tokens)?;
-        let cwd = match req.workdir.as_deref() {
-            None | Some("") => self.config.cwd.clone(),
-            Some(dir) => {
-                no_nul("workdir", dir)?;
-                self.config.cwd.join(dir)
+        let workdir = req.workdir.as_deref().filter(|w| !w.is_empty());
+        if let Some(dir) = workdir {
+            no_nul("workdir", dir)?;
+        }
+        if let Some(shell) = &req.shell {
+            no_nul("shell", shell)?;
+        }
+        let requested_shell = req.shell.clone().filter(|s| !s.is_empty());
+        let (cwd, shell, env, env_mode) = match placement {
+            Placement::Local => {
+                let cwd =
+                    workdir.map_or_else(|| self.config.cwd.clone(), |d| self.config.cwd.join(d));
+                if !cwd.is_dir() {
+                    let why = if cwd.exists() {
+                        "is not a directory"
+                    } else {
+                        "does not exist"
+                    };
+                    return Err(ExecError::invalid(
+                        "workdir",
+                        format!("{} {why}", cwd.display()),
+                    ));
+                }
+                let env = self.config.env_policy.command_env(std::env::vars());
+                let shell = requested_shell.unwrap_or_else(|| self.default_shell());
+                if find_program(&shell, env.get("PATH").map(String::as_str)).is_none() {
+                    return Err(ExecError::invalid(
+                        "shell",
+                        format!("{shell} not found or not executable"),
+                    ));
+                }
+                (cwd, shell, env, EnvMode::Exact)
+            }
+            Placement::Remote {
+                cwd: remote_cwd,
+                shell: remote_shell,
+            } => {
+                let base = remote_cwd.unwrap_or_else(|| PathBuf::from("/"));
+                let cwd = workdir.map_or_else(|| base.clone(), |d| base.join(d));
+                let shell = requested_shell
+                    .or(remote_shell)
+                    .unwrap_or_else(|| "/bin/sh".to_owned());
+                let mode = EnvMode::InheritFiltered {
+                    drop: self.config.env_policy.drop.clone(),
+                };
+                (cwd, shell, self.config.env_policy.overrides(), mode)
             }
         };
-        if !cwd.is_dir() {
-            let why = if cwd.exists() {
-                "is not a directory"
-            } else {
-                "does not exist"
-            };
-            return Err(ExecError::invalid(
-                "workdir",
-                format!("{} {why}", cwd.display()),
-            ));
-        }
-        let env = self.config.env_policy.command_env(std::env::vars());
-        let shell = match req.shell.as_deref() {
-            Some(shell) if !shell.is_empty() => {
-                no_nul("shell", shell)?;
-                shell.to_owned()
-            }
-            _ => self.default_shell(),
-        };
-        if find_program(&shell, env.get("PATH").map(String::as_str)).is_none() {
-            return Err(ExecError::invalid(
-                "shell",
-                format!("{shell} not found or not executable"),
-            ));
-        }
         let flag = if req.login.unwrap_or(true) {
             "-lc"
         } else {
@@ -406,6 +455,7 @@ impl SessionStore {
                 arg0: None,
                 cwd,
                 env,
+                env_mode,
                 tty: req.tty.unwrap_or(false),
                 pipe_stdin: false,
             },

@@ -119,6 +119,7 @@ pub fn exec_request(arguments: Option<&Args>) -> Result<ExecRequest, ArgError> {
         yield_time_ms: integer(&args, "yield_time_ms")?,
         max_output_tokens: integer(&args, "max_output_tokens")?,
         call_id: None,
+        environment_id: None,
     })
 }
 

@@ -26,8 +26,8 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{
-    Backend, BackendError, BackendErrorKind, ExitReport, OutputChunk, ProcessControl, Signal,
-    SpawnSpec, SpawnedProcess, Stream, WriteOutcome,
+    Backend, BackendError, BackendErrorKind, EnvMode, ExitReport, OutputChunk, ProcessControl,
+    Signal, SpawnSpec, SpawnedProcess, Stream, WriteOutcome,
 };
 use crate::limits::{PTY_COLS, PTY_ROWS};
 use crate::sys;
@@ -77,9 +77,21 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
         .split_first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty argv"))?;
     let mut cmd = Command::new(program);
+    let env = match &spec.env_mode {
+        EnvMode::Exact => spec.env.clone(),
+        EnvMode::InheritFiltered { drop } => {
+            let mut env = crate::env::EnvPolicy {
+                drop: drop.clone(),
+                ..Default::default()
+            }
+            .inherited(std::env::vars());
+            env.extend(spec.env.clone());
+            env
+        }
+    };
     cmd.args(args)
         .env_clear()
-        .envs(&spec.env)
+        .envs(&env)
         .current_dir(&spec.cwd)
         .kill_on_drop(false);
     if let Some(arg0) = &spec.arg0 {

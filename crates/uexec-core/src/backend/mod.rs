@@ -30,12 +30,38 @@ pub struct SpawnSpec {
     pub arg0: Option<String>,
     /// Absolute working directory.
     pub cwd: PathBuf,
-    /// The exact environment of the process (nothing else is inherited).
+    /// The environment of the process, applied as `env_mode` says.
     pub env: BTreeMap<String, String>,
+    pub env_mode: EnvMode,
     /// A PTY (one merged stream) instead of pipes.
     pub tty: bool,
     /// Pipe mode only: keep stdin open as a pipe instead of `/dev/null`.
     pub pipe_stdin: bool,
+}
+
+/// How [`SpawnSpec::env`] becomes the process's environment.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum EnvMode {
+    /// `env` is the whole environment; nothing is inherited.
+    #[default]
+    Exact,
+    /// The backend's own environment, minus names that look secret (`KEY`, `SECRET`,
+    /// `TOKEN`) and minus `drop`, with `env` on top. For backends on other machines, whose
+    /// environment the caller cannot see.
+    InheritFiltered { drop: Vec<String> },
+}
+
+/// Where a backend runs its processes: what the engine may check before a spawn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    /// This machine: working directories and shells are checked here.
+    Local,
+    /// Another machine: nothing can be checked locally; relative working directories join
+    /// the remote's cwd and the default shell is the remote's.
+    Remote {
+        cwd: Option<PathBuf>,
+        shell: Option<String>,
+    },
 }
 
 /// Which stream a chunk came from.
@@ -149,4 +175,9 @@ pub trait Backend: Send + Sync + 'static {
     /// Starts a process. Errors name the cause ("No such file or directory" for a missing
     /// program, and so on).
     fn spawn(&self, spec: SpawnSpec) -> BoxFuture<'_, Result<SpawnedProcess, BackendError>>;
+
+    /// Where the processes run (default: here).
+    fn placement(&self) -> Placement {
+        Placement::Local
+    }
 }

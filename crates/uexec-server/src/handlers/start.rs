@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 use tokio::sync::oneshot;
-use uexec_core::backend::{BackendErrorKind, SpawnSpec};
+use uexec_core::backend::{BackendErrorKind, EnvMode, SpawnSpec};
 use uexec_protocol::file_uri;
 use uexec_protocol::{RpcError, StartParams, StartResult};
 
@@ -45,6 +45,7 @@ pub async fn handle(
         arg0: params.arg0,
         cwd,
         env: build_env(&params.env, params.env_policy.as_ref(), std::env::vars()),
+        env_mode: EnvMode::Exact,
         tty: params.tty,
         pipe_stdin: params.pipe_stdin,
     };
