@@ -135,7 +135,7 @@ async fn serve_http(
         .with_cancellation_token(cancel.child_token());
     let server = UexecServer::new(store, args.codex_tools_only);
     let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
+        move || Ok(server.for_connection()),
         Arc::new(LocalSessionManager::default()),
         config,
     );

@@ -5,14 +5,18 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{json, Map, Value};
 use uexec_core::{ExecError, SessionStore, Snapshot};
 
 use crate::args;
+use crate::progress::{CallTarget, ProgressForwarder};
+use crate::resources::{self, LegacySubscriptions};
 use crate::tools;
 
 /// One MCP connection's view of a store.
@@ -20,6 +24,7 @@ use crate::tools;
 pub struct UexecServer {
     store: Arc<SessionStore>,
     codex_tools_only: bool,
+    subscriptions: LegacySubscriptions,
 }
 
 impl UexecServer {
@@ -27,7 +32,13 @@ impl UexecServer {
         Self {
             store,
             codex_tools_only,
+            subscriptions: LegacySubscriptions::default(),
         }
+    }
+
+    /// A handler for another connection on the same store (its own subscriptions).
+    pub fn for_connection(&self) -> Self {
+        Self::new(self.store.clone(), self.codex_tools_only)
     }
 
     pub fn store(&self) -> &Arc<SessionStore> {
@@ -140,7 +151,13 @@ pub fn snapshot_result(s: Snapshot) -> CallToolResult {
 
 impl ServerHandler for UexecServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_resources_list_changed()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("uexec", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Run shell commands with exec_command. Commands that outlive yield_time_ms keep running in a session: poll, type into or interrupt them with write_stdin, list them with list_sessions, stop them with terminate_session.",
@@ -163,10 +180,92 @@ impl ServerHandler for UexecServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let call_id = format!("mcp-{}", request_id_text(&context));
-        Ok(self
+        let target = match request.name.as_ref() {
+            tools::EXEC_COMMAND => Some(CallTarget::Call(call_id.clone())),
+            tools::WRITE_STDIN => request
+                .arguments
+                .as_ref()
+                .and_then(|a| a.get("session_id"))
+                .and_then(Value::as_i64)
+                .and_then(|id| i32::try_from(id).ok())
+                .map(CallTarget::Session),
+            _ => None,
+        };
+        let forwarder = match (context.meta.get_progress_token(), target) {
+            (Some(token), Some(target)) => Some(ProgressForwarder::start(
+                self.store.subscribe(),
+                target,
+                token,
+                context.peer.clone(),
+            )),
+            _ => None,
+        };
+        let result = self
             .call(request.name.as_ref(), request.arguments.as_ref(), call_id)
-            .await
-            .into())
+            .await;
+        if let Some(f) = forwarder {
+            f.finish().await;
+        }
+        Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(ListResourcesResult::with_all_items(resources::list(
+            &self.store,
+        )))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        resources::read(&self.store, &request.uri).map(Into::into)
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscriptions
+            .subscribe(&self.store, request.uri, context.peer.clone());
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscriptions.unsubscribe(&request.uri);
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.resources_list_changed = requested.resources_list_changed;
+        accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
+            uris.iter()
+                .filter(|u| resources::session_of(u).is_some())
+                .cloned()
+                .collect()
+        });
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        resources::listen(&self.store, context.sink(), context.cancelled()).await;
+        Ok(())
     }
 }
 

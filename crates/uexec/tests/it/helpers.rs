@@ -1,0 +1,127 @@
+//! Launching `uexec mcp`, a recording MCP client, and waits with deadlines.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ProgressNotificationParam,
+    ResourceUpdatedNotificationParam,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{json, Map, Value};
+
+pub const UEXEC: &str = env!("CARGO_BIN_EXE_uexec");
+
+/// Records the notifications a server sends.
+#[derive(Clone, Default)]
+pub struct Recorder {
+    pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    pub updated: Arc<Mutex<Vec<String>>>,
+}
+
+impl ClientHandler for Recorder {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push(params);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.updated.lock().unwrap().push(params.uri);
+    }
+}
+
+pub type Client = RunningService<RoleClient, Recorder>;
+
+/// `uexec mcp` over stdio in a fresh temp cwd with an empty HOME.
+pub async fn stdio_client(extra: &[&str]) -> (Client, Recorder, u32) {
+    let dir =
+        std::env::temp_dir().join(format!("uexec-it-{}-{}", std::process::id(), rand_suffix()));
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    let mut cmd = tokio::process::Command::new(UEXEC);
+    cmd.arg("mcp")
+        .args(extra)
+        .current_dir(&dir)
+        .env("HOME", dir.join("home"));
+    let transport = TokioChildProcess::new(cmd).unwrap();
+    let pid = transport.id().unwrap_or(0);
+    let recorder = Recorder::default();
+    let client = recorder.clone().serve(transport).await.unwrap();
+    (client, recorder, pid)
+}
+
+pub fn rand_suffix() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    u64::from(t.subsec_nanos()) ^ (t.as_secs() << 20)
+}
+
+pub fn args(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+pub async fn call(client: &Client, tool: &'static str, arguments: Value) -> CallToolResult {
+    client
+        .call_tool(CallToolRequestParams::new(tool).with_arguments(args(arguments)))
+        .await
+        .unwrap()
+}
+
+pub fn text(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+pub fn structured(r: &CallToolResult) -> Value {
+    r.structured_content.clone().unwrap_or(json!(null))
+}
+
+pub fn marker() -> String {
+    format!("1000.{}", rand_suffix() % 900_000_000 + 100_000_000)
+}
+
+/// Live processes whose command line contains `needle`.
+pub fn procs_with(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let zombie = stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z'));
+        if !zombie
+            && String::from_utf8_lossy(&cmdline)
+                .replace('\0', " ")
+                .contains(needle)
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+pub async fn eventually(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,140 @@
+//! `uexec mcp --http`: a real client with the token, refusals without it or from a browser.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::ServiceExt;
+use serde_json::json;
+
+use crate::helpers::{call, structured, Recorder, UEXEC};
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(token: Option<&str>) -> Server {
+    let mut cmd = Command::new(UEXEC);
+    cmd.args(["mcp", "--http", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null());
+    cmd.env_remove("UEXEC_TOKEN");
+    if let Some(t) = token {
+        cmd.args(["--token", t]);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let addr = loop {
+        let line = lines
+            .next()
+            .expect("the server announces its address")
+            .unwrap();
+        if let Some(rest) = line.split("http://").nth(1) {
+            break rest.trim_end_matches("/mcp").to_owned();
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    Server { child, addr }
+}
+
+/// One raw HTTP request; returns the status code.
+fn post_status(addr: &str, extra_headers: &str) -> u16 {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}).to_string();
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n{extra_headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    let _ = s.read_to_string(&mut response);
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_client_with_the_token_runs_commands() {
+    let server = start(Some("s3cret"));
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", server.addr))
+            .auth_header("s3cret");
+    let client = Recorder::default()
+        .serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .unwrap();
+    let r = call(
+        &client,
+        "exec_command",
+        json!({"cmd": "echo over-http", "login": false}),
+    )
+    .await;
+    assert_eq!(structured(&r)["exit_code"], 0);
+    assert!(structured(&r)["output"]
+        .as_str()
+        .unwrap()
+        .contains("over-http"));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_missing_or_wrong_token_is_refused() {
+    let server = start(Some("s3cret"));
+    assert_eq!(post_status(&server.addr, ""), 401);
+    assert_eq!(
+        post_status(&server.addr, "Authorization: Bearer wrong\r\n"),
+        401
+    );
+    assert_ne!(
+        post_status(&server.addr, "Authorization: Bearer s3cret\r\n"),
+        401
+    );
+}
+
+#[tokio::test]
+async fn a_foreign_origin_or_host_is_refused() {
+    let server = start(None);
+    assert_eq!(
+        post_status(&server.addr, "Origin: https://evil.example\r\n"),
+        403
+    );
+    let mut s = TcpStream::connect(&server.addr).unwrap();
+    let body = "{}";
+    write!(s, "POST /mcp HTTP/1.1\r\nHost: evil.example\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
+    let mut response = String::new();
+    let _ = s.read_to_string(&mut response);
+    let status: u16 = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        status == 403 || status == 400 || status == 421,
+        "{response}"
+    );
+}
+
+#[test]
+fn a_public_bind_without_a_token_is_refused() {
+    let out = Command::new(UEXEC)
+        .args(["mcp", "--http", "0.0.0.0:0"])
+        .env_remove("UEXEC_TOKEN")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("without a bearer token"));
+}

@@ -1,0 +1,196 @@
+//! `uexec mcp` over stdio with rmcp's client.
+
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, ClientRequest, ReadResourceRequestParams, Request,
+    SubscribeRequestParams,
+};
+use rmcp::service::PeerRequestOptions;
+use serde_json::json;
+
+use crate::helpers::{args, call, eventually, marker, procs_with, stdio_client, structured, text};
+
+#[tokio::test]
+async fn tools_and_server_info() {
+    let (client, _, _) = stdio_client(&[]).await;
+    let info = client.peer_info().expect("initialized");
+    assert_eq!(
+        info.server_info.as_ref().map(|i| i.name.as_str()),
+        Some("uexec")
+    );
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<_> = tools.iter().map(|t| t.name.to_string()).collect();
+    assert_eq!(
+        names,
+        [
+            "exec_command",
+            "write_stdin",
+            "list_sessions",
+            "terminate_session"
+        ]
+    );
+    assert!(tools.iter().take(2).all(|t| t.output_schema.is_some()));
+    client.cancel().await.unwrap();
+
+    let (client, _, _) = stdio_client(&["--codex-tools-only"]).await;
+    let names: Vec<_> = client
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert_eq!(names, ["exec_command", "write_stdin"]);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn exec_poll_and_errors_as_tool_results() {
+    let (client, _, _) = stdio_client(&[]).await;
+    let r = call(
+        &client,
+        "exec_command",
+        json!({"cmd": "echo hello", "login": false}),
+    )
+    .await;
+    assert_eq!(r.is_error, Some(false));
+    assert!(text(&r).ends_with("Output:\nhello\n"), "{}", text(&r));
+    assert_eq!(structured(&r)["exit_code"], 0);
+
+    let r = call(
+        &client,
+        "exec_command",
+        json!({"cmd": "sleep 0.5; echo late", "login": false, "yield_time_ms": 250}),
+    )
+    .await;
+    let id = structured(&r)["session_id"].as_i64().expect("running");
+    let p = call(&client, "write_stdin", json!({"session_id": id})).await;
+    assert_eq!(structured(&p)["exit_code"], 0, "{}", text(&p));
+    assert!(text(&p).contains("late"));
+
+    let e = call(&client, "write_stdin", json!({"session_id": id})).await;
+    assert_eq!(e.is_error, Some(true));
+    assert_eq!(
+        text(&e),
+        format!("write_stdin failed: Unknown process id {id}")
+    );
+    let e = call(&client, "exec_command", json!({"cmd": "x", "tty": "yes"})).await;
+    assert!(
+        text(&e).starts_with("exec_command failed: invalid arguments: tty: "),
+        "{}",
+        text(&e)
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn output_during_the_window_arrives_as_progress() {
+    let (client, recorder, _) = stdio_client(&[]).await;
+    let params = CallToolRequestParams::new("exec_command").with_arguments(args(json!({
+        "cmd": "for i in 1 2 3; do echo progress-$i; sleep 0.2; done",
+        "login": false,
+        "yield_time_ms": 5000
+    })));
+    let handle = client
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(Request::new(params)),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    handle.await_response().await.unwrap();
+    let progress = recorder.progress.lock().unwrap().clone();
+    let text: String = progress.iter().filter_map(|p| p.message.clone()).collect();
+    assert_eq!(text, "progress-1\nprogress-2\nprogress-3\n", "{progress:?}");
+    assert!(progress.windows(2).all(|w| w[0].progress < w[1].progress));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+#[allow(deprecated)] // resources/subscribe: the legacy path, still what most clients use
+async fn sessions_are_resources_and_subscribers_hear_the_end() {
+    let (client, recorder, _) = stdio_client(&[]).await;
+    let r = call(
+        &client,
+        "exec_command",
+        json!({"cmd": "echo resource-output; sleep 1", "login": false, "yield_time_ms": 250}),
+    )
+    .await;
+    let id = structured(&r)["session_id"].as_i64().expect("running");
+    let uri = format!("uexec://sessions/{id}");
+    let listed = client.list_all_resources().await.unwrap();
+    assert!(listed.iter().any(|res| res.uri == uri), "{listed:?}");
+    let read = client
+        .read_resource(ReadResourceRequestParams::new(uri.clone()))
+        .await
+        .unwrap();
+    let body = serde_json::to_string(&read).unwrap();
+    assert!(
+        body.contains("resource-output") && body.contains("state: running"),
+        "{body}"
+    );
+    client
+        .subscribe(SubscribeRequestParams::new(uri.clone()))
+        .await
+        .unwrap();
+    let updated = recorder.updated.clone();
+    eventually(
+        "a resources/updated for the session's end",
+        Duration::from_secs(10),
+        || updated.lock().unwrap().contains(&uri),
+    )
+    .await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn closing_stdin_kills_every_session() {
+    let (client, _, _) = stdio_client(&[]).await;
+    let (a, b) = (marker(), marker());
+    call(
+        &client,
+        "exec_command",
+        json!({"cmd": format!("sleep {a}"), "yield_time_ms": 250}),
+    )
+    .await;
+    call(
+        &client,
+        "exec_command",
+        json!({"cmd": format!("sleep {b}"), "tty": true, "yield_time_ms": 250}),
+    )
+    .await;
+    assert!(!procs_with(&a).is_empty() && !procs_with(&b).is_empty());
+    client.cancel().await.unwrap(); // closes the server's stdin
+    eventually(
+        "sessions to die with their server",
+        Duration::from_secs(5),
+        || procs_with(&a).is_empty() && procs_with(&b).is_empty(),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn sigterm_to_the_server_kills_every_session() {
+    let (client, _, pid) = stdio_client(&[]).await;
+    let m = marker();
+    call(
+        &client,
+        "exec_command",
+        json!({"cmd": format!("sleep {m} & sleep {m}"), "yield_time_ms": 250}),
+    )
+    .await;
+    assert!(procs_with(&m).len() >= 2);
+    // SAFETY-free: kill(1) via the shell keeps this test free of libc.
+    let status = std::process::Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    eventually("sessions to die on SIGTERM", Duration::from_secs(5), || {
+        procs_with(&m).is_empty()
+    })
+    .await;
+    drop(client);
+}
