@@ -18,9 +18,12 @@
 //!    `resumeSessionId`, then its processes are killed; closed processes stay readable 30 s;
 //! 6. stdin EOF (stdio), SIGINT or SIGTERM shut the server down, killing every process group.
 //!
+//! The other way round, [`client::RemoteBackend`] is the engine's backend on an exec server.
+//!
 //! The face holds no process logic of its own: spawning, PTYs, process groups and reaping
 //! are the backend's.
 
+pub mod client;
 pub mod config;
 pub mod connection;
 pub mod env_policy;

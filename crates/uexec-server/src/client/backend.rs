@@ -1,0 +1,270 @@
+//! [`RemoteBackend`]: the engine's [`Backend`] on an exec server.
+//!
+//! `spawn`, in order:
+//! 1. take the session's live link (after a lost connection: dial a fresh session);
+//! 2. pick a fresh `processId` and register its feed, so no event can arrive unrouted;
+//! 3. send `process/start`: `cwd` as a `file://` URI; [`EnvMode::Exact`] as a plain `env`,
+//!    [`EnvMode::InheritFiltered`] as `envPolicy {inherit: all, exclude: drop, set: env}`
+//!    (the server's own environment minus secret-looking names, the way both servers apply
+//!    a policy); if the link drops meanwhile and is resumed, the start is sent again and
+//!    "already exists" then means the first one worked;
+//! 4. hand the engine the feed's output channel and exit oneshot, and a [`RemoteControl`].
+//!
+//! A refused start maps to a [`BackendError`]: `NotFound` when the server says
+//! `data.kind == "spawnNotFound"`, `Unavailable` when the connection failed.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use uexec_core::backend::{Backend, BackendError, EnvMode, Placement, SpawnSpec, SpawnedProcess};
+use uexec_protocol::file_uri;
+use uexec_protocol::{
+    EnvPolicy, EnvPolicyInherit, EnvironmentInfo, ErrorCode, Method, StartParams, StartResult,
+};
+
+use super::control::RemoteControl;
+use super::error::ClientError;
+use super::feed::{self, FeedEvent};
+use super::link::CallError;
+use super::remote_session::RemoteSession;
+use super::ClientConfig;
+
+/// Runs the engine's processes on an exec server (`uexec serve` or `codex exec-server`).
+#[derive(Debug)]
+pub struct RemoteBackend {
+    session: Arc<RemoteSession>,
+    environment: EnvironmentInfo,
+    placement: Placement,
+}
+
+impl RemoteBackend {
+    /// Connects to `url` (`ws://HOST:PORT`), sending `Authorization: Bearer <token>` when a
+    /// token is given, and opens a session.
+    pub async fn connect(url: &str, token: Option<String>) -> Result<Arc<Self>, ClientError> {
+        Self::connect_with(url, token, ClientConfig::default()).await
+    }
+
+    /// [`RemoteBackend::connect`] with other timers and limits.
+    pub async fn connect_with(
+        url: &str,
+        token: Option<String>,
+        config: ClientConfig,
+    ) -> Result<Arc<Self>, ClientError> {
+        let (session, init) = RemoteSession::open(url, token, config).await?;
+        let environment = match init.environment_info {
+            Some(info) => info,
+            None => {
+                let method = Method::EnvironmentInfo.as_str();
+                let timeout = Some(session.config().request_timeout);
+                session
+                    .call(method, &serde_json::json!({}), timeout, true)
+                    .await?
+            }
+        };
+        let placement = placement_of(&environment);
+        Ok(Arc::new(Self {
+            session,
+            environment,
+            placement,
+        }))
+    }
+
+    pub fn url(&self) -> &str {
+        self.session.url()
+    }
+
+    /// What the server said about its environment at connect.
+    pub fn environment(&self) -> &EnvironmentInfo {
+        &self.environment
+    }
+
+    /// The server's id of the current session (`None` while disconnected).
+    pub fn session_id(&self) -> Option<String> {
+        self.session.session_id()
+    }
+
+    /// Closes the connection; live processes fail, later spawns are refused. The server
+    /// kills the session's processes when it expires the detached session.
+    pub fn close(&self) {
+        self.session.close();
+    }
+
+    async fn start(&self, spec: SpawnSpec) -> Result<SpawnedProcess, ClientError> {
+        let link = self.session.link_for_spawn().await?;
+        let process_id = self.session.next_process_id();
+        let feed = feed::start(&self.session, process_id.clone());
+        let params = start_params(&process_id, spec);
+        let method = Method::ProcessStart.as_str();
+        let timeout = Some(self.session.config().request_timeout);
+        let mut link = link;
+        let mut retried = false;
+        let outcome = loop {
+            match link.request(method, &params, timeout).await {
+                Ok(value) => {
+                    break serde_json::from_value::<StartResult>(value)
+                        .map(|_| ())
+                        .map_err(|e| ClientError::BadResponse {
+                            url: self.url().to_string(),
+                            method,
+                            reason: e.to_string(),
+                        })
+                }
+                Err(CallError::Rpc(e))
+                    if retried
+                        && e.code == ErrorCode::InvalidRequest.code()
+                        && e.message.contains("already exists") =>
+                {
+                    break Ok(());
+                }
+                Err(CallError::Down(_)) if !retried && !feed.handle.is_finished() => {
+                    retried = true;
+                    match self.session.current_link().await {
+                        Ok(next) => link = next,
+                        Err(e) => break Err(e),
+                    }
+                }
+                Err(e) => break Err(self.session.call_error(method, e)),
+            }
+        };
+        if let Err(e) = outcome {
+            feed.handle
+                .send(FeedEvent::Lost(format!("process/start failed: {e}")));
+            return Err(e);
+        }
+        if feed.handle.is_finished() {
+            // The connection was lost for good between the start and now.
+            return Err(ClientError::ConnectionLost {
+                url: self.url().to_string(),
+                reason: "while the process was starting".to_string(),
+            });
+        }
+        let control = RemoteControl::new(self.session.clone(), process_id, feed.handle);
+        Ok(SpawnedProcess {
+            pid: None,
+            output: feed.output,
+            exit: feed.exit,
+            control: Arc::new(control),
+        })
+    }
+}
+
+impl Backend for RemoteBackend {
+    fn spawn(&self, spec: SpawnSpec) -> BoxFuture<'_, Result<SpawnedProcess, BackendError>> {
+        Box::pin(async move {
+            if spec.argv.is_empty() {
+                return Err(BackendError::new("empty argv"));
+            }
+            self.start(spec).await.map_err(|e| e.to_backend_error())
+        })
+    }
+
+    fn placement(&self) -> Placement {
+        self.placement.clone()
+    }
+}
+
+impl Drop for RemoteBackend {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Where the server runs things: its cwd and its user's shell.
+fn placement_of(info: &EnvironmentInfo) -> Placement {
+    Placement::Remote {
+        cwd: info
+            .cwd
+            .as_deref()
+            .and_then(|uri| file_uri::parse(uri).ok()),
+        shell: Some(info.shell.path.clone()).filter(|p| !p.is_empty()),
+    }
+}
+
+/// `process/start` for a spawn spec.
+fn start_params(process_id: &str, spec: SpawnSpec) -> StartParams {
+    let (env, env_policy) = match spec.env_mode {
+        EnvMode::Exact => (spec.env, None),
+        EnvMode::InheritFiltered { drop } => (
+            Default::default(),
+            Some(EnvPolicy {
+                inherit: EnvPolicyInherit::All,
+                ignore_default_excludes: false,
+                exclude: drop,
+                set: spec.env,
+                include_only: Vec::new(),
+            }),
+        ),
+    };
+    StartParams {
+        process_id: process_id.to_string(),
+        argv: spec.argv,
+        cwd: file_uri::to_uri(&spec.cwd),
+        env,
+        env_policy,
+        tty: spec.tty,
+        pipe_stdin: spec.pipe_stdin,
+        arg0: spec.arg0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+
+    fn spec(env_mode: EnvMode) -> SpawnSpec {
+        SpawnSpec {
+            argv: vec!["/bin/sh".into(), "-c".into(), "true".into()],
+            arg0: None,
+            cwd: PathBuf::from("/tmp/a b"),
+            env: BTreeMap::from([("NO_COLOR".to_string(), "1".to_string())]),
+            env_mode,
+            tty: true,
+            pipe_stdin: false,
+        }
+    }
+
+    #[test]
+    fn an_exact_environment_is_sent_as_env() {
+        let p = start_params("uexec-1", spec(EnvMode::Exact));
+        assert_eq!(p.cwd, "file:///tmp/a%20b");
+        assert_eq!(p.env["NO_COLOR"], "1");
+        assert!(p.env_policy.is_none());
+        assert!(p.tty);
+    }
+
+    #[test]
+    fn an_inherited_environment_is_sent_as_a_complete_policy() {
+        let mode = EnvMode::InheritFiltered {
+            drop: vec!["PAGER".into()],
+        };
+        let p = start_params("uexec-1", spec(mode));
+        assert!(p.env.is_empty());
+        // Codex 0.171 requires every field of the policy.
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(
+            json["envPolicy"],
+            serde_json::json!({"inherit": "all", "ignoreDefaultExcludes": false,
+                               "exclude": ["PAGER"], "set": {"NO_COLOR": "1"},
+                               "includeOnly": []})
+        );
+    }
+
+    #[test]
+    fn placement_comes_from_the_environment_info() {
+        let info: EnvironmentInfo = serde_json::from_value(serde_json::json!({
+            "shell": {"name": "bash", "path": "/bin/bash"},
+            "cwd": "file:///srv/work",
+            "executorVersion": "0.171.0"
+        }))
+        .unwrap();
+        assert_eq!(
+            placement_of(&info),
+            Placement::Remote {
+                cwd: Some(PathBuf::from("/srv/work")),
+                shell: Some("/bin/bash".into())
+            }
+        );
+    }
+}

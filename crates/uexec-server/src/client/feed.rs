@@ -1,0 +1,422 @@
+//! The feed of one remote process: the owner task that turns the server's events into what
+//! the engine expects of a backend (output chunks in order, one exit report, the output
+//! channel closing last).
+//!
+//! Per event, in the task:
+//! 1. notifications (`process/output|exited|closed`, routed here by process id) go through
+//!    the [`Sequencer`], which releases them in seq order: output to the output channel,
+//!    the exit to the exit oneshot, and `closed` (always the last seq) ends the feed. An
+//!    `exited` may carry a lower seq than trailing output (Codex's exit watcher and pipe
+//!    readers race), so the exit is *not* the end;
+//! 2. a gap (an event waiting for a smaller seq) that lasts `gap_fill_delay`, or a full
+//!    buffer, is filled with `process/read {afterSeq}`; so is everything after a resumed
+//!    connection (servers do not replay what they sent while the client was away). The
+//!    read runs in its own task and comes back as an event, so notifications keep flowing;
+//! 3. output the server no longer retained is reported in the output as a marker line,
+//!    never dropped silently;
+//! 4. a connection lost for good fails the process: exit unknown, failure `connection to
+//!    <url> lost: ...` (no failure when the process was being terminated anyway).
+//!
+//! The output channel is bounded: a slow reader of the output slows this task, whose own
+//! inbox is unbounded, so the connection's reader never waits for one process.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use uexec_core::backend::{ExitReport, OutputChunk, Stream};
+use uexec_protocol::{Method, OutputStream, ReadParams, ReadResult};
+
+use super::error::ClientError;
+use super::remote_session::RemoteSession;
+use super::sequencer::{lost_output_events, ReadAccount, Sequencer};
+
+/// Chunks in flight between a feed and the engine's session before the feed waits.
+const OUTPUT_CHANNEL_CHUNKS: usize = 64;
+
+/// What a feed is told.
+#[derive(Debug)]
+pub(crate) enum FeedEvent {
+    Output {
+        seq: u64,
+        stream: Stream,
+        bytes: Bytes,
+    },
+    Exited {
+        seq: u64,
+        exit_code: i32,
+    },
+    Closed {
+        seq: u64,
+    },
+    /// The connection was resumed: read what was missed.
+    Resumed,
+    /// The answer to this feed's gap-filling read (after the given seq).
+    ReadDone {
+        after_seq: u64,
+        result: Result<ReadResult, ClientError>,
+    },
+    /// The process is being terminated: a lost connection is then no failure.
+    Terminating,
+    /// The connection is gone for good (the failure message).
+    Lost(String),
+}
+
+/// A cheap handle on a feed.
+#[derive(Debug, Clone)]
+pub(crate) struct FeedHandle {
+    tx: mpsc::UnboundedSender<FeedEvent>,
+    finished: Arc<AtomicBool>,
+}
+
+impl FeedHandle {
+    pub fn send(&self, event: FeedEvent) {
+        let _ = self.tx.send(event);
+    }
+
+    /// Whether the feed ended (output closed, exit reported).
+    pub fn is_finished(&self) -> bool {
+        self.finished.load(Ordering::SeqCst)
+    }
+
+    /// Whether `finished` is this feed's flag.
+    pub fn owns(&self, finished: &Arc<AtomicBool>) -> bool {
+        Arc::ptr_eq(&self.finished, finished)
+    }
+}
+
+/// The engine's ends of a feed.
+pub(crate) struct FeedOutputs {
+    pub handle: FeedHandle,
+    pub output: mpsc::Receiver<OutputChunk>,
+    pub exit: oneshot::Receiver<ExitReport>,
+}
+
+/// Registers a feed for `process_id` in `session` and starts its task. Register before
+/// `process/start` is sent, so no event can come before its feed.
+pub(crate) fn start(session: &Arc<RemoteSession>, process_id: String) -> FeedOutputs {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (out_tx, output) = mpsc::channel(OUTPUT_CHANNEL_CHUNKS);
+    let (exit_tx, exit) = oneshot::channel();
+    let handle = FeedHandle {
+        tx,
+        finished: Arc::new(AtomicBool::new(false)),
+    };
+    session.register_feed(&process_id, handle.clone());
+    let config = session.config();
+    let feed = Feed {
+        process_id,
+        session: Arc::downgrade(session),
+        me: handle.tx.downgrade(),
+        finished: handle.finished.clone(),
+        sequencer: Sequencer::new(config.max_early_events),
+        gap_fill_delay: config.gap_fill_delay,
+        output: Some(out_tx),
+        exit: Some(exit_tx),
+        exit_seen: false,
+        closed_seen: false,
+        read_in_flight: false,
+        read_again: false,
+        gap_since: None,
+        terminating: false,
+    };
+    tokio::spawn(feed.run(rx));
+    FeedOutputs {
+        handle,
+        output,
+        exit,
+    }
+}
+
+/// An event released in order.
+enum Item {
+    Output(OutputChunk),
+    Exited(i32),
+    Closed,
+}
+
+#[derive(PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Done,
+}
+
+struct Feed {
+    process_id: String,
+    session: Weak<RemoteSession>,
+    /// Its own inbox, for the answers of its reads (weak: the inbox closes when every
+    /// handle is gone).
+    me: mpsc::WeakUnboundedSender<FeedEvent>,
+    finished: Arc<AtomicBool>,
+    sequencer: Sequencer<Item>,
+    gap_fill_delay: std::time::Duration,
+    /// `None` once closed.
+    output: Option<mpsc::Sender<OutputChunk>>,
+    /// `None` once the exit was reported.
+    exit: Option<oneshot::Sender<ExitReport>>,
+    /// A `process/exited` was received (delivered or waiting).
+    exit_seen: bool,
+    /// A `process/closed` was received (delivered or waiting).
+    closed_seen: bool,
+    read_in_flight: bool,
+    /// Read once more when the read in flight is done (a resume happened meanwhile).
+    read_again: bool,
+    gap_since: Option<Instant>,
+    terminating: bool,
+}
+
+impl Feed {
+    async fn run(mut self, mut inbox: mpsc::UnboundedReceiver<FeedEvent>) {
+        let mut lost = None;
+        loop {
+            let gap_deadline = self.gap_deadline();
+            let event = tokio::select! {
+                event = inbox.recv() => event,
+                _ = sleep_until(gap_deadline), if gap_deadline.is_some() => {
+                    self.start_read();
+                    continue;
+                }
+            };
+            let Some(event) = event else {
+                // Every sender is gone: the spawn failed and nobody will look.
+                break;
+            };
+            let flow = match event {
+                FeedEvent::Lost(reason) => {
+                    let items = self.sequencer.drain();
+                    self.deliver(items).await;
+                    lost = Some(reason);
+                    Flow::Done
+                }
+                other => self.on_event(other).await,
+            };
+            if flow == Flow::Done {
+                break;
+            }
+        }
+        self.finish(lost);
+    }
+
+    async fn on_event(&mut self, event: FeedEvent) -> Flow {
+        let items = match event {
+            FeedEvent::Output { seq, stream, bytes } => self
+                .sequencer
+                .push(seq, Item::Output(OutputChunk { stream, bytes })),
+            FeedEvent::Exited { seq, exit_code } => {
+                self.exit_seen = true;
+                self.sequencer.push(seq, Item::Exited(exit_code))
+            }
+            FeedEvent::Closed { seq } => {
+                self.closed_seen = true;
+                self.sequencer.push(seq, Item::Closed)
+            }
+            FeedEvent::Resumed => {
+                if self.read_in_flight {
+                    self.read_again = true;
+                } else {
+                    self.start_read();
+                }
+                Vec::new()
+            }
+            FeedEvent::ReadDone { after_seq, result } => {
+                self.read_in_flight = false;
+                return self.on_read(after_seq, result).await;
+            }
+            FeedEvent::Terminating => {
+                self.terminating = true;
+                Vec::new()
+            }
+            FeedEvent::Lost(_) => Vec::new(),
+        };
+        let flow = self.deliver(items).await;
+        self.track_gap();
+        flow
+    }
+
+    async fn on_read(&mut self, after_seq: u64, result: Result<ReadResult, ClientError>) -> Flow {
+        let read = match result {
+            Ok(read) => read,
+            Err(e) if e.rpc_error().is_some() => {
+                // The server no longer knows the process (its session ended, say).
+                tracing::debug!(process = %self.process_id, "process/read failed: {e}");
+                let reason = format!("the exec server lost track of the process: {e}");
+                let items = self.sequencer.drain();
+                self.deliver(items).await;
+                self.report_exit(None, Some(reason));
+                return Flow::Done;
+            }
+            Err(e) => {
+                // The link: a resume or a loss comes as its own event.
+                tracing::debug!(process = %self.process_id, "process/read failed: {e}");
+                self.gap_since = Some(Instant::now());
+                return Flow::Continue;
+            }
+        };
+        let mut items = Vec::new();
+        let lost = self.lost_in(after_seq, &read);
+        if lost > 0 {
+            items.push(Item::Output(self.lost_marker(lost)));
+        }
+        let from = self.sequencer.next_seq();
+        for chunk in read.chunks {
+            if chunk.seq >= from {
+                let item = Item::Output(OutputChunk {
+                    stream: engine_stream(chunk.stream),
+                    bytes: chunk.chunk.into_bytes(),
+                });
+                items.extend(self.sequencer.push(chunk.seq, item));
+            }
+        }
+        items.extend(self.sequencer.skip_to(read.next_seq));
+        if self.deliver(items).await == Flow::Done {
+            return Flow::Done;
+        }
+        if read.exited {
+            self.report_exit(read.exit_code, read.failure);
+        }
+        if read.closed {
+            self.output = None;
+            return Flow::Done;
+        }
+        self.track_gap();
+        if std::mem::take(&mut self.read_again) {
+            self.start_read();
+        }
+        Flow::Continue
+    }
+
+    /// Output events in the read's range that neither the read nor the notifications hold.
+    fn lost_in(&self, after_seq: u64, read: &ReadResult) -> u64 {
+        // Events delivered since the read was sent are no longer in question.
+        let after = after_seq.max(self.sequencer.next_seq().saturating_sub(1));
+        let range = after + 1..read.next_seq;
+        let held: BTreeSet<u64> = read
+            .chunks
+            .iter()
+            .map(|c| c.seq)
+            .filter(|seq| range.contains(seq))
+            .chain(self.sequencer.early_seqs(range.clone()))
+            .collect();
+        lost_output_events(ReadAccount {
+            after_seq: after,
+            next_seq: read.next_seq,
+            held: held.len() as u64,
+            exit_unseen: read.exited && !self.exit_seen,
+            close_unseen: read.closed && !self.closed_seen,
+        })
+    }
+
+    fn lost_marker(&self, lost: u64) -> OutputChunk {
+        let url = self
+            .session
+            .upgrade()
+            .map(|s| s.url().to_string())
+            .unwrap_or_default();
+        let text = format!("\n[… {lost} chunks of output lost: {url} no longer retained them …]\n");
+        OutputChunk {
+            stream: Stream::Stdout,
+            bytes: Bytes::from(text),
+        }
+    }
+
+    async fn deliver(&mut self, items: Vec<Item>) -> Flow {
+        for item in items {
+            match item {
+                Item::Output(chunk) => {
+                    if let Some(output) = &self.output {
+                        // A closed receiver means the session is gone; keep draining.
+                        let _ = output.send(chunk).await;
+                    }
+                }
+                Item::Exited(code) => self.report_exit(Some(code), None),
+                Item::Closed => {
+                    self.output = None;
+                    return Flow::Done;
+                }
+            }
+        }
+        Flow::Continue
+    }
+
+    /// Reports the exit once; a negative code means "unknown" on the wire.
+    fn report_exit(&mut self, exit_code: Option<i32>, failure: Option<String>) {
+        if let Some(exit) = self.exit.take() {
+            let _ = exit.send(ExitReport {
+                exit_code: exit_code.filter(|c| *c >= 0),
+                failure,
+            });
+        }
+    }
+
+    fn track_gap(&mut self) {
+        if !self.sequencer.has_gap() {
+            self.gap_since = None;
+        } else if self.gap_since.is_none() {
+            self.gap_since = Some(Instant::now());
+        }
+    }
+
+    fn gap_deadline(&self) -> Option<Instant> {
+        if self.read_in_flight {
+            return None;
+        }
+        let since = self.gap_since?;
+        if self.sequencer.is_full() {
+            return Some(Instant::now());
+        }
+        Some(since + self.gap_fill_delay)
+    }
+
+    /// Reads everything after the last delivered seq, in a task of its own.
+    fn start_read(&mut self) {
+        let (Some(session), Some(me)) = (self.session.upgrade(), self.me.upgrade()) else {
+            return;
+        };
+        self.read_in_flight = true;
+        let after_seq = self.sequencer.next_seq().saturating_sub(1);
+        let params = ReadParams {
+            process_id: self.process_id.clone(),
+            after_seq: Some(after_seq),
+            max_bytes: None,
+            wait_ms: None,
+        };
+        tokio::spawn(async move {
+            let timeout = Some(session.config().request_timeout);
+            let result = session
+                .call(Method::ProcessRead.as_str(), &params, timeout, true)
+                .await;
+            let _ = me.send(FeedEvent::ReadDone { after_seq, result });
+        });
+    }
+
+    /// Ends the feed: the exit is reported (failed when the connection was lost), the output
+    /// closed, the process forgotten.
+    fn finish(&mut self, lost: Option<String>) {
+        let failure = lost.filter(|_| !self.terminating);
+        self.report_exit(None, failure);
+        self.output = None;
+        self.finished.store(true, Ordering::SeqCst);
+        if let Some(session) = self.session.upgrade() {
+            session.unregister_feed(&self.process_id, &self.finished);
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The engine's name of a wire stream.
+pub(crate) fn engine_stream(stream: OutputStream) -> Stream {
+    match stream {
+        OutputStream::Stdout => Stream::Stdout,
+        OutputStream::Stderr => Stream::Stderr,
+        OutputStream::Pty => Stream::Pty,
+    }
+}
