@@ -106,9 +106,16 @@ pub const EXEC_FIELDS: &[&str] = &[
 /// Field names of `write_stdin`.
 pub const WRITE_FIELDS: &[&str] = &["session_id", "chars", "yield_time_ms", "max_output_tokens"];
 
-pub fn exec_request(arguments: Option<&Args>) -> Result<ExecRequest, ArgError> {
+/// `exec_command` arguments; `environment_id` is a field only when `environments` is true.
+pub fn exec_request(arguments: Option<&Args>, environments: bool) -> Result<ExecRequest, ArgError> {
     let args = object(arguments);
-    reject_unknown(&args, EXEC_FIELDS)?;
+    if environments {
+        let mut known = EXEC_FIELDS.to_vec();
+        known.push("environment_id");
+        reject_unknown(&args, &known)?;
+    } else {
+        reject_unknown(&args, EXEC_FIELDS)?;
+    }
     let cmd = string(&args, "cmd")?.ok_or_else(|| err("cmd", "required"))?;
     Ok(ExecRequest {
         cmd,
@@ -119,7 +126,7 @@ pub fn exec_request(arguments: Option<&Args>) -> Result<ExecRequest, ArgError> {
         yield_time_ms: integer(&args, "yield_time_ms")?,
         max_output_tokens: integer(&args, "max_output_tokens")?,
         call_id: None,
-        environment_id: None,
+        environment_id: string(&args, "environment_id")?,
     })
 }
 
@@ -181,7 +188,7 @@ mod tests {
             (json!({"cmd": 5}), "cmd"),
         ];
         for (a, f) in cases {
-            let e = exec_request(Some(&args(a.clone()))).expect_err("must fail");
+            let e = exec_request(Some(&args(a.clone())), false).expect_err("must fail");
             assert_eq!(e.field, f, "{a}");
             assert!(e
                 .to_string()
@@ -191,7 +198,8 @@ mod tests {
 
     #[test]
     fn exec_defaults_are_absent_and_nulls_too() {
-        let r = exec_request(Some(&args(json!({"cmd": "ls", "workdir": null})))).expect("ok");
+        let r =
+            exec_request(Some(&args(json!({"cmd": "ls", "workdir": null}))), false).expect("ok");
         assert_eq!(r.cmd, "ls");
         assert_eq!(r.workdir, None);
         assert_eq!(r.yield_time_ms, None);
@@ -199,14 +207,23 @@ mod tests {
 
     #[test]
     fn huge_numbers_saturate_and_whole_floats_pass() {
-        let r =
-            exec_request(Some(&args(json!({"cmd": "ls", "yield_time_ms": 1e300})))).expect("ok");
+        let r = exec_request(
+            Some(&args(json!({"cmd": "ls", "yield_time_ms": 1e300}))),
+            false,
+        )
+        .expect("ok");
         assert_eq!(r.yield_time_ms, Some(i64::MAX));
-        let r =
-            exec_request(Some(&args(json!({"cmd": "ls", "yield_time_ms": u64::MAX})))).expect("ok");
+        let r = exec_request(
+            Some(&args(json!({"cmd": "ls", "yield_time_ms": u64::MAX}))),
+            false,
+        )
+        .expect("ok");
         assert_eq!(r.yield_time_ms, Some(i64::MAX));
-        let r =
-            exec_request(Some(&args(json!({"cmd": "ls", "yield_time_ms": 500.0})))).expect("ok");
+        let r = exec_request(
+            Some(&args(json!({"cmd": "ls", "yield_time_ms": 500.0}))),
+            false,
+        )
+        .expect("ok");
         assert_eq!(r.yield_time_ms, Some(500));
     }
 

@@ -7,6 +7,7 @@
 //! session: the server keeps one store per principal (the bearer token, or the loopback
 //! user when there is none), and sessions are addressed by uexec's own ids.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -20,7 +21,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 use uexec_core::env::EnvPolicy;
-use uexec_core::{LocalBackend, SessionStore, StoreConfig};
+use uexec_core::{Backend, LocalBackend, SessionStore, StoreConfig};
+use uexec_server::client::RemoteBackend;
 
 use crate::server::UexecServer;
 
@@ -59,6 +61,14 @@ pub struct McpArgs {
     /// Do not pass this variable to commands. Repeatable.
     #[arg(long = "env-drop", value_name = "NAME")]
     pub env_drop: Vec<String>,
+    /// Offer another place to run commands: an exec server (`uexec serve` or
+    /// `codex exec-server`) at a ws:// URL, chosen per call with exec_command's
+    /// `environment_id: NAME`. Repeatable.
+    #[arg(long = "environment", value_name = "NAME=URL", value_parser = parse_assignment)]
+    pub environments: Vec<(String, String)>,
+    /// Bearer token sent to the --environment exec servers.
+    #[arg(long, env = "UEXEC_REMOTE_TOKEN", hide_env_values = true)]
+    pub remote_token: Option<String>,
 }
 
 fn parse_assignment(s: &str) -> Result<(String, String), String> {
@@ -86,7 +96,17 @@ impl McpArgs {
 
 /// Runs `uexec mcp` until its transport ends or a signal arrives.
 pub async fn run(args: McpArgs) -> anyhow::Result<()> {
-    let store = SessionStore::new(Arc::new(LocalBackend), args.store_config());
+    let mut environments: HashMap<String, Arc<dyn Backend>> = HashMap::new();
+    for (name, url) in &args.environments {
+        let remote = RemoteBackend::connect(url, args.remote_token.clone())
+            .await
+            .with_context(|| {
+                format!("environment {name}: cannot reach the exec server at {url}")
+            })?;
+        environments.insert(name.clone(), remote);
+    }
+    let store =
+        SessionStore::with_environments(Arc::new(LocalBackend), args.store_config(), environments);
     let result = match args.http {
         None => serve_stdio(&args, store.clone()).await,
         Some(addr) => serve_http(&args, addr, store.clone()).await,

@@ -36,6 +36,10 @@ impl UexecServer {
         }
     }
 
+    fn has_environments(&self) -> bool {
+        !self.store.environment_names().is_empty()
+    }
+
     /// A handler for another connection on the same store (its own subscriptions).
     pub fn for_connection(&self) -> Self {
         Self::new(self.store.clone(), self.codex_tools_only)
@@ -52,7 +56,7 @@ impl UexecServer {
         call_id: String,
     ) -> CallToolResult {
         let outcome = match name {
-            tools::EXEC_COMMAND => match args::exec_request(arguments) {
+            tools::EXEC_COMMAND => match args::exec_request(arguments, self.has_environments()) {
                 Ok(mut req) => {
                     req.call_id = Some(call_id);
                     self.store
@@ -171,6 +175,7 @@ impl ServerHandler for UexecServer {
     ) -> Result<ListToolsResult, McpError> {
         Ok(ListToolsResult::with_all_items(tools::all(
             self.codex_tools_only,
+            &self.store.environment_names(),
         )))
     }
 

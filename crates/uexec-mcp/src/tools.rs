@@ -40,8 +40,9 @@ fn snapshot_schema() -> Arc<JsonObject> {
     }))
 }
 
-pub fn exec_command() -> Tool {
-    let schema = json!({
+/// `exec_command`; with named environments, an `environment_id` argument picks one.
+pub fn exec_command(environments: &[String]) -> Tool {
+    let mut schema = json!({
         "type": "object",
         "properties": {
             "cmd": {"type": "string", "description": "Shell command to run, e.g. `cargo test` or `npm run dev`. Required, non-empty."},
@@ -55,6 +56,13 @@ pub fn exec_command() -> Tool {
         "required": ["cmd"],
         "additionalProperties": false
     });
+    if !environments.is_empty() {
+        schema["properties"]["environment_id"] = json!({
+            "type": "string",
+            "enum": environments,
+            "description": format!("Run the command in this environment (another machine's exec server) instead of locally. Default: local. Configured: {}.", environments.join(", ")),
+        });
+    }
     Tool::new(
         EXEC_COMMAND,
         "Run a shell command and watch it for up to yield_time_ms. If it exits in that window you get its output and exit code. If it is still running (a dev server, a long test suite, a REPL) you get the output so far and a session_id: the command keeps running in the background, and write_stdin polls it, types into it or interrupts it.",
@@ -130,8 +138,8 @@ pub fn terminate_session() -> Tool {
 }
 
 /// The tools this server offers.
-pub fn all(codex_tools_only: bool) -> Vec<Tool> {
-    let mut tools = vec![exec_command(), write_stdin()];
+pub fn all(codex_tools_only: bool, environments: &[String]) -> Vec<Tool> {
+    let mut tools = vec![exec_command(environments), write_stdin()];
     if !codex_tools_only {
         tools.push(list_sessions());
         tools.push(terminate_session());

@@ -5,5 +5,6 @@
 
 mod helpers;
 
+mod mcp_environments;
 mod mcp_http;
 mod mcp_stdio;

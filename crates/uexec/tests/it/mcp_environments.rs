@@ -1,0 +1,98 @@
+//! `uexec mcp --environment NAME=URL`: commands run on an exec server (`uexec serve`).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::json;
+
+use crate::helpers::{call, stdio_client, structured, text, UEXEC};
+
+struct ExecServer {
+    child: Child,
+    url: String,
+}
+
+impl Drop for ExecServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn exec_server() -> ExecServer {
+    let mut child = Command::new(UEXEC)
+        .args(["serve", "--listen", "ws://127.0.0.1:0"])
+        .env_remove("UEXEC_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    ExecServer {
+        child,
+        url: line.trim().to_owned(),
+    }
+}
+
+#[tokio::test]
+async fn commands_run_in_a_named_environment() {
+    let server = exec_server();
+    let env_arg = format!("remote={}", server.url);
+    let (client, _, _) = stdio_client(&["--environment", &env_arg]).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let exec = tools.iter().find(|t| t.name == "exec_command").unwrap();
+    assert_eq!(
+        exec.input_schema["properties"]["environment_id"]["enum"],
+        json!(["remote"])
+    );
+
+    let r = call(
+        &client,
+        "exec_command",
+        json!({"cmd": "echo remote-$UEXEC; sleep 1; echo done", "login": false, "yield_time_ms": 250, "environment_id": "remote"}),
+    )
+    .await;
+    let id = structured(&r)["session_id"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("still running after 250 ms: {}", text(&r)));
+    let mut out = structured(&r)["output"].as_str().unwrap().to_owned();
+    let p = call(&client, "write_stdin", json!({"session_id": id})).await;
+    out.push_str(structured(&p)["output"].as_str().unwrap());
+    assert_eq!(structured(&p)["exit_code"], 0, "{}", text(&p));
+    assert_eq!(out, "remote-1\ndone\n");
+
+    let e = call(
+        &client,
+        "exec_command",
+        json!({"cmd": "true", "environment_id": "nowhere"}),
+    )
+    .await;
+    assert_eq!(e.is_error, Some(true));
+    assert!(
+        text(&e).contains("invalid arguments: environment_id: unknown environment"),
+        "{}",
+        text(&e)
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn without_environments_the_argument_does_not_exist() {
+    let (client, _, _) = stdio_client(&[]).await;
+    let e = call(
+        &client,
+        "exec_command",
+        json!({"cmd": "true", "environment_id": "remote"}),
+    )
+    .await;
+    assert!(
+        text(&e)
+            .starts_with("exec_command failed: invalid arguments: environment_id: unknown field"),
+        "{}",
+        text(&e)
+    );
+    client.cancel().await.unwrap();
+}
