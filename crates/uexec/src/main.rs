@@ -9,6 +9,10 @@ use clap::{Parser, Subcommand};
     about = "Run shell commands for AI agents: start, observe, poll, type into and stop long-running commands without orphans or lost output."
 )]
 struct Cli {
+    /// Write logs to this file instead of stderr (the level comes from UEXEC_LOG, e.g.
+    /// `UEXEC_LOG=debug`; default `warn`). Logs never go to stdout.
+    #[arg(long, global = true, value_name = "PATH")]
+    log_file: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -24,13 +28,22 @@ enum Command {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("UEXEC_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("UEXEC_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let logs = tracing_subscriber::fmt().with_env_filter(filter);
+    match &cli.log_file {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| anyhow::anyhow!("cannot open the log file {}: {e}", path.display()))?;
+            logs.with_ansi(false)
+                .with_writer(std::sync::Mutex::new(file))
+                .init();
+        }
+        None => logs.with_writer(std::io::stderr).init(),
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;

@@ -194,3 +194,36 @@ async fn sigterm_to_the_server_kills_every_session() {
     .await;
     drop(client);
 }
+
+#[tokio::test]
+async fn children_die_when_the_server_is_killed() {
+    let (client, _, pid) = stdio_client(&[]).await;
+    let (pipe, tty) = (marker(), marker());
+    call(
+        &client,
+        "exec_command",
+        json!({"cmd": format!("exec sleep {pipe}"), "yield_time_ms": 250}),
+    )
+    .await;
+    call(
+        &client,
+        "exec_command",
+        json!({"cmd": format!("exec sleep {tty}"), "tty": true, "yield_time_ms": 250}),
+    )
+    .await;
+    assert!(!procs_with(&pipe).is_empty() && !procs_with(&tty).is_empty());
+    // SIGKILL: no shutdown code runs; only the parent-death signal can take the children.
+    let status = std::process::Command::new("kill")
+        .arg("-KILL")
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    eventually(
+        "children to die with their killed server",
+        Duration::from_secs(5),
+        || procs_with(&pipe).is_empty() && procs_with(&tty).is_empty(),
+    )
+    .await;
+    drop(client);
+}
