@@ -72,7 +72,10 @@ impl ProcessControl for RemoteControl {
             match result.status {
                 WriteStatus::Accepted => Ok(WriteOutcome::Accepted),
                 WriteStatus::StdinClosed => Ok(WriteOutcome::StdinClosed),
-                WriteStatus::UnknownProcess => Ok(WriteOutcome::UnknownProcess),
+                WriteStatus::UnknownProcess => {
+                    self.feed.send(FeedEvent::Gone);
+                    Ok(WriteOutcome::UnknownProcess)
+                }
                 WriteStatus::Starting => Err(BackendError::new(format!(
                     "process {} is still starting on {}",
                     self.process_id,

@@ -5,6 +5,8 @@ use uexec_protocol::RpcError;
 
 /// The `data.kind` a server puts on a spawn failure whose program or directory is missing.
 pub const SPAWN_NOT_FOUND_KIND: &str = "spawnNotFound";
+/// The `data.kind` a server puts on a spawn failure whose program is not executable.
+pub const SPAWN_PERMISSION_DENIED_KIND: &str = "spawnPermissionDenied";
 
 /// Why a call to an exec server failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -53,12 +55,12 @@ impl ClientError {
         }
     }
 
-    /// Whether the server said the spawn failed because something does not exist.
-    pub fn is_spawn_not_found(&self) -> bool {
+    /// The `data.kind` of the server's error, when it sent one.
+    pub fn error_kind(&self) -> Option<&str> {
         self.rpc_error()
             .and_then(|e| e.data.as_ref())
             .and_then(|d| d.get("kind"))
-            .is_some_and(|k| k == SPAWN_NOT_FOUND_KIND)
+            .and_then(|k| k.as_str())
     }
 
     /// Whether the link failed (as opposed to the server refusing the request).
@@ -75,12 +77,11 @@ impl ClientError {
     /// The engine's view: kind for callers that map codes, the server's own words as message
     /// (the engine prefixes spawn failures with "Failed to create process: ").
     pub fn to_backend_error(&self) -> BackendError {
-        let kind = if self.is_spawn_not_found() {
-            BackendErrorKind::NotFound
-        } else if self.is_transport() {
-            BackendErrorKind::Unavailable
-        } else {
-            BackendErrorKind::Other
+        let kind = match self.error_kind() {
+            Some(SPAWN_NOT_FOUND_KIND) => BackendErrorKind::NotFound,
+            Some(SPAWN_PERMISSION_DENIED_KIND) => BackendErrorKind::PermissionDenied,
+            _ if self.is_transport() => BackendErrorKind::Unavailable,
+            _ => BackendErrorKind::Other,
         };
         let message = match self {
             Self::Rpc { error, .. } => error.message.clone(),
@@ -106,6 +107,20 @@ mod tests {
         let b = e.to_backend_error();
         assert_eq!(b.kind, BackendErrorKind::NotFound);
         assert_eq!(b.message, "No such file or directory (os error 2)");
+    }
+
+    #[test]
+    fn spawn_permission_denied_maps_to_permission_denied() {
+        let e = ClientError::Rpc {
+            url: "ws://x".into(),
+            method: "process/start",
+            error: RpcError::internal("Permission denied (os error 13)")
+                .with_data(json!({"kind": "spawnPermissionDenied"})),
+        };
+        assert_eq!(
+            e.to_backend_error().kind,
+            BackendErrorKind::PermissionDenied
+        );
     }
 
     #[test]

@@ -61,6 +61,9 @@ pub(crate) enum FeedEvent {
     },
     /// The process is being terminated: a lost connection is then no failure.
     Terminating,
+    /// The server no longer knows the process (a write said `unknownProcess`): it is gone,
+    /// how it ended is unknown.
+    Gone,
     /// The connection is gone for good (the failure message).
     Lost(String),
 }
@@ -191,6 +194,11 @@ impl Feed {
                     lost = Some(reason);
                     Flow::Done
                 }
+                FeedEvent::Gone => {
+                    let items = self.sequencer.drain();
+                    self.deliver(items).await;
+                    Flow::Done
+                }
                 other => self.on_event(other).await,
             };
             if flow == Flow::Done {
@@ -229,7 +237,7 @@ impl Feed {
                 self.terminating = true;
                 Vec::new()
             }
-            FeedEvent::Lost(_) => Vec::new(),
+            FeedEvent::Lost(_) | FeedEvent::Gone => Vec::new(),
         };
         let flow = self.deliver(items).await;
         self.track_gap();

@@ -7,7 +7,8 @@
 //! 3. Build the environment (exact `env`, or `envPolicy` + `env`) and spawn through the
 //!    backend, on this runtime worker thread (the parent-death signal is tied to the thread
 //!    that forks). A failure frees the id and is `-32603`, with `data.kind = "spawnNotFound"`
-//!    when the program or the directory does not exist.
+//!    when the program or the directory does not exist and `"spawnPermissionDenied"` when the
+//!    program is not executable (as Codex).
 //! 4. Start the process's pump (held at a gate until the answer is queued) and its stdin
 //!    writer (TTY or `pipeStdin` only), and put the handle under the reserved id.
 
@@ -51,10 +52,12 @@ pub async fn handle(
     };
     let spawned = conn.server.backend.spawn(spec).await.map_err(|e| {
         let error = RpcError::internal(e.message.clone());
-        if e.kind == BackendErrorKind::NotFound {
-            error.with_data(json!({"kind": "spawnNotFound"}))
-        } else {
-            error
+        match e.kind {
+            BackendErrorKind::NotFound => error.with_data(json!({"kind": "spawnNotFound"})),
+            BackendErrorKind::PermissionDenied => {
+                error.with_data(json!({"kind": "spawnPermissionDenied"}))
+            }
+            _ => error,
         }
     })?;
 

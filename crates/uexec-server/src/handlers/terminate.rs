@@ -1,6 +1,7 @@
 //! `process/terminate`: SIGKILL to the process group at once (no SIGTERM grace, as Codex).
 //! `running` says whether the process was still running; an exited, starting or unknown
-//! process is `running: false`.
+//! process is `running: false`. For an exited one that is still retained, what is left of its
+//! group is killed (the remote backend's `kill_leftovers`).
 
 use std::sync::Arc;
 

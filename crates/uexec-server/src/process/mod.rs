@@ -122,9 +122,13 @@ impl ProcessHandle {
             .map_err(|e| RpcError::internal(e.message))
     }
 
-    /// SIGKILL to the process group; returns whether the process was still running.
+    /// SIGKILL to the process group; returns whether the process was still running. Once the
+    /// process exited, this kills what is left of its group (background jobs) and answers
+    /// `false` (Codex leaves them running; a client that terminates a finished process wants
+    /// nothing of it left).
     pub fn terminate(&self) -> bool {
         if self.has_exited() {
+            self.0.control.kill_leftovers();
             return false;
         }
         self.0.control.terminate();

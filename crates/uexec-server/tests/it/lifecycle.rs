@@ -106,6 +106,13 @@ async fn duplicate_ids_bad_params_and_spawn_failures() {
     let err = client.call_error("process/start", missing).await;
     assert_eq!(err["code"], -32603);
     assert_eq!(err["data"], json!({"kind": "spawnNotFound"}));
+    // Not executable: Codex's kind for it too.
+    let mut denied = params.clone();
+    denied["processId"] = json!("nope");
+    denied["argv"] = json!(["/etc/passwd"]);
+    let err = client.call_error("process/start", denied).await;
+    assert_eq!(err["code"], -32603);
+    assert_eq!(err["data"], json!({"kind": "spawnPermissionDenied"}));
     // The failed id is free again.
     client.start("nope", &["true"], json!({})).await;
     client.wait_closed("nope").await;

@@ -1,11 +1,14 @@
 //! Integration tests of `uexec serve`: a real server on 127.0.0.1:0 (or over an in-memory
-//! stdio pipe) and a real WebSocket client, real processes.
+//! stdio pipe) and a real WebSocket client, real processes; and the engine's remote backend
+//! against that server and against the real codex (`remote_backend`, `codex_interop`).
 #![cfg(unix)]
 // Test helpers panic on purpose: a failed step is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod helpers;
+mod remote_support;
 
+mod codex_interop;
 mod handshake;
 mod http;
 mod keepalive;
@@ -13,6 +16,7 @@ mod lifecycle;
 mod properties;
 mod protocol_errors;
 mod read;
+mod remote_backend;
 mod resume;
 mod retention;
 mod signals;

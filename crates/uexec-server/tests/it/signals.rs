@@ -69,3 +69,21 @@ async fn terminate_kills_the_whole_group_and_reports_running() {
         .await;
     assert_eq!(unknown, json!({"running": false}));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminate_after_the_exit_kills_what_is_left_of_the_group() {
+    let server = TestServer::start().await;
+    let client = server.session().await;
+    client
+        .sh("bg", "sleep 1000 >/dev/null 2>&1 & echo $!", json!({}))
+        .await;
+    client.wait_closed("bg").await;
+    let out = client.inbox().output_of("bg");
+    let background: u32 = String::from_utf8(out).unwrap().trim().parse().unwrap();
+    assert!(pid_alive(background), "a background job outlives its shell");
+    let result = client
+        .call("process/terminate", json!({"processId": "bg"}))
+        .await;
+    assert_eq!(result, json!({"running": false}));
+    eventually("the background job to die", || !pid_alive(background)).await;
+}
