@@ -87,7 +87,11 @@ async fn flood(store: &Arc<SessionStore>) -> (f64, f64, u64) {
     let mut tokens = snap.original_token_count;
     while let Some(id) = snap.session_id {
         snap = store
-            .write_stdin(WriteRequest { session_id: id, yield_time_ms: Some(30_000), ..WriteRequest::default() })
+            .write_stdin(WriteRequest {
+                session_id: id,
+                yield_time_ms: Some(30_000),
+                ..WriteRequest::default()
+            })
             .await
             .unwrap();
         tokens += snap.original_token_count;
@@ -111,7 +115,10 @@ async fn idle(store: &Arc<SessionStore>) -> Duration {
 
 #[tokio::main]
 async fn main() {
-    let runs: usize = std::env::var("UEXEC_BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
+    let runs: usize = std::env::var("UEXEC_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
     let store = SessionStore::new(Arc::new(LocalBackend), StoreConfig::default());
     // Warm-up: first spawns pay for page faults and lazy runtime setup.
     for _ in 0..10 {
@@ -141,5 +148,8 @@ async fn main() {
         "| CPU over 10 s with 64 idle sessions | | {} ms | | ~0 (no polling) |",
         idle_cpu.as_millis()
     );
-    eprintln!("(flood: {tokens} tokens accounted across the calls, {} expected)", FLOOD_BYTES.div_ceil(4));
+    eprintln!(
+        "(flood: {tokens} tokens accounted across the calls, {} expected)",
+        FLOOD_BYTES.div_ceil(4)
+    );
 }
