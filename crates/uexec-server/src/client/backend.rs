@@ -9,6 +9,8 @@
 //!    a policy); if the link drops meanwhile and is resumed, the start is sent again and
 //!    "already exists" then means the first one worked;
 //! 4. hand the engine the feed's output channel and exit oneshot, and a [`RemoteControl`].
+//!    A start that got no verdict (timeout, lost link) is followed by a `process/terminate`,
+//!    in case it did start.
 //!
 //! A refused start maps to a [`BackendError`]: `NotFound` when the server says
 //! `data.kind == "spawnNotFound"`, `Unavailable` when the connection failed.
@@ -20,6 +22,7 @@ use uexec_core::backend::{Backend, BackendError, EnvMode, Placement, SpawnSpec, 
 use uexec_protocol::file_uri;
 use uexec_protocol::{
     EnvPolicy, EnvPolicyInherit, EnvironmentInfo, ErrorCode, Method, StartParams, StartResult,
+    TerminateParams,
 };
 
 use super::control::RemoteControl;
@@ -127,10 +130,17 @@ impl RemoteBackend {
             }
         };
         if let Err(e) = outcome {
+            if e.rpc_error().is_none() {
+                // No verdict: the process may have started. Nobody will ever look at it.
+                let params = TerminateParams { process_id };
+                self.session
+                    .send_and_forget(Method::ProcessTerminate.as_str(), params);
+            }
             feed.handle
                 .send(FeedEvent::Lost(format!("process/start failed: {e}")));
             return Err(e);
         }
+        feed.handle.send(FeedEvent::Started);
         if feed.handle.is_finished() {
             // The connection was lost for good between the start and now.
             return Err(ClientError::ConnectionLost {

@@ -11,7 +11,9 @@
 //! 2. a gap (an event waiting for a smaller seq) that lasts `gap_fill_delay`, or a full
 //!    buffer, is filled with `process/read {afterSeq}`; so is everything after a resumed
 //!    connection (servers do not replay what they sent while the client was away). The
-//!    read runs in its own task and comes back as an event, so notifications keep flowing;
+//!    read runs in its own task and comes back as an event, so notifications keep flowing.
+//!    No read goes out before `process/start` was answered (the server may not know the
+//!    process yet);
 //! 3. output the server no longer retained is reported in the output as a marker line,
 //!    never dropped silently;
 //! 4. a connection lost for good fails the process: exit unknown, failure `connection to
@@ -52,6 +54,8 @@ pub(crate) enum FeedEvent {
     Closed {
         seq: u64,
     },
+    /// The server confirmed `process/start`: from now on the process may be read.
+    Started,
     /// The connection was resumed: read what was missed.
     Resumed,
     /// The answer to this feed's gap-filling read (after the given seq).
@@ -121,6 +125,7 @@ pub(crate) fn start(session: &Arc<RemoteSession>, process_id: String) -> FeedOut
         exit: Some(exit_tx),
         exit_seen: false,
         closed_seen: false,
+        started: false,
         read_in_flight: false,
         read_again: false,
         gap_since: None,
@@ -164,8 +169,11 @@ struct Feed {
     exit_seen: bool,
     /// A `process/closed` was received (delivered or waiting).
     closed_seen: bool,
+    /// `process/start` was answered: before that a read could find no such process.
+    started: bool,
     read_in_flight: bool,
-    /// Read once more when the read in flight is done (a resume happened meanwhile).
+    /// Read (again) once possible: a resume happened before the start was confirmed or while
+    /// a read was in flight.
     read_again: bool,
     gap_since: Option<Instant>,
     terminating: bool,
@@ -221,8 +229,15 @@ impl Feed {
                 self.closed_seen = true;
                 self.sequencer.push(seq, Item::Closed)
             }
+            FeedEvent::Started => {
+                self.started = true;
+                if std::mem::take(&mut self.read_again) {
+                    self.start_read();
+                }
+                Vec::new()
+            }
             FeedEvent::Resumed => {
-                if self.read_in_flight {
+                if self.read_in_flight || !self.started {
                     self.read_again = true;
                 } else {
                     self.start_read();
@@ -368,7 +383,7 @@ impl Feed {
     }
 
     fn gap_deadline(&self) -> Option<Instant> {
-        if self.read_in_flight {
+        if self.read_in_flight || !self.started {
             return None;
         }
         let since = self.gap_since?;

@@ -17,6 +17,7 @@ mod properties;
 mod protocol_errors;
 mod read;
 mod remote_backend;
+mod remote_ordering;
 mod resume;
 mod retention;
 mod signals;
