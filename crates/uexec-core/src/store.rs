@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::backend::local::find_program;
 use crate::backend::{Backend, EnvMode, Placement, Signal, SpawnSpec, WriteOutcome};
 use crate::env::EnvPolicy;
 use crate::error::ExecError;
@@ -680,23 +681,6 @@ fn no_nul(field: &'static str, value: &str) -> Result<(), ExecError> {
         return Err(ExecError::invalid(field, "must not contain NUL bytes"));
     }
     Ok(())
-}
-
-/// Resolves a program like `execvp` would: a path with a slash as is, else through `PATH`.
-fn find_program(program: &str, path: Option<&str>) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
-    let executable = |p: &Path| {
-        p.metadata()
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if program.contains('/') {
-        let p = PathBuf::from(program);
-        return executable(&p).then_some(p);
-    }
-    path.unwrap_or("/usr/local/bin:/usr/bin:/bin")
-        .split(':')
-        .map(|dir| Path::new(dir).join(program))
-        .find(|p| executable(p))
 }
 
 fn new_call_id() -> String {

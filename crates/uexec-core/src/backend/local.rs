@@ -11,9 +11,10 @@
 //! close: then they first read whatever the kernel already buffered, so a kill never loses
 //! output that was written before it.
 
+use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::process::Stdio;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -22,7 +23,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{
@@ -72,11 +73,6 @@ fn describe_spawn_error(spec: &SpawnSpec, e: &io::Error) -> String {
 }
 
 fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
-    let (program, args) = spec
-        .argv
-        .split_first()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty argv"))?;
-    let mut cmd = Command::new(program);
     let env = match &spec.env_mode {
         EnvMode::Exact => spec.env.clone(),
         EnvMode::InheritFiltered { drop } => {
@@ -89,73 +85,99 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
             env
         }
     };
-    cmd.args(args)
-        .env_clear()
-        .envs(&env)
-        .current_dir(&spec.cwd)
-        .kill_on_drop(false);
+    let program = spec
+        .argv
+        .first()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty argv"))?;
+    let resolved = match find_program(program, env.get("PATH").map(String::as_str)) {
+        Some(path) => path,
+        // A path is tried as is: exec says precisely what is wrong with it.
+        None if program.contains('/') => PathBuf::from(program),
+        None => return Err(io::Error::new(io::ErrorKind::NotFound, "not found in PATH")),
+    };
+    let mut argv: Vec<CString> = spec
+        .argv
+        .iter()
+        .map(|a| c_string(a))
+        .collect::<io::Result<_>>()?;
     if let Some(arg0) = &spec.arg0 {
-        cmd.arg0(arg0);
+        argv[0] = c_string(arg0)?;
     }
-    let parent = sys::current_pid();
-    let tty = spec.tty;
-    // SAFETY: child_setup only makes async-signal-safe calls.
-    unsafe {
-        cmd.pre_exec(move || sys::child_setup(parent, tty));
-    }
+    let envp = env
+        .iter()
+        .map(|(k, v)| c_string(&format!("{k}={v}")))
+        .collect::<io::Result<Vec<_>>>()?;
+    let child_spec = sys::ChildSpec {
+        program: c_string(&resolved.to_string_lossy())?,
+        argv,
+        envp,
+        cwd: c_string(&spec.cwd.to_string_lossy())?,
+        stdio: [-1; 3],
+        controlling_tty: spec.tty,
+    };
 
     let (closing_tx, closing_rx) = watch::channel(false);
     let (out_tx, out_rx) = mpsc::channel(OUTPUT_CHANNEL_CHUNKS);
-    let stdin;
-    let child;
-    if spec.tty {
+    let (child, stdin) = if spec.tty {
         let (master, slave) = sys::open_pty(PTY_ROWS, PTY_COLS)?;
-        cmd.stdin(Stdio::from(slave.try_clone()?))
-            .stdout(Stdio::from(slave.try_clone()?))
-            .stderr(Stdio::from(slave));
-        child = cmd.spawn()?;
-        drop(cmd); // closes our copies of the slave: EOF must come when the child's close
+        let fd = slave.as_raw_fd();
+        let child = sys::spawn_child(&sys::ChildSpec {
+            stdio: [fd, fd, fd],
+            ..child_spec
+        })?;
+        drop(slave); // EOF must come when the child's copies close
         sys::set_nonblocking(master.as_raw_fd())?;
         let master = Arc::new(sys::async_fd(master)?);
         tokio::spawn(read_pty(master.clone(), out_tx, closing_rx));
-        stdin = Stdin::Pty(master);
+        (child, Stdin::Pty(master))
     } else {
-        cmd.stdin(if spec.pipe_stdin {
-            Stdio::piped()
+        let (stdin_child, stdin_ours) = if spec.pipe_stdin {
+            let (read, write) = sys::pipe_cloexec()?;
+            (read, Some(write))
         } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        let mut spawned = cmd.spawn()?;
-        drop(cmd);
-        if let Some(out) = spawned.stdout.take() {
-            tokio::spawn(read_pipe(
-                out,
-                Stream::Stdout,
-                out_tx.clone(),
-                closing_rx.clone(),
-            ));
-        }
-        if let Some(err) = spawned.stderr.take() {
-            tokio::spawn(read_pipe(err, Stream::Stderr, out_tx, closing_rx));
-        }
-        stdin = match spawned.stdin.take() {
-            Some(pipe) => Stdin::Pipe(tokio::sync::Mutex::new(Some(pipe))),
+            (sys::dev_null()?, None)
+        };
+        let (out_read, out_write) = sys::pipe_cloexec()?;
+        let (err_read, err_write) = sys::pipe_cloexec()?;
+        let stdio = [
+            stdin_child.as_raw_fd(),
+            out_write.as_raw_fd(),
+            err_write.as_raw_fd(),
+        ];
+        let child = sys::spawn_child(&sys::ChildSpec {
+            stdio,
+            ..child_spec
+        })?;
+        drop((stdin_child, out_write, err_write));
+        let out = pipe::Receiver::from_owned_fd(out_read)?;
+        let err = pipe::Receiver::from_owned_fd(err_read)?;
+        tokio::spawn(read_pipe(
+            out,
+            Stream::Stdout,
+            out_tx.clone(),
+            closing_rx.clone(),
+        ));
+        tokio::spawn(read_pipe(err, Stream::Stderr, out_tx, closing_rx));
+        let stdin = match stdin_ours {
+            Some(write) => Stdin::Pipe(tokio::sync::Mutex::new(Some(pipe::Sender::from_owned_fd(
+                write,
+            )?))),
             None => Stdin::Closed,
         };
-        child = spawned;
-    }
-    let pid = child.id().unwrap_or(0);
+        (child, stdin)
+    };
+    let sys::SpawnedChild { pid, pidfd } = child;
+    let pidfd = Arc::new(sys::async_fd(pidfd)?);
     let reaped = Arc::new(AtomicBool::new(false));
     let (exit_tx, exit_rx) = oneshot::channel();
-    tokio::spawn(reap(child, reaped.clone(), exit_tx));
+    tokio::spawn(reap(pid, pidfd.clone(), reaped.clone(), exit_tx));
     Ok(SpawnedProcess {
         pid: Some(pid),
         output: out_rx,
         exit: exit_rx,
         control: Arc::new(LocalControl {
             pid,
+            pidfd,
             reaped,
             swept: AtomicBool::new(false),
             closing: closing_tx,
@@ -164,19 +186,65 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
     })
 }
 
-async fn reap(mut child: Child, reaped: Arc<AtomicBool>, exit_tx: oneshot::Sender<ExitReport>) {
-    let report = match child.wait().await {
-        Ok(status) => ExitReport {
-            exit_code: exit_code_of(status),
-            failure: None,
-        },
-        Err(e) => ExitReport {
-            exit_code: None,
-            failure: Some(format!("waiting for the process failed: {e}")),
-        },
+fn c_string(s: &str) -> io::Result<CString> {
+    CString::new(s).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{s:?} contains a NUL byte"),
+        )
+    })
+}
+
+/// Finds an executable program like `execvp` would: a path with a slash as is, else the
+/// first of that name in `PATH`; `None` unless it is an executable file.
+pub fn find_program(program: &str, path: Option<&str>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return executable(&p).then_some(p);
+    }
+    path.unwrap_or("/usr/local/bin:/usr/bin:/bin")
+        .split(':')
+        .map(|dir| Path::new(if dir.is_empty() { "." } else { dir }).join(program))
+        .find(|p| executable(p))
+}
+
+/// Waits for the pidfd to report the exit, then reaps the child.
+async fn reap(
+    pid: u32,
+    pidfd: Arc<AsyncFd<OwnedFd>>,
+    reaped: Arc<AtomicBool>,
+    exit_tx: oneshot::Sender<ExitReport>,
+) {
+    let report = loop {
+        let mut guard = match pidfd.readable().await {
+            Ok(guard) => guard,
+            Err(e) => break failed_wait(e),
+        };
+        match sys::try_reap(pid) {
+            Ok(Some(status)) => {
+                break ExitReport {
+                    exit_code: exit_code_of(status),
+                    failure: None,
+                }
+            }
+            Ok(None) => guard.clear_ready(),
+            Err(e) => break failed_wait(e),
+        }
     };
     reaped.store(true, Ordering::SeqCst);
     let _ = exit_tx.send(report);
+}
+
+fn failed_wait(e: io::Error) -> ExitReport {
+    ExitReport {
+        exit_code: None,
+        failure: Some(format!("waiting for the process failed: {e}")),
+    }
 }
 
 /// The status code, or `128 + N` for a process killed by signal N.
@@ -266,7 +334,7 @@ async fn send(
 
 enum Stdin {
     Pty(Arc<AsyncFd<OwnedFd>>),
-    Pipe(tokio::sync::Mutex<Option<ChildStdin>>),
+    Pipe(tokio::sync::Mutex<Option<pipe::Sender>>),
     Closed,
 }
 
@@ -274,6 +342,8 @@ enum Stdin {
 pub struct LocalControl {
     /// Also the process group id: the child called `setsid`.
     pid: u32,
+    /// Signals the child itself without any pid-reuse race.
+    pidfd: Arc<AsyncFd<OwnedFd>>,
     reaped: Arc<AtomicBool>,
     /// Set once the group was swept after the reap: from then on its id may be reused by an
     /// unrelated process group, so it is never signalled again.
@@ -341,7 +411,7 @@ impl ProcessControl for LocalControl {
             return;
         }
         sys::kill_group(self.pid, sys::SIGKILL);
-        sys::kill_process(self.pid, sys::SIGKILL);
+        sys::pidfd_kill(self.pidfd.get_ref(), sys::SIGKILL);
         let _ = self.closing.send(true);
     }
 
