@@ -2,7 +2,7 @@
 //! notifications handed on, keepalive. A link never reconnects; its owner
 //! (`remote_session.rs`) makes a new one.
 //!
-//! 1. [`Link::dial`]: `ws://` URL, `Authorization: Bearer` when a token is given, TCP_NODELAY,
+//! 1. [`Link::dial`]: a `ws://` URL (both exec servers listen without TLS), `Authorization: Bearer` when a token is given, TCP_NODELAY,
 //!    tungstenite's default message limits (64 MiB, as both servers use);
 //! 2. two tasks own the socket's halves, so a large answer being read never waits for a
 //!    write and the other way round: the *writer* drains an unbounded queue (a client sends
@@ -119,6 +119,15 @@ impl Link {
         let mut request = url
             .into_client_request()
             .map_err(|e| invalid(e.to_string()))?;
+        match request.uri().scheme_str() {
+            Some("ws") => {}
+            Some("wss") => {
+                return Err(invalid(
+                    "wss:// is not supported (this build has no TLS); use ws://".to_string(),
+                ))
+            }
+            _ => return Err(invalid("expected ws://HOST:PORT".to_string())),
+        }
         if let Some(token) = token {
             let value = HeaderValue::from_str(&format!("Bearer {token}"))
                 .map_err(|_| invalid("the token is not a valid header value".to_string()))?;

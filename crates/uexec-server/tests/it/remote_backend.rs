@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use uexec_core::ExecRequest;
+use uexec_server::client::{ClientError, RemoteBackend};
 use uexec_server::ServerConfig;
 
 use crate::helpers::TestServer;
@@ -14,6 +15,28 @@ use crate::remote_support::scenarios::{self, eventually, exec, pid_alive, poll, 
 async fn echo_hi_runs_on_the_server() {
     let server = TestServer::start().await;
     scenarios::echo_hi(&server.url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_is_sent_as_a_bearer_header() {
+    let server = TestServer::start_with(ServerConfig::default(), Some("s3cret")).await;
+    let refused = RemoteBackend::connect(&server.url(), None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, ClientError::Connect { ref reason, .. } if reason.contains("401")),
+        "{refused:?}"
+    );
+    let wrong = RemoteBackend::connect(&server.url(), Some("nope".into())).await;
+    assert!(wrong.is_err());
+    let backend = RemoteBackend::connect(&server.url(), Some("s3cret".into()))
+        .await
+        .unwrap();
+    assert!(backend.session_id().is_some());
+    let err = RemoteBackend::connect("http://127.0.0.1:1", None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ClientError::InvalidUrl { .. }), "{err:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
