@@ -129,6 +129,7 @@ pub(crate) fn start(session: &Arc<RemoteSession>, process_id: String) -> FeedOut
         read_in_flight: false,
         read_again: false,
         gap_since: None,
+        retry_read_at: None,
         terminating: false,
     };
     tokio::spawn(feed.run(rx));
@@ -176,6 +177,8 @@ struct Feed {
     /// a read was in flight.
     read_again: bool,
     gap_since: Option<Instant>,
+    /// A read that failed for want of a link (a timeout) is tried again then.
+    retry_read_at: Option<Instant>,
     terminating: bool,
 }
 
@@ -272,9 +275,10 @@ impl Feed {
                 return Flow::Done;
             }
             Err(e) => {
-                // The link: a resume or a loss comes as its own event.
+                // The link (reads already wait out a resume): try again in a while, unless
+                // the loss of the link ends the feed first.
                 tracing::debug!(process = %self.process_id, "process/read failed: {e}");
-                self.gap_since = Some(Instant::now());
+                self.retry_read_at = Some(Instant::now() + self.gap_fill_delay);
                 return Flow::Continue;
             }
         };
@@ -382,15 +386,23 @@ impl Feed {
         }
     }
 
+    /// When to read next: a gap's grace is over (at once when the buffer is full), or a failed
+    /// read is due again.
     fn gap_deadline(&self) -> Option<Instant> {
         if self.read_in_flight || !self.started {
             return None;
         }
-        let since = self.gap_since?;
-        if self.sequencer.is_full() {
-            return Some(Instant::now());
+        let gap = self.gap_since.map(|since| {
+            if self.sequencer.is_full() {
+                Instant::now()
+            } else {
+                since + self.gap_fill_delay
+            }
+        });
+        match (gap, self.retry_read_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
-        Some(since + self.gap_fill_delay)
     }
 
     /// Reads everything after the last delivered seq, in a task of its own.
@@ -399,6 +411,7 @@ impl Feed {
             return;
         };
         self.read_in_flight = true;
+        self.retry_read_at = None;
         let after_seq = self.sequencer.next_seq().saturating_sub(1);
         let params = ReadParams {
             process_id: self.process_id.clone(),

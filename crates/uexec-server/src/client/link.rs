@@ -2,8 +2,9 @@
 //! notifications handed on, keepalive. A link never reconnects; its owner
 //! (`remote_session.rs`) makes a new one.
 //!
-//! 1. [`Link::dial`]: a `ws://` URL (both exec servers listen without TLS), `Authorization: Bearer` when a token is given, TCP_NODELAY,
-//!    tungstenite's default message limits (64 MiB, as both servers use);
+//! 1. [`Link::dial`]: a `ws://` URL (both exec servers listen without TLS),
+//!    `Authorization: Bearer` when a token is given, TCP_NODELAY, tungstenite's default
+//!    message limits (64 MiB, as both servers use);
 //! 2. two tasks own the socket's halves, so a large answer being read never waits for a
 //!    write and the other way round: the *writer* drains an unbounded queue (a client sends
 //!    little) and pings every `ping_interval`; the *reader* parses frames, completes the

@@ -396,16 +396,19 @@ async fn supervise(me: Weak<RemoteSession>, link: Arc<Link>, generation: u64) {
             }
             .to_string();
             tracing::warn!(url = %session.url, "{lost}");
-            let changed = session.state.send_if_modified(|state| {
+            if !matches!(&*session.state.borrow(), LinkState::Reconnecting) {
+                return; // closed meanwhile: `close` failed the feeds
+            }
+            // Fail the feeds while still `Reconnecting`: no spawn can register a feed before
+            // `Down`, and the first one after it belongs to a fresh session.
+            session.broadcast(|| FeedEvent::Lost(lost.clone()));
+            session.state.send_if_modified(|state| {
                 if matches!(state, LinkState::Reconnecting) {
                     *state = LinkState::Down(format!("{reason} ({why})"));
                     return true;
                 }
                 false
             });
-            if changed {
-                session.broadcast(|| FeedEvent::Lost(lost.clone()));
-            }
         }
     }
 }
