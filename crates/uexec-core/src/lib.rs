@@ -9,10 +9,12 @@
 
 pub mod backend;
 pub mod buffer;
+pub mod config;
 pub mod env;
 pub mod error;
 pub mod events;
 pub mod limits;
+pub mod plan;
 pub mod prune;
 pub mod request;
 mod session;
@@ -26,9 +28,10 @@ pub mod sys;
 
 pub use backend::local::LocalBackend;
 pub use backend::{Backend, SpawnSpec};
+pub use config::StoreConfig;
 pub use error::ExecError;
 pub use events::{EndStatus, Event, EventKind, EventStream};
 pub use request::{ExecRequest, SessionInfo, WriteRequest};
 pub use session::{Lifecycle, MonitorHandle, PolicyMonitor};
 pub use snapshot::Snapshot;
-pub use store::{SessionStore, StoreConfig};
+pub use store::SessionStore;

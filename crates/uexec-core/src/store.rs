@@ -11,66 +11,26 @@
 //! One store per owner (an MCP connection, a daemon namespace, an exec-server client).
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::backend::local::find_program;
-use crate::backend::{Backend, EnvMode, Placement, Signal, SpawnSpec, WriteOutcome};
-use crate::env::EnvPolicy;
+use crate::backend::{Backend, Signal, WriteOutcome};
+use crate::config::StoreConfig;
 use crate::error::ExecError;
 use crate::events::{lock, EndStatus, EventBus, EventKind, EventStream};
 use crate::limits::{
-    exec_window_ms, output_token_budget, write_window_ms, EARLY_EXIT_GRACE_MS, MAX_SESSIONS,
-    MAX_SESSION_ID_EXCLUSIVE, MAX_WRITE_CHARS_BYTES, MIN_SESSION_ID, OUTPUT_TOKEN_POLICY_MAX,
-    POST_EXIT_CLOSE_WAIT_MS, PROTECTED_RECENT_SESSIONS, TRAILING_OUTPUT_GRACE_MS,
+    write_window_ms, EARLY_EXIT_GRACE_MS, MAX_SESSION_ID_EXCLUSIVE, MAX_WRITE_CHARS_BYTES,
+    MIN_SESSION_ID, POST_EXIT_CLOSE_WAIT_MS, PROTECTED_RECENT_SESSIONS, TRAILING_OUTPUT_GRACE_MS,
     TTY_WRITE_SETTLE_MS,
 };
+use crate::plan::{self, Plan};
 use crate::prune::{session_to_prune, SessionMeta};
 use crate::request::{ExecRequest, SessionInfo, WriteRequest};
 use crate::session::{PolicyMonitor, Session, SessionMetaInfo};
 use crate::snapshot::Snapshot;
-
-/// How a store starts commands.
-#[derive(Debug, Clone)]
-pub struct StoreConfig {
-    /// The server's cwd: the default workdir, and the base of relative ones.
-    pub cwd: PathBuf,
-    /// Shell when a call names none; `None` = `$SHELL`, else `/bin/bash`, else `/bin/sh`.
-    pub default_shell: Option<String>,
-    pub env_policy: EnvPolicy,
-    /// Sequential ids from 1000 (`UEXEC_DETERMINISTIC_IDS=1`) instead of random ones.
-    pub deterministic_ids: bool,
-    /// Cap on `max_output_tokens`.
-    pub output_token_policy_max: u64,
-    pub max_sessions: usize,
-}
-
-impl Default for StoreConfig {
-    fn default() -> Self {
-        Self {
-            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
-            default_shell: None,
-            env_policy: EnvPolicy::default(),
-            deterministic_ids: false,
-            output_token_policy_max: OUTPUT_TOKEN_POLICY_MAX,
-            max_sessions: MAX_SESSIONS,
-        }
-    }
-}
-
-impl StoreConfig {
-    /// Defaults, with `UEXEC_DETERMINISTIC_IDS=1` honoured.
-    pub fn from_env() -> Self {
-        Self {
-            deterministic_ids: std::env::var("UEXEC_DETERMINISTIC_IDS").is_ok_and(|v| v == "1"),
-            ..Self::default()
-        }
-    }
-}
 
 /// Live sessions of one owner, and the calls on them.
 pub struct SessionStore {
@@ -94,14 +54,6 @@ struct StoreInner {
 struct Entry {
     session: Arc<Session>,
     last_used: u64,
-}
-
-/// An `exec_command` after validation.
-struct Plan {
-    spec: SpawnSpec,
-    command: String,
-    window: Duration,
-    max_output_tokens: u64,
 }
 
 impl SessionStore {
@@ -152,7 +104,7 @@ impl SessionStore {
         monitors: Vec<Box<dyn PolicyMonitor>>,
     ) -> Result<Snapshot, ExecError> {
         let backend = self.backend_for(req.environment_id.as_deref())?;
-        let plan = self.plan(&req, backend.placement())?;
+        let plan = Plan::new(&self.config, &req, backend.placement())?;
         let id = self.reserve_id()?;
         let call_id = req.call_id.clone().unwrap_or_else(new_call_id);
         let argv = plan.spec.argv.clone();
@@ -239,7 +191,7 @@ impl SessionStore {
     /// Writes to (or polls) a session and observes it for its window (SPEC §3).
     pub async fn write_stdin(self: &Arc<Self>, req: WriteRequest) -> Result<Snapshot, ExecError> {
         let id = req.session_id;
-        let max_output_tokens = self.token_budget(req.max_output_tokens)?;
+        let max_output_tokens = plan::token_budget(&self.config, req.max_output_tokens)?;
         if req.chars.len() > MAX_WRITE_CHARS_BYTES {
             return Err(ExecError::invalid(
                 "chars",
@@ -388,105 +340,6 @@ impl SessionStore {
                     format!("unknown environment {name:?} (configured: {known})"),
                 )
             }),
-        }
-    }
-
-    fn plan(&self, req: &ExecRequest, placement: Placement) -> Result<Plan, ExecError> {
-        if req.cmd.is_empty() {
-            return Err(ExecError::invalid("cmd", "must not be empty"));
-        }
-        no_nul("cmd", &req.cmd)?;
-        let max_output_tokens = self.token_budget(req.max_output_tokens)?;
-        let workdir = req.workdir.as_deref().filter(|w| !w.is_empty());
-        if let Some(dir) = workdir {
-            no_nul("workdir", dir)?;
-        }
-        if let Some(shell) = &req.shell {
-            no_nul("shell", shell)?;
-        }
-        let requested_shell = req.shell.clone().filter(|s| !s.is_empty());
-        let (cwd, shell, env, env_mode) = match placement {
-            Placement::Local => {
-                let cwd =
-                    workdir.map_or_else(|| self.config.cwd.clone(), |d| self.config.cwd.join(d));
-                if !cwd.is_dir() {
-                    let why = if cwd.exists() {
-                        "is not a directory"
-                    } else {
-                        "does not exist"
-                    };
-                    return Err(ExecError::invalid(
-                        "workdir",
-                        format!("{} {why}", cwd.display()),
-                    ));
-                }
-                let env = self.config.env_policy.command_env(std::env::vars());
-                let shell = requested_shell.unwrap_or_else(|| self.default_shell());
-                if find_program(&shell, env.get("PATH").map(String::as_str)).is_none() {
-                    return Err(ExecError::invalid(
-                        "shell",
-                        format!("{shell} not found or not executable"),
-                    ));
-                }
-                (cwd, shell, env, EnvMode::Exact)
-            }
-            Placement::Remote {
-                cwd: remote_cwd,
-                shell: remote_shell,
-            } => {
-                let base = remote_cwd.unwrap_or_else(|| PathBuf::from("/"));
-                let cwd = workdir.map_or_else(|| base.clone(), |d| base.join(d));
-                let shell = requested_shell
-                    .or(remote_shell)
-                    .unwrap_or_else(|| "/bin/sh".to_owned());
-                let mode = EnvMode::InheritFiltered {
-                    drop: self.config.env_policy.drop.clone(),
-                };
-                (cwd, shell, self.config.env_policy.overrides(), mode)
-            }
-        };
-        let flag = if req.login.unwrap_or(true) {
-            "-lc"
-        } else {
-            "-c"
-        };
-        Ok(Plan {
-            spec: SpawnSpec {
-                argv: vec![shell, flag.to_owned(), req.cmd.clone()],
-                arg0: None,
-                cwd,
-                env,
-                env_mode,
-                tty: req.tty.unwrap_or(false),
-                pipe_stdin: false,
-            },
-            command: req.cmd.clone(),
-            window: Duration::from_millis(exec_window_ms(req.yield_time_ms)),
-            max_output_tokens,
-        })
-    }
-
-    fn token_budget(&self, requested: Option<i64>) -> Result<u64, ExecError> {
-        match requested {
-            Some(n) if n < 0 => Err(ExecError::invalid(
-                "max_output_tokens",
-                format!("must not be negative (got {n})"),
-            )),
-            other => Ok(output_token_budget(
-                other.map(|n| n as u64),
-                self.config.output_token_policy_max,
-            )),
-        }
-    }
-
-    fn default_shell(&self) -> String {
-        if let Some(shell) = &self.config.default_shell {
-            return shell.clone();
-        }
-        match std::env::var("SHELL") {
-            Ok(shell) if !shell.is_empty() && Path::new(&shell).is_file() => shell,
-            _ if Path::new("/bin/bash").is_file() => "/bin/bash".to_owned(),
-            _ => "/bin/sh".to_owned(),
         }
     }
 
@@ -674,13 +527,6 @@ impl Drop for FirstCall {
             self.store.store_session(self.session.clone());
         }
     }
-}
-
-fn no_nul(field: &'static str, value: &str) -> Result<(), ExecError> {
-    if value.contains('\0') {
-        return Err(ExecError::invalid(field, "must not contain NUL bytes"));
-    }
-    Ok(())
 }
 
 fn new_call_id() -> String {

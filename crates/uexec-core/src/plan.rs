@@ -1,0 +1,211 @@
+//! Turning `exec_command` arguments into a spawn (SPEC §2 step 1, §8, §9): every check that
+//! can fail happens here, before an id is reserved or a process started, and each failure
+//! names its field.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::backend::local::find_program;
+use crate::backend::{EnvMode, Placement, SpawnSpec};
+use crate::config::StoreConfig;
+use crate::error::ExecError;
+use crate::limits::{exec_window_ms, output_token_budget};
+use crate::request::ExecRequest;
+
+/// An `exec_command` after validation.
+pub struct Plan {
+    pub spec: SpawnSpec,
+    pub command: String,
+    pub window: Duration,
+    pub max_output_tokens: u64,
+}
+
+impl Plan {
+    /// Validates an `exec_command` and builds what to spawn.
+    pub fn new(
+        config: &StoreConfig,
+        req: &ExecRequest,
+        placement: Placement,
+    ) -> Result<Self, ExecError> {
+        if req.cmd.is_empty() {
+            return Err(ExecError::invalid("cmd", "must not be empty"));
+        }
+        no_nul("cmd", &req.cmd)?;
+        let max_output_tokens = token_budget(config, req.max_output_tokens)?;
+        let workdir = req.workdir.as_deref().filter(|w| !w.is_empty());
+        if let Some(dir) = workdir {
+            no_nul("workdir", dir)?;
+        }
+        if let Some(shell) = &req.shell {
+            no_nul("shell", shell)?;
+        }
+        let requested_shell = req.shell.clone().filter(|s| !s.is_empty());
+        let (cwd, shell, env, env_mode) = match placement {
+            Placement::Local => {
+                let cwd = workdir.map_or_else(|| config.cwd.clone(), |d| config.cwd.join(d));
+                if !cwd.is_dir() {
+                    let why = if cwd.exists() {
+                        "is not a directory"
+                    } else {
+                        "does not exist"
+                    };
+                    return Err(ExecError::invalid(
+                        "workdir",
+                        format!("{} {why}", cwd.display()),
+                    ));
+                }
+                let env = config.env_policy.command_env(std::env::vars());
+                let shell = requested_shell.unwrap_or_else(|| default_shell(config));
+                if find_program(&shell, env.get("PATH").map(String::as_str)).is_none() {
+                    return Err(ExecError::invalid(
+                        "shell",
+                        format!("{shell} not found or not executable"),
+                    ));
+                }
+                (cwd, shell, env, EnvMode::Exact)
+            }
+            Placement::Remote {
+                cwd: remote_cwd,
+                shell: remote_shell,
+            } => {
+                let base = remote_cwd.unwrap_or_else(|| PathBuf::from("/"));
+                let cwd = workdir.map_or_else(|| base.clone(), |d| base.join(d));
+                let shell = requested_shell
+                    .or(remote_shell)
+                    .unwrap_or_else(|| "/bin/sh".to_owned());
+                let mode = EnvMode::InheritFiltered {
+                    drop: config.env_policy.drop.clone(),
+                };
+                (cwd, shell, config.env_policy.overrides(), mode)
+            }
+        };
+        let flag = if req.login.unwrap_or(true) {
+            "-lc"
+        } else {
+            "-c"
+        };
+        Ok(Self {
+            spec: SpawnSpec {
+                argv: vec![shell, flag.to_owned(), req.cmd.clone()],
+                arg0: None,
+                cwd,
+                env,
+                env_mode,
+                tty: req.tty.unwrap_or(false),
+                pipe_stdin: false,
+            },
+            command: req.cmd.clone(),
+            window: Duration::from_millis(exec_window_ms(req.yield_time_ms)),
+            max_output_tokens,
+        })
+    }
+}
+
+/// The token budget of a call: negative is an error, the rest is capped by policy.
+pub fn token_budget(config: &StoreConfig, requested: Option<i64>) -> Result<u64, ExecError> {
+    match requested {
+        Some(n) if n < 0 => Err(ExecError::invalid(
+            "max_output_tokens",
+            format!("must not be negative (got {n})"),
+        )),
+        other => Ok(output_token_budget(
+            other.map(|n| n as u64),
+            config.output_token_policy_max,
+        )),
+    }
+}
+
+fn default_shell(config: &StoreConfig) -> String {
+    if let Some(shell) = &config.default_shell {
+        return shell.clone();
+    }
+    match std::env::var("SHELL") {
+        Ok(shell) if !shell.is_empty() && Path::new(&shell).is_file() => shell,
+        _ if Path::new("/bin/bash").is_file() => "/bin/bash".to_owned(),
+        _ => "/bin/sh".to_owned(),
+    }
+}
+
+pub(crate) fn no_nul(field: &'static str, value: &str) -> Result<(), ExecError> {
+    if value.contains('\0') {
+        return Err(ExecError::invalid(field, "must not contain NUL bytes"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> StoreConfig {
+        StoreConfig {
+            cwd: std::env::temp_dir(),
+            default_shell: Some("/bin/sh".into()),
+            ..StoreConfig::default()
+        }
+    }
+
+    fn req(cmd: &str) -> ExecRequest {
+        ExecRequest {
+            cmd: cmd.into(),
+            ..ExecRequest::default()
+        }
+    }
+
+    #[test]
+    fn local_defaults_are_a_login_shell_in_the_server_cwd_with_the_forced_env() {
+        let plan = Plan::new(&config(), &req("ls"), Placement::Local).expect("valid");
+        assert_eq!(plan.spec.argv, ["/bin/sh", "-lc", "ls"]);
+        assert_eq!(plan.spec.cwd, std::env::temp_dir());
+        assert_eq!(plan.spec.env_mode, EnvMode::Exact);
+        assert_eq!(plan.spec.env["TERM"], "dumb");
+        assert_eq!(plan.window, Duration::from_millis(10_000));
+        assert_eq!(plan.max_output_tokens, 10_000);
+        let plan = Plan::new(
+            &config(),
+            &ExecRequest {
+                login: Some(false),
+                workdir: Some(String::new()),
+                ..req("ls")
+            },
+            Placement::Local,
+        )
+        .expect("valid");
+        assert_eq!(plan.spec.argv[1], "-c");
+        assert_eq!(plan.spec.cwd, std::env::temp_dir());
+    }
+
+    #[test]
+    fn remote_plans_check_nothing_locally() {
+        let placement = Placement::Remote {
+            cwd: Some(PathBuf::from("/srv/app")),
+            shell: Some("/usr/bin/zsh".into()),
+        };
+        let r = ExecRequest {
+            workdir: Some("no/such/dir/here".into()),
+            ..req("make")
+        };
+        let plan = Plan::new(&config(), &r, placement).expect("valid remotely");
+        assert_eq!(plan.spec.cwd, PathBuf::from("/srv/app/no/such/dir/here"));
+        assert_eq!(plan.spec.argv[0], "/usr/bin/zsh");
+        assert!(matches!(
+            plan.spec.env_mode,
+            EnvMode::InheritFiltered { .. }
+        ));
+        assert_eq!(plan.spec.env["NO_COLOR"], "1");
+        assert!(
+            !plan.spec.env.contains_key("PATH"),
+            "the remote keeps its own PATH"
+        );
+    }
+
+    #[test]
+    fn token_budgets_refuse_negatives_and_cap_the_rest() {
+        assert!(token_budget(&config(), Some(-1)).is_err());
+        assert_eq!(
+            token_budget(&config(), Some(i64::MAX)).expect("capped"),
+            10_000
+        );
+        assert_eq!(token_budget(&config(), Some(0)).expect("zero"), 0);
+    }
+}
