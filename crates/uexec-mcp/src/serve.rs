@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use uexec_core::env::EnvPolicy;
 use uexec_core::{Backend, LocalBackend, SessionStore, StoreConfig};
 use uexec_server::client::RemoteBackend;
+use uexec_server::shutdown_signal;
 
 use crate::server::UexecServer;
 
@@ -119,15 +120,13 @@ async fn serve_stdio(args: &McpArgs, store: Arc<SessionStore>) -> anyhow::Result
     let server = UexecServer::new(store, args.codex_tools_only);
     let running = tokio::select! {
         running = server.serve(rmcp::transport::stdio()) => running.context("MCP handshake over stdio failed")?,
-        () = shutdown_signal() => return Ok(()),
+        signal = shutdown_signal() => return signal,
     };
     tokio::select! {
         quit = running.waiting() => {
             tracing::info!(?quit, "stdio client went away");
         }
-        () = shutdown_signal() => {
-            tracing::info!("signal received: shutting down");
-        }
+        signal = shutdown_signal() => signal?,
     }
     Ok(())
 }
@@ -177,7 +176,9 @@ async fn serve_http(
     let stop = cancel.clone();
     axum::serve(listener, router)
         .with_graceful_shutdown(async move {
-            shutdown_signal().await;
+            if let Err(e) = shutdown_signal().await {
+                tracing::error!("{e:#}");
+            }
             stop.cancel();
         })
         .await
@@ -206,19 +207,4 @@ async fn check_bearer(token: Option<&str>, req: Request, next: Next) -> Response
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// Resolves on SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
 }

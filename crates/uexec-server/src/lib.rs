@@ -116,7 +116,9 @@ fn announce(url: &str) -> anyhow::Result<()> {
         .context("cannot write to stdout")
 }
 
-async fn shutdown_signal() -> anyhow::Result<()> {
+/// Resolves on SIGTERM or SIGINT (an error if they cannot be watched). Every face stops on
+/// it and kills what it started.
+pub async fn shutdown_signal() -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
     let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
