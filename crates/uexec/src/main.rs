@@ -1,5 +1,7 @@
 //! `uexec`: one binary, several faces over one engine.
 
+mod last_will;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -27,6 +29,10 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
+    if std::env::args().nth(1).as_deref() == Some(last_will::SUBCOMMAND) {
+        last_will::run();
+        return Ok(());
+    }
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("UEXEC_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
@@ -47,6 +53,7 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    last_will::install();
     runtime.block_on(async move {
         match cli.command {
             Command::Mcp(args) => uexec_mcp::run(args).await,

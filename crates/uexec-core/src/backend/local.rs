@@ -16,7 +16,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -41,6 +41,23 @@ const OUTPUT_CHANNEL_CHUNKS: usize = 64;
 /// Runs processes on this machine.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct LocalBackend;
+
+/// Hears of every process group the local backend starts and, once it is gone, sweeps: the
+/// hook for a *last will*, something outside this process that kills what is left if this
+/// process dies without cleaning up (SIGKILL, OOM killer). The parent-death signal reaches
+/// only direct children; a background job of a session is a grandchild.
+pub trait GroupWatch: Send + Sync + 'static {
+    fn started(&self, pgid: u32);
+    fn swept(&self, pgid: u32);
+}
+
+static GROUP_WATCH: OnceLock<Arc<dyn GroupWatch>> = OnceLock::new();
+
+/// Installs the process-wide [`GroupWatch`] (one per process, as the process has one death);
+/// false when one was already installed.
+pub fn install_group_watch(watch: Arc<dyn GroupWatch>) -> bool {
+    GROUP_WATCH.set(watch).is_ok()
+}
 
 impl Backend for LocalBackend {
     fn spawn(&self, spec: SpawnSpec) -> BoxFuture<'_, Result<SpawnedProcess, BackendError>> {
@@ -167,6 +184,9 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
         (child, stdin)
     };
     let sys::SpawnedChild { pid, pidfd } = child;
+    if let Some(watch) = GROUP_WATCH.get() {
+        watch.started(pid);
+    }
     let pidfd = Arc::new(sys::async_fd(pidfd)?);
     let reaped = Arc::new(AtomicBool::new(false));
     let (exit_tx, exit_rx) = oneshot::channel();
@@ -420,6 +440,11 @@ impl ProcessControl for LocalControl {
         let reaped = self.reaped.load(Ordering::SeqCst);
         if !(reaped && self.swept.swap(true, Ordering::SeqCst)) {
             sys::kill_group(self.pid, sys::SIGKILL);
+            if reaped {
+                if let Some(watch) = GROUP_WATCH.get() {
+                    watch.swept(self.pid);
+                }
+            }
         }
         let _ = self.closing.send(true);
     }

@@ -227,3 +227,35 @@ async fn children_die_when_the_server_is_killed() {
     .await;
     drop(client);
 }
+
+#[tokio::test]
+async fn background_jobs_die_when_the_server_is_killed() {
+    let (client, _, pid) = stdio_client(&[]).await;
+    let (bg, fg) = (marker(), marker());
+    let cmd = format!("sleep {bg} & sleep {fg}; true");
+    call(
+        &client,
+        "exec_command",
+        json!({"cmd": cmd, "login": false, "yield_time_ms": 250}),
+    )
+    .await;
+    eventually("both sleeps to start", Duration::from_secs(5), || {
+        !procs_with(&bg).is_empty() && !procs_with(&fg).is_empty()
+    })
+    .await;
+    // The background sleep is a grandchild: no parent-death signal reaches it. The last-will
+    // watchdog must.
+    let status = std::process::Command::new("kill")
+        .arg("-KILL")
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    eventually(
+        "the session's whole process group to die",
+        Duration::from_secs(5),
+        || procs_with(&bg).is_empty() && procs_with(&fg).is_empty(),
+    )
+    .await;
+    drop(client);
+}
