@@ -1,0 +1,154 @@
+//! Exec-server flood throughput with a Rust client (not a test): the same 256 MiB stream
+//! (`head -c 268435456 /dev/zero | tr '\0' a`) read directly from a pipe, then streamed as
+//! `process/output` notifications by `uexec serve` and, when `UEXEC_CODEX_BIN` is set, by
+//! `codex exec-server`, all in one run. The client only measures base64 lengths, so it costs
+//! little next to the servers.
+//!
+//! Run: `cargo build --release -p uexec && cargo bench -p uexec-server --bench flood`
+//! (`UEXEC_BIN` picks the uexec binary, default `target/release/uexec`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use futures::{SinkExt, StreamExt};
+use tokio::io::AsyncReadExt;
+use tokio_tungstenite::tungstenite::Message;
+
+const FLOOD_BYTES: u64 = 256 << 20;
+
+fn script() -> String {
+    format!("head -c {FLOOD_BYTES} /dev/zero | tr '\\0' a")
+}
+
+/// Direct pipe: the flood read by this process from the shell's stdout.
+async fn direct_pipe() -> f64 {
+    let t = Instant::now();
+    let mut child = tokio::process::Command::new("/bin/sh")
+        .args(["-c", &script()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        let n = out.read(&mut buf).await.unwrap();
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+    }
+    child.wait().await.unwrap();
+    assert_eq!(total, FLOOD_BYTES);
+    FLOOD_BYTES as f64 / t.elapsed().as_secs_f64()
+}
+
+fn decoded_len(b64: &str) -> u64 {
+    let pad = b64.bytes().rev().take_while(|b| *b == b'=').count() as u64;
+    (b64.len() as u64 / 4) * 3 - pad
+}
+
+/// Starts `argv` (which prints its ws:// URL first), streams the flood through it.
+async fn through_server(argv: &[String], home: &std::path::Path) -> f64 {
+    let mut server = Command::new(&argv[0])
+        .args(&argv[1..])
+        .env("HOME", home)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    let (mut ws, _) = tokio_tungstenite::connect_async(url.trim()).await.unwrap();
+    let call = |id: u64, method: &str, params: serde_json::Value| {
+        Message::text(serde_json::json!({"id": id, "method": method, "params": params}).to_string())
+    };
+    ws.send(call(
+        1,
+        "initialize",
+        serde_json::json!({"clientName": "uexec-flood-bench"}),
+    ))
+    .await
+    .unwrap();
+    while let Some(msg) = ws.next().await {
+        if msg.unwrap().to_text().unwrap_or("").contains("\"id\":1") {
+            break;
+        }
+    }
+    ws.send(Message::text(r#"{"method":"initialized","params":{}}"#))
+        .await
+        .unwrap();
+    let params = serde_json::json!({
+        "processId": "flood",
+        "argv": ["/bin/sh", "-c", script()],
+        "cwd": format!("file://{}", std::env::temp_dir().display()),
+        "env": {"PATH": std::env::var("PATH").unwrap_or_default()},
+        "tty": false,
+    });
+    let t = Instant::now();
+    ws.send(call(2, "process/start", params)).await.unwrap();
+    let mut total = 0u64;
+    while let Some(msg) = ws.next().await {
+        let msg = msg.unwrap();
+        let text = match &msg {
+            Message::Text(t) => t.as_str(),
+            Message::Binary(b) => std::str::from_utf8(b).unwrap(),
+            _ => continue,
+        };
+        if text.contains("\"process/output\"") {
+            let start = text.find("\"chunk\":\"").unwrap() + 9;
+            let end = start + text[start..].find('"').unwrap();
+            total += decoded_len(&text[start..end]);
+        } else if text.contains("\"process/closed\"") {
+            break;
+        }
+    }
+    let rate = FLOOD_BYTES as f64 / t.elapsed().as_secs_f64();
+    assert_eq!(total, FLOOD_BYTES, "{}: bytes delivered", argv[0]);
+    let _ = server.kill();
+    let _ = server.wait();
+    rate
+}
+
+#[tokio::main]
+async fn main() {
+    let home = std::env::temp_dir().join(format!("uexec-flood-home-{}", std::process::id()));
+    std::fs::create_dir_all(&home).unwrap();
+    let mib = |r: f64| r / f64::from(1 << 20);
+    let uexec = std::env::var("UEXEC_BIN").unwrap_or_else(|_| "../../target/release/uexec".into());
+    let listen = ["--listen".to_string(), "ws://127.0.0.1:0".to_string()];
+    let direct = direct_pipe().await;
+    let ours = through_server(
+        &[vec![uexec, "serve".into()], listen.to_vec()].concat(),
+        &home,
+    )
+    .await;
+    println!("| 256 MiB flood, Rust client | MiB/s | x direct pipe |");
+    println!("|---|---|---|");
+    println!(
+        "| direct pipe read of the same stream | {:.0} | 1.00 |",
+        mib(direct)
+    );
+    println!(
+        "| uexec serve, process/output notifications | {:.0} | {:.2} |",
+        mib(ours),
+        ours / direct
+    );
+    if let Ok(codex) = std::env::var("UEXEC_CODEX_BIN") {
+        let theirs = through_server(
+            &[vec![codex, "exec-server".into()], listen.to_vec()].concat(),
+            &home,
+        )
+        .await;
+        println!(
+            "| codex exec-server 0.171.0, same | {:.0} | {:.2} |",
+            mib(theirs),
+            theirs / direct
+        );
+    }
+    let _ = std::fs::remove_dir_all(&home);
+}
