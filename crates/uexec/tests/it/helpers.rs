@@ -125,3 +125,44 @@ pub async fn eventually(what: &str, timeout: Duration, mut check: impl FnMut() -
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Starts one session per `(command, tty)`; `{}` / `{0}` in the command stands for a fresh
+/// sleep marker. Returns the markers once every one of them has a live process.
+pub async fn start_sleepers(client: &Client, commands: &[(&str, bool)]) -> Vec<String> {
+    let mut markers = Vec::new();
+    for (template, tty) in commands {
+        let m = marker();
+        let cmd = template.replace("{0}", &m).replace("{}", &m);
+        call(
+            client,
+            "exec_command",
+            json!({"cmd": cmd, "tty": tty, "login": false, "yield_time_ms": 250}),
+        )
+        .await;
+        markers.push(m);
+    }
+    eventually(
+        "the sessions' processes to start",
+        Duration::from_secs(5),
+        || markers.iter().all(|m| !procs_with(m).is_empty()),
+    )
+    .await;
+    markers
+}
+
+/// `kill -SIGNAL pid` (through kill(1): the tests need no libc).
+pub fn send_signal(pid: u32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+pub async fn wait_all_gone(markers: &[String], what: &str) {
+    eventually(what, Duration::from_secs(5), || {
+        markers.iter().all(|m| procs_with(m).is_empty())
+    })
+    .await;
+}

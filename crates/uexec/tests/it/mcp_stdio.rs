@@ -9,7 +9,10 @@ use rmcp::model::{
 use rmcp::service::PeerRequestOptions;
 use serde_json::json;
 
-use crate::helpers::{args, call, eventually, marker, procs_with, stdio_client, structured, text};
+use crate::helpers::{
+    args, call, eventually, send_signal, start_sleepers, stdio_client, structured, text,
+    wait_all_gone,
+};
 
 #[tokio::test]
 async fn tools_and_server_info() {
@@ -147,115 +150,41 @@ async fn sessions_are_resources_and_subscribers_hear_the_end() {
 #[tokio::test]
 async fn closing_stdin_kills_every_session() {
     let (client, _, _) = stdio_client(&[]).await;
-    let (a, b) = (marker(), marker());
-    call(
-        &client,
-        "exec_command",
-        json!({"cmd": format!("sleep {a}"), "yield_time_ms": 250}),
-    )
-    .await;
-    call(
-        &client,
-        "exec_command",
-        json!({"cmd": format!("sleep {b}"), "tty": true, "yield_time_ms": 250}),
-    )
-    .await;
-    assert!(!procs_with(&a).is_empty() && !procs_with(&b).is_empty());
+    let markers = start_sleepers(&client, &[("sleep {}", false), ("sleep {}", true)]).await;
     client.cancel().await.unwrap(); // closes the server's stdin
-    eventually(
-        "sessions to die with their server",
-        Duration::from_secs(5),
-        || procs_with(&a).is_empty() && procs_with(&b).is_empty(),
-    )
-    .await;
+    wait_all_gone(&markers, "sessions to die with their server").await;
 }
 
 #[tokio::test]
 async fn sigterm_to_the_server_kills_every_session() {
     let (client, _, pid) = stdio_client(&[]).await;
-    let m = marker();
-    call(
-        &client,
-        "exec_command",
-        json!({"cmd": format!("sleep {m} & sleep {m}"), "yield_time_ms": 250}),
-    )
-    .await;
-    assert!(procs_with(&m).len() >= 2);
-    // SAFETY-free: kill(1) via the shell keeps this test free of libc.
-    let status = std::process::Command::new("kill")
-        .arg("-TERM")
-        .arg(pid.to_string())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    eventually("sessions to die on SIGTERM", Duration::from_secs(5), || {
-        procs_with(&m).is_empty()
-    })
-    .await;
+    let markers = start_sleepers(&client, &[("sleep {0} & sleep {0}", false)]).await;
+    send_signal(pid, "TERM");
+    wait_all_gone(&markers, "sessions to die on SIGTERM").await;
     drop(client);
 }
 
 #[tokio::test]
 async fn children_die_when_the_server_is_killed() {
     let (client, _, pid) = stdio_client(&[]).await;
-    let (pipe, tty) = (marker(), marker());
-    call(
+    let markers = start_sleepers(
         &client,
-        "exec_command",
-        json!({"cmd": format!("exec sleep {pipe}"), "yield_time_ms": 250}),
+        &[("exec sleep {}", false), ("exec sleep {}", true)],
     )
     .await;
-    call(
-        &client,
-        "exec_command",
-        json!({"cmd": format!("exec sleep {tty}"), "tty": true, "yield_time_ms": 250}),
-    )
-    .await;
-    assert!(!procs_with(&pipe).is_empty() && !procs_with(&tty).is_empty());
     // SIGKILL: no shutdown code runs; only the parent-death signal can take the children.
-    let status = std::process::Command::new("kill")
-        .arg("-KILL")
-        .arg(pid.to_string())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    eventually(
-        "children to die with their killed server",
-        Duration::from_secs(5),
-        || procs_with(&pipe).is_empty() && procs_with(&tty).is_empty(),
-    )
-    .await;
+    send_signal(pid, "KILL");
+    wait_all_gone(&markers, "children to die with their killed server").await;
     drop(client);
 }
 
 #[tokio::test]
 async fn background_jobs_die_when_the_server_is_killed() {
     let (client, _, pid) = stdio_client(&[]).await;
-    let (bg, fg) = (marker(), marker());
-    let cmd = format!("sleep {bg} & sleep {fg}; true");
-    call(
-        &client,
-        "exec_command",
-        json!({"cmd": cmd, "login": false, "yield_time_ms": 250}),
-    )
-    .await;
-    eventually("both sleeps to start", Duration::from_secs(5), || {
-        !procs_with(&bg).is_empty() && !procs_with(&fg).is_empty()
-    })
-    .await;
     // The background sleep is a grandchild: no parent-death signal reaches it. The last-will
     // watchdog must.
-    let status = std::process::Command::new("kill")
-        .arg("-KILL")
-        .arg(pid.to_string())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    eventually(
-        "the session's whole process group to die",
-        Duration::from_secs(5),
-        || procs_with(&bg).is_empty() && procs_with(&fg).is_empty(),
-    )
-    .await;
+    let markers = start_sleepers(&client, &[("sleep {0} & sleep {0}; true", false)]).await;
+    send_signal(pid, "KILL");
+    wait_all_gone(&markers, "the session's whole process group to die").await;
     drop(client);
 }
