@@ -174,10 +174,10 @@ impl SessionStore {
             plan.max_output_tokens,
             !guard.stored,
         );
-        guard.done = true;
         session.first_call_active.store(false, Ordering::SeqCst);
         if !guard.stored {
-            // Never stored: this call owns the End (SPEC §5, inline).
+            // Never stored: this call owns the End (SPEC §5, inline). Cancelled while it
+            // settles, the guard finishes the job.
             session
                 .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
                 .await;
@@ -185,6 +185,7 @@ impl SessionStore {
             session.control().kill_leftovers();
             self.release_id(id);
         }
+        guard.done = true;
         snapshot
     }
 

@@ -312,3 +312,55 @@ async fn terminating_during_a_poll_returns_the_exited_snapshot() {
         ExecError::UnknownProcess(id)
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_call_cancelled_in_the_early_exit_grace_still_stores_its_session() {
+    let (store, mut spawned) = fake_store(64);
+    let call = store.exec_command(req(false));
+    // 100 ms is inside the 150 ms grace: the process is not stored yet when the call dies.
+    assert!(tokio::time::timeout(Duration::from_millis(100), call)
+        .await
+        .is_err());
+    let control = spawned.recv().await.unwrap();
+    let listed = store.list_sessions();
+    assert_eq!(
+        listed.len(),
+        1,
+        "a running process is never lost by a cancelled call"
+    );
+    let id = listed[0].session_id;
+    control.print("still here").await;
+    control.exit(0);
+    control.close();
+    let snap = store.write_stdin(poll(id, 5000)).await.unwrap();
+    assert_eq!(
+        (snap.exit_code, snap.output.as_str()),
+        (Some(0), "still here")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_cancelled_after_an_early_exit_still_ends_the_session() {
+    let (store, mut spawned) = fake_store(64);
+    let mut events = store.subscribe();
+    let call = {
+        let store = store.clone();
+        tokio::spawn(async move { store.exec_command(req(false)).await })
+    };
+    let control = spawned.recv().await.unwrap();
+    // Exit inside the grace but keep the output open: the call then waits for the close.
+    control.exit(0);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    call.abort();
+    let (_, end) = next_end(&mut events, 1000).await;
+    assert!(matches!(
+        end,
+        EventKind::End {
+            exit_code: Some(0),
+            ..
+        }
+    ));
+    // The id was released: the next session gets it again.
+    let (id, _) = running(&store, &mut spawned, false).await;
+    assert_eq!(id, 1000);
+}
