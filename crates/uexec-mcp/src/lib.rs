@@ -9,6 +9,7 @@ pub mod progress;
 pub mod resources;
 pub mod serve;
 pub mod server;
+pub mod stores;
 pub mod tools;
 
 pub use serve::{run, McpArgs};

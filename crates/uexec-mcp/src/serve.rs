@@ -26,6 +26,7 @@ use uexec_server::client::RemoteBackend;
 use uexec_server::shutdown_signal;
 
 use crate::server::UexecServer;
+use crate::stores::{Principal, Stores};
 
 /// Arguments of `uexec mcp`.
 #[derive(Debug, Clone, clap::Args)]
@@ -35,9 +36,15 @@ pub struct McpArgs {
     #[arg(long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
     /// Bearer token HTTP clients must send (`Authorization: Bearer TOKEN`); required to
-    /// listen on a non-loopback address.
-    #[arg(long, env = "UEXEC_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
+    /// listen on a non-loopback address. Repeatable (or comma-separated in UEXEC_TOKEN):
+    /// each token is a client with sessions of its own that no other token can see.
+    #[arg(
+        long = "token",
+        env = "UEXEC_TOKEN",
+        hide_env_values = true,
+        value_delimiter = ','
+    )]
+    pub tokens: Vec<String>,
     /// Extra Host header value accepted over HTTP (repeatable); loopback names are always
     /// accepted.
     #[arg(long = "allow-host", value_name = "HOST")]
@@ -95,7 +102,8 @@ impl McpArgs {
     }
 }
 
-/// Runs `uexec mcp` until its transport ends or a signal arrives.
+/// Runs `uexec mcp` until its transport ends or a signal arrives; every session is killed
+/// before it returns.
 pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     let mut environments: HashMap<String, Arc<dyn Backend>> = HashMap::new();
     for (name, url) in &args.environments {
@@ -106,18 +114,30 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
             })?;
         environments.insert(name.clone(), remote);
     }
-    let store =
-        SessionStore::with_environments(Arc::new(LocalBackend), args.store_config(), environments);
-    let result = match args.http {
-        None => serve_stdio(&args, store.clone()).await,
-        Some(addr) => serve_http(&args, addr, store.clone()).await,
+    let mut names: Vec<String> = environments.keys().cloned().collect();
+    names.sort();
+    let config = args.store_config();
+    let make_store = move || {
+        SessionStore::with_environments(
+            Arc::new(LocalBackend),
+            config.clone(),
+            environments.clone(),
+        )
     };
-    store.shutdown();
+    let stores = match args.http {
+        None => Stores::Single(make_store()),
+        Some(_) => Stores::per_principal(make_store),
+    };
+    let server = UexecServer::new(stores.clone(), names, args.codex_tools_only);
+    let result = match args.http {
+        None => serve_stdio(server).await,
+        Some(addr) => serve_http(&args, addr, server).await,
+    };
+    stores.shutdown();
     result
 }
 
-async fn serve_stdio(args: &McpArgs, store: Arc<SessionStore>) -> anyhow::Result<()> {
-    let server = UexecServer::new(store, args.codex_tools_only);
+async fn serve_stdio(server: UexecServer) -> anyhow::Result<()> {
     let running = tokio::select! {
         running = server.serve(rmcp::transport::stdio()) => running.context("MCP handshake over stdio failed")?,
         signal = shutdown_signal() => return signal,
@@ -131,12 +151,14 @@ async fn serve_stdio(args: &McpArgs, store: Arc<SessionStore>) -> anyhow::Result
     Ok(())
 }
 
-async fn serve_http(
-    args: &McpArgs,
-    addr: SocketAddr,
-    store: Arc<SessionStore>,
-) -> anyhow::Result<()> {
-    if !addr.ip().is_loopback() && args.token.is_none() {
+async fn serve_http(args: &McpArgs, addr: SocketAddr, server: UexecServer) -> anyhow::Result<()> {
+    let tokens: Vec<String> = args
+        .tokens
+        .iter()
+        .filter(|t| !t.is_empty())
+        .cloned()
+        .collect();
+    if !addr.ip().is_loopback() && tokens.is_empty() {
         anyhow::bail!(
             "refusing to serve MCP on {addr} without a bearer token: pass --token (or set UEXEC_TOKEN), or bind a loopback address such as 127.0.0.1"
         );
@@ -152,20 +174,19 @@ async fn serve_http(
         .with_allowed_hosts(hosts)
         .enforce_origin_validation()
         .with_cancellation_token(cancel.child_token());
-    let server = UexecServer::new(store, args.codex_tools_only);
     let service = StreamableHttpService::new(
         move || Ok(server.for_connection()),
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let token = args.token.clone().map(Arc::<str>::from);
+    let tokens = Arc::new(tokens);
     let router =
         axum::Router::new()
             .nest_service("/mcp", service)
             .layer(axum::middleware::from_fn(
                 move |req: Request, next: Next| {
-                    let token = token.clone();
-                    async move { check_bearer(token.as_deref(), req, next).await }
+                    let tokens = tokens.clone();
+                    async move { check_bearer(&tokens, req, next).await }
                 },
             ));
     let listener = tokio::net::TcpListener::bind(addr)
@@ -186,21 +207,29 @@ async fn serve_http(
     Ok(())
 }
 
-async fn check_bearer(token: Option<&str>, req: Request, next: Next) -> Response {
-    if let Some(expected) = token {
+/// Lets a request through when no token is configured, or when it carries one of them; the
+/// request then runs as that token's [`Principal`] (its index, never the token itself).
+async fn check_bearer(tokens: &[String], mut req: Request, next: Next) -> Response {
+    if !tokens.is_empty() {
         let presented = req
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if !presented.is_some_and(|p| constant_time_eq(p.as_bytes(), expected.as_bytes())) {
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        let Some(index) = tokens
+            .iter()
+            .position(|t| constant_time_eq(presented.as_bytes(), t.as_bytes()))
+        else {
             return (
                 StatusCode::UNAUTHORIZED,
                 [(header::WWW_AUTHENTICATE, "Bearer")],
                 "missing or wrong bearer token\n",
             )
                 .into_response();
-        }
+        };
+        req.extensions_mut()
+            .insert(Principal(format!("token-{}", index + 1)));
     }
     next.run(req).await
 }

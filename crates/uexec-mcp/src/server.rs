@@ -17,40 +17,45 @@ use uexec_core::{ExecError, SessionStore, Snapshot};
 use crate::args;
 use crate::progress::{CallTarget, ProgressForwarder};
 use crate::resources::{self, LegacySubscriptions};
+use crate::stores::Stores;
 use crate::tools;
 
-/// One MCP connection's view of a store.
+/// One MCP connection's view of its stores.
 #[derive(Clone)]
 pub struct UexecServer {
-    store: Arc<SessionStore>,
+    stores: Stores,
+    /// Names of the configured environments (the same for every store).
+    environments: Vec<String>,
     codex_tools_only: bool,
     subscriptions: LegacySubscriptions,
 }
 
 impl UexecServer {
-    pub fn new(store: Arc<SessionStore>, codex_tools_only: bool) -> Self {
+    pub fn new(stores: Stores, environments: Vec<String>, codex_tools_only: bool) -> Self {
         Self {
-            store,
+            stores,
+            environments,
             codex_tools_only,
             subscriptions: LegacySubscriptions::default(),
         }
     }
 
     fn has_environments(&self) -> bool {
-        !self.store.environment_names().is_empty()
+        !self.environments.is_empty()
     }
 
     /// A handler for another connection on the same store (its own subscriptions).
     pub fn for_connection(&self) -> Self {
-        Self::new(self.store.clone(), self.codex_tools_only)
-    }
-
-    pub fn store(&self) -> &Arc<SessionStore> {
-        &self.store
+        Self::new(
+            self.stores.clone(),
+            self.environments.clone(),
+            self.codex_tools_only,
+        )
     }
 
     async fn call(
         &self,
+        store: &Arc<SessionStore>,
         name: &str,
         arguments: Option<&Map<String, Value>>,
         call_id: String,
@@ -59,7 +64,7 @@ impl UexecServer {
             tools::EXEC_COMMAND => match args::exec_request(arguments, self.has_environments()) {
                 Ok(mut req) => {
                     req.call_id = Some(call_id);
-                    self.store
+                    store
                         .exec_command(req)
                         .await
                         .map(snapshot_result)
@@ -68,8 +73,7 @@ impl UexecServer {
                 Err(e) => Err(e.to_string()),
             },
             tools::WRITE_STDIN => match args::write_request(arguments) {
-                Ok(req) => self
-                    .store
+                Ok(req) => store
                     .write_stdin(req)
                     .await
                     .map(snapshot_result)
@@ -77,12 +81,11 @@ impl UexecServer {
                 Err(e) => Err(e.to_string()),
             },
             tools::LIST_SESSIONS if !self.codex_tools_only => args::list_request(arguments)
-                .map(|()| self.list_sessions())
+                .map(|()| list_sessions(store))
                 .map_err(|e| e.to_string()),
             tools::TERMINATE_SESSION if !self.codex_tools_only => {
                 match args::terminate_request(arguments) {
-                    Ok(id) => self
-                        .store
+                    Ok(id) => store
                         .terminate(id)
                         .map(|()| {
                             CallToolResult::success(vec![ContentBlock::text(format!(
@@ -101,37 +104,37 @@ impl UexecServer {
             ))])
         })
     }
+}
 
-    fn list_sessions(&self) -> CallToolResult {
-        let sessions = self.store.list_sessions();
-        let mut text = if sessions.is_empty() {
-            "No running sessions.".to_owned()
-        } else {
-            format!("{} running session(s):", sessions.len())
-        };
-        let mut items = Vec::new();
-        for s in &sessions {
-            let secs = (s.running_time.as_secs_f64() * 10.0).round() / 10.0;
-            text.push_str(&format!(
-                "\n- session {} ({}, {:.1}s, cwd {}): {}",
-                s.session_id,
-                if s.tty { "tty" } else { "pipes" },
-                secs,
-                s.cwd.display(),
-                s.command
-            ));
-            items.push(json!({
-                "session_id": s.session_id,
-                "command": s.command,
-                "cwd": s.cwd.display().to_string(),
-                "tty": s.tty,
-                "running_seconds": secs,
-            }));
-        }
-        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-        result.structured_content = Some(json!({ "sessions": items }));
-        result
+fn list_sessions(store: &SessionStore) -> CallToolResult {
+    let sessions = store.list_sessions();
+    let mut text = if sessions.is_empty() {
+        "No running sessions.".to_owned()
+    } else {
+        format!("{} running session(s):", sessions.len())
+    };
+    let mut items = Vec::new();
+    for s in &sessions {
+        let secs = (s.running_time.as_secs_f64() * 10.0).round() / 10.0;
+        text.push_str(&format!(
+            "\n- session {} ({}, {:.1}s, cwd {}): {}",
+            s.session_id,
+            if s.tty { "tty" } else { "pipes" },
+            secs,
+            s.cwd.display(),
+            s.command
+        ));
+        items.push(json!({
+            "session_id": s.session_id,
+            "command": s.command,
+            "cwd": s.cwd.display().to_string(),
+            "tty": s.tty,
+            "running_seconds": secs,
+        }));
     }
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(json!({ "sessions": items }));
+    result
 }
 
 /// A snapshot as a tool result: the text for the model, the same facts as data.
@@ -175,7 +178,7 @@ impl ServerHandler for UexecServer {
     ) -> Result<ListToolsResult, McpError> {
         Ok(ListToolsResult::with_all_items(tools::all(
             self.codex_tools_only,
-            &self.store.environment_names(),
+            &self.environments,
         )))
     }
 
@@ -185,6 +188,7 @@ impl ServerHandler for UexecServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let call_id = format!("mcp-{}", request_id_text(&context));
+        let store = self.stores.for_request(&context.extensions);
         let target = match request.name.as_ref() {
             tools::EXEC_COMMAND => Some(CallTarget::Call(call_id.clone())),
             tools::WRITE_STDIN => request
@@ -198,7 +202,7 @@ impl ServerHandler for UexecServer {
         };
         let forwarder = match (context.meta.get_progress_token(), target) {
             (Some(token), Some(target)) => Some(ProgressForwarder::start(
-                self.store.subscribe(),
+                store.subscribe(),
                 target,
                 token,
                 context.peer.clone(),
@@ -206,7 +210,12 @@ impl ServerHandler for UexecServer {
             _ => None,
         };
         let result = self
-            .call(request.name.as_ref(), request.arguments.as_ref(), call_id)
+            .call(
+                &store,
+                request.name.as_ref(),
+                request.arguments.as_ref(),
+                call_id,
+            )
             .await;
         if let Some(f) = forwarder {
             f.finish().await;
@@ -217,19 +226,19 @@ impl ServerHandler for UexecServer {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        Ok(ListResourcesResult::with_all_items(resources::list(
-            &self.store,
-        )))
+        let store = self.stores.for_request(&context.extensions);
+        Ok(ListResourcesResult::with_all_items(resources::list(&store)))
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        resources::read(&self.store, &request.uri).map(Into::into)
+        let store = self.stores.for_request(&context.extensions);
+        resources::read(&store, &request.uri).map(Into::into)
     }
 
     #[allow(deprecated)]
@@ -238,8 +247,9 @@ impl ServerHandler for UexecServer {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        let store = self.stores.for_request(&context.extensions);
         self.subscriptions
-            .subscribe(&self.store, request.uri, context.peer.clone());
+            .subscribe(&store, request.uri, context.peer.clone());
         Ok(())
     }
 
@@ -269,7 +279,10 @@ impl ServerHandler for UexecServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        resources::listen(&self.store, context.sink(), context.cancelled()).await;
+        let store = self
+            .stores
+            .for_request(&context.request_context().extensions);
+        resources::listen(&store, context.sink(), context.cancelled()).await;
         Ok(())
     }
 }

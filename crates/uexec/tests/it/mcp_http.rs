@@ -29,8 +29,10 @@ fn start(token: Option<&str>) -> Server {
         .stderr(Stdio::piped())
         .stdout(Stdio::null());
     cmd.env_remove("UEXEC_TOKEN");
-    if let Some(t) = token {
-        cmd.args(["--token", t]);
+    if let Some(tokens) = token {
+        for t in tokens.split(',') {
+            cmd.args(["--token", t]);
+        }
     }
     let mut child = cmd.spawn().unwrap();
     let stderr = child.stderr.take().unwrap();
@@ -137,4 +139,44 @@ fn a_public_bind_without_a_token_is_refused() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("without a bearer token"));
+}
+
+#[tokio::test]
+async fn each_token_has_its_own_sessions() {
+    let server = start(Some("alpha,beta"));
+    let connect = |token: &'static str| {
+        let config =
+            StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", server.addr))
+                .auth_header(token);
+        Recorder::default().serve(StreamableHttpClientTransport::from_config(config))
+    };
+    let alpha = connect("alpha").await.unwrap();
+    let beta = connect("beta").await.unwrap();
+    let r = call(
+        &alpha,
+        "exec_command",
+        json!({"cmd": "sleep 30", "login": false, "yield_time_ms": 250}),
+    )
+    .await;
+    let id = structured(&r)["session_id"].as_i64().expect("running");
+    let mine = call(&alpha, "list_sessions", json!({})).await;
+    assert_eq!(structured(&mine)["sessions"][0]["session_id"], id);
+    let theirs = call(&beta, "list_sessions", json!({})).await;
+    assert_eq!(
+        structured(&theirs)["sessions"],
+        json!([]),
+        "beta must not see alpha's session"
+    );
+    let poll = call(&beta, "write_stdin", json!({"session_id": id})).await;
+    assert_eq!(poll.is_error, Some(true));
+    let kill = call(&beta, "terminate_session", json!({"session_id": id})).await;
+    assert_eq!(
+        kill.is_error,
+        Some(true),
+        "beta must not kill alpha's session"
+    );
+    let kill = call(&alpha, "terminate_session", json!({"session_id": id})).await;
+    assert_eq!(kill.is_error, Some(false));
+    alpha.cancel().await.unwrap();
+    beta.cancel().await.unwrap();
 }
