@@ -23,8 +23,21 @@ struct Cli {
 enum Command {
     /// Serve the MCP tools (exec_command, write_stdin, list_sessions, terminate_session)
     /// over stdio, or over streamable HTTP with --http.
+    #[command(after_help = "Examples:
+  uexec mcp                                     stdio, for Codex, Claude Code, Cursor...
+  claude mcp add uexec -- /path/to/uexec mcp    register it with Claude Code
+  uexec mcp --http 127.0.0.1:8765               streamable HTTP at http://127.0.0.1:8765/mcp
+  uexec mcp --environment box=ws://box:9000     also run commands on an exec server (environment_id: \"box\")
+
+Every session is killed when the client goes away (stdin EOF), on SIGTERM/SIGINT, and, through
+a watchdog, even when uexec itself is killed.")]
     Mcp(uexec_mcp::McpArgs),
     /// Serve the exec server wire dialect (Codex-compatible) over WebSocket or stdio.
+    #[command(after_help = "Examples:
+  uexec serve                                          ws://127.0.0.1:<free port>, printed on stdout
+  uexec serve --listen ws://0.0.0.0:9000 --token T     reachable from other hosts (token required)
+  uexec serve --listen stdio                           newline-delimited JSON on stdin/stdout
+  CODEX_EXEC_SERVER_URL=ws://host:9000 codex           let Codex run its commands here")]
     Serve(uexec_server::ServeArgs),
 }
 
