@@ -386,8 +386,13 @@ pub fn unb64(text: &str) -> Vec<u8> {
 }
 
 /// Waits until `check` holds, polling (for conditions outside any connection, e.g. /proc).
-pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
+pub async fn eventually(what: &str, check: impl FnMut() -> bool) {
+    eventually_within(what, WAIT, check).await;
+}
+
+/// [`eventually`] with its own deadline.
+pub async fn eventually_within(what: &str, wait: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + wait;
     while !check() {
         assert!(
             tokio::time::Instant::now() < deadline,

@@ -114,15 +114,8 @@ pub async fn poll_until(store: &Arc<SessionStore>, id: i32, out: &mut String, ne
 }
 
 /// Waits for `check` to hold (conditions outside the engine: /proc, files).
-pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !check() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+pub async fn eventually(what: &str, check: impl FnMut() -> bool) {
+    crate::helpers::eventually_within(what, WAIT, check).await;
 }
 
 /// The End event of a session.
@@ -140,16 +133,7 @@ pub async fn end_of(events: &mut EventStream, session_id: i32) -> EventKind {
         .unwrap_or_else(|_| panic!("no End for session {session_id}"))
 }
 
-/// Whether a pid is alive (not gone, not a zombie).
-pub fn pid_alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        !matches!(
-            stat.rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next()),
-            Some("Z" | "X")
-        )
-    })
-}
+pub use crate::helpers::pid_alive;
 
 /// A fresh empty directory for files a command and the test use to take turns.
 pub fn scratch_dir(tag: &str) -> PathBuf {
