@@ -153,6 +153,15 @@ fn touch(path: &Path) {
 }
 
 /// The pid a command printed as `pid=N`, polling until it is there.
+/// Starts a long `sleep` that first prints its pid; returns the session id and that pid.
+async fn start_sleeper(store: &Arc<SessionStore>) -> (i32, u32) {
+    let s = store
+        .exec_command(exec("echo pid=$$; exec sleep 1000", 500))
+        .await
+        .unwrap();
+    printed_pid(store, &s).await
+}
+
 async fn printed_pid(store: &Arc<SessionStore>, first: &Snapshot) -> (i32, u32) {
     let id = first.session_id.expect("the command runs on");
     let mut out = first.output.clone();
@@ -255,12 +264,7 @@ pub async fn ctrl_c_on_pipes(url: &str) {
 pub async fn terminate_kills_the_process(url: &str) {
     let rig = rig(url).await;
     let mut events = rig.store.subscribe();
-    let s = rig
-        .store
-        .exec_command(exec("echo pid=$$; exec sleep 1000", 500))
-        .await
-        .unwrap();
-    let (id, pid) = printed_pid(&rig.store, &s).await;
+    let (id, pid) = start_sleeper(&rig.store).await;
     assert!(pid_alive(pid));
     rig.store.terminate(id).unwrap();
     let err = rig.store.write_stdin(poll(id, 5000)).await.unwrap_err();
@@ -322,12 +326,7 @@ pub async fn dropped_connection_fails_the_session(upstream: SocketAddr) -> u32 {
     let proxy = TcpProxy::start(upstream).await;
     let rig = rig(&proxy.url()).await;
     let mut events = rig.store.subscribe();
-    let s = rig
-        .store
-        .exec_command(exec("echo pid=$$; exec sleep 1000", 500))
-        .await
-        .unwrap();
-    let (id, pid) = printed_pid(&rig.store, &s).await;
+    let (id, pid) = start_sleeper(&rig.store).await;
 
     proxy.admit(Admission::Refuse);
     proxy.cut();
