@@ -1,7 +1,14 @@
 //! The environment a command sees (SPEC §9): the server's own, minus anything that looks like
 //! a credential, plus variables that keep tools quiet and non-interactive.
+//!
+//! Names and values are `OsString`s end to end: a variable that is not UTF-8 (a Latin-1
+//! `PWD`, say) is handed on byte for byte, never decoded, and never a reason to fail.
 
 use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+
+/// The environment of one process, by name.
+pub type Environment = BTreeMap<OsString, OsString>;
 
 /// Variables forced on every command, whatever the server's environment says.
 pub const FORCED_ENV: &[(&str, &str)] = &[
@@ -17,8 +24,33 @@ pub const FORCED_ENV: &[(&str, &str)] = &[
     ("UEXEC", "1"),
 ];
 
-/// Name fragments (any case) that mark a variable as a secret not to hand on.
-pub const SECRET_NAME_FRAGMENTS: &[&str] = &["KEY", "SECRET", "TOKEN"];
+/// Name fragments (any case, anywhere in the name) that mark a variable as a secret.
+pub const SECRET_NAME_FRAGMENTS: &[&str] = &[
+    "KEY",
+    "SECRET",
+    "TOKEN",
+    "PASSWORD",
+    "PASSWD",
+    "CREDENTIAL",
+    "PRIVATE",
+    "COOKIE",
+];
+
+/// Name suffixes (any case) that mark a variable as a secret: `GITHUB_PAT`, `NPM_AUTH`.
+pub const SECRET_NAME_SUFFIXES: &[&str] = &["_PAT", "_AUTH"];
+
+/// The rule in words, for `--help` and error messages.
+pub const SECRET_RULE: &str = "names containing KEY, SECRET, TOKEN, PASSWORD, PASSWD, \
+    CREDENTIAL, PRIVATE or COOKIE, or ending in _PAT or _AUTH (any case)";
+
+/// The same rule as exec-server `exclude` wildcards, for servers on other machines.
+pub fn secret_patterns() -> Vec<String> {
+    SECRET_NAME_FRAGMENTS
+        .iter()
+        .map(|f| format!("*{f}*"))
+        .chain(SECRET_NAME_SUFFIXES.iter().map(|s| format!("*{s}")))
+        .collect()
+}
 
 /// How the server's flags adjust the environment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,10 +63,15 @@ pub struct EnvPolicy {
     pub drop: Vec<String>,
 }
 
-/// Whether a variable's name marks it as a secret.
-pub fn looks_secret(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
+/// Whether a variable's name marks it as a secret ([`SECRET_RULE`]).
+pub fn looks_secret(name: &OsStr) -> bool {
+    let upper = name.to_string_lossy().to_ascii_uppercase();
     SECRET_NAME_FRAGMENTS.iter().any(|f| upper.contains(f))
+        || SECRET_NAME_SUFFIXES.iter().any(|s| upper.ends_with(s))
+}
+
+fn listed(names: &[String], name: &OsStr) -> bool {
+    names.iter().any(|n| OsStr::new(n) == name)
 }
 
 impl EnvPolicy {
@@ -42,26 +79,26 @@ impl EnvPolicy {
     /// names (unless kept) and dropped names.
     pub fn inherited(
         &self,
-        server_env: impl IntoIterator<Item = (String, String)>,
-    ) -> BTreeMap<String, String> {
+        server_env: impl IntoIterator<Item = (OsString, OsString)>,
+    ) -> Environment {
         server_env
             .into_iter()
-            .filter(|(k, _)| !looks_secret(k) || self.keep.iter().any(|x| x == k))
-            .filter(|(k, _)| !self.drop.iter().any(|x| x == k))
+            .filter(|(k, _)| !looks_secret(k) || listed(&self.keep, k))
+            .filter(|(k, _)| !listed(&self.drop, k))
             .collect()
     }
 
     /// Variables set on every command: the forced ones, then the configured ones.
-    pub fn overrides(&self) -> BTreeMap<String, String> {
-        let mut env = BTreeMap::new();
+    pub fn overrides(&self) -> Environment {
+        let mut env = Environment::new();
         for (k, v) in FORCED_ENV {
-            env.insert((*k).to_owned(), (*v).to_owned());
+            env.insert((*k).into(), (*v).into());
         }
         for (k, v) in &self.set {
-            env.insert(k.clone(), v.clone());
+            env.insert(k.into(), v.into());
         }
         for k in &self.drop {
-            env.remove(k);
+            env.remove(OsStr::new(k));
         }
         env
     }
@@ -69,8 +106,8 @@ impl EnvPolicy {
     /// The environment of a command, given the server's.
     pub fn command_env(
         &self,
-        server_env: impl IntoIterator<Item = (String, String)>,
-    ) -> BTreeMap<String, String> {
+        server_env: impl IntoIterator<Item = (OsString, OsString)>,
+    ) -> Environment {
         let mut env = self.inherited(server_env);
         env.extend(self.overrides());
         env
@@ -80,11 +117,16 @@ impl EnvPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::OsStringExt;
 
-    fn vars(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    fn vars(list: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
         list.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .map(|(k, v)| ((*k).into(), (*v).into()))
             .collect()
+    }
+
+    fn get<'a>(env: &'a Environment, k: &str) -> Option<&'a str> {
+        env.get(OsStr::new(k)).and_then(|v| v.to_str())
     }
 
     #[test]
@@ -96,13 +138,52 @@ mod tests {
             ("VISIBLE", "yes"),
             ("TERM", "xterm"),
         ]));
-        assert!(!env.contains_key("MY_API_KEY"));
-        assert!(!env.contains_key("my_secret_value"));
-        assert!(!env.contains_key("GH_TOKEN"));
-        assert_eq!(env["VISIBLE"], "yes");
-        assert_eq!(env["TERM"], "dumb");
-        assert_eq!(env["COLORTERM"], "");
-        assert_eq!(env["UEXEC"], "1");
+        assert_eq!(get(&env, "MY_API_KEY"), None);
+        assert_eq!(get(&env, "my_secret_value"), None);
+        assert_eq!(get(&env, "GH_TOKEN"), None);
+        assert_eq!(get(&env, "VISIBLE"), Some("yes"));
+        assert_eq!(get(&env, "TERM"), Some("dumb"));
+        assert_eq!(get(&env, "COLORTERM"), Some(""));
+        assert_eq!(get(&env, "UEXEC"), Some("1"));
+    }
+
+    #[test]
+    fn passwords_credentials_cookies_pats_and_auths_look_secret() {
+        for name in [
+            "DB_PASSWORD",
+            "mysql_pwd_passwd",
+            "AWS_CREDENTIALS",
+            "GOOGLE_APPLICATION_CREDENTIAL",
+            "SSH_PRIVATE",
+            "SESSION_COOKIE",
+            "GITHUB_PAT",
+            "npm_config__auth",
+            "NPM_AUTH",
+        ] {
+            assert!(looks_secret(OsStr::new(name)), "{name}");
+        }
+        for name in ["PATH", "HOME", "AUTHOR", "PATTERN", "AUTH_URL_BASE", "PWD"] {
+            assert!(!looks_secret(OsStr::new(name)), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_wildcards_say_the_same_as_the_rule() {
+        let patterns = secret_patterns();
+        assert!(patterns.contains(&"*PASSWORD*".to_string()));
+        assert!(patterns.contains(&"*_PAT".to_string()));
+        assert_eq!(
+            patterns.len(),
+            SECRET_NAME_FRAGMENTS.len() + SECRET_NAME_SUFFIXES.len()
+        );
+    }
+
+    #[test]
+    fn non_utf8_variables_pass_byte_for_byte() {
+        let name = OsString::from("PWD");
+        let value = OsString::from_vec(b"/tmp/caf\xe9".to_vec());
+        let env = EnvPolicy::default().command_env([(name.clone(), value.clone())]);
+        assert_eq!(env.get(&name), Some(&value));
     }
 
     #[test]
@@ -113,8 +194,8 @@ mod tests {
             drop: vec!["PAGER".into()],
         };
         let env = policy.command_env(vars(&[("GH_TOKEN", "t")]));
-        assert_eq!(env["GH_TOKEN"], "t");
-        assert_eq!(env["TERM"], "xterm");
-        assert!(!env.contains_key("PAGER"));
+        assert_eq!(get(&env, "GH_TOKEN"), Some("t"));
+        assert_eq!(get(&env, "TERM"), Some("xterm"));
+        assert_eq!(get(&env, "PAGER"), None);
     }
 }

@@ -2,6 +2,7 @@
 //! can fail happens here, before an id is reserved or a process started, and each failure
 //! names its field.
 
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -54,9 +55,11 @@ impl Plan {
                         format!("{} {why}", cwd.display()),
                     ));
                 }
-                let env = config.env_policy.command_env(std::env::vars());
+                let env = config.env_policy.command_env(std::env::vars_os());
                 let shell = requested_shell.unwrap_or_else(|| default_shell(config));
-                if find_program(&shell, env.get("PATH").map(String::as_str)).is_none() {
+                if find_program(&shell, env.get(OsStr::new("PATH")).map(OsString::as_os_str))
+                    .is_none()
+                {
                     return Err(ExecError::invalid(
                         "shell",
                         format!("{shell} not found or not executable"),
@@ -158,7 +161,7 @@ mod tests {
         assert_eq!(plan.spec.argv, ["/bin/sh", "-lc", "ls"]);
         assert_eq!(plan.spec.cwd, std::env::temp_dir());
         assert_eq!(plan.spec.env_mode, EnvMode::Exact);
-        assert_eq!(plan.spec.env["TERM"], "dumb");
+        assert_eq!(plan.spec.env[OsStr::new("TERM")], "dumb");
         assert_eq!(plan.window, Duration::from_millis(10_000));
         assert_eq!(plan.max_output_tokens, 10_000);
         let plan = Plan::new(
@@ -192,9 +195,9 @@ mod tests {
             plan.spec.env_mode,
             EnvMode::InheritFiltered { .. }
         ));
-        assert_eq!(plan.spec.env["NO_COLOR"], "1");
+        assert_eq!(plan.spec.env[OsStr::new("NO_COLOR")], "1");
         assert!(
-            !plan.spec.env.contains_key("PATH"),
+            !plan.spec.env.contains_key(OsStr::new("PATH")),
             "the remote keeps its own PATH"
         );
     }

@@ -3,7 +3,8 @@
 //! Without `envPolicy` the process gets exactly the request's `env`, nothing of the server's
 //! own (Codex does the same). With one, as Codex's shell environment policy does:
 //! 1. start from the server's variables: all, the core set, or none (`inherit`);
-//! 2. unless `ignoreDefaultExcludes`, drop names containing `KEY`, `SECRET` or `TOKEN`;
+//! 2. unless `ignoreDefaultExcludes`, drop names that look secret (uexec's rule,
+//!    [`uexec_core::env::SECRET_RULE`]; Codex drops only `KEY`, `SECRET` and `TOKEN`);
 //! 3. drop names matching any `exclude` pattern;
 //! 4. apply `set`;
 //! 5. when `includeOnly` is non-empty, keep only names matching one of its patterns;
@@ -12,43 +13,44 @@
 //! Patterns are case-insensitive wildcards: `*` any run, `?` any one character.
 
 use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 
+use uexec_core::env::{looks_secret, Environment};
 use uexec_protocol::{EnvPolicy, EnvPolicyInherit};
 
 /// Variables `inherit: core` keeps.
 const CORE_VARIABLES: [&str; 9] = [
     "HOME", "LOGNAME", "PATH", "SHELL", "USER", "USERNAME", "TMPDIR", "TEMP", "TMP",
 ];
-/// Name fragments dropped unless `ignoreDefaultExcludes`.
-const DEFAULT_EXCLUDES: [&str; 3] = ["*KEY*", "*SECRET*", "*TOKEN*"];
-
 /// The environment of a process from the request's `env`, its optional policy and the
-/// server's own variables.
+/// server's own variables (byte strings: a variable that is not UTF-8 passes unchanged).
 pub fn build_env(
     env: &BTreeMap<String, String>,
     policy: Option<&EnvPolicy>,
-    server_env: impl IntoIterator<Item = (String, String)>,
-) -> BTreeMap<String, String> {
+    server_env: impl IntoIterator<Item = (OsString, OsString)>,
+) -> Environment {
+    let request_env = env.iter().map(|(k, v)| (k.into(), v.into()));
     let Some(policy) = policy else {
-        return env.clone();
+        return request_env.collect();
     };
-    let mut out: BTreeMap<String, String> = match policy.inherit {
+    let matches = |pattern: &String, name: &OsStr| wildcard_match(pattern, &name.to_string_lossy());
+    let mut out: Environment = match policy.inherit {
         EnvPolicyInherit::All => server_env.into_iter().collect(),
         EnvPolicyInherit::Core => server_env
             .into_iter()
-            .filter(|(k, _)| CORE_VARIABLES.contains(&k.as_str()))
+            .filter(|(k, _)| CORE_VARIABLES.iter().any(|c| OsStr::new(c) == k))
             .collect(),
-        EnvPolicyInherit::None => BTreeMap::new(),
+        EnvPolicyInherit::None => Environment::new(),
     };
     if !policy.ignore_default_excludes {
-        out.retain(|k, _| !DEFAULT_EXCLUDES.iter().any(|p| wildcard_match(p, k)));
+        out.retain(|k, _| !looks_secret(k));
     }
-    out.retain(|k, _| !policy.exclude.iter().any(|p| wildcard_match(p, k)));
-    out.extend(policy.set.iter().map(|(k, v)| (k.clone(), v.clone())));
+    out.retain(|k, _| !policy.exclude.iter().any(|p| matches(p, k)));
+    out.extend(policy.set.iter().map(|(k, v)| (k.into(), v.into())));
     if !policy.include_only.is_empty() {
-        out.retain(|k, _| policy.include_only.iter().any(|p| wildcard_match(p, k)));
+        out.retain(|k, _| policy.include_only.iter().any(|p| matches(p, k)));
     }
-    out.extend(env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    out.extend(request_env);
     out
 }
 
@@ -93,17 +95,28 @@ mod tests {
             .collect()
     }
 
+    fn os(pairs: &[(&str, &str)]) -> Environment {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect()
+    }
+
     #[test]
     fn without_a_policy_the_env_is_exact() {
         let env = vars(&[("A", "1")]);
-        assert_eq!(build_env(&env, None, vars(&[("PATH", "/bin")])), env);
+        assert_eq!(
+            build_env(&env, None, os(&[("PATH", "/bin")])),
+            os(&[("A", "1")])
+        );
     }
 
     #[test]
     fn policy_inherits_filters_sets_and_overlays() {
-        let server = vars(&[
+        let server = os(&[
             ("PATH", "/bin"),
             ("API_KEY", "k"),
+            ("DB_PASSWORD", "p"),
             ("HOME", "/h"),
             ("X", "x"),
         ]);
@@ -117,7 +130,7 @@ mod tests {
         let env = vars(&[("HOME", "/env")]);
         assert_eq!(
             build_env(&env, Some(&policy), server.clone()),
-            vars(&[("HOME", "/env"), ("PATH", "/bin"), ("S", "s")])
+            os(&[("HOME", "/env"), ("PATH", "/bin"), ("S", "s")])
         );
         let core = EnvPolicy {
             inherit: EnvPolicyInherit::Core,
@@ -128,7 +141,7 @@ mod tests {
         };
         assert_eq!(
             build_env(&BTreeMap::new(), Some(&core), server),
-            vars(&[("PATH", "/bin")])
+            os(&[("PATH", "/bin")])
         );
     }
 

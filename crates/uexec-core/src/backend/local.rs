@@ -11,12 +11,12 @@
 //! close: then they first read whatever the kernel already buffered, so a kill never loses
 //! output that was written before it.
 
-use std::ffi::CString;
+use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -30,6 +30,7 @@ use super::{
     Backend, BackendError, BackendErrorKind, EnvMode, ExitReport, OutputChunk, ProcessControl,
     Signal, SpawnSpec, SpawnedProcess, Stream, WriteOutcome,
 };
+use crate::events::lock;
 use crate::limits::{PTY_COLS, PTY_ROWS};
 use crate::sys;
 
@@ -85,11 +86,16 @@ fn describe_spawn_error(spec: &SpawnSpec, e: &io::Error) -> String {
         }
         io::ErrorKind::NotFound => format!("program {program:?} not found: {e}"),
         io::ErrorKind::PermissionDenied => format!("program {program:?} is not executable: {e}"),
+        _ if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => format!(
+            "uexec has run out of file descriptors ({e}); end sessions that are no longer \
+             needed (terminate_session) or raise the open-files limit (ulimit -n)"
+        ),
         _ => format!("{program:?}: {e}"),
     }
 }
 
 fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
+    sys::reset_ignored_sigchld();
     let env = match &spec.env_mode {
         EnvMode::Exact => spec.env.clone(),
         EnvMode::InheritFiltered { drop } => {
@@ -97,7 +103,7 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
                 drop: drop.clone(),
                 ..Default::default()
             }
-            .inherited(std::env::vars());
+            .inherited(std::env::vars_os());
             env.extend(spec.env.clone());
             env
         }
@@ -106,7 +112,8 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
         .argv
         .first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty argv"))?;
-    let resolved = match find_program(program, env.get("PATH").map(String::as_str)) {
+    let path = env.get(OsStr::new("PATH")).map(OsString::as_os_str);
+    let resolved = match find_program(program, path) {
         Some(path) => path,
         // A path is tried as is: exec says precisely what is wrong with it.
         None if program.contains('/') => PathBuf::from(program),
@@ -115,36 +122,38 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
     let mut argv: Vec<CString> = spec
         .argv
         .iter()
-        .map(|a| c_string(a))
+        .map(|a| c_string(a.as_bytes()))
         .collect::<io::Result<_>>()?;
     if let Some(arg0) = &spec.arg0 {
-        argv[0] = c_string(arg0)?;
+        argv[0] = c_string(arg0.as_bytes())?;
     }
     let envp = env
         .iter()
-        .map(|(k, v)| c_string(&format!("{k}={v}")))
+        .map(|(k, v)| c_string(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
         .collect::<io::Result<Vec<_>>>()?;
     let child_spec = sys::ChildSpec {
-        program: c_string(&resolved.to_string_lossy())?,
+        program: c_string(resolved.as_os_str().as_bytes())?,
         argv,
         envp,
-        cwd: c_string(&spec.cwd.to_string_lossy())?,
+        cwd: c_string(spec.cwd.as_os_str().as_bytes())?,
         stdio: [-1; 3],
         controlling_tty: spec.tty,
     };
 
+    // Everything that can fail without the child is prepared before it exists; what is left
+    // after the spawn is guarded, so a failure never leaves a command running unreaped.
     let (closing_tx, closing_rx) = watch::channel(false);
     let (out_tx, out_rx) = mpsc::channel(OUTPUT_CHANNEL_CHUNKS);
     let (child, stdin) = if spec.tty {
         let (master, slave) = sys::open_pty(PTY_ROWS, PTY_COLS)?;
+        sys::set_nonblocking(master.as_raw_fd())?;
+        let master = Arc::new(sys::async_fd(master)?);
         let fd = slave.as_raw_fd();
-        let child = sys::spawn_child(&sys::ChildSpec {
+        let child = Unclaimed::spawn(&sys::ChildSpec {
             stdio: [fd, fd, fd],
             ..child_spec
         })?;
         drop(slave); // EOF must come when the child's copies close
-        sys::set_nonblocking(master.as_raw_fd())?;
-        let master = Arc::new(sys::async_fd(master)?);
         tokio::spawn(read_pty(master.clone(), out_tx, closing_rx));
         (child, Stdin::Pty(master))
     } else {
@@ -156,18 +165,24 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
         };
         let (out_read, out_write) = sys::pipe_cloexec()?;
         let (err_read, err_write) = sys::pipe_cloexec()?;
+        let out = pipe::Receiver::from_owned_fd(out_read)?;
+        let err = pipe::Receiver::from_owned_fd(err_read)?;
+        let stdin = match stdin_ours {
+            Some(write) => Stdin::Pipe(tokio::sync::Mutex::new(Some(pipe::Sender::from_owned_fd(
+                write,
+            )?))),
+            None => Stdin::Closed,
+        };
         let stdio = [
             stdin_child.as_raw_fd(),
             out_write.as_raw_fd(),
             err_write.as_raw_fd(),
         ];
-        let child = sys::spawn_child(&sys::ChildSpec {
+        let child = Unclaimed::spawn(&sys::ChildSpec {
             stdio,
             ..child_spec
         })?;
         drop((stdin_child, out_write, err_write));
-        let out = pipe::Receiver::from_owned_fd(out_read)?;
-        let err = pipe::Receiver::from_owned_fd(err_read)?;
         tokio::spawn(read_pipe(
             out,
             Stream::Stdout,
@@ -175,22 +190,15 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
             closing_rx.clone(),
         ));
         tokio::spawn(read_pipe(err, Stream::Stderr, out_tx, closing_rx));
-        let stdin = match stdin_ours {
-            Some(write) => Stdin::Pipe(tokio::sync::Mutex::new(Some(pipe::Sender::from_owned_fd(
-                write,
-            )?))),
-            None => Stdin::Closed,
-        };
         (child, stdin)
     };
-    let sys::SpawnedChild { pid, pidfd } = child;
+    let (pid, pidfd) = child.claim()?;
     if let Some(watch) = GROUP_WATCH.get() {
         watch.started(pid);
     }
-    let pidfd = Arc::new(sys::async_fd(pidfd)?);
-    let reaped = Arc::new(AtomicBool::new(false));
+    let leader = Arc::new(Mutex::new(Leader::Running));
     let (exit_tx, exit_rx) = oneshot::channel();
-    tokio::spawn(reap(pid, pidfd.clone(), reaped.clone(), exit_tx));
+    tokio::spawn(reap(pid, pidfd.clone(), leader.clone(), exit_tx));
     Ok(SpawnedProcess {
         pid: Some(pid),
         output: out_rx,
@@ -198,26 +206,68 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
         control: Arc::new(LocalControl {
             pid,
             pidfd,
-            reaped,
-            swept: AtomicBool::new(false),
+            leader,
             closing: closing_tx,
             stdin,
         }),
     })
 }
 
-fn c_string(s: &str) -> io::Result<CString> {
-    CString::new(s).map_err(|_| {
+/// A child that exists but is not yet handed to a reaper: dropped (the set-up after the
+/// spawn failed), it is killed with its group and reaped, so the call that reports
+/// "Failed to create process" leaves nothing running.
+struct Unclaimed {
+    child: Option<sys::SpawnedChild>,
+}
+
+impl Unclaimed {
+    fn spawn(spec: &sys::ChildSpec) -> io::Result<Self> {
+        let child = sys::spawn_child(spec)?;
+        #[cfg(test)]
+        tests::note_spawned(child.pid);
+        Ok(Self { child: Some(child) })
+    }
+
+    /// Registers the pidfd with the reactor: the last step that can fail.
+    fn claim(mut self) -> io::Result<(u32, Arc<AsyncFd<OwnedFd>>)> {
+        #[cfg(test)]
+        tests::fail_after_spawn()?;
+        let child = self
+            .child
+            .take()
+            .ok_or_else(|| io::Error::other("the child was already claimed"))?;
+        let pid = child.pid;
+        match sys::async_fd(child.pidfd) {
+            Ok(pidfd) => Ok((pid, Arc::new(pidfd))),
+            Err(e) => {
+                sys::kill_and_reap(pid);
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for Unclaimed {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.take() {
+            sys::pidfd_kill(&child.pidfd, sys::SIGKILL);
+            sys::kill_and_reap(child.pid);
+        }
+    }
+}
+
+fn c_string(bytes: &[u8]) -> io::Result<CString> {
+    CString::new(bytes).map_err(|_| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("{s:?} contains a NUL byte"),
+            format!("{:?} contains a NUL byte", String::from_utf8_lossy(bytes)),
         )
     })
 }
 
 /// Finds an executable program like `execvp` would: a path with a slash as is, else the
 /// first of that name in `PATH`; `None` unless it is an executable file.
-pub fn find_program(program: &str, path: Option<&str>) -> Option<PathBuf> {
+pub fn find_program(program: &str, path: Option<&OsStr>) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &Path| {
         p.metadata()
@@ -227,17 +277,23 @@ pub fn find_program(program: &str, path: Option<&str>) -> Option<PathBuf> {
         let p = PathBuf::from(program);
         return executable(&p).then_some(p);
     }
-    path.unwrap_or("/usr/local/bin:/usr/bin:/bin")
-        .split(':')
-        .map(|dir| Path::new(if dir.is_empty() { "." } else { dir }).join(program))
+    let path = path.unwrap_or(OsStr::new("/usr/local/bin:/usr/bin:/bin"));
+    path.as_bytes()
+        .split(|&b| b == b':')
+        .map(|dir| match dir {
+            b"" => Path::new(".").join(program),
+            dir => Path::new(OsStr::from_bytes(dir)).join(program),
+        })
         .find(|p| executable(p))
 }
 
-/// Waits for the pidfd to report the exit, then reaps the child.
+/// Waits for the pidfd to report the exit, then reaps the child. The reap and the change
+/// to [`Leader::Reaped`] happen under the leader's lock, so a signal never reaches a pid that
+/// was freed by the reap and given to someone else.
 async fn reap(
     pid: u32,
     pidfd: Arc<AsyncFd<OwnedFd>>,
-    reaped: Arc<AtomicBool>,
+    leader: Arc<Mutex<Leader>>,
     exit_tx: oneshot::Sender<ExitReport>,
 ) {
     let report = loop {
@@ -245,18 +301,25 @@ async fn reap(
             Ok(guard) => guard,
             Err(e) => break failed_wait(e),
         };
+        let mut state = lock(&leader);
         match sys::try_reap(pid) {
             Ok(Some(status)) => {
+                *state = Leader::Reaped;
                 break ExitReport {
                     exit_code: exit_code_of(status),
                     failure: None,
-                }
+                };
             }
-            Ok(None) => guard.clear_ready(),
-            Err(e) => break failed_wait(e),
+            Ok(None) => {
+                drop(state);
+                guard.clear_ready();
+            }
+            Err(e) => {
+                *state = Leader::Reaped;
+                break failed_wait(e);
+            }
         }
     };
-    reaped.store(true, Ordering::SeqCst);
     let _ = exit_tx.send(report);
 }
 
@@ -358,16 +421,25 @@ enum Stdin {
     Closed,
 }
 
+/// Where the process group's leader (the spawned command) is: the one fact that says
+/// whether its pid, which is also the group id, may still be signalled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leader {
+    /// Not reaped: the pid and the group id are ours.
+    Running,
+    /// Reaped: the group may live on (background jobs) and is swept once, at the exit.
+    Reaped,
+    /// Swept after the reap: the id may belong to someone else now; never signalled again.
+    Swept,
+}
+
 /// Writes, signals and kills for one local process.
 pub struct LocalControl {
     /// Also the process group id: the child called `setsid`.
     pid: u32,
     /// Signals the child itself without any pid-reuse race.
     pidfd: Arc<AsyncFd<OwnedFd>>,
-    reaped: Arc<AtomicBool>,
-    /// Set once the group was swept after the reap: from then on its id may be reused by an
-    /// unrelated process group, so it is never signalled again.
-    swept: AtomicBool,
+    leader: Arc<Mutex<Leader>>,
     closing: watch::Sender<bool>,
     stdin: Stdin,
 }
@@ -419,33 +491,45 @@ impl ProcessControl for LocalControl {
     }
 
     fn signal(&self, signal: Signal) -> BoxFuture<'_, Result<(), BackendError>> {
-        match signal {
-            Signal::Interrupt => sys::kill_group(self.pid, sys::SIGINT),
+        // Once the leader is reaped the command is over, and its group id may be recycled.
+        let leader = lock(&self.leader);
+        if *leader == Leader::Running {
+            match signal {
+                Signal::Interrupt => sys::kill_group(self.pid, sys::SIGINT),
+            }
         }
+        drop(leader);
         Box::pin(async { Ok(()) })
     }
 
     fn terminate(&self) {
-        if self.reaped.load(Ordering::SeqCst) {
+        let leader = lock(&self.leader);
+        if *leader == Leader::Running {
+            sys::kill_group(self.pid, sys::SIGKILL);
+            sys::pidfd_kill(self.pidfd.get_ref(), sys::SIGKILL);
+            drop(leader);
+            let _ = self.closing.send(true);
+        } else {
+            drop(leader);
             self.kill_leftovers();
-            return;
         }
-        sys::kill_group(self.pid, sys::SIGKILL);
-        sys::pidfd_kill(self.pidfd.get_ref(), sys::SIGKILL);
-        let _ = self.closing.send(true);
     }
 
     fn kill_leftovers(&self) {
-        // Only a reaped leader's group is swept once; before the reap the pid is ours.
-        let reaped = self.reaped.load(Ordering::SeqCst);
-        if !(reaped && self.swept.swap(true, Ordering::SeqCst)) {
-            sys::kill_group(self.pid, sys::SIGKILL);
-            if reaped {
+        let mut leader = lock(&self.leader);
+        match *leader {
+            // The leader is ours until reaped: its group cannot be anyone else's.
+            Leader::Running => sys::kill_group(self.pid, sys::SIGKILL),
+            Leader::Reaped => {
+                sys::kill_group(self.pid, sys::SIGKILL);
+                *leader = Leader::Swept;
                 if let Some(watch) = GROUP_WATCH.get() {
                     watch.swept(self.pid);
                 }
             }
+            Leader::Swept => {}
         }
+        drop(leader);
         let _ = self.closing.send(true);
     }
 }
@@ -454,5 +538,61 @@ impl Drop for LocalControl {
     fn drop(&mut self) {
         // Nothing outlives its handle: a dropped session takes its process group with it.
         self.terminate();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    thread_local! {
+        static FAIL_AFTER_SPAWN: Cell<bool> = const { Cell::new(false) };
+        static LAST_PID: Cell<u32> = const { Cell::new(0) };
+    }
+
+    pub(super) fn note_spawned(pid: u32) {
+        LAST_PID.with(|p| p.set(pid));
+    }
+
+    /// Fault injection: the set-up after the spawn fails on this thread once.
+    pub(super) fn fail_after_spawn() -> io::Result<()> {
+        if FAIL_AFTER_SPAWN.with(|f| f.replace(false)) {
+            return Err(io::Error::from_raw_os_error(libc::EMFILE));
+        }
+        Ok(())
+    }
+
+    fn spec(cmd: &str, tty: bool) -> SpawnSpec {
+        SpawnSpec {
+            argv: vec!["/bin/sh".into(), "-c".into(), cmd.into()],
+            arg0: None,
+            cwd: std::env::temp_dir(),
+            env: BTreeMap::from([("PATH".into(), "/usr/bin:/bin".into())]),
+            env_mode: EnvMode::Exact,
+            tty,
+            pipe_stdin: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failure_after_the_spawn_kills_and_reaps_the_child() {
+        for tty in [false, true] {
+            FAIL_AFTER_SPAWN.with(|f| f.set(true));
+            let err = LocalBackend
+                .spawn(spec("exec sleep 600", tty))
+                .await
+                .expect_err("the injected failure");
+            assert!(err.message.contains("file descriptors"), "{}", err.message);
+            let pid = LAST_PID.with(Cell::get);
+            assert_ne!(pid, 0);
+            // Killed and reaped: no such process, not even a zombie.
+            assert!(
+                !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+                "pid {pid} still exists (tty: {tty})"
+            );
+        }
     }
 }

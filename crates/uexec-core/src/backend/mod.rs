@@ -11,7 +11,6 @@
 //! Exit and close are independent: a background job can hold the output open long after the
 //! shell exited, and a remote server may report them in either order.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -30,8 +29,9 @@ pub struct SpawnSpec {
     pub arg0: Option<String>,
     /// Absolute working directory.
     pub cwd: PathBuf,
-    /// The environment of the process, applied as `env_mode` says.
-    pub env: BTreeMap<String, String>,
+    /// The environment of the process, applied as `env_mode` says (byte strings: a
+    /// variable that is not UTF-8 is passed on unchanged).
+    pub env: crate::env::Environment,
     pub env_mode: EnvMode,
     /// A PTY (one merged stream) instead of pipes.
     pub tty: bool,
@@ -45,8 +45,8 @@ pub enum EnvMode {
     /// `env` is the whole environment; nothing is inherited.
     #[default]
     Exact,
-    /// The backend's own environment, minus names that look secret (`KEY`, `SECRET`,
-    /// `TOKEN`) and minus `drop`, with `env` on top. For backends on other machines, whose
+    /// The backend's own environment, minus names that look secret
+    /// ([`crate::env::SECRET_RULE`]) and minus `drop`, with `env` on top. For backends on other machines, whose
     /// environment the caller cannot see.
     InheritFiltered { drop: Vec<String> },
 }

@@ -174,12 +174,22 @@ pub fn spawn_child(spec: &ChildSpec) -> io::Result<SpawnedChild> {
         };
         return Err(io::Error::new(err.kind(), format!("{what}: {err}")));
     }
-    let pidfd = pidfd_open(pid)?;
+    let pidfd = match pidfd_open(pid) {
+        Ok(pidfd) => pidfd,
+        Err(e) => {
+            // The command runs, but we cannot watch it: it must not run unwatched.
+            kill_and_reap(pid as u32);
+            return Err(e);
+        }
+    };
     Ok(SpawnedChild {
         pid: pid as u32,
         pidfd,
     })
 }
+
+/// `close_range` flag: mark the range close-on-exec instead of closing it (Linux 5.11).
+const CLOSE_RANGE_CLOEXEC: u32 = 1 << 2;
 
 const STAGE_SETUP: u32 = 1;
 const STAGE_CHDIR: u32 = 2;
@@ -218,6 +228,17 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         }
         if args.spec.controlling_tty && libc::ioctl(0, libc::TIOCSCTTY as _, 0) < 0 {
             fail(STAGE_SETUP);
+        }
+        // Nothing of ours but stdio reaches the command: every other fd (inherited by
+        // uexec from its own parent, or opened without O_CLOEXEC by a library) closes at
+        // exec. CLOSE_RANGE_CLOEXEC keeps the error pipe usable until then; kernels older
+        // than 5.11 close the range around it instead.
+        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC) < 0 {
+            let error_fd = args.error_fd as u32;
+            if error_fd > 3 {
+                libc::syscall(libc::SYS_close_range, 3u32, error_fd - 1, 0u32);
+            }
+            libc::syscall(libc::SYS_close_range, error_fd + 1, u32::MAX, 0u32);
         }
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
             fail(STAGE_SETUP);
@@ -286,6 +307,38 @@ pub fn try_reap(pid: u32) -> io::Result<Option<std::process::ExitStatus>> {
         r if r < 0 => Err(io::Error::last_os_error()),
         _ => Ok(Some(std::process::ExitStatus::from_raw(status))),
     }
+}
+
+/// Kills a child of ours that nobody else will reap (its group too) and reaps it, blocking
+/// for the moment SIGKILL takes: for error paths after a spawn.
+pub fn kill_and_reap(pid: u32) {
+    kill_group(pid, SIGKILL);
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    let mut status = 0;
+    // SAFETY: our own unreaped child: the pid cannot belong to anyone else until reaped.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        while libc::waitpid(pid, &mut status, 0) < 0 && *libc::__errno_location() == libc::EINTR {}
+    }
+}
+
+/// Puts SIGCHLD back to its default when this process inherited it ignored: with SIGCHLD
+/// ignored the kernel reaps children itself, and no exit status could ever be read.
+pub fn reset_ignored_sigchld() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: reading and, if ignored, resetting one disposition; no handler involved.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(libc::SIGCHLD, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction == libc::SIG_IGN
+            {
+                libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+            }
+        }
+    });
 }
 
 /// Sends `signal` to a child through its pidfd: never reaches a recycled pid.

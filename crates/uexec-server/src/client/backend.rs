@@ -15,10 +15,12 @@
 //! A refused start maps to a [`BackendError`]: `NotFound` when the server says
 //! `data.kind == "spawnNotFound"`, `Unavailable` when the connection failed.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use uexec_core::backend::{Backend, BackendError, EnvMode, Placement, SpawnSpec, SpawnedProcess};
+use uexec_core::env::secret_patterns;
 use uexec_protocol::file_uri;
 use uexec_protocol::{
     EnvPolicy, EnvPolicyInherit, EnvironmentInfo, ErrorCode, Method, StartParams, StartResult,
@@ -164,6 +166,17 @@ impl Backend for RemoteBackend {
             if spec.argv.is_empty() {
                 return Err(BackendError::new("empty argv"));
             }
+            // JSON carries text only: a byte-string variable cannot be sent as it is.
+            if let Some((name, _)) = spec
+                .env
+                .iter()
+                .find(|(k, v)| k.to_str().is_none() || v.to_str().is_none())
+            {
+                return Err(BackendError::new(format!(
+                    "environment variable {} is not valid UTF-8 and cannot be sent to an exec server",
+                    name.to_string_lossy()
+                )));
+            }
             self.start(spec).await.map_err(|e| e.to_backend_error())
         })
     }
@@ -190,17 +203,23 @@ fn placement_of(info: &EnvironmentInfo) -> Placement {
     }
 }
 
-/// `process/start` for a spawn spec.
+/// `process/start` for a spawn spec (whose variables were checked to be UTF-8).
 fn start_params(process_id: &str, spec: SpawnSpec) -> StartParams {
+    let env: BTreeMap<String, String> = spec
+        .env
+        .iter()
+        .map(|(k, v)| (k.to_string_lossy().into(), v.to_string_lossy().into()))
+        .collect();
     let (env, env_policy) = match spec.env_mode {
-        EnvMode::Exact => (spec.env, None),
+        EnvMode::Exact => (env, None),
         EnvMode::InheritFiltered { drop } => (
             Default::default(),
             Some(EnvPolicy {
                 inherit: EnvPolicyInherit::All,
                 ignore_default_excludes: false,
-                exclude: drop,
-                set: spec.env,
+                // The server's own default excludes may be narrower than uexec's rule.
+                exclude: drop.into_iter().chain(secret_patterns()).collect(),
+                set: env,
                 include_only: Vec::new(),
             }),
         ),
@@ -228,7 +247,7 @@ mod tests {
             argv: vec!["/bin/sh".into(), "-c".into(), "true".into()],
             arg0: None,
             cwd: PathBuf::from("/tmp/a b"),
-            env: BTreeMap::from([("NO_COLOR".to_string(), "1".to_string())]),
+            env: BTreeMap::from([("NO_COLOR".into(), "1".into())]),
             env_mode,
             tty: true,
             pipe_stdin: false,
@@ -256,7 +275,10 @@ mod tests {
         assert_eq!(
             json["envPolicy"],
             serde_json::json!({"inherit": "all", "ignoreDefaultExcludes": false,
-                               "exclude": ["PAGER"], "set": {"NO_COLOR": "1"},
+                               "exclude": ["PAGER", "*KEY*", "*SECRET*", "*TOKEN*",
+                                           "*PASSWORD*", "*PASSWD*", "*CREDENTIAL*",
+                                           "*PRIVATE*", "*COOKIE*", "*_PAT", "*_AUTH"],
+                               "set": {"NO_COLOR": "1"},
                                "includeOnly": []})
         );
     }

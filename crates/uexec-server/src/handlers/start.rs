@@ -45,7 +45,7 @@ pub async fn handle(
         argv: params.argv,
         arg0: params.arg0,
         cwd,
-        env: build_env(&params.env, params.env_policy.as_ref(), std::env::vars()),
+        env: build_env(&params.env, params.env_policy.as_ref(), std::env::vars_os()),
         env_mode: EnvMode::Exact,
         tty: params.tty,
         pipe_stdin: params.pipe_stdin,
