@@ -82,6 +82,21 @@ impl HeadTailBuffer {
         }
     }
 
+    /// Like [`Self::drain`], but an incomplete character at the very end stays in the buffer
+    /// to be completed by the next push (while more output may still come).
+    pub fn drain_whole_chars(&mut self) -> Drained {
+        let mut drained = self.drain();
+        let end = if drained.tail.is_empty() {
+            &mut drained.head
+        } else {
+            &mut drained.tail
+        };
+        let keep = crate::utf8::incomplete_suffix_len(end);
+        let held = end.split_off(end.len() - keep);
+        self.push(&held);
+        drained
+    }
+
     /// Takes everything and starts over (the head fills again from the next byte).
     pub fn drain(&mut self) -> Drained {
         let drained = Drained {
@@ -151,6 +166,22 @@ mod tests {
         let d = b.drain();
         assert_eq!(flat(&d), b"xyz");
         assert_eq!(d.omitted_bytes, 0);
+    }
+
+    #[test]
+    fn an_incomplete_character_waits_for_the_next_drain() {
+        let mut b = HeadTailBuffer::new(1024);
+        b.push(b"caf\xc3");
+        assert_eq!(flat(&b.drain_whole_chars()), b"caf");
+        b.push(b"\xa9!");
+        assert_eq!(flat(&b.drain_whole_chars()), "é!".as_bytes());
+        b.push(b"\xff");
+        assert_eq!(
+            flat(&b.drain_whole_chars()),
+            b"\xff",
+            "invalid bytes are not held"
+        );
+        assert!(b.is_empty());
     }
 
     proptest! {

@@ -11,32 +11,55 @@
 //! Nothing here polls: every wait is on the lifecycle `watch` with a deadline.
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot, watch};
-use tokio::time::timeout_at;
+use tokio::time::{timeout_at, Instant};
 
 use crate::backend::{ExitReport, OutputChunk, ProcessControl, SpawnedProcess};
 use crate::buffer::{Drained, HeadTailBuffer};
 use crate::events::{lock, EndStatus, EventBus, EventKind};
 use crate::limits::{LATE_FAILURE_GRACE_MS, OUTPUT_BUFFER_MAX_BYTES, OUTPUT_DELTA_MAX_BYTES};
 use crate::snapshot::Body;
-use crate::utf8::split_chunks;
+use crate::utf8::{incomplete_suffix_len, split_chunks, Utf8Carry};
 
-/// What is known of the process. Exit and failure are independent facts: `exited` is the
-/// truth, `exit_code` may stay unknown, and the first failure message wins.
+/// Everything that changes about a session, in one `watch`: every transition is one method
+/// of [`Session`], and every wait (a call's window, the End's settling, a monitor) is a wait
+/// on this one value.
+///
+/// The facts are independent and arrive in any order: the exit, the close of the output, a
+/// monitor's verdict, a call reporting the exit. `exited` is the truth (`exit_code` may stay
+/// unknown); the first failure message wins.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Lifecycle {
+    /// The process is gone: the backend reported its exit, or it was killed, or the backend
+    /// no longer knows it.
     pub exited: bool,
+    pub exited_at: Option<Instant>,
+    /// The backend's own exit report arrived (it carries the code).
+    pub exit_reported: bool,
     pub exit_code: Option<i32>,
     pub failure: Option<String>,
     pub output_closed: bool,
-    pub exited_at: Option<Instant>,
+    /// Policy monitors still watching (SPEC §7).
+    pub monitors_running: usize,
+    /// What every call and the End report about the exit, fixed once the monitors settled
+    /// (or their grace ran out), so the two can never disagree.
+    pub outcome: Option<Outcome>,
+    /// A call has reported the exit: the id is dead to every later call.
+    pub reported: bool,
+    /// The `exec_command` that stored the session is still in its window: the entry stays
+    /// in the store until that call reports the exit.
+    pub first_call_active: bool,
+}
+
+/// How a process ended, as reported to callers and in the End.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outcome {
+    pub exit_code: Option<i32>,
+    pub failure: Option<String>,
 }
 
 /// Fixed facts about a session.
@@ -58,12 +81,8 @@ pub(crate) struct Session {
     output: Mutex<OutputBuffers>,
     /// Serialises calls on this session (SPEC §3).
     pub interaction: tokio::sync::Mutex<()>,
-    /// Set while the `exec_command` that stored the session is in its window: the entry then
-    /// stays in the store until that call reports the exit.
-    pub first_call_active: AtomicBool,
-    /// Guards "exactly one End, and no delta after it".
+    /// Held while publishing output deltas and the End: exactly one End, no delta after it.
     ended: Mutex<bool>,
-    monitors_running: watch::Sender<usize>,
     events: Arc<EventBus>,
 }
 
@@ -72,6 +91,8 @@ struct OutputBuffers {
     pending: HeadTailBuffer,
     /// Everything, bounded the same way, for the End event and for people.
     aggregated: HeadTailBuffer,
+    /// Output deltas end on character boundaries: a split character waits here.
+    delta_carry: Utf8Carry,
 }
 
 /// A policy monitor watches a session and may fail it (SPEC §7).
@@ -123,20 +144,23 @@ impl Session {
             exit,
             control,
         } = process;
+        let state = Lifecycle {
+            monitors_running: monitors.len(),
+            ..Lifecycle::default()
+        };
         let session = Arc::new(Self {
             info,
             pid,
             started_at: Instant::now(),
             control,
-            state: watch::channel(Lifecycle::default()).0,
+            state: watch::channel(state).0,
             output: Mutex::new(OutputBuffers {
                 pending: HeadTailBuffer::new(OUTPUT_BUFFER_MAX_BYTES),
                 aggregated: HeadTailBuffer::new(OUTPUT_BUFFER_MAX_BYTES),
+                delta_carry: Utf8Carry::default(),
             }),
             interaction: tokio::sync::Mutex::new(()),
-            first_call_active: AtomicBool::new(false),
             ended: Mutex::new(false),
-            monitors_running: watch::channel(monitors.len()).0,
             events,
         });
         tokio::spawn(session.clone().pump(output, exit));
@@ -149,7 +173,8 @@ impl Session {
             tokio::spawn(async move {
                 monitor.watch(handle).await;
                 if let Some(s) = weak.upgrade() {
-                    s.monitors_running.send_modify(|n| *n = n.saturating_sub(1));
+                    s.state
+                        .send_modify(|s| s.monitors_running = s.monitors_running.saturating_sub(1));
                 }
             });
         }
@@ -184,7 +209,7 @@ impl Session {
                     Some(chunk) => self.on_output(&chunk.bytes),
                     None => {
                         output_open = false;
-                        self.state.send_modify(|s| s.output_closed = true);
+                        self.on_close();
                     }
                 },
                 report = &mut exit, if exit_pending => {
@@ -197,24 +222,37 @@ impl Session {
     }
 
     fn on_output(&self, bytes: &[u8]) {
-        {
+        let whole = {
             let mut out = lock(&self.output);
             out.pending.push(bytes);
             out.aggregated.push(bytes);
+            out.delta_carry.join(bytes)
+        };
+        self.publish_deltas(&whole);
+    }
+
+    fn on_close(&self) {
+        let rest = lock(&self.output).delta_carry.finish();
+        self.publish_deltas(&rest);
+        self.state.send_modify(|s| s.output_closed = true);
+    }
+
+    fn publish_deltas(&self, bytes: &[u8]) {
+        if bytes.is_empty() || !self.events.has_subscribers() {
+            return;
         }
-        if self.events.has_subscribers() {
-            let ended = lock(&self.ended);
-            if !*ended {
-                for chunk in split_chunks(bytes, OUTPUT_DELTA_MAX_BYTES) {
-                    self.events.publish(
-                        &self.info.call_id,
-                        self.info.id,
-                        EventKind::OutputDelta {
-                            chunk: bytes::Bytes::copy_from_slice(chunk),
-                        },
-                    );
-                }
-            }
+        let ended = lock(&self.ended);
+        if *ended {
+            return;
+        }
+        for chunk in split_chunks(bytes, OUTPUT_DELTA_MAX_BYTES) {
+            self.events.publish(
+                &self.info.call_id,
+                self.info.id,
+                EventKind::OutputDelta {
+                    chunk: bytes::Bytes::copy_from_slice(chunk),
+                },
+            );
         }
     }
 
@@ -224,6 +262,7 @@ impl Session {
                 s.exited = true;
                 s.exited_at = Some(Instant::now());
             }
+            s.exit_reported = true;
             if s.exit_code.is_none() {
                 s.exit_code = report.exit_code;
             }
@@ -261,45 +300,114 @@ impl Session {
         self.terminate();
     }
 
+    /// Whether the `exec_command` that stored the session is still in its window.
+    pub fn set_first_call_active(&self, active: bool) {
+        self.state
+            .send_if_modified(|s| std::mem::replace(&mut s.first_call_active, active) != active);
+    }
+
+    /// Claims the report of the exit for the calling call: true for exactly one caller.
+    pub fn claim_report(&self) -> bool {
+        self.state
+            .send_if_modified(|s| s.exited && !std::mem::replace(&mut s.reported, true))
+    }
+
+    /// Waits until `done` holds, or until the deadline `deadline_of` gives (`None`: none),
+    /// both re-evaluated whenever the lifecycle changes.
+    async fn wait_until(
+        &self,
+        done: impl Fn(&Lifecycle) -> bool,
+        deadline_of: impl Fn(&Lifecycle) -> Option<Instant>,
+    ) {
+        let mut rx = self.state.subscribe();
+        loop {
+            let (finished, deadline) = {
+                let s = rx.borrow_and_update();
+                (done(&s), deadline_of(&s))
+            };
+            if finished {
+                return;
+            }
+            let changed = match deadline {
+                Some(deadline) if Instant::now() >= deadline => return,
+                Some(deadline) => timeout_at(deadline, rx.changed()).await.ok(),
+                None => Some(rx.changed().await),
+            };
+            if !matches!(changed, Some(Ok(()))) {
+                return;
+            }
+        }
+    }
+
     /// Waits up to `grace` for the exit; true when it came.
     pub async fn wait_exited(&self, grace: Duration) -> bool {
-        let mut rx = self.state.subscribe();
-        let exited = async move { rx.wait_for(|s| s.exited).await.is_ok() };
-        tokio::time::timeout(grace, exited).await.unwrap_or(false)
+        let deadline = Instant::now() + grace;
+        self.wait_until(|s| s.exited, |_| Some(deadline)).await;
+        self.lifecycle().exited
     }
 
     /// Waits until `deadline`, or earlier once the process has exited and its output closed
     /// (after the exit, at most `close_wait` for the close). Output alone never ends the wait.
     pub async fn observe_until(&self, deadline: Instant, close_wait: Duration) {
-        let mut rx = self.state.subscribe();
-        loop {
-            let s = rx.borrow_and_update().clone();
-            let mut until = deadline;
-            if s.exited {
-                if s.output_closed {
-                    return;
-                }
-                let close_deadline = s.exited_at.unwrap_or_else(Instant::now) + close_wait;
-                until = until.min(close_deadline);
-            }
-            if Instant::now() >= until {
-                return;
-            }
-            match timeout_at(until, rx.changed()).await {
-                Ok(Ok(())) => continue,
-                _ => return,
-            }
-        }
+        self.wait_until(Self::drained, |s| {
+            Some(match s.exited_at {
+                Some(at) => deadline.min(at + close_wait),
+                None => deadline,
+            })
+        })
+        .await;
     }
 
-    /// Takes the output printed since the last call.
-    pub fn drain(&self) -> Drained {
-        lock(&self.output).pending.drain()
+    /// Exited, its output closed and its exit report in: nothing more will come.
+    fn drained(s: &Lifecycle) -> bool {
+        s.exited && s.output_closed && s.exit_reported
+    }
+
+    /// Waits until the exit can be reported (SPEC §5): the exit observed, the output drained
+    /// (closed, or `drain_grace` after the exit), and every monitor settled (at most
+    /// `LATE_FAILURE_GRACE_MS` after the exit); then fixes the [`Outcome`].
+    pub async fn settle(&self, drain_grace: Duration) -> Outcome {
+        self.wait_until(|s| s.exited, |_| None).await;
+        self.wait_until(Self::drained, |s| s.exited_at.map(|at| at + drain_grace))
+            .await;
+        let monitor_grace = Duration::from_millis(LATE_FAILURE_GRACE_MS);
+        self.wait_until(
+            |s| s.monitors_running == 0,
+            |s| s.exited_at.map(|at| at + monitor_grace),
+        )
+        .await;
+        self.fix_outcome()
+    }
+
+    /// The outcome, fixed now from what is known unless it already was.
+    fn fix_outcome(&self) -> Outcome {
+        self.state.send_if_modified(|s| {
+            if s.outcome.is_some() {
+                return false;
+            }
+            s.outcome = Some(Outcome {
+                exit_code: s.exit_code,
+                failure: s.failure.clone(),
+            });
+            true
+        });
+        self.state.borrow().outcome.clone().unwrap_or_default()
+    }
+
+    /// Takes the output printed since the last call. While more may come, an incomplete
+    /// character at the end stays for the next drain (`whole_chars`).
+    pub fn drain(&self, whole_chars: bool) -> Drained {
+        let mut out = lock(&self.output);
+        if whole_chars {
+            out.pending.drain_whole_chars()
+        } else {
+            out.pending.drain()
+        }
     }
 
     /// The last `max_bytes` of everything the session printed, for people.
     pub fn recent_output(&self, max_bytes: usize) -> String {
-        let all = self.aggregated_text();
+        let all = self.aggregated_text(true);
         let start = all.len().saturating_sub(max_bytes);
         let start = (start..=all.len())
             .find(|i| all.is_char_boundary(*i))
@@ -307,42 +415,31 @@ impl Session {
         all[start..].to_owned()
     }
 
-    fn aggregated_text(&self) -> String {
-        let d = lock(&self.output).aggregated.peek();
+    /// Everything kept of the output as text; `whole_chars` leaves out an incomplete
+    /// character at the end (more may come).
+    fn aggregated_text(&self, whole_chars: bool) -> String {
+        let mut d = lock(&self.output).aggregated.peek();
+        if whole_chars {
+            let end = if d.tail.is_empty() {
+                &mut d.head
+            } else {
+                &mut d.tail
+            };
+            end.truncate(end.len() - incomplete_suffix_len(end));
+        }
         Body::from_drained(&d, u64::MAX / 8).text
-    }
-
-    /// Waits until the End can be classified: exit observed, output drained (closed, or
-    /// `drain_grace` after the exit), and every monitor settled (at most
-    /// `LATE_FAILURE_GRACE_MS` after the exit).
-    pub async fn settle(&self, drain_grace: Duration) {
-        let mut rx = self.state.subscribe();
-        let exited_at = {
-            let _ = rx.wait_for(|s| s.exited).await;
-            self.lifecycle().exited_at.unwrap_or_else(Instant::now)
-        };
-        let closed = async move {
-            let _ = rx.wait_for(|s| s.output_closed).await;
-        };
-        let _ = timeout_at(exited_at + drain_grace, closed).await;
-        let mut monitors = self.monitors_running.subscribe();
-        let monitor_deadline = exited_at + Duration::from_millis(LATE_FAILURE_GRACE_MS);
-        let settled = async move {
-            let _ = monitors.wait_for(|n| *n == 0).await;
-        };
-        let _ = timeout_at(monitor_deadline, settled).await;
     }
 
     /// Publishes the session's End unless it was already published; true when this call did.
     pub fn emit_end(&self) -> bool {
+        let outcome = self.fix_outcome();
         let mut ended = lock(&self.ended);
         if *ended {
             return false;
         }
         *ended = true;
-        let s = self.lifecycle();
-        let mut aggregated_output = self.aggregated_text();
-        let (status, exit_code) = match &s.failure {
+        let mut aggregated_output = self.aggregated_text(false);
+        let (status, exit_code) = match &outcome.failure {
             Some(message) => {
                 if !aggregated_output.is_empty() && !aggregated_output.ends_with('\n') {
                     aggregated_output.push('\n');
@@ -350,8 +447,8 @@ impl Session {
                 aggregated_output.push_str(message);
                 (EndStatus::Failed, Some(-1))
             }
-            None if s.exit_code == Some(0) => (EndStatus::Completed, s.exit_code),
-            None => (EndStatus::Failed, s.exit_code),
+            None if outcome.exit_code == Some(0) => (EndStatus::Completed, outcome.exit_code),
+            None => (EndStatus::Failed, outcome.exit_code),
         };
         self.events.publish(
             &self.info.call_id,
@@ -361,7 +458,7 @@ impl Session {
                 status,
                 aggregated_output,
                 duration: self.started_at.elapsed(),
-                failure: s.failure,
+                failure: outcome.failure,
             },
         );
         true

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crate::buffer::Drained;
 use crate::limits::approx_tokens;
+use crate::utf8::{boundary_at_or_after, incomplete_suffix_len};
 
 /// One observation of a session.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,10 +93,16 @@ impl Body {
             let len = text.len() as u64;
             (text, len)
         } else {
-            let head = String::from_utf8_lossy(&drained.head);
-            let tail = String::from_utf8_lossy(&drained.tail);
-            let len = (head.len() + tail.len()) as u64 + drained.omitted_bytes;
-            let text = format!("{head}{}{tail}", omitted_marker(drained.omitted_bytes));
+            // Both sides of the cut end mid-stream: a character split by the cut counts as
+            // omitted rather than turning into U+FFFD.
+            let head_end = drained.head.len() - incomplete_suffix_len(&drained.head);
+            let tail_start = boundary_at_or_after(&drained.tail, 0);
+            let omitted =
+                drained.omitted_bytes + (drained.head.len() - head_end + tail_start) as u64;
+            let head = String::from_utf8_lossy(&drained.head[..head_end]);
+            let tail = String::from_utf8_lossy(&drained.tail[tail_start..]);
+            let len = (head.len() + tail.len()) as u64 + omitted;
+            let text = format!("{head}{}{tail}", omitted_marker(omitted));
             (text, len)
         };
         let original_token_count = approx_tokens(len as usize);

@@ -11,7 +11,6 @@
 //! One store per owner (an MCP connection, a daemon namespace, an exec-server client).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -105,14 +104,16 @@ impl SessionStore {
     ) -> Result<Snapshot, ExecError> {
         let backend = self.backend_for(req.environment_id.as_deref())?;
         let plan = Plan::new(&self.config, &req, backend.placement())?;
-        let id = self.reserve_id()?;
+        let reservation = self.reserve_id()?;
+        let id = reservation.id;
         let call_id = req.call_id.clone().unwrap_or_else(new_call_id);
         let argv = plan.spec.argv.clone();
         let cwd = plan.spec.cwd.clone();
+        // Cancelled here, the reservation releases the id (the backend cleans up its side).
         let process = match backend.spawn(plan.spec.clone()).await {
             Ok(p) => p,
             Err(e) => {
-                self.release_id(id);
+                drop(reservation);
                 let begin = EventKind::Begin { command: argv, cwd };
                 self.events.publish(&call_id, id, begin);
                 self.events.publish(
@@ -145,21 +146,31 @@ impl SessionStore {
             tty: plan.spec.tty,
         };
         let session = Session::start(info, process, self.events.clone(), monitors);
-        let _interaction = session.interaction.lock().await;
+        // From here on the first-call guard owns the id: it stores the session or finishes it.
+        reservation.hand_over();
         let mut guard = FirstCall {
             store: self.clone(),
             session: session.clone(),
             stored: false,
             done: false,
         };
+        let _interaction = session.interaction.lock().await;
 
         let exited_early = session
             .wait_exited(Duration::from_millis(EARLY_EXIT_GRACE_MS))
             .await;
+        let mut refused = None;
         if !exited_early {
-            session.first_call_active.store(true, Ordering::SeqCst);
-            self.store_session(session.clone());
-            guard.stored = true;
+            session.set_first_call_active(true);
+            match self.store_session(session.clone()) {
+                Ok(()) => guard.stored = true,
+                Err(e) => {
+                    // The store shut down during the grace: nothing may live on in it.
+                    session.set_first_call_active(false);
+                    session.terminate();
+                    refused = Some(e);
+                }
+            }
         }
         let window_start = Instant::now();
         session
@@ -168,25 +179,20 @@ impl SessionStore {
                 Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS),
             )
             .await;
-        let snapshot = self.refresh(
-            &session,
-            window_start,
-            plan.max_output_tokens,
-            !guard.stored,
-        );
-        session.first_call_active.store(false, Ordering::SeqCst);
+        let snapshot = self
+            .conclude(&session, window_start, plan.max_output_tokens)
+            .await;
+        session.set_first_call_active(false);
         if !guard.stored {
             // Never stored: this call owns the End (SPEC §5, inline). Cancelled while it
             // settles, the guard finishes the job.
-            session
-                .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
-                .await;
-            session.emit_end();
-            session.control().kill_leftovers();
-            self.release_id(id);
+            finish_unstored(self, &session).await;
         }
         guard.done = true;
-        snapshot
+        match refused {
+            Some(e) => Err(e),
+            None => snapshot,
+        }
     }
 
     /// Writes to (or polls) a session and observes it for its window (SPEC §3).
@@ -206,6 +212,10 @@ impl SessionStore {
         let window = Duration::from_millis(write_window_ms(req.yield_time_ms, is_poll));
         let session = self.touch(id).ok_or(ExecError::UnknownProcess(id))?;
         let _interaction = session.interaction.lock().await;
+        // A call queued behind the one that reported the exit finds the id dead.
+        if session.lifecycle().reported {
+            return Err(ExecError::UnknownProcess(id));
+        }
 
         if !is_poll {
             if session.info.tty {
@@ -249,7 +259,9 @@ impl SessionStore {
                 Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS),
             )
             .await;
-        let snapshot = self.refresh(&session, window_start, max_output_tokens, false);
+        let snapshot = self
+            .conclude(&session, window_start, max_output_tokens)
+            .await;
         let still_running = matches!(&snapshot, Ok(s) if s.session_id.is_some());
         if !is_poll || still_running {
             self.events.publish(
@@ -284,6 +296,12 @@ impl SessionStore {
         list
     }
 
+    /// Ids held by stored sessions and by calls in flight (a diagnostic: with no call in
+    /// flight it equals the number of stored sessions).
+    pub fn reserved_ids(&self) -> usize {
+        lock(&self.inner).reserved.len()
+    }
+
     /// The last `max_bytes` a live session printed (for people and resources).
     pub fn recent_output(&self, session_id: i32, max_bytes: usize) -> Option<String> {
         let session = lock(&self.inner).sessions.get(&session_id)?.session.clone();
@@ -300,7 +318,7 @@ impl SessionStore {
                 .get(&session_id)
                 .ok_or(ExecError::UnknownProcess(session_id))?;
             let session = entry.session.clone();
-            if !session.first_call_active.load(Ordering::SeqCst) {
+            if !session.lifecycle().first_call_active {
                 inner.sessions.remove(&session_id);
                 inner.reserved.remove(&session_id);
             }
@@ -344,7 +362,7 @@ impl SessionStore {
         }
     }
 
-    fn reserve_id(&self) -> Result<i32, ExecError> {
+    fn reserve_id(self: &Arc<Self>) -> Result<IdReservation, ExecError> {
         let mut inner = lock(&self.inner);
         if inner.shut_down {
             return Err(ExecError::ShutDown);
@@ -364,7 +382,11 @@ impl SessionStore {
             }
         };
         inner.reserved.insert(id);
-        Ok(id)
+        Ok(IdReservation {
+            store: self.clone(),
+            id,
+            held: true,
+        })
     }
 
     fn release_id(&self, id: i32) {
@@ -375,10 +397,13 @@ impl SessionStore {
     }
 
     /// Stores a running session, pruning one when the store is full, and starts its
-    /// lifecycle watcher.
-    fn store_session(&self, session: Arc<Session>) {
+    /// lifecycle watcher. A store that is shut down refuses (the caller kills the session).
+    fn store_session(&self, session: Arc<Session>) -> Result<(), ExecError> {
         let pruned = {
             let mut inner = lock(&self.inner);
+            if inner.shut_down {
+                return Err(ExecError::ShutDown);
+            }
             let mut pruned = None;
             if inner.sessions.len() >= self.config.max_sessions {
                 let meta: Vec<SessionMeta> = inner
@@ -412,6 +437,7 @@ impl SessionStore {
             victim.terminate();
         }
         tokio::spawn(session.watch_lifecycle(Duration::from_millis(TRAILING_OUTPUT_GRACE_MS)));
+        Ok(())
     }
 
     /// Looks a session up and counts a use.
@@ -424,27 +450,37 @@ impl SessionStore {
         Some(entry.session.clone())
     }
 
-    /// Builds the snapshot at the end of a window; an exited session is removed now.
-    fn refresh(
+    /// Builds the snapshot at the end of a window (SPEC §2 step 5). A running session keeps
+    /// its pending output's incomplete last character for the next call. An exited one is
+    /// first settled (output closed or `POST_EXIT_CLOSE_WAIT_MS`, monitors' verdicts), so the
+    /// call reports exactly what the End will; then, without another await (a cancelled call
+    /// loses nothing), exactly one call claims the report, drains everything and removes the
+    /// entry.
+    async fn conclude(
         &self,
         session: &Arc<Session>,
         window_start: Instant,
         max_output_tokens: u64,
-        never_stored: bool,
     ) -> Result<Snapshot, ExecError> {
-        let wall_time = window_start.elapsed();
-        let drained = session.drain();
-        let state = session.lifecycle();
-        if !state.exited {
+        if !session.lifecycle().exited {
+            let drained = session.drain(true);
             return Ok(Snapshot::new(
                 &drained,
                 max_output_tokens,
-                wall_time,
+                window_start.elapsed(),
                 None,
                 Some(session.id()),
             ));
         }
-        if !never_stored {
+        let outcome = session
+            .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
+            .await;
+        let wall_time = window_start.elapsed();
+        if !session.claim_report() {
+            return Err(ExecError::UnknownProcess(session.id()));
+        }
+        let drained = session.drain(false);
+        {
             let mut inner = lock(&self.inner);
             let same = inner
                 .sessions
@@ -456,7 +492,7 @@ impl SessionStore {
             }
         }
         session.control().kill_leftovers();
-        if let Some(message) = state.failure {
+        if let Some(message) = outcome.failure {
             return Err(ExecError::ProcessFailed {
                 session_id: session.id(),
                 message,
@@ -466,7 +502,7 @@ impl SessionStore {
             &drained,
             max_output_tokens,
             wall_time,
-            state.exit_code,
+            outcome.exit_code,
             None,
         ))
     }
@@ -492,9 +528,32 @@ impl std::fmt::Debug for SessionStore {
     }
 }
 
+/// An id reserved for a call whose process is not started yet: released when the call is
+/// dropped (cancelled) before it hands the id over.
+struct IdReservation {
+    store: Arc<SessionStore>,
+    id: i32,
+    held: bool,
+}
+
+impl IdReservation {
+    /// The id now belongs to a started session (and its [`FirstCall`] guard).
+    fn hand_over(mut self) {
+        self.held = false;
+    }
+}
+
+impl Drop for IdReservation {
+    fn drop(&mut self) {
+        if self.held {
+            self.store.release_id(self.id);
+        }
+    }
+}
+
 /// Keeps the promises of a first call that is dropped mid-way (an MCP cancel): a stored
-/// session lives on and loses its guard; an unstored one is stored if still running, or
-/// finished (End emitted, id released) if it exited.
+/// session lives on and loses its guard; an unstored one is stored if still running (or
+/// killed, when the store shut down), and finished (End emitted, id released) otherwise.
 struct FirstCall {
     store: Arc<SessionStore>,
     session: Arc<Session>,
@@ -507,27 +566,30 @@ impl Drop for FirstCall {
         if self.done {
             return;
         }
-        self.session
-            .first_call_active
-            .store(false, Ordering::SeqCst);
+        self.session.set_first_call_active(false);
         if self.stored {
             return;
         }
-        if self.session.lifecycle().exited {
-            let session = self.session.clone();
-            let store = self.store.clone();
-            tokio::spawn(async move {
-                session
-                    .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
-                    .await;
-                session.emit_end();
-                session.control().kill_leftovers();
-                store.release_id(session.id());
-            });
-        } else {
-            self.store.store_session(self.session.clone());
+        if !self.session.lifecycle().exited {
+            if self.store.store_session(self.session.clone()).is_ok() {
+                return;
+            }
+            self.session.terminate();
         }
+        let session = self.session.clone();
+        let store = self.store.clone();
+        tokio::spawn(async move { finish_unstored(&store, &session).await });
     }
+}
+
+/// Ends a session that was never stored: End once settled, leftovers killed, id released.
+async fn finish_unstored(store: &SessionStore, session: &Session) {
+    session
+        .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
+        .await;
+    session.emit_end();
+    session.control().kill_leftovers();
+    store.release_id(session.id());
 }
 
 fn new_call_id() -> String {

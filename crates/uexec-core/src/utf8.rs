@@ -28,6 +28,60 @@ pub fn boundary_at_or_after(bytes: &[u8], min: usize) -> usize {
     i
 }
 
+/// Length (0..=3) of the end of `bytes` that is the valid beginning of a character still to
+/// be completed by bytes not yet read: a lead byte followed by fewer continuation bytes than
+/// it announces, each in its allowed range. Bytes that can never become a character count 0,
+/// so they are decoded (as U+FFFD) rather than held back forever.
+pub fn incomplete_suffix_len(bytes: &[u8]) -> usize {
+    for back in 1..=bytes.len().min(3) {
+        let start = bytes.len() - back;
+        let lead = bytes[start];
+        if is_continuation(lead) {
+            continue;
+        }
+        let (needed, second) = match lead {
+            0xC2..=0xDF => (2, 0x80..=0xBF),
+            0xE0 => (3, 0xA0..=0xBF),
+            0xE1..=0xEC | 0xEE..=0xEF => (3, 0x80..=0xBF),
+            0xED => (3, 0x80..=0x9F),
+            0xF0 => (4, 0x90..=0xBF),
+            0xF1..=0xF3 => (4, 0x80..=0xBF),
+            0xF4 => (4, 0x80..=0x8F),
+            _ => return 0,
+        };
+        let tail = &bytes[start + 1..];
+        let valid = back < needed
+            && tail.first().is_none_or(|b| second.contains(b))
+            && tail.iter().skip(1).all(|&b| is_continuation(b));
+        return if valid { back } else { 0 };
+    }
+    0
+}
+
+/// Joins reads of a byte stream into pieces that end on character boundaries: an incomplete
+/// character at the end of one read waits (at most 3 bytes) for the next.
+#[derive(Debug, Default, Clone)]
+pub struct Utf8Carry {
+    held: Vec<u8>,
+}
+
+impl Utf8Carry {
+    /// `bytes` with what was held before in front, minus an incomplete character at the end,
+    /// which is held for the next call.
+    pub fn join(&mut self, bytes: &[u8]) -> Vec<u8> {
+        let mut joined = std::mem::take(&mut self.held);
+        joined.extend_from_slice(bytes);
+        let keep = incomplete_suffix_len(&joined);
+        self.held = joined.split_off(joined.len() - keep);
+        joined
+    }
+
+    /// What is held, at the end of the stream (it will never be completed).
+    pub fn finish(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.held)
+    }
+}
+
 fn is_continuation(b: u8) -> bool {
     b & 0xC0 == 0x80
 }
@@ -87,7 +141,52 @@ mod tests {
         assert_eq!(boundary_at_or_after(s, 1), 1);
     }
 
+    #[test]
+    fn incomplete_characters_are_recognised_and_invalid_ones_are_not() {
+        assert_eq!(incomplete_suffix_len(b"abc"), 0);
+        assert_eq!(incomplete_suffix_len(b"a\xc3"), 1);
+        assert_eq!(incomplete_suffix_len("é".as_bytes()), 0);
+        assert_eq!(incomplete_suffix_len(b"\xe2\x82"), 2);
+        assert_eq!(incomplete_suffix_len(b"\xf0\x9f\x98"), 3);
+        assert_eq!(incomplete_suffix_len(b"\xf0\x9f\x98\x80"), 0);
+        // Never valid: a stray continuation, an overlong lead, a surrogate, beyond U+10FFFF.
+        assert_eq!(incomplete_suffix_len(b"\x80"), 0);
+        assert_eq!(incomplete_suffix_len(b"\xc0"), 0);
+        assert_eq!(incomplete_suffix_len(b"\xed\xa0"), 0);
+        assert_eq!(incomplete_suffix_len(b"\xf5"), 0);
+        assert_eq!(incomplete_suffix_len(b"\xe0\x80"), 0);
+    }
+
+    #[test]
+    fn a_character_split_across_reads_is_joined() {
+        let mut carry = Utf8Carry::default();
+        assert_eq!(carry.join(b"a\xc3"), b"a");
+        assert_eq!(carry.join(b"\xa9\n"), "é\n".as_bytes());
+        assert_eq!(carry.join(b"\xe2"), b"");
+        assert_eq!(carry.finish(), b"\xe2");
+    }
+
     proptest! {
+        #[test]
+        fn carried_reads_decode_like_the_whole_stream(
+            s in ".{0,60}",
+            cuts in proptest::collection::vec(0usize..200, 0..8),
+        ) {
+            let bytes = s.as_bytes();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
+            cuts.sort_unstable();
+            let mut carry = Utf8Carry::default();
+            let mut text = String::new();
+            let mut from = 0;
+            for cut in cuts.into_iter().chain(std::iter::once(bytes.len())) {
+                let piece = carry.join(&bytes[from..cut]);
+                text.push_str(std::str::from_utf8(&piece).expect("whole characters"));
+                from = cut;
+            }
+            prop_assert!(carry.finish().is_empty());
+            prop_assert_eq!(text, s);
+        }
+
         #[test]
         fn chunks_reassemble_and_valid_text_stays_valid(s in ".{0,200}", max in 1usize..16) {
             let chunks: Vec<_> = split_chunks(s.as_bytes(), max).collect();

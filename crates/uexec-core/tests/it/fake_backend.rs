@@ -25,6 +25,7 @@ pub struct FakeControl {
     pub write_outcome: Mutex<Option<WriteOutcome>>,
     pub writes: Mutex<Vec<Vec<u8>>>,
     pub signals: Mutex<Vec<Signal>>,
+    terminated: std::sync::atomic::AtomicBool,
 }
 
 impl FakeControl {
@@ -51,6 +52,10 @@ impl FakeControl {
     pub fn close(&self) {
         self.output.lock().unwrap().take();
     }
+
+    pub fn terminated(&self) -> bool {
+        self.terminated.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 impl ProcessControl for FakeControl {
@@ -70,6 +75,8 @@ impl ProcessControl for FakeControl {
     }
 
     fn terminate(&self) {
+        self.terminated
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         self.exit(137);
         self.close();
     }

@@ -6,10 +6,15 @@
 mod helpers;
 
 mod background_jobs;
+mod ctrl_c;
 mod events;
 mod exec;
+mod exit_reports;
 mod fake_backend;
+mod inherited_fds;
 mod invalid_input;
 mod monitors;
+mod shutdown_races;
 mod stdin;
 mod terminate;
+mod utf8_boundaries;
