@@ -7,4 +7,5 @@ mod helpers;
 
 mod mcp_environments;
 mod mcp_http;
+mod mcp_progress;
 mod mcp_stdio;

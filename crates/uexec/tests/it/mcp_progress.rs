@@ -1,0 +1,106 @@
+//! Progress notifications to a client that reads slowly: the server coalesces the output
+//! deltas instead of queueing them, so its memory stays bounded whatever the output size,
+//! and the tool result does not wait behind a backlog of progress.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::helpers::{eventually, marker, procs_with, rand_suffix, UEXEC};
+
+/// Output of the command: far more than the memory the server may use.
+const OUTPUT_BYTES: u64 = 100_000_000;
+/// The server's peak RSS must stay under this.
+const MAX_SERVER_HWM_KIB: u64 = 64 * 1024;
+
+fn vm_hwm_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status")
+}
+
+#[tokio::test]
+async fn a_slow_client_costs_bounded_memory_and_gets_its_result() {
+    let dir = std::env::temp_dir().join(format!("uexec-it-slow-{}", rand_suffix()));
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    let mut server = Command::new(UEXEC)
+        .arg("mcp")
+        .current_dir(&dir)
+        .env("HOME", dir.join("home"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = server.stdin.take().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "slow-reader", "version": "0"}}}),
+    );
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("\"id\":1"), "{line}");
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let m = marker();
+    send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "exec_command",
+        "arguments": {
+            "cmd": format!("head -c {OUTPUT_BYTES} /dev/zero | tr '\\0' x; : {m}"),
+            "login": false,
+            "yield_time_ms": 30_000
+        },
+        "_meta": {"progressToken": "slow"}}}),
+    );
+
+    // The client reads nothing while the command prints everything.
+    eventually("the command to start", Duration::from_secs(10), || {
+        !procs_with(&m).is_empty()
+    })
+    .await;
+    eventually("the command to finish", Duration::from_secs(120), || {
+        procs_with(&m).is_empty()
+    })
+    .await;
+    let hwm = vm_hwm_kib(server.id());
+
+    let mut progress = 0usize;
+    let result = loop {
+        line.clear();
+        assert_ne!(
+            stdout.read_line(&mut line).unwrap(),
+            0,
+            "server closed stdout"
+        );
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if message["method"] == "notifications/progress" {
+            progress += 1;
+            assert_eq!(message["params"]["progressToken"], "slow");
+        } else if message["id"] == 2 {
+            break message;
+        }
+    };
+    assert_eq!(
+        result["result"]["structuredContent"]["exit_code"], 0,
+        "{result}"
+    );
+    assert!(
+        hwm < MAX_SERVER_HWM_KIB,
+        "the server's peak RSS was {hwm} KiB for {OUTPUT_BYTES} bytes of output"
+    );
+    // 100 MB is over 12,000 deltas: the backlog was coalesced, not queued.
+    assert!(
+        progress < 100,
+        "{progress} progress notifications before the result"
+    );
+    drop(stdin);
+    let _ = server.wait();
+}
