@@ -5,6 +5,8 @@
 
 mod helpers;
 
+mod mcp_call_ids;
+mod mcp_cancel;
 mod mcp_environments;
 mod mcp_http;
 mod mcp_progress;
