@@ -1,6 +1,6 @@
-//! Progress notifications to a client that reads slowly: the server coalesces the output
-//! deltas instead of queueing them, so its memory stays bounded whatever the output size,
-//! and the tool result does not wait behind a backlog of progress.
+//! A client that reads slowly, with a progress token and a resource subscription: the server
+//! coalesces what it has to tell instead of queueing every output delta, so its memory stays
+//! bounded whatever the output size, and the tool result does not wait behind a backlog.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -32,6 +32,7 @@ async fn a_slow_client_costs_bounded_memory_and_gets_its_result() {
         .arg("mcp")
         .current_dir(&dir)
         .env("HOME", dir.join("home"))
+        .env("UEXEC_DETERMINISTIC_IDS", "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -49,23 +50,38 @@ async fn a_slow_client_costs_bounded_memory_and_gets_its_result() {
     stdout.read_line(&mut line).unwrap();
     assert!(line.contains("\"id\":1"), "{line}");
     send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    // The second command's session will be 1001: the watcher has to tell its start while
+    // the client is not reading.
+    send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "resources/subscribe",
+        "params": {"uri": "uexec://sessions/1001"}}),
+    );
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("\"id\":3"), "{line}");
     let m = marker();
+    let pause = format!("1.{}", m.split('.').nth(1).unwrap());
     send(
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
         "name": "exec_command",
         "arguments": {
-            "cmd": format!("head -c {OUTPUT_BYTES} /dev/zero | tr '\\0' x; : {m}"),
+            "cmd": format!("head -c 1000000 /dev/zero | tr '\\0' y; sleep {pause}; head -c {OUTPUT_BYTES} /dev/zero | tr '\\0' x; : {m}"),
             "login": false,
             "yield_time_ms": 30_000
         },
         "_meta": {"progressToken": "slow"}}}),
     );
 
-    // The client reads nothing while the command prints everything.
-    eventually("the command to start", Duration::from_secs(10), || {
-        !procs_with(&m).is_empty()
+    // The client reads nothing from now on: the first megabyte of progress fills its pipe.
+    eventually("the command to pause", Duration::from_secs(10), || {
+        !procs_with(&format!("sleep {pause}")).is_empty()
     })
     .await;
+    send(
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+        "name": "exec_command",
+        "arguments": {"cmd": "true", "login": false}}}),
+    );
     eventually("the command to finish", Duration::from_secs(120), || {
         procs_with(&m).is_empty()
     })
