@@ -12,7 +12,7 @@ use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
 
 use crate::helpers::{args, call, stdio_client, structured, text, Client, Recorder};
-use crate::mcp_http;
+use crate::{mcp_http, mcp_listen};
 
 async fn http_client(addr: &str, token: &str) -> Client {
     let config = StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"))
@@ -129,6 +129,22 @@ async fn a_cancelled_poll_loses_nothing_over_http() {
 async fn a_cancelled_exec_command_loses_nothing_over_http() {
     let server = mcp_http::start(Some("s3cret"));
     let client = http_client(&server.addr, "s3cret").await;
+    cancelled_exec_leaves_the_session(&client).await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_cancelled_poll_loses_nothing_over_stateless_http() {
+    let server = mcp_http::start(Some("s3cret"));
+    let client = mcp_listen::connect_stateless(&server.addr, "s3cret").await;
+    cancelled_poll_leaves_the_output(&client).await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_cancelled_exec_command_loses_nothing_over_stateless_http() {
+    let server = mcp_http::start(Some("s3cret"));
+    let client = mcp_listen::connect_stateless(&server.addr, "s3cret").await;
     cancelled_exec_leaves_the_session(&client).await;
     client.cancel().await.unwrap();
 }
