@@ -68,3 +68,42 @@ async fn a_watcher_ends_with_its_last_uri_and_with_its_client() {
     eventually_alive_tasks(before, "the client went away").await;
     store.shutdown();
 }
+
+/// Over streamable HTTP (legacy sessions), a client that subscribes and ends its session
+/// (DELETE) leaves no watcher behind.
+#[tokio::test]
+#[allow(deprecated)]
+async fn an_http_session_that_ends_leaves_no_watcher() {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    use rmcp::transport::StreamableHttpClientTransport;
+
+    let make_store = || SessionStore::new(Arc::new(LocalBackend), StoreConfig::default());
+    let stores = Stores::per_principal(make_store);
+    let server = UexecServer::new(stores.clone(), Vec::new(), false);
+    let service = StreamableHttpService::new(
+        move || Ok(server.for_connection()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let serving = alive_tasks();
+
+    for _ in 0..3 {
+        let config = StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"));
+        let client = ().serve(StreamableHttpClientTransport::from_config(config)).await.unwrap();
+        client
+            .subscribe(SubscribeRequestParams::new("uexec://sessions/1000"))
+            .await
+            .unwrap();
+        client.cancel().await.unwrap(); // DELETE
+    }
+    eventually_alive_tasks(serving, "every client ended its session").await;
+    stores.shutdown();
+}
