@@ -147,23 +147,28 @@ async fn forward(
         if in_flight.is_none() {
             in_flight = pending.take().map(|p| notify(&peer, &token, p));
         }
+        // Events last: under a flood they are always ready and must not starve the others.
         tokio::select! {
             biased;
-            event = events.recv() => match event {
-                Some(e) => fold(&mut pending, &target, &e),
-                None => break,
-            },
+            _ = &mut stopped => break,
             () = async {
                 match in_flight.as_mut() {
                     Some(sending) => sending.await,
                     None => std::future::pending().await,
                 }
             } => in_flight = None,
-            _ = &mut stopped => break,
+            event = events.recv() => match event {
+                Some(e) => fold(&mut pending, &target, &e),
+                None => break,
+            },
         }
     }
-    while let Ok(e) = events.try_recv() {
-        fold(&mut pending, &target, &e);
+    // What was published before the stop, not what a process still printing adds meanwhile.
+    for _ in 0..events.len() {
+        match events.try_recv() {
+            Ok(e) => fold(&mut pending, &target, &e),
+            Err(_) => break,
+        }
     }
     if let Some(sending) = in_flight {
         sending.await;

@@ -150,13 +150,11 @@ async fn tell_changes(
         if in_flight.is_none() {
             in_flight = untold.take_next().map(&send);
         }
+        // Events last: under an output flood they are always ready and must not starve the
+        // others.
         tokio::select! {
             biased;
             () = &mut stop => return,
-            event = events.recv() => match event {
-                Some(e) => record(&mut untold, &e),
-                None => return,
-            },
             sent = async {
                 match in_flight.as_mut() {
                     Some(sending) => sending.await,
@@ -168,6 +166,10 @@ async fn tell_changes(
                     return; // the client is gone
                 }
             }
+            event = events.recv() => match event {
+                Some(e) => record(&mut untold, &e),
+                None => return,
+            },
         }
     }
 }
