@@ -2,14 +2,12 @@
 //! JSON-RPC ids collide (each client counts from the same start), yet each client's progress
 //! carries only its own command's output.
 
-use rmcp::model::{CallToolRequestParams, ClientRequest, Request};
-use rmcp::service::PeerRequestOptions;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::ServiceExt;
 use serde_json::json;
 
-use crate::helpers::{args, structured, Client, Recorder};
+use crate::helpers::{call, structured, Client, Recorder};
 use crate::mcp_http;
 
 async fn connect(addr: &str) -> (Client, Recorder) {
@@ -24,25 +22,20 @@ async fn connect(addr: &str) -> (Client, Recorder) {
     (client, recorder)
 }
 
-/// Runs a command that prints `word` five times over a second, with a progress token.
+/// Runs a command that prints `word` five times over a second (rmcp's client sends a
+/// progress token with every request).
 async fn print_word(client: &Client, word: &str) {
-    let params = CallToolRequestParams::new("exec_command").with_arguments(args(json!({
-        "cmd": format!("for i in 1 2 3 4 5; do echo {word}; sleep 0.2; done"),
-        "login": false,
-        "yield_time_ms": 10_000
-    })));
-    let handle = client
-        .send_cancellable_request(
-            ClientRequest::CallToolRequest(Request::new(params)),
-            PeerRequestOptions::no_options(),
-        )
-        .await
-        .unwrap();
-    let response = handle.await_response().await.unwrap();
-    let rmcp::model::ServerResult::CallToolResult(result) = response else {
-        panic!("not a tool result: {response:?}");
-    };
-    assert_eq!(structured(&result)["exit_code"], 0);
+    let r = call(
+        client,
+        "exec_command",
+        json!({
+            "cmd": format!("for i in 1 2 3 4 5; do echo {word}; sleep 0.2; done"),
+            "login": false,
+            "yield_time_ms": 10_000
+        }),
+    )
+    .await;
+    assert_eq!(structured(&r)["exit_code"], 0);
 }
 
 #[tokio::test]

@@ -103,48 +103,69 @@ async fn cancelled_exec_leaves_the_session(client: &Client) {
     assert_eq!(structured(&next)["output"], "LATE\n", "{}", text(&next));
 }
 
-#[tokio::test]
-async fn a_cancelled_poll_loses_nothing_over_stdio() {
-    let (client, _, _) = stdio_client(&[]).await;
+/// How the client reaches the server.
+enum Transport {
+    Stdio,
+    /// Streamable HTTP with `initialize` and a session (DELETE ends it).
+    Http,
+    /// Streamable HTTP, 2026-07 protocol: no session; cancelling drops the request.
+    StatelessHttp,
+}
+
+/// A client over `transport`, and the HTTP server it talks to, if any (killed on drop).
+async fn client_over(transport: Transport) -> (Client, Option<mcp_http::Server>) {
+    match transport {
+        Transport::Stdio => (stdio_client(&[]).await.0, None),
+        Transport::Http => {
+            let server = mcp_http::start(Some("s3cret"));
+            (http_client(&server.addr, "s3cret").await, Some(server))
+        }
+        Transport::StatelessHttp => {
+            let server = mcp_http::start(Some("s3cret"));
+            let client = mcp_listen::connect_stateless(&server.addr, "s3cret").await;
+            (client, Some(server))
+        }
+    }
+}
+
+async fn poll_scenario(transport: Transport) {
+    let (client, _server) = client_over(transport).await;
     cancelled_poll_leaves_the_output(&client).await;
     client.cancel().await.unwrap();
+}
+
+async fn exec_scenario(transport: Transport) {
+    let (client, _server) = client_over(transport).await;
+    cancelled_exec_leaves_the_session(&client).await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_cancelled_poll_loses_nothing_over_stdio() {
+    poll_scenario(Transport::Stdio).await;
 }
 
 #[tokio::test]
 async fn a_cancelled_exec_command_loses_nothing_over_stdio() {
-    let (client, _, _) = stdio_client(&[]).await;
-    cancelled_exec_leaves_the_session(&client).await;
-    client.cancel().await.unwrap();
+    exec_scenario(Transport::Stdio).await;
 }
 
 #[tokio::test]
 async fn a_cancelled_poll_loses_nothing_over_http() {
-    let server = mcp_http::start(Some("s3cret"));
-    let client = http_client(&server.addr, "s3cret").await;
-    cancelled_poll_leaves_the_output(&client).await;
-    client.cancel().await.unwrap();
+    poll_scenario(Transport::Http).await;
 }
 
 #[tokio::test]
 async fn a_cancelled_exec_command_loses_nothing_over_http() {
-    let server = mcp_http::start(Some("s3cret"));
-    let client = http_client(&server.addr, "s3cret").await;
-    cancelled_exec_leaves_the_session(&client).await;
-    client.cancel().await.unwrap();
+    exec_scenario(Transport::Http).await;
 }
 
 #[tokio::test]
 async fn a_cancelled_poll_loses_nothing_over_stateless_http() {
-    let server = mcp_http::start(Some("s3cret"));
-    let client = mcp_listen::connect_stateless(&server.addr, "s3cret").await;
-    cancelled_poll_leaves_the_output(&client).await;
-    client.cancel().await.unwrap();
+    poll_scenario(Transport::StatelessHttp).await;
 }
 
 #[tokio::test]
 async fn a_cancelled_exec_command_loses_nothing_over_stateless_http() {
-    let server = mcp_http::start(Some("s3cret"));
-    let client = mcp_listen::connect_stateless(&server.addr, "s3cret").await;
-    cancelled_exec_leaves_the_session(&client).await;
-    client.cancel().await.unwrap();
+    exec_scenario(Transport::StatelessHttp).await;
 }

@@ -125,29 +125,19 @@ async fn a_slow_client_costs_bounded_memory_and_gets_its_result() {
 /// progress on the way, instead of forwarding output for as long as it comes.
 #[tokio::test]
 async fn an_endless_flood_does_not_hold_the_result() {
-    use rmcp::model::{CallToolRequestParams, ClientRequest, Request, ServerResult};
-    use rmcp::service::PeerRequestOptions;
-
-    use crate::helpers::{args, call, stdio_client, structured};
+    use crate::helpers::{call, stdio_client, structured};
 
     let (client, recorder, _) = stdio_client(&[]).await;
-    let params = CallToolRequestParams::new("exec_command").with_arguments(args(
-        json!({"cmd": "yes", "login": false, "yield_time_ms": 250}),
-    ));
-    let handle = client
-        .send_cancellable_request(
-            ClientRequest::CallToolRequest(Request::new(params)),
-            PeerRequestOptions::no_options(),
-        )
-        .await
-        .unwrap();
-    let response = tokio::time::timeout(Duration::from_secs(20), handle.await_response())
-        .await
-        .expect("the result comes when the window ends")
-        .unwrap();
-    let ServerResult::CallToolResult(result) = response else {
-        panic!("not a tool result: {response:?}");
-    };
+    let result = tokio::time::timeout(
+        Duration::from_secs(20),
+        call(
+            &client,
+            "exec_command",
+            json!({"cmd": "yes", "login": false, "yield_time_ms": 250}),
+        ),
+    )
+    .await
+    .expect("the result comes when the window ends");
     let id = structured(&result)["session_id"].as_i64().expect("running");
     assert!(!recorder.progress.lock().unwrap().is_empty());
     call(&client, "terminate_session", json!({"session_id": id})).await;
