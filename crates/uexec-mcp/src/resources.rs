@@ -1,8 +1,20 @@
 //! Each live session as an MCP resource, `uexec://sessions/{id}`: its state and recent
 //! output. Subscribers hear `notifications/resources/updated` when a session changes state
 //! (input written, exit) and `notifications/resources/list_changed` when one starts or ends.
+//!
+//! A subscriber is a task reading the store's event stream, which is unbounded and carries
+//! every output delta. So a subscriber must neither stall nor outlive its client:
+//!
+//! 1. It drains the stream at once, whatever the client's pace, and keeps only *which* changes
+//!    are untold ([`Untold`]: a flag and a set of subscribed URIs, bounded by the
+//!    subscription); at most one notification is in flight.
+//! 2. A `resources/subscribe` watcher ends when the last URI is unsubscribed or the
+//!    connection's handler is dropped (the client went away); a `subscriptions/listen`
+//!    stream ends when it is cancelled. Either way its event subscriber goes with it.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
@@ -10,7 +22,8 @@ use rmcp::model::{
 };
 use rmcp::service::{Peer, SubscriptionSink};
 use rmcp::{ErrorData as McpError, RoleServer};
-use uexec_core::{Event, EventKind, SessionStore};
+use tokio::sync::watch;
+use uexec_core::{Event, EventKind, EventStream, SessionStore};
 
 /// Bytes of recent output a resource shows.
 const RESOURCE_RECENT_OUTPUT_BYTES: usize = 4096;
@@ -77,7 +90,94 @@ pub fn change_of(event: &Event) -> Option<Change> {
     }
 }
 
-/// Legacy (`resources/subscribe`) subscriptions of one connection.
+/// Changes a subscriber has not been told yet. Repeated changes merge, so its size is bounded
+/// by what it subscribed to, however slowly the client reads.
+#[derive(Debug, Default)]
+pub struct Untold {
+    list_changed: bool,
+    updated: BTreeSet<String>,
+}
+
+/// One notification for a subscriber.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Notice {
+    ListChanged,
+    Updated(String),
+}
+
+impl Untold {
+    /// Records what `event` means for a subscriber to the list (`wants_list`) and to the URIs
+    /// `subscribed` accepts.
+    pub fn record(&mut self, event: &Event, wants_list: bool, subscribed: impl Fn(&str) -> bool) {
+        let id = match change_of(event) {
+            Some(Change::Listing(id)) => {
+                self.list_changed |= wants_list;
+                id
+            }
+            Some(Change::Session(id)) => id,
+            None => return,
+        };
+        let uri = uri_of(id);
+        if subscribed(&uri) {
+            self.updated.insert(uri);
+        }
+    }
+
+    /// The next notification to send, list changes first.
+    pub fn take_next(&mut self) -> Option<Notice> {
+        if std::mem::take(&mut self.list_changed) {
+            return Some(Notice::ListChanged);
+        }
+        self.updated.pop_first().map(Notice::Updated)
+    }
+}
+
+/// A notification on its way; `Err` when the client is gone.
+type Sending = Pin<Box<dyn Future<Output = Result<(), ()>> + Send>>;
+
+/// Tells a subscriber about changes until `stop` resolves, the stream ends or the client is
+/// gone (steps 1–2 of the module doc).
+async fn tell_changes(
+    mut events: EventStream,
+    mut record: impl FnMut(&mut Untold, &Event),
+    send: impl Fn(Notice) -> Sending,
+    stop: impl Future<Output = ()>,
+) {
+    tokio::pin!(stop);
+    let mut untold = Untold::default();
+    let mut in_flight: Option<Sending> = None;
+    loop {
+        if in_flight.is_none() {
+            in_flight = untold.take_next().map(&send);
+        }
+        // Events last: under an output flood they are always ready and must not starve the
+        // others.
+        tokio::select! {
+            biased;
+            () = &mut stop => return,
+            sent = async {
+                match in_flight.as_mut() {
+                    Some(sending) => sending.await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                in_flight = None;
+                if sent.is_err() {
+                    return; // the client is gone
+                }
+            }
+            event = events.recv() => match event {
+                Some(e) => record(&mut untold, &e),
+                None => return,
+            },
+        }
+    }
+}
+
+/// Legacy (`resources/subscribe`) subscriptions of one connection. While a URI is subscribed,
+/// one watcher task tells the client about it; it holds only the receiving side of
+/// [`LegacyInner::uris`], so it ends when the last URI is unsubscribed or when the handler
+/// (every clone of it) is dropped with its connection.
 #[derive(Default, Clone)]
 pub struct LegacySubscriptions {
     inner: Arc<Mutex<LegacyInner>>,
@@ -85,69 +185,75 @@ pub struct LegacySubscriptions {
 
 #[derive(Default)]
 struct LegacyInner {
-    uris: HashSet<String>,
-    watching: bool,
+    /// The subscribed URIs, shared with the watcher; `None` when there is no watcher.
+    uris: Option<watch::Sender<HashSet<String>>>,
 }
 
 impl LegacySubscriptions {
     pub fn subscribe(&self, store: &Arc<SessionStore>, uri: String, peer: Peer<RoleServer>) {
-        let start = {
-            let mut inner = self
-                .inner
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            inner.uris.insert(uri);
-            !std::mem::replace(&mut inner.watching, true)
-        };
-        if start {
-            let events = store.subscribe();
-            let subs = self.clone();
-            tokio::spawn(async move { subs.watch(events, peer).await });
+        let mut inner = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(uris) = &inner.uris {
+            uris.send_modify(|set| {
+                set.insert(uri);
+            });
+            return;
         }
+        let (uris, watched) = watch::channel(HashSet::from([uri]));
+        inner.uris = Some(uris);
+        tokio::spawn(watch_legacy(store.subscribe(), watched, peer));
     }
 
     pub fn unsubscribe(&self, uri: &str) {
-        self.inner
+        let mut inner = self
+            .inner
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .uris
-            .remove(uri);
-    }
-
-    fn subscribed(&self, uri: &str) -> bool {
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .uris
-            .contains(uri)
-    }
-
-    async fn watch(&self, mut events: uexec_core::EventStream, peer: Peer<RoleServer>) {
-        while let Some(event) = events.recv().await {
-            let id = match change_of(&event) {
-                Some(Change::Listing(id) | Change::Session(id)) => id,
-                None => continue,
-            };
-            let uri = uri_of(id);
-            if self.subscribed(&uri)
-                && peer
-                    .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
-                    .await
-                    .is_err()
-            {
-                return; // the client is gone
-            }
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let last = inner.uris.as_ref().is_some_and(|uris| {
+            uris.send_modify(|set| {
+                set.remove(uri);
+            });
+            uris.borrow().is_empty()
+        });
+        if last {
+            inner.uris = None; // ends the watcher
         }
     }
+}
+
+async fn watch_legacy(
+    events: EventStream,
+    watched: watch::Receiver<HashSet<String>>,
+    peer: Peer<RoleServer>,
+) {
+    let mut closed = watched.clone();
+    let stop = async move { while closed.changed().await.is_ok() {} };
+    let record = |untold: &mut Untold, event: &Event| {
+        untold.record(event, false, |uri| watched.borrow().contains(uri));
+    };
+    let send = |notice: Notice| -> Sending {
+        let peer = peer.clone();
+        Box::pin(async move {
+            match notice {
+                Notice::Updated(uri) => peer
+                    .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                    .await
+                    .map_err(drop),
+                Notice::ListChanged => Ok(()),
+            }
+        })
+    };
+    tell_changes(events, record, send, stop).await;
 }
 
 /// Serves one `subscriptions/listen` stream until it is cancelled.
 pub async fn listen(
     store: &SessionStore,
     sink: &SubscriptionSink,
-    cancelled: impl std::future::Future<Output = ()>,
+    cancelled: impl Future<Output = ()>,
 ) {
-    let mut events = store.subscribe();
     let accepted = sink.accepted().clone();
     let wants_list = accepted.resources_list_changed == Some(true);
     let uris: HashSet<String> = accepted
@@ -155,30 +261,55 @@ pub async fn listen(
         .unwrap_or_default()
         .into_iter()
         .collect();
-    tokio::pin!(cancelled);
-    loop {
-        let event = tokio::select! {
-            () = &mut cancelled => return,
-            event = events.recv() => match event {
-                Some(e) => e,
-                None => return,
-            },
-        };
-        let Some(change) = change_of(&event) else {
-            continue;
-        };
-        let id = match change {
-            Change::Listing(id) => {
-                if wants_list && sink.notify_resource_list_changed().await.is_err() {
-                    return;
-                }
-                id
+    let record = |untold: &mut Untold, event: &Event| {
+        untold.record(event, wants_list, |uri| uris.contains(uri));
+    };
+    let send = |notice: Notice| -> Sending {
+        let sink = sink.clone();
+        Box::pin(async move {
+            match notice {
+                Notice::ListChanged => sink.notify_resource_list_changed().await.map_err(drop),
+                Notice::Updated(uri) => sink.notify_resource_updated(uri).await.map_err(drop),
             }
-            Change::Session(id) => id,
-        };
-        let uri = uri_of(id);
-        if uris.contains(&uri) && sink.notify_resource_updated(uri).await.is_err() {
-            return;
+        })
+    };
+    tell_changes(store.subscribe(), record, send, cancelled).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(session_id: i32, kind: EventKind) -> Event {
+        Event {
+            seq: 0,
+            call_id: "c".into(),
+            session_id,
+            kind,
         }
+    }
+
+    #[test]
+    fn repeated_changes_merge_and_output_is_no_change() {
+        let begin = EventKind::Begin {
+            command: Vec::new(),
+            cwd: "/".into(),
+        };
+        let typed = EventKind::TerminalInteraction {
+            stdin: String::new(),
+        };
+        let output = EventKind::OutputDelta { chunk: "x".into() };
+        let mut untold = Untold::default();
+        let subscribed = |uri: &str| uri != uri_of(3);
+        for _ in 0..1000 {
+            untold.record(&event(1, begin.clone()), true, subscribed);
+            untold.record(&event(2, typed.clone()), true, subscribed);
+            untold.record(&event(3, typed.clone()), true, subscribed);
+            untold.record(&event(4, output.clone()), true, subscribed);
+        }
+        assert_eq!(untold.take_next(), Some(Notice::ListChanged));
+        assert_eq!(untold.take_next(), Some(Notice::Updated(uri_of(1))));
+        assert_eq!(untold.take_next(), Some(Notice::Updated(uri_of(2))));
+        assert_eq!(untold.take_next(), None);
     }
 }

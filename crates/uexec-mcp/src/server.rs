@@ -1,6 +1,7 @@
 //! The MCP server handler: translates tool calls into engine calls and snapshots into tool
 //! results. It holds no process logic.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rmcp::model::{
@@ -187,7 +188,7 @@ impl ServerHandler for UexecServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let call_id = format!("mcp-{}", request_id_text(&context));
+        let call_id = next_call_id();
         let store = self.stores.for_request(&context.extensions);
         let target = match request.name.as_ref() {
             tools::EXEC_COMMAND => Some(CallTarget::Call(call_id.clone())),
@@ -209,14 +210,23 @@ impl ServerHandler for UexecServer {
             )),
             _ => None,
         };
-        let result = self
-            .call(
-                &store,
-                request.name.as_ref(),
-                request.arguments.as_ref(),
-                call_id,
-            )
-            .await;
+        let name = request.name.as_ref();
+        // rmcp keeps running a handler whose request was cancelled (it only cancels `ct`) and
+        // throws its answer away, so a call that went on would drain output nobody sees.
+        // Dropping the engine call at its await point stops it at once and loses nothing:
+        // the interaction lock is released, and the pending output and the exit stay for the
+        // next call (SPEC §1, §6).
+        let result = tokio::select! {
+            biased;
+            () = context.ct.cancelled() => {
+                drop(forwarder);
+                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                    "{name} failed: cancelled by the client"
+                ))])
+                .into());
+            }
+            result = self.call(&store, name, request.arguments.as_ref(), call_id) => result,
+        };
         if let Some(f) = forwarder {
             f.finish().await;
         }
@@ -287,10 +297,9 @@ impl ServerHandler for UexecServer {
     }
 }
 
-fn request_id_text(context: &RequestContext<RoleServer>) -> String {
-    match serde_json::to_value(&context.id) {
-        Ok(Value::String(s)) => s,
-        Ok(v) => v.to_string(),
-        Err(_) => "call".to_owned(),
-    }
+/// A call id unique in the process, hence in every store: the JSON-RPC id is not (HTTP
+/// clients of one principal share a store and count their ids from the same start).
+fn next_call_id() -> String {
+    static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
+    format!("mcp-{}", NEXT_CALL.fetch_add(1, Ordering::Relaxed))
 }

@@ -5,6 +5,10 @@
 
 mod helpers;
 
+mod mcp_call_ids;
+mod mcp_cancel;
 mod mcp_environments;
 mod mcp_http;
+mod mcp_listen;
+mod mcp_progress;
 mod mcp_stdio;

@@ -11,9 +11,9 @@ use serde_json::json;
 
 use crate::helpers::{call, structured, Recorder, UEXEC};
 
-struct Server {
+pub struct Server {
     child: Child,
-    addr: String,
+    pub addr: String,
 }
 
 impl Drop for Server {
@@ -23,7 +23,7 @@ impl Drop for Server {
     }
 }
 
-fn start(token: Option<&str>) -> Server {
+pub fn start(token: Option<&str>) -> Server {
     let mut cmd = Command::new(UEXEC);
     cmd.args(["mcp", "--http", "127.0.0.1:0"])
         .stderr(Stdio::piped())

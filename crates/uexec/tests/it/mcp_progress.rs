@@ -1,0 +1,145 @@
+//! A client that reads slowly, with a progress token and a resource subscription: the server
+//! coalesces what it has to tell instead of queueing every output delta, so its memory stays
+//! bounded whatever the output size, and the tool result does not wait behind a backlog.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::helpers::{eventually, marker, procs_with, rand_suffix, UEXEC};
+
+/// Output of the command: far more than the memory the server may use.
+const OUTPUT_BYTES: u64 = 100_000_000;
+/// The server's peak RSS must stay under this.
+const MAX_SERVER_HWM_KIB: u64 = 64 * 1024;
+
+fn vm_hwm_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status")
+}
+
+#[tokio::test]
+async fn a_slow_client_costs_bounded_memory_and_gets_its_result() {
+    let dir = std::env::temp_dir().join(format!("uexec-it-slow-{}", rand_suffix()));
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    let mut server = Command::new(UEXEC)
+        .arg("mcp")
+        .current_dir(&dir)
+        .env("HOME", dir.join("home"))
+        .env("UEXEC_DETERMINISTIC_IDS", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = server.stdin.take().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "slow-reader", "version": "0"}}}),
+    );
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("\"id\":1"), "{line}");
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    // The second command's session will be 1001: the watcher has to tell its start while
+    // the client is not reading.
+    send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "resources/subscribe",
+        "params": {"uri": "uexec://sessions/1001"}}),
+    );
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.contains("\"id\":3"), "{line}");
+    let m = marker();
+    let pause = format!("1.{}", m.split('.').nth(1).unwrap());
+    send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "exec_command",
+        "arguments": {
+            "cmd": format!("head -c 1000000 /dev/zero | tr '\\0' y; sleep {pause}; head -c {OUTPUT_BYTES} /dev/zero | tr '\\0' x; : {m}"),
+            "login": false,
+            "yield_time_ms": 30_000
+        },
+        "_meta": {"progressToken": "slow"}}}),
+    );
+
+    // The client reads nothing from now on: the first megabyte of progress fills its pipe.
+    eventually("the command to pause", Duration::from_secs(10), || {
+        !procs_with(&format!("sleep {pause}")).is_empty()
+    })
+    .await;
+    send(
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+        "name": "exec_command",
+        "arguments": {"cmd": "true", "login": false}}}),
+    );
+    eventually("the command to finish", Duration::from_secs(120), || {
+        procs_with(&m).is_empty()
+    })
+    .await;
+    let hwm = vm_hwm_kib(server.id());
+
+    let mut progress = 0usize;
+    let result = loop {
+        line.clear();
+        assert_ne!(
+            stdout.read_line(&mut line).unwrap(),
+            0,
+            "server closed stdout"
+        );
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if message["method"] == "notifications/progress" {
+            progress += 1;
+            assert_eq!(message["params"]["progressToken"], "slow");
+        } else if message["id"] == 2 {
+            break message;
+        }
+    };
+    assert_eq!(
+        result["result"]["structuredContent"]["exit_code"], 0,
+        "{result}"
+    );
+    assert!(
+        hwm < MAX_SERVER_HWM_KIB,
+        "the server's peak RSS was {hwm} KiB for {OUTPUT_BYTES} bytes of output"
+    );
+    // 100 MB is over 12,000 deltas: the backlog was coalesced, not queued.
+    assert!(
+        progress < 100,
+        "{progress} progress notifications before the result"
+    );
+    drop(stdin);
+    let _ = server.wait();
+}
+
+/// A command that never stops printing: the call still returns when its window ends, with
+/// progress on the way, instead of forwarding output for as long as it comes.
+#[tokio::test]
+async fn an_endless_flood_does_not_hold_the_result() {
+    use crate::helpers::{call, stdio_client, structured};
+
+    let (client, recorder, _) = stdio_client(&[]).await;
+    let result = tokio::time::timeout(
+        Duration::from_secs(20),
+        call(
+            &client,
+            "exec_command",
+            json!({"cmd": "yes", "login": false, "yield_time_ms": 250}),
+        ),
+    )
+    .await
+    .expect("the result comes when the window ends");
+    let id = structured(&result)["session_id"].as_i64().expect("running");
+    assert!(!recorder.progress.lock().unwrap().is_empty());
+    call(&client, "terminate_session", json!({"session_id": id})).await;
+    client.cancel().await.unwrap();
+}
