@@ -73,6 +73,9 @@ impl EventBus {
     pub fn subscribe(&self) -> EventStream {
         let (tx, rx) = mpsc::unbounded_channel();
         let mut inner = lock(&self.inner);
+        // Subscribers that went away while nothing was published are forgotten here too:
+        // a store without output must not collect the senders of clients that came and went.
+        inner.subscribers.retain(|s| !s.is_closed());
         inner.subscribers.push(tx);
         self.has_subscribers.store(true, Ordering::SeqCst);
         rx
@@ -135,6 +138,16 @@ mod tests {
             last = e.seq;
         }
         assert_eq!(b.recv().await.expect("event").seq, 1001);
+    }
+
+    #[test]
+    fn subscribers_that_come_and_go_without_events_do_not_pile_up() {
+        let bus = EventBus::default();
+        for _ in 0..1000 {
+            drop(bus.subscribe());
+        }
+        let _live = bus.subscribe();
+        assert_eq!(lock(&bus.inner).subscribers.len(), 1);
     }
 
     #[test]
