@@ -18,6 +18,7 @@ mod protocol_errors;
 mod read;
 mod remote_backend;
 mod remote_ordering;
+mod remote_spawn;
 mod resume;
 mod retention;
 mod signals;

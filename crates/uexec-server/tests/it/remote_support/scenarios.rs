@@ -99,6 +99,13 @@ pub async fn collect(store: &Arc<SessionStore>, first: Snapshot) -> (String, Sna
     (out, last)
 }
 
+/// Runs a command and polls it until it exits (a busy machine may take longer than the
+/// first window); all output and the last snapshot.
+pub async fn run_to_exit(store: &Arc<SessionStore>, req: ExecRequest) -> (String, Snapshot) {
+    let first = store.exec_command(req).await.expect("exec_command");
+    collect(store, first).await
+}
+
 /// Polls a running session until its output (accumulated in `out`) contains `needle`.
 pub async fn poll_until(store: &Arc<SessionStore>, id: i32, out: &mut String, needle: &str) {
     let deadline = tokio::time::Instant::now() + WAIT;
@@ -182,10 +189,9 @@ pub async fn echo_hi(url: &str) {
         environment_id: Some(REMOTE.into()),
         ..ExecRequest::default()
     };
-    let s = rig.store.exec_command(req).await.unwrap();
-    assert_eq!(s.exit_code, Some(0), "{s:?}");
-    assert_eq!(s.session_id, None);
-    assert_eq!(s.output, "hi\n");
+    let (out, last) = run_to_exit(&rig.store, req).await;
+    assert_eq!(last.exit_code, Some(0), "{last:?}");
+    assert_eq!(out, "hi\n");
 }
 
 pub async fn long_command_polled_to_completion(url: &str) {
@@ -306,8 +312,8 @@ pub async fn spawn_failures_name_the_cause(url: &str) {
     let err = rig.backend.spawn(spec).await.unwrap_err();
     assert_eq!(err.kind, BackendErrorKind::NotFound, "{err:?}");
     // Nothing else broke.
-    let s = rig.store.exec_command(exec("echo ok", 2000)).await.unwrap();
-    assert_eq!((s.exit_code, s.output.as_str()), (Some(0), "ok\n"));
+    let (out, last) = run_to_exit(&rig.store, exec("echo ok", 2000)).await;
+    assert_eq!((last.exit_code, out.as_str()), (Some(0), "ok\n"));
 }
 
 pub async fn environment_is_the_servers_with_forced_variables(url: &str) {
@@ -316,9 +322,9 @@ pub async fn environment_is_the_servers_with_forced_variables(url: &str) {
         panic!("no remote cwd: {:?}", rig.backend.environment());
     };
     let cmd = r#"echo "$UEXEC|$NO_COLOR|$TERM|$PAGER|${HOME:+home}|$(pwd)""#;
-    let s = rig.store.exec_command(exec(cmd, 2000)).await.unwrap();
-    assert_eq!(s.exit_code, Some(0));
-    assert_eq!(s.output, format!("1|1|dumb|cat|home|{}\n", cwd.display()));
+    let (out, last) = run_to_exit(&rig.store, exec(cmd, 2000)).await;
+    assert_eq!(last.exit_code, Some(0));
+    assert_eq!(out, format!("1|1|dumb|cat|home|{}\n", cwd.display()));
 }
 
 /// Cuts the connection for good; returns the pid of the command that ran through it.
@@ -359,12 +365,8 @@ pub async fn dropped_connection_fails_the_session(upstream: SocketAddr) -> u32 {
     let err = rig.store.exec_command(exec("true", 250)).await.unwrap_err();
     assert!(matches!(err, ExecError::Spawn(_)), "{err:?}");
     proxy.admit(Admission::Forward);
-    let s = rig
-        .store
-        .exec_command(exec("echo back", 2000))
-        .await
-        .unwrap();
-    assert_eq!((s.exit_code, s.output.as_str()), (Some(0), "back\n"));
+    let (out, last) = run_to_exit(&rig.store, exec("echo back", 2000)).await;
+    assert_eq!((last.exit_code, out.as_str()), (Some(0), "back\n"));
     pid
 }
 
