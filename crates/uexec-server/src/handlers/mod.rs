@@ -124,7 +124,7 @@ async fn route(
         Method::ProcessWrite => {
             let params = decode_params(params)?;
             let session = ready_session(conn, Guarded::Exec)?;
-            write::handle(id, &session, params).await?
+            write::handle(id, &session, params)?
         }
         Method::ProcessSignal => {
             let params = decode_params(params)?;
