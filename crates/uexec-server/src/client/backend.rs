@@ -113,13 +113,13 @@ impl RemoteBackend {
         let outcome = loop {
             match link.request(method, &params, timeout).await {
                 Ok(value) => {
-                    break serde_json::from_value::<StartResult>(value)
-                        .map(|_| ())
-                        .map_err(|e| ClientError::BadResponse {
+                    break value.decode::<StartResult>().map(|_| ()).map_err(|e| {
+                        ClientError::BadResponse {
                             url: self.url().to_string(),
                             method,
                             reason: e.to_string(),
-                        })
+                        }
+                    })
                 }
                 Err(CallError::Rpc(e))
                     if retried

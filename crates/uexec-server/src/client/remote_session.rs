@@ -28,9 +28,8 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use serde_json::Value;
 use tokio::sync::watch;
-use uexec_protocol::jsonrpc::decode_params;
+use uexec_protocol::jsonrpc::{decode_params, RawJson};
 use uexec_protocol::{
     ClosedNotification, ErrorCode, ExitedNotification, InitializeParams, InitializeResult, Method,
     OutputNotification,
@@ -300,9 +299,9 @@ impl RemoteSession {
     fn decode<R: DeserializeOwned>(
         &self,
         method: &'static str,
-        value: Value,
+        value: RawJson,
     ) -> Result<R, ClientError> {
-        serde_json::from_value(value).map_err(|e| ClientError::BadResponse {
+        value.decode().map_err(|e| ClientError::BadResponse {
             url: self.url.clone(),
             method,
             reason: e.to_string(),
@@ -324,24 +323,26 @@ impl RemoteSession {
 }
 
 impl NotificationSink for RemoteSession {
-    fn notification(&self, method: &str, params: Option<Value>) {
+    fn notification(&self, method: &str, params: Option<RawJson>) {
         let routed = match Method::from_name(method) {
-            Some(Method::ProcessOutput) => decode_params::<OutputNotification>(params).map(|n| {
-                let event = FeedEvent::Output {
-                    seq: n.seq,
-                    stream: engine_stream(n.stream),
-                    bytes: n.chunk.into_bytes(),
-                };
-                (n.process_id, event)
-            }),
-            Some(Method::ProcessExited) => decode_params::<ExitedNotification>(params).map(|n| {
-                let event = FeedEvent::Exited {
-                    seq: n.seq,
-                    exit_code: n.exit_code,
-                };
-                (n.process_id, event)
-            }),
-            Some(Method::ProcessClosed) => decode_params::<ClosedNotification>(params)
+            Some(Method::ProcessOutput) => decode_params::<OutputNotification>(params.as_ref())
+                .map(|n| {
+                    let event = FeedEvent::Output {
+                        seq: n.seq,
+                        stream: engine_stream(n.stream),
+                        bytes: n.chunk.into_bytes(),
+                    };
+                    (n.process_id, event)
+                }),
+            Some(Method::ProcessExited) => decode_params::<ExitedNotification>(params.as_ref())
+                .map(|n| {
+                    let event = FeedEvent::Exited {
+                        seq: n.seq,
+                        exit_code: n.exit_code,
+                    };
+                    (n.process_id, event)
+                }),
+            Some(Method::ProcessClosed) => decode_params::<ClosedNotification>(params.as_ref())
                 .map(|n| (n.process_id, FeedEvent::Closed { seq: n.seq })),
             _ => {
                 tracing::debug!(method, "ignoring a notification");
