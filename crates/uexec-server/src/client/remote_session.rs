@@ -353,7 +353,7 @@ impl NotificationSink for RemoteSession {
             Ok((process_id, event)) => {
                 let feed = lock(&self.feeds).get(&process_id).cloned();
                 match feed {
-                    Some(feed) => feed.send(event),
+                    Some(feed) => feed.notify(event),
                     None => tracing::debug!(process_id, method, "event of an unknown process"),
                 }
             }

@@ -1,5 +1,7 @@
-//! What one hostile frame costs the server in memory. The server runs in a child process (this
-//! test binary again, running [`child_exec_server`]), so its peak RSS (`VmHWM`) is its own.
+//! What a hostile peer costs in memory: one huge frame to the server, a flood of
+//! notifications to the remote backend. The side under test runs in a child process (this
+//! test binary again, running [`child_exec_server`] or [`child_remote_client`]), so its peak
+//! RSS (`VmHWM`) is its own.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -10,6 +12,8 @@ use tokio::process::Command;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::frame::Frame;
 use tokio_tungstenite::tungstenite::Message;
+use uexec_core::backend::{Backend, EnvMode, SpawnSpec};
+use uexec_server::client::RemoteBackend;
 use uexec_server::config::{MAX_FRAME_BYTES, MAX_MESSAGE_BYTES};
 
 use crate::helpers::{TestServer, WAIT};
@@ -137,5 +141,125 @@ async fn one_huge_frame_costs_the_server_less_than_four_times_the_limit() {
         MAX_MESSAGE_BYTES >> 20
     );
     eprintln!("peak RSS of the server: {} MiB", peak >> 20);
+    child.kill().await.unwrap();
+}
+
+/// Set in the child's environment (the server's URL): [`child_remote_client`] then runs.
+const CLIENT_VAR: &str = "UEXEC_IT_CHILD_REMOTE_CLIENT";
+
+/// Not a test: the client of [`a_flooding_server_costs_the_remote_backend_bounded_memory`],
+/// started as a child process. Spawns two processes on the server at `$CLIENT_VAR`, never
+/// reads their output, and waits until killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a client for other tests to run as a child process"]
+async fn child_remote_client() {
+    let Some(url) = std::env::var_os(CLIENT_VAR) else {
+        return;
+    };
+    let backend = RemoteBackend::connect(url.to_str().unwrap(), None)
+        .await
+        .unwrap();
+    let spec = SpawnSpec {
+        argv: vec!["cat".into()],
+        arg0: None,
+        cwd: "/".into(),
+        env: Default::default(),
+        env_mode: EnvMode::Exact,
+        tty: false,
+        pipe_stdin: false,
+    };
+    let first = backend.spawn(spec.clone()).await.unwrap();
+    let second = backend.spawn(spec).await.unwrap();
+    println!("spawned");
+    std::future::pending::<()>().await;
+    drop((first, second));
+}
+
+/// A server that floods 2 x 1500 notifications (190 MiB) of 64 KiB of output: one process in order
+/// (its feed waits on an output nobody reads: the inbox fills), the other from seq 2 on (seq 1
+/// never comes: the early-event buffer fills). It never answers `process/read`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flooding_server_costs_the_remote_backend_bounded_memory() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("ws://{}", listener.local_addr().unwrap());
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "memory::child_remote_client",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(CLIENT_VAR, &url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+    let (tcp, _) = tokio::time::timeout(WAIT, listener.accept())
+        .await
+        .expect("the child did not connect")
+        .unwrap();
+    let mut ws = tokio_tungstenite::accept_async(tcp).await.unwrap();
+    let mut started = Vec::new();
+    while started.len() < 2 {
+        let msg = tokio::time::timeout(WAIT, ws.next())
+            .await
+            .expect("the client sent nothing")
+            .unwrap()
+            .unwrap();
+        let Ok(text) = msg.to_text() else { continue };
+        let request: serde_json::Value = serde_json::from_str(text).unwrap();
+        let result = match request["method"].as_str() {
+            Some("initialize") => serde_json::json!({"sessionId": "s",
+                "environmentInfo": {"shell": {"name": "sh", "path": "/bin/sh"}}}),
+            Some("process/start") => {
+                let id = request["params"]["processId"].as_str().unwrap().to_string();
+                started.push(id.clone());
+                serde_json::json!({"processId": id})
+            }
+            _ => continue,
+        };
+        let answer = serde_json::json!({"id": request["id"], "result": result});
+        ws.send(Message::text(answer.to_string())).await.unwrap();
+    }
+    let chunk = crate::helpers::b64(&vec![b'x'; 64 * 1024]);
+    let flood = |process: &str, seq: u64| {
+        Message::text(format!(
+            r#"{{"method":"process/output","params":{{"processId":"{process}","seq":{seq},"stream":"stdout","chunk":"{chunk}"}}}}"#
+        ))
+    };
+    let sent = async {
+        for n in 0..1500u64 {
+            ws.feed(flood(&started[0], n + 1)).await?;
+            ws.feed(flood(&started[1], n + 2)).await?;
+        }
+        ws.flush().await
+    };
+    tokio::time::timeout(Duration::from_secs(120), sent)
+        .await
+        .expect("the client stopped reading")
+        .unwrap();
+    // Everything sent was read by the client (it answers a ping after the flood).
+    ws.send(Message::Ping(bytes::Bytes::from_static(b"after")))
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(Ok(msg)) = ws.next().await {
+            if matches!(&msg, Message::Pong(p) if &p[..] == b"after") {
+                return;
+            }
+        }
+        panic!("the client went away");
+    })
+    .await
+    .expect("no pong after the flood");
+    let peak = peak_rss(pid);
+    eprintln!("peak RSS of the client: {} MiB", peak >> 20);
+    assert!(
+        peak < 120 << 20,
+        "peak RSS {} MiB after a flood of 2 x 1500 x 64 KiB",
+        peak >> 20
+    );
     child.kill().await.unwrap();
 }
