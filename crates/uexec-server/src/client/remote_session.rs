@@ -211,7 +211,9 @@ impl RemoteSession {
             other => return other,
         }
         let (link, init) = self.handshake(None).await?;
-        tracing::info!(url = %self.url, session = %init.session_id, "opened a new exec-server session");
+        // The session id resumes the session: never above debug.
+        tracing::info!(url = %self.url, "opened a new exec-server session");
+        tracing::debug!(url = %self.url, session = %init.session_id, "new session id");
         self.install(link.clone(), init.session_id);
         Ok(link)
     }
@@ -434,12 +436,12 @@ async fn resume(session: &RemoteSession, session_id: &str) -> Result<Arc<Link>, 
                     r.code == ErrorCode::InvalidRequest.code()
                         || r.code == ErrorCode::NotFound.code()
                 });
+                // The id resumes the session: it goes in no message (the server's may echo it).
+                let e = e.to_string().replace(session_id, "<session id>");
                 if unknown {
-                    return Err(format!(
-                        "the server cannot resume session {session_id}: {e}"
-                    ));
+                    return Err(format!("the server cannot resume the session: {e}"));
                 }
-                last = e.to_string();
+                last = e;
             }
         }
         if attempt < config.reconnect_attempts {
@@ -448,7 +450,7 @@ async fn resume(session: &RemoteSession, session_id: &str) -> Result<Arc<Link>, 
         }
     }
     Err(format!(
-        "{} attempts to resume session {session_id} failed; the last: {last}",
+        "{} attempts to resume the session failed; the last: {last}",
         config.reconnect_attempts
     ))
 }

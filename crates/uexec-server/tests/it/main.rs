@@ -13,6 +13,7 @@ mod handshake;
 mod http;
 mod keepalive;
 mod lifecycle;
+mod logging;
 mod memory;
 mod properties;
 mod protocol_errors;

@@ -12,7 +12,7 @@ use uexec_server::client::RemoteBackend;
 use crate::helpers::{pid_alive, TestServer};
 use crate::remote_support::scenarios::{client_config, eventually, scratch_dir};
 
-fn spec(script: &str) -> SpawnSpec {
+pub fn spec(script: &str) -> SpawnSpec {
     SpawnSpec {
         argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
         arg0: None,
