@@ -28,6 +28,9 @@ pub const STDIN_QUEUE_WRITES: usize = 64;
 /// Bytes queued per process stdin; a write that would go past it is refused unless the queue
 /// is empty.
 pub const STDIN_QUEUE_MAX_BYTES: usize = 8 * 1024 * 1024;
+/// Requests of one connection waiting for their answer (long polls, queued stdin writes);
+/// more that may wait are refused at once.
+pub const MAX_PENDING_ANSWERS: usize = 4096;
 /// `writeId`s remembered per process for idempotency.
 pub const WRITE_IDS_REMEMBERED: usize = 4096;
 

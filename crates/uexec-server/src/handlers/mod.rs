@@ -19,7 +19,7 @@ use futures::future::BoxFuture;
 use serde::Serialize;
 use tokio::sync::oneshot;
 use uexec_protocol::jsonrpc::{decode_params, encode_error, encode_result, RawJson};
-use uexec_protocol::{Method, RequestId, RpcError};
+use uexec_protocol::{Method, ReadParams, RequestId, RpcError};
 
 use crate::connection::{Connection, Phase};
 use crate::session::Session;
@@ -116,13 +116,17 @@ async fn route(
             Reply::NowThenOpen(answer(id, Ok(result)), gate)
         }
         Method::ProcessRead => {
-            let params = decode_params(params.as_ref())?;
+            let params: ReadParams = decode_params(params.as_ref())?;
             let session = ready_session(conn, Guarded::Exec)?;
+            if params.wait_ms.unwrap_or(0) > 0 {
+                conn.room_to_wait()?;
+            }
             read::handle(id, &session, params).await?
         }
         Method::ProcessWrite => {
             let params = decode_params(params.as_ref())?;
             let session = ready_session(conn, Guarded::Exec)?;
+            conn.room_to_wait()?;
             write::handle(id, &session, params)?
         }
         Method::ProcessSignal => {
