@@ -12,11 +12,12 @@ use tokio::process::Command;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::frame::Frame;
 use tokio_tungstenite::tungstenite::Message;
-use uexec_core::backend::{Backend, EnvMode, SpawnSpec};
+use uexec_core::backend::Backend;
 use uexec_server::client::RemoteBackend;
 use uexec_server::config::{MAX_FRAME_BYTES, MAX_MESSAGE_BYTES};
 
 use crate::helpers::{TestServer, WAIT};
+use crate::remote_support::scenarios::spawn_spec;
 
 /// Set in the child's environment: [`child_exec_server`] then serves instead of returning.
 const CHILD_VAR: &str = "UEXEC_IT_CHILD_EXEC_SERVER";
@@ -32,6 +33,18 @@ async fn child_exec_server() {
     let server = TestServer::start().await;
     println!("url={}", server.url());
     std::future::pending::<()>().await;
+}
+
+/// This test binary again, running only the ignored test `name` with `var=value` set.
+fn run_child(name: &str, var: &str, value: &str) -> tokio::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--ignored", "--nocapture"])
+        .env(var, value)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
 }
 
 /// Peak resident memory of a process, in bytes.
@@ -58,19 +71,7 @@ fn repeated(prefix: &str, item: &str, suffix: &str, total: usize) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_huge_frame_costs_the_server_less_than_four_times_the_limit() {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "memory::child_exec_server",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env(CHILD_VAR, "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = run_child("memory::child_exec_server", CHILD_VAR, "1");
     let pid = child.id().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let url = tokio::time::timeout(WAIT, async {
@@ -159,15 +160,7 @@ async fn child_remote_client() {
     let backend = RemoteBackend::connect(url.to_str().unwrap(), None)
         .await
         .unwrap();
-    let spec = SpawnSpec {
-        argv: vec!["cat".into()],
-        arg0: None,
-        cwd: "/".into(),
-        env: Default::default(),
-        env_mode: EnvMode::Exact,
-        tty: false,
-        pipe_stdin: false,
-    };
+    let spec = spawn_spec(&["cat"]);
     let first = backend.spawn(spec.clone()).await.unwrap();
     let second = backend.spawn(spec).await.unwrap();
     println!("spawned");
@@ -182,19 +175,7 @@ async fn child_remote_client() {
 async fn a_flooding_server_costs_the_remote_backend_bounded_memory() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("ws://{}", listener.local_addr().unwrap());
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "memory::child_remote_client",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env(CLIENT_VAR, &url)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    let mut child = run_child("memory::child_remote_client", CLIENT_VAR, &url);
     let pid = child.id().unwrap();
     let (tcp, _) = tokio::time::timeout(WAIT, listener.accept())
         .await

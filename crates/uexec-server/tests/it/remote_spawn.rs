@@ -2,26 +2,18 @@
 //! a spawn abandoned while `process/start` is on its way.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
 use futures::{SinkExt, StreamExt};
 use tokio::net::{TcpListener, TcpStream};
-use uexec_core::backend::{Backend, EnvMode, SpawnSpec};
+use uexec_core::backend::{Backend, SpawnSpec};
 use uexec_server::client::RemoteBackend;
 
 use crate::helpers::{pid_alive, TestServer};
-use crate::remote_support::scenarios::{client_config, eventually, scratch_dir};
+use crate::remote_support::scenarios::{client_config, eventually, scratch_dir, spawn_spec};
 
+/// `sh -c script`.
 pub fn spec(script: &str) -> SpawnSpec {
-    SpawnSpec {
-        argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
-        arg0: None,
-        cwd: PathBuf::from("/"),
-        env: Default::default(),
-        env_mode: EnvMode::Exact,
-        tty: false,
-        pipe_stdin: false,
-    }
+    spawn_spec(&["/bin/sh", "-c", script])
 }
 
 /// The server's `exited` and `closed` may reach the process's feed before `spawn` looks at

@@ -59,6 +59,19 @@ pub async fn rig(url: &str) -> Rig {
     Rig { store, backend }
 }
 
+/// What a backend is asked to run directly: `argv` in `/`, pipes, an empty environment.
+pub fn spawn_spec(argv: &[&str]) -> SpawnSpec {
+    SpawnSpec {
+        argv: argv.iter().map(|a| a.to_string()).collect(),
+        arg0: None,
+        cwd: PathBuf::from("/"),
+        env: Default::default(),
+        env_mode: EnvMode::Exact,
+        tty: false,
+        pipe_stdin: false,
+    }
+}
+
 pub fn exec(cmd: &str, yield_ms: i64) -> ExecRequest {
     ExecRequest {
         cmd: cmd.into(),
@@ -300,15 +313,7 @@ pub async fn spawn_failures_name_the_cause(url: &str) {
     let err = rig.store.exec_command(missing_dir).await.unwrap_err();
     assert!(matches!(err, ExecError::Spawn(_)), "{err:?}");
     // The backend maps the server's `spawnNotFound` to NotFound.
-    let spec = SpawnSpec {
-        argv: vec!["/nonexistent/uexec-program".into()],
-        arg0: None,
-        cwd: PathBuf::from("/"),
-        env: Default::default(),
-        env_mode: EnvMode::Exact,
-        tty: false,
-        pipe_stdin: false,
-    };
+    let spec = spawn_spec(&["/nonexistent/uexec-program"]);
     let err = rig.backend.spawn(spec).await.unwrap_err();
     assert_eq!(err.kind, BackendErrorKind::NotFound, "{err:?}");
     // Nothing else broke.
