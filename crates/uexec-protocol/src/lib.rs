@@ -16,11 +16,13 @@
 //! Process events (`process/output`, `process/exited`, `process/closed`) share one `seq`
 //! counter per process, starting at 1; `closed` is always the last.
 //!
-//! Modules: [`jsonrpc`] (envelopes, ids, error codes, parsing), [`method`] (method names),
+//! Modules: [`jsonrpc`] (envelopes, ids, error codes, parsing), [`bounded`] (length-capped
+//! lists in params), [`method`] (method names),
 //! [`session`] (`initialize`, `environment/info`), [`process`] (the `process/*` requests),
 //! [`events`] (the notifications), [`chunk`] (base64 byte chunks), [`file_uri`] (`file://`
 //! working directories).
 
+pub mod bounded;
 pub mod chunk;
 pub mod events;
 #[cfg(unix)]

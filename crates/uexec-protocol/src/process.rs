@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bounded::{bounded_map, bounded_vec};
 use crate::chunk::ByteChunk;
 
 /// Params of `process/start`.
@@ -16,10 +17,12 @@ use crate::chunk::ByteChunk;
 pub struct StartParams {
     /// Client-chosen key of the process within its session (not an OS pid).
     pub process_id: String,
+    #[serde(deserialize_with = "bounded_vec")]
     pub argv: Vec<String>,
     /// Working directory as a `file://` URI.
     pub cwd: String,
     /// Without `envPolicy`, the exact environment of the process; with it, an overlay.
+    #[serde(deserialize_with = "bounded_map")]
     pub env: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env_policy: Option<EnvPolicy>,
@@ -41,13 +44,13 @@ pub struct EnvPolicy {
     #[serde(default)]
     pub ignore_default_excludes: bool,
     /// Case-insensitive wildcard patterns (`*`, `?`) of names to drop.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bounded_vec")]
     pub exclude: Vec<String>,
     /// Variables to set.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bounded_map")]
     pub set: BTreeMap<String, String>,
     /// When non-empty, only names matching one of these patterns survive.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bounded_vec")]
     pub include_only: Vec<String>,
 }
 

@@ -22,8 +22,15 @@ pub const PING_INTERVAL_MS: u64 = 30_000;
 pub const IDLE_TIMEOUT_MS: u64 = 3 * PING_INTERVAL_MS;
 /// Messages queued for one connection before producers wait (backpressure to the processes).
 pub const OUTBOUND_QUEUE_MESSAGES: usize = 256;
-/// Writes queued per process stdin before the connection waits.
+/// Writes queued per process stdin; one more is refused (the connection never waits for a
+/// process's stdin).
 pub const STDIN_QUEUE_WRITES: usize = 64;
+/// Bytes queued per process stdin; a write that would go past it is refused unless the queue
+/// is empty.
+pub const STDIN_QUEUE_MAX_BYTES: usize = 8 * 1024 * 1024;
+/// Requests of one connection waiting for their answer (long polls, queued stdin writes);
+/// more that may wait are refused at once.
+pub const MAX_PENDING_ANSWERS: usize = 4096;
 /// `writeId`s remembered per process for idempotency.
 pub const WRITE_IDS_REMEMBERED: usize = 4096;
 

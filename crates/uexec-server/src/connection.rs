@@ -8,7 +8,10 @@
 //!    (`-32600`), as Codex does;
 //! 3. requests are handled in arrival order; the ones that may wait (a `process/read` long
 //!    poll, a stdin write behind a full pipe) are answered from a task of the connection, so
-//!    they never hold up later requests;
+//!    they never hold up later requests (at most `MAX_PENDING_ANSWERS` at a time: more are
+//!    refused at once). Nothing on this path waits for a process; the only wait is for room
+//!    in the connection's own outbound queue, i.e. for the peer to read (a peer that reads
+//!    nothing for `idle_timeout` is dropped by the WebSocket writer, which frees this path);
 //! 4. the `initialized` notification completes the handshake; other notifications and
 //!    responses from the client are ignored (Codex drops the connection; ignoring is kinder).
 //!
@@ -19,7 +22,9 @@ use std::sync::Arc;
 
 use tokio::task::JoinSet;
 use uexec_protocol::jsonrpc::{self, encode_error, MALFORMED_MESSAGE_ID};
-use uexec_protocol::{Incoming, Method, RequestId};
+use uexec_protocol::{Incoming, Method, RequestId, RpcError};
+
+use crate::config::MAX_PENDING_ANSWERS;
 
 use crate::handlers::{self, Reply};
 use crate::outbound::Outbound;
@@ -63,6 +68,18 @@ impl Connection {
             Phase::New => None,
             Phase::Initializing(s) | Phase::Ready(s) => Some(s),
         }
+    }
+
+    /// Refuses a request that may wait for its answer when [`MAX_PENDING_ANSWERS`] already do.
+    pub(crate) fn room_to_wait(&mut self) -> Result<(), RpcError> {
+        while self.pending.try_join_next().is_some() {}
+        if self.pending.len() >= MAX_PENDING_ANSWERS {
+            return Err(RpcError::internal(format!(
+                "{MAX_PENDING_ANSWERS} requests of this connection are already waiting for \
+                 their answers; send this one again once some are answered"
+            )));
+        }
+        Ok(())
     }
 
     /// Handles one frame (a WebSocket message or a stdio line).

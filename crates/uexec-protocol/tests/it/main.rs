@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use uexec_protocol::jsonrpc::{
-    self, encode_error, encode_notification, encode_request, encode_result,
+    self, encode_error, encode_notification, encode_request, encode_result, RawJson,
 };
 use uexec_protocol::{
     file_uri, ByteChunk, Incoming, OutputNotification, OutputStream, RequestId, RpcError,
@@ -59,13 +59,13 @@ proptest! {
         let text = encode_request(&id, &method, &params).unwrap();
         prop_assert!(!text.contains("jsonrpc"));
         let parsed = jsonrpc::parse(text.as_bytes()).unwrap();
-        prop_assert_eq!(parsed, Incoming::Request { id, method, params: Some(params) });
+        prop_assert_eq!(parsed, Incoming::Request { id, method, params: Some(RawJson::from_value(&params).unwrap()) });
     }
 
     #[test]
     fn responses_round_trip(id in request_id(), result in json_value(), code in any::<i64>(), message in ".{0,20}") {
         let ok = jsonrpc::parse(encode_result(&id, &result).unwrap().as_bytes()).unwrap();
-        prop_assert_eq!(ok, Incoming::Response { id: id.clone(), outcome: Ok(result) });
+        prop_assert_eq!(ok, Incoming::Response { id: id.clone(), outcome: Ok(RawJson::from_value(&result).unwrap()) });
         let error = RpcError { code, message, data: None };
         let err = jsonrpc::parse(encode_error(&id, &error).as_bytes()).unwrap();
         prop_assert_eq!(err, Incoming::Response { id, outcome: Err(error) });
@@ -83,7 +83,7 @@ proptest! {
         let Incoming::Notification { params: Some(params), .. } = jsonrpc::parse(text.as_bytes()).unwrap() else {
             panic!("not a notification: {text}");
         };
-        let back: OutputNotification = serde_json::from_value(params).unwrap();
+        let back: OutputNotification = params.decode().unwrap();
         prop_assert_eq!(back.chunk.into_bytes().to_vec(), bytes);
     }
 

@@ -9,8 +9,10 @@
 //!    a policy); if the link drops meanwhile and is resumed, the start is sent again and
 //!    "already exists" then means the first one worked;
 //! 4. hand the engine the feed's output channel and exit oneshot, and a [`RemoteControl`].
-//!    A start that got no verdict (timeout, lost link) is followed by a `process/terminate`,
-//!    in case it did start.
+//!    A start that got no verdict (timeout, lost link), or whose `spawn` future was dropped
+//!    once the request could be out (the caller cancelled), is followed by a
+//!    `process/terminate`, in case it did start; its feed ends. A process that already ended
+//!    when its start is confirmed is handed over all the same (its exit report says how).
 //!
 //! A refused start maps to a [`BackendError`]: `NotFound` when the server says
 //! `data.kind == "spawnNotFound"`, `Unavailable` when the connection failed.
@@ -29,7 +31,7 @@ use uexec_protocol::{
 
 use super::control::RemoteControl;
 use super::error::ClientError;
-use super::feed::{self, FeedEvent};
+use super::feed::{self, FeedEvent, FeedHandle};
 use super::link::CallError;
 use super::remote_session::RemoteSession;
 use super::ClientConfig;
@@ -98,6 +100,13 @@ impl RemoteBackend {
         let link = self.session.link_for_spawn().await?;
         let process_id = self.session.next_process_id();
         let feed = feed::start(&self.session, process_id.clone());
+        // From here on, dropping this future must not leave a process nobody looks at.
+        let pending = PendingStart {
+            session: &self.session,
+            process_id: process_id.clone(),
+            feed: feed.handle.clone(),
+            settled: false,
+        };
         let params = start_params(&process_id, spec);
         let method = Method::ProcessStart.as_str();
         let timeout = Some(self.session.config().request_timeout);
@@ -106,13 +115,13 @@ impl RemoteBackend {
         let outcome = loop {
             match link.request(method, &params, timeout).await {
                 Ok(value) => {
-                    break serde_json::from_value::<StartResult>(value)
-                        .map(|_| ())
-                        .map_err(|e| ClientError::BadResponse {
+                    break value.decode::<StartResult>().map(|_| ()).map_err(|e| {
+                        ClientError::BadResponse {
                             url: self.url().to_string(),
                             method,
                             reason: e.to_string(),
-                        })
+                        }
+                    })
                 }
                 Err(CallError::Rpc(e))
                     if retried
@@ -132,24 +141,12 @@ impl RemoteBackend {
             }
         };
         if let Err(e) = outcome {
-            if e.rpc_error().is_none() {
-                // No verdict: the process may have started. Nobody will ever look at it.
-                let params = TerminateParams { process_id };
-                self.session
-                    .send_and_forget(Method::ProcessTerminate.as_str(), params);
-            }
-            feed.handle
-                .send(FeedEvent::Lost(format!("process/start failed: {e}")));
+            pending.fail(&e);
             return Err(e);
         }
-        feed.handle.send(FeedEvent::Started);
-        if feed.handle.is_finished() {
-            // The connection was lost for good between the start and now.
-            return Err(ClientError::ConnectionLost {
-                url: self.url().to_string(),
-                reason: "while the process was starting".to_string(),
-            });
-        }
+        pending.started();
+        // The feed may have ended already (a quick exit, or the connection lost for good):
+        // either way the exit report says how, like a local process that died at once.
         let control = RemoteControl::new(self.session.clone(), process_id, feed.handle);
         Ok(SpawnedProcess {
             pid: None,
@@ -157,6 +154,50 @@ impl RemoteBackend {
             exit: feed.exit,
             control: Arc::new(control),
         })
+    }
+}
+
+/// A `process/start` under way. Dropped unsettled (the spawn was cancelled, or got no
+/// verdict), it terminates the process in case the server started it, and ends its feed.
+struct PendingStart<'a> {
+    session: &'a RemoteSession,
+    process_id: String,
+    feed: FeedHandle,
+    settled: bool,
+}
+
+impl PendingStart<'_> {
+    /// The server confirmed the start: the feed may read the process from now on.
+    fn started(mut self) {
+        self.feed.send(FeedEvent::Started);
+        self.settled = true;
+    }
+
+    /// The start failed. A server's refusal started nothing; any other failure (a timeout,
+    /// a lost link) leaves it unknown, and dropping `self` unsettled terminates the process.
+    fn fail(mut self, error: &ClientError) {
+        if error.rpc_error().is_some() {
+            self.feed
+                .send(FeedEvent::Lost(format!("process/start failed: {error}")));
+            self.settled = true;
+        }
+    }
+}
+
+impl Drop for PendingStart<'_> {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        let params = TerminateParams {
+            process_id: self.process_id.clone(),
+        };
+        self.session
+            .send_and_forget(Method::ProcessTerminate.as_str(), params);
+        self.feed.send(FeedEvent::Lost(format!(
+            "process/start of {} got no answer",
+            self.process_id
+        )));
     }
 }
 

@@ -19,11 +19,15 @@
 //! 4. a connection lost for good fails the process: exit unknown, failure `connection to
 //!    <url> lost: ...` (no failure when the process was being terminated anyway).
 //!
-//! The output channel is bounded: a slow reader of the output slows this task, whose own
-//! inbox is unbounded, so the connection's reader never waits for one process.
+//! The output channel is bounded: a slow reader of the output slows this task. Its inbox never
+//! makes the connection's reader wait for one process, and is bounded all the same: server
+//! notifications beyond `feed_inbox_events` or `feed_inbox_bytes` are dropped, the feed is
+//! told once ([`FeedEvent::Overflow`]) and reads them again like any gap. The other events
+//! come from this client's own actions (one per start, resume, read, terminate), so they are
+//! few.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
@@ -70,6 +74,54 @@ pub(crate) enum FeedEvent {
     Gone,
     /// The connection is gone for good (the failure message).
     Lost(String),
+    /// Notifications were dropped for want of room in the inbox (up to the given seq).
+    Overflow,
+}
+
+/// What the inbox holds of server notifications, to refuse more than its bounds.
+#[derive(Debug)]
+struct InboxBudget {
+    events: AtomicUsize,
+    bytes: AtomicUsize,
+    max_events: usize,
+    max_bytes: usize,
+    /// The highest seq dropped since the feed last looked.
+    dropped: AtomicU64,
+    /// An [`FeedEvent::Overflow`] is on its way.
+    overflow_sent: AtomicBool,
+}
+
+impl InboxBudget {
+    /// Takes an event of `bytes` bytes in, unless that passes a bound (an empty inbox takes
+    /// any one event).
+    fn admit(&self, bytes: usize) -> bool {
+        let events = self.events.load(Ordering::SeqCst);
+        let queued = self.bytes.load(Ordering::SeqCst);
+        if events > 0
+            && (events >= self.max_events || queued.saturating_add(bytes) > self.max_bytes)
+        {
+            return false;
+        }
+        self.events.fetch_add(1, Ordering::SeqCst);
+        self.bytes.fetch_add(bytes, Ordering::SeqCst);
+        true
+    }
+
+    fn release(&self, bytes: usize) {
+        self.events.fetch_sub(1, Ordering::SeqCst);
+        self.bytes.fetch_sub(bytes, Ordering::SeqCst);
+    }
+}
+
+impl FeedEvent {
+    /// The seq and size of a server notification (`None` for the client's own events).
+    fn notification(&self) -> Option<(u64, usize)> {
+        match self {
+            Self::Output { seq, bytes, .. } => Some((*seq, bytes.len())),
+            Self::Exited { seq, .. } | Self::Closed { seq } => Some((*seq, 0)),
+            _ => None,
+        }
+    }
 }
 
 /// A cheap handle on a feed.
@@ -77,11 +129,31 @@ pub(crate) enum FeedEvent {
 pub(crate) struct FeedHandle {
     tx: mpsc::UnboundedSender<FeedEvent>,
     finished: Arc<AtomicBool>,
+    budget: Arc<InboxBudget>,
 }
 
 impl FeedHandle {
+    /// Sends one of the client's own events (never dropped).
     pub fn send(&self, event: FeedEvent) {
         let _ = self.tx.send(event);
+    }
+
+    /// Sends a server notification, or drops it when the inbox is full (the feed is told, and
+    /// reads it again).
+    pub fn notify(&self, event: FeedEvent) {
+        let Some((seq, bytes)) = event.notification() else {
+            return self.send(event);
+        };
+        if self.budget.admit(bytes) {
+            if self.tx.send(event).is_err() {
+                self.budget.release(bytes);
+            }
+            return;
+        }
+        self.budget.dropped.fetch_max(seq, Ordering::SeqCst);
+        if !self.budget.overflow_sent.swap(true, Ordering::SeqCst) {
+            self.send(FeedEvent::Overflow);
+        }
     }
 
     /// Whether the feed ended (output closed, exit reported).
@@ -105,21 +177,32 @@ pub(crate) struct FeedOutputs {
 /// Registers a feed for `process_id` in `session` and starts its task. Register before
 /// `process/start` is sent, so no event can come before its feed.
 pub(crate) fn start(session: &Arc<RemoteSession>, process_id: String) -> FeedOutputs {
+    // Unbounded by count, bounded by `FeedHandle::notify`'s budget (see the module docs).
     let (tx, rx) = mpsc::unbounded_channel();
     let (out_tx, output) = mpsc::channel(OUTPUT_CHANNEL_CHUNKS);
     let (exit_tx, exit) = oneshot::channel();
+    let config = session.config();
+    let budget = Arc::new(InboxBudget {
+        events: AtomicUsize::new(0),
+        bytes: AtomicUsize::new(0),
+        max_events: config.feed_inbox_events,
+        max_bytes: config.feed_inbox_bytes,
+        dropped: AtomicU64::new(0),
+        overflow_sent: AtomicBool::new(false),
+    });
     let handle = FeedHandle {
         tx,
         finished: Arc::new(AtomicBool::new(false)),
+        budget: budget.clone(),
     };
     session.register_feed(&process_id, handle.clone());
-    let config = session.config();
     let feed = Feed {
         process_id,
         session: Arc::downgrade(session),
         me: handle.tx.downgrade(),
         finished: handle.finished.clone(),
-        sequencer: Sequencer::new(config.max_early_events),
+        sequencer: Sequencer::new(config.max_early_events, config.max_early_bytes),
+        budget,
         gap_fill_delay: config.gap_fill_delay,
         output: Some(out_tx),
         exit: Some(exit_tx),
@@ -160,6 +243,7 @@ struct Feed {
     /// handle is gone).
     me: mpsc::WeakUnboundedSender<FeedEvent>,
     finished: Arc<AtomicBool>,
+    budget: Arc<InboxBudget>,
     sequencer: Sequencer<Item>,
     gap_fill_delay: std::time::Duration,
     /// `None` once closed.
@@ -198,6 +282,9 @@ impl Feed {
                 // Every sender is gone: the spawn failed and nobody will look.
                 break;
             };
+            if let Some((_, bytes)) = event.notification() {
+                self.budget.release(bytes);
+            }
             let flow = match event {
                 FeedEvent::Lost(reason) => {
                     let items = self.sequencer.drain();
@@ -221,16 +308,25 @@ impl Feed {
 
     async fn on_event(&mut self, event: FeedEvent) -> Flow {
         let items = match event {
-            FeedEvent::Output { seq, stream, bytes } => self
-                .sequencer
-                .push(seq, Item::Output(OutputChunk { stream, bytes })),
+            FeedEvent::Output { seq, stream, bytes } => {
+                let len = bytes.len();
+                let item = Item::Output(OutputChunk { stream, bytes });
+                self.sequencer.push_sized(seq, item, len)
+            }
             FeedEvent::Exited { seq, exit_code } => {
-                self.exit_seen = true;
+                // Seen only if held: one dropped for want of room is read again.
+                self.exit_seen |= self.sequencer.accepts(seq, 0);
                 self.sequencer.push(seq, Item::Exited(exit_code))
             }
             FeedEvent::Closed { seq } => {
-                self.closed_seen = true;
+                self.closed_seen |= self.sequencer.accepts(seq, 0);
                 self.sequencer.push(seq, Item::Closed)
+            }
+            FeedEvent::Overflow => {
+                self.budget.overflow_sent.store(false, Ordering::SeqCst);
+                let dropped = self.budget.dropped.swap(0, Ordering::SeqCst);
+                self.sequencer.note_dropped(dropped);
+                Vec::new()
             }
             FeedEvent::Started => {
                 self.started = true;

@@ -24,13 +24,12 @@ use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use serde::Serialize;
-use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::header::{HeaderValue, AUTHORIZATION};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
-use uexec_protocol::jsonrpc::{self, encode_notification, encode_request};
+use uexec_protocol::jsonrpc::{self, encode_notification, encode_request, RawJson};
 use uexec_protocol::{Incoming, RequestId, RpcError};
 
 use super::error::ClientError;
@@ -38,7 +37,7 @@ use crate::config::lock;
 
 /// Where a link delivers the server's notifications.
 pub(crate) trait NotificationSink: Send + Sync + 'static {
-    fn notification(&self, method: &str, params: Option<Value>);
+    fn notification(&self, method: &str, params: Option<RawJson>);
 }
 
 /// Timers of a link.
@@ -60,7 +59,7 @@ pub(crate) enum CallError {
     Timeout(Duration),
 }
 
-type Pending = Mutex<HashMap<i64, oneshot::Sender<Result<Value, RpcError>>>>;
+type Pending = Mutex<HashMap<i64, oneshot::Sender<Result<RawJson, RpcError>>>>;
 
 struct Shared {
     pending: Pending,
@@ -190,7 +189,7 @@ impl Link {
         method: &str,
         params: &P,
         timeout: Option<Duration>,
-    ) -> Result<Value, CallError> {
+    ) -> Result<RawJson, CallError> {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let text = encode_request(&RequestId::Integer(id), method, params)
             .map_err(|e| CallError::Rpc(RpcError::invalid_params(e.to_string())))?;

@@ -50,8 +50,15 @@ pub const RECONNECT_BACKOFF_MAX: Duration = Duration::from_millis(1_000);
 /// How long a seq gap may last before it is filled with `process/read`.
 pub const GAP_FILL_DELAY_MS: u64 = 250;
 /// Events one process may hold while waiting for a missing seq; a full buffer is filled at
-/// once.
+/// once, and what comes early into it is dropped (and read again).
 pub const MAX_EARLY_EVENTS: usize = 256;
+/// Bytes of output one process may hold while waiting for a missing seq (one bigger chunk is
+/// held alone).
+pub const MAX_EARLY_BYTES: usize = 16 * 1024 * 1024;
+/// Notifications waiting for one process's feed task; more are dropped (and read again).
+pub const FEED_INBOX_EVENTS: usize = 1024;
+/// Bytes of output waiting for one process's feed task; more are dropped (and read again).
+pub const FEED_INBOX_BYTES: usize = 16 * 1024 * 1024;
 /// Interval of the client's WebSocket pings.
 pub const PING_INTERVAL_MS: u64 = 15_000;
 /// A server silent this long (not even a pong) is considered gone.
@@ -67,6 +74,9 @@ pub struct ClientConfig {
     pub reconnect_backoff: Duration,
     pub gap_fill_delay: Duration,
     pub max_early_events: usize,
+    pub max_early_bytes: usize,
+    pub feed_inbox_events: usize,
+    pub feed_inbox_bytes: usize,
     pub ping_interval: Duration,
     pub idle_timeout: Duration,
 }
@@ -80,6 +90,9 @@ impl Default for ClientConfig {
             reconnect_backoff: Duration::from_millis(RECONNECT_BACKOFF_MS),
             gap_fill_delay: Duration::from_millis(GAP_FILL_DELAY_MS),
             max_early_events: MAX_EARLY_EVENTS,
+            max_early_bytes: MAX_EARLY_BYTES,
+            feed_inbox_events: FEED_INBOX_EVENTS,
+            feed_inbox_bytes: FEED_INBOX_BYTES,
             ping_interval: Duration::from_millis(PING_INTERVAL_MS),
             idle_timeout: Duration::from_millis(IDLE_TIMEOUT_MS),
         }

@@ -28,9 +28,8 @@ use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use serde_json::Value;
 use tokio::sync::watch;
-use uexec_protocol::jsonrpc::decode_params;
+use uexec_protocol::jsonrpc::{decode_params, RawJson};
 use uexec_protocol::{
     ClosedNotification, ErrorCode, ExitedNotification, InitializeParams, InitializeResult, Method,
     OutputNotification,
@@ -212,7 +211,9 @@ impl RemoteSession {
             other => return other,
         }
         let (link, init) = self.handshake(None).await?;
-        tracing::info!(url = %self.url, session = %init.session_id, "opened a new exec-server session");
+        // The session id resumes the session: never above debug.
+        tracing::info!(url = %self.url, "opened a new exec-server session");
+        tracing::debug!(url = %self.url, session = %init.session_id, "new session id");
         self.install(link.clone(), init.session_id);
         Ok(link)
     }
@@ -300,9 +301,9 @@ impl RemoteSession {
     fn decode<R: DeserializeOwned>(
         &self,
         method: &'static str,
-        value: Value,
+        value: RawJson,
     ) -> Result<R, ClientError> {
-        serde_json::from_value(value).map_err(|e| ClientError::BadResponse {
+        value.decode().map_err(|e| ClientError::BadResponse {
             url: self.url.clone(),
             method,
             reason: e.to_string(),
@@ -324,24 +325,26 @@ impl RemoteSession {
 }
 
 impl NotificationSink for RemoteSession {
-    fn notification(&self, method: &str, params: Option<Value>) {
+    fn notification(&self, method: &str, params: Option<RawJson>) {
         let routed = match Method::from_name(method) {
-            Some(Method::ProcessOutput) => decode_params::<OutputNotification>(params).map(|n| {
-                let event = FeedEvent::Output {
-                    seq: n.seq,
-                    stream: engine_stream(n.stream),
-                    bytes: n.chunk.into_bytes(),
-                };
-                (n.process_id, event)
-            }),
-            Some(Method::ProcessExited) => decode_params::<ExitedNotification>(params).map(|n| {
-                let event = FeedEvent::Exited {
-                    seq: n.seq,
-                    exit_code: n.exit_code,
-                };
-                (n.process_id, event)
-            }),
-            Some(Method::ProcessClosed) => decode_params::<ClosedNotification>(params)
+            Some(Method::ProcessOutput) => decode_params::<OutputNotification>(params.as_ref())
+                .map(|n| {
+                    let event = FeedEvent::Output {
+                        seq: n.seq,
+                        stream: engine_stream(n.stream),
+                        bytes: n.chunk.into_bytes(),
+                    };
+                    (n.process_id, event)
+                }),
+            Some(Method::ProcessExited) => decode_params::<ExitedNotification>(params.as_ref())
+                .map(|n| {
+                    let event = FeedEvent::Exited {
+                        seq: n.seq,
+                        exit_code: n.exit_code,
+                    };
+                    (n.process_id, event)
+                }),
+            Some(Method::ProcessClosed) => decode_params::<ClosedNotification>(params.as_ref())
                 .map(|n| (n.process_id, FeedEvent::Closed { seq: n.seq })),
             _ => {
                 tracing::debug!(method, "ignoring a notification");
@@ -352,7 +355,7 @@ impl NotificationSink for RemoteSession {
             Ok((process_id, event)) => {
                 let feed = lock(&self.feeds).get(&process_id).cloned();
                 match feed {
-                    Some(feed) => feed.send(event),
+                    Some(feed) => feed.notify(event),
                     None => tracing::debug!(process_id, method, "event of an unknown process"),
                 }
             }
@@ -433,12 +436,12 @@ async fn resume(session: &RemoteSession, session_id: &str) -> Result<Arc<Link>, 
                     r.code == ErrorCode::InvalidRequest.code()
                         || r.code == ErrorCode::NotFound.code()
                 });
+                // The id resumes the session: it goes in no message (the server's may echo it).
+                let e = e.to_string().replace(session_id, "<session id>");
                 if unknown {
-                    return Err(format!(
-                        "the server cannot resume session {session_id}: {e}"
-                    ));
+                    return Err(format!("the server cannot resume the session: {e}"));
                 }
-                last = e.to_string();
+                last = e;
             }
         }
         if attempt < config.reconnect_attempts {
@@ -447,7 +450,7 @@ async fn resume(session: &RemoteSession, session_id: &str) -> Result<Arc<Link>, 
         }
     }
     Err(format!(
-        "{} attempts to resume session {session_id} failed; the last: {last}",
+        "{} attempts to resume the session failed; the last: {last}",
         config.reconnect_attempts
     ))
 }

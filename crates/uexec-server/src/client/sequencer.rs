@@ -5,8 +5,11 @@
 //! order, but a reconnect loses the ones sent while the client was away (servers do not
 //! replay them), and a server is free to send them out of order. So the client:
 //! 1. delivers an event only when every smaller seq was delivered ([`Sequencer::push`]);
-//! 2. keeps what came early in a buffer; a buffer holding anything is a *gap*, and a full
-//!    buffer ([`Sequencer::is_full`]) is a gap to fill at once rather than after a grace;
+//! 2. keeps what came early in a buffer, bounded in events and bytes; a buffer holding
+//!    anything is a *gap*, and a full buffer ([`Sequencer::is_full`]) is a gap to fill at once
+//!    rather than after a grace. What comes early into a full buffer is dropped, not kept
+//!    (a hostile or runaway server cannot grow it): the gap it leaves counts as a gap until a
+//!    read accounts for it, so the read fetches it again;
 //! 3. fills gaps with a `process/read {afterSeq}`: its chunks are pushed like notifications,
 //!    then everything below its `nextSeq` counts as accounted for ([`Sequencer::skip_to`]);
 //! 4. counts what the read could not return ([`lost_output_events`]): a server retains only
@@ -21,19 +24,27 @@ use std::collections::BTreeMap;
 pub struct Sequencer<T> {
     /// The seq the next delivered event must carry.
     next: u64,
-    /// Events that arrived before their turn.
-    early: BTreeMap<u64, T>,
+    /// Events that arrived before their turn, with their sizes.
+    early: BTreeMap<u64, (T, usize)>,
+    early_bytes: usize,
     max_early: usize,
+    max_early_bytes: usize,
+    /// The highest seq dropped for want of room (a gap until something accounts for it).
+    dropped: Option<u64>,
 }
 
 impl<T> Sequencer<T> {
-    /// A sequencer expecting seq 1 that holds up to `max_early` early events before it calls
-    /// itself full.
-    pub fn new(max_early: usize) -> Self {
+    /// A sequencer expecting seq 1 that holds up to `max_early` early events and
+    /// `max_early_bytes` bytes of them (one bigger event is held alone) before it calls itself
+    /// full.
+    pub fn new(max_early: usize, max_early_bytes: usize) -> Self {
         Self {
             next: 1,
             early: BTreeMap::new(),
+            early_bytes: 0,
             max_early: max_early.max(1),
+            max_early_bytes,
+            dropped: None,
         }
     }
 
@@ -43,24 +54,60 @@ impl<T> Sequencer<T> {
         self.next
     }
 
+    /// Whether [`Sequencer::push_sized`] would deliver or hold this event (rather than
+    /// dropping it as a duplicate or for want of room).
+    pub fn accepts(&self, seq: u64, bytes: usize) -> bool {
+        if seq < self.next || self.early.contains_key(&seq) {
+            return false;
+        }
+        seq == self.next || self.early.is_empty() || !self.would_overflow(bytes)
+    }
+
+    fn would_overflow(&self, bytes: usize) -> bool {
+        self.early.len() >= self.max_early
+            || self.early_bytes.saturating_add(bytes) > self.max_early_bytes
+    }
+
     /// Takes an event; returns the events now deliverable, in order. A seq already delivered
     /// (or given up) is a duplicate and is dropped; a repeated early seq keeps the first.
     pub fn push(&mut self, seq: u64, event: T) -> Vec<T> {
-        if seq < self.next {
+        self.push_sized(seq, event, 0)
+    }
+
+    /// [`Sequencer::push`] of an event of `bytes` bytes: an early one that does not fit is
+    /// dropped and leaves a gap.
+    pub fn push_sized(&mut self, seq: u64, event: T, bytes: usize) -> Vec<T> {
+        if seq < self.next || self.early.contains_key(&seq) {
             return Vec::new();
         }
-        self.early.entry(seq).or_insert(event);
+        if seq != self.next && !self.early.is_empty() && self.would_overflow(bytes) {
+            self.dropped = self.dropped.max(Some(seq));
+            return Vec::new();
+        }
+        self.early_bytes += bytes;
+        self.early.insert(seq, (event, bytes));
         self.release()
     }
 
-    /// Whether an early event waits for a missing one.
-    pub fn has_gap(&self) -> bool {
-        !self.early.is_empty()
+    /// Records that events up to `seq` were dropped before they got here (a gap until a
+    /// read accounts for them).
+    pub fn note_dropped(&mut self, seq: u64) {
+        if seq >= self.next {
+            self.dropped = self.dropped.max(Some(seq));
+        }
     }
 
-    /// Whether the buffer of early events is at its bound.
+    /// Whether an event is missing: an early event waits for it, or a dropped one is not
+    /// accounted for yet.
+    pub fn has_gap(&self) -> bool {
+        !self.early.is_empty() || self.dropped.is_some_and(|seq| seq >= self.next)
+    }
+
+    /// Whether the buffer of early events is at its bound. (Dropped events alone are a gap,
+    /// not fullness: a server whose reads never account for them is not read in a loop.)
     pub fn is_full(&self) -> bool {
         self.early.len() >= self.max_early
+            || (!self.early.is_empty() && self.early_bytes >= self.max_early_bytes)
     }
 
     /// Declares every seq below `seq` accounted for: early events below it are released in
@@ -69,7 +116,11 @@ impl<T> Sequencer<T> {
         let mut out = Vec::new();
         if seq > self.next {
             let later = self.early.split_off(&seq);
-            out.extend(std::mem::replace(&mut self.early, later).into_values());
+            let below = std::mem::replace(&mut self.early, later);
+            out.extend(below.into_values().map(|(event, bytes)| {
+                self.early_bytes -= bytes;
+                event
+            }));
             self.next = seq;
         }
         out.extend(self.release());
@@ -81,7 +132,12 @@ impl<T> Sequencer<T> {
         if let Some((&last, _)) = self.early.last_key_value() {
             self.next = self.next.max(last + 1);
         }
-        std::mem::take(&mut self.early).into_values().collect()
+        self.early_bytes = 0;
+        self.dropped = None;
+        std::mem::take(&mut self.early)
+            .into_values()
+            .map(|(event, _)| event)
+            .collect()
     }
 
     /// Seqs of the early events within `range`.
@@ -94,12 +150,13 @@ impl<T> Sequencer<T> {
 
     /// Whether an early event satisfies `f`.
     pub fn any_early(&self, f: impl Fn(&T) -> bool) -> bool {
-        self.early.values().any(f)
+        self.early.values().any(|(event, _)| f(event))
     }
 
     fn release(&mut self) -> Vec<T> {
         let mut out = Vec::new();
-        while let Some(event) = self.early.remove(&self.next) {
+        while let Some((event, bytes)) = self.early.remove(&self.next) {
+            self.early_bytes -= bytes;
             out.push(event);
             self.next += 1;
         }
@@ -142,7 +199,7 @@ mod tests {
 
     #[test]
     fn in_order_events_flow_straight_through() {
-        let mut s = Sequencer::new(8);
+        let mut s = Sequencer::new(8, usize::MAX);
         assert_eq!(s.push(1, 'a'), vec!['a']);
         assert_eq!(s.push(2, 'b'), vec!['b']);
         assert!(!s.has_gap());
@@ -151,7 +208,7 @@ mod tests {
 
     #[test]
     fn early_events_wait_for_the_missing_one() {
-        let mut s = Sequencer::new(8);
+        let mut s = Sequencer::new(8, usize::MAX);
         assert!(s.push(2, 'b').is_empty());
         assert!(s.push(3, 'c').is_empty());
         assert!(s.has_gap());
@@ -161,7 +218,7 @@ mod tests {
 
     #[test]
     fn duplicates_are_dropped() {
-        let mut s = Sequencer::new(8);
+        let mut s = Sequencer::new(8, usize::MAX);
         s.push(1, 'a');
         assert!(s.push(1, 'x').is_empty());
         assert!(s.push(3, 'c').is_empty());
@@ -171,7 +228,7 @@ mod tests {
 
     #[test]
     fn skip_to_gives_up_on_holes_below_it() {
-        let mut s = Sequencer::new(8);
+        let mut s = Sequencer::new(8, usize::MAX);
         s.push(1, 'a');
         s.push(3, 'c');
         s.push(6, 'f');
@@ -186,8 +243,31 @@ mod tests {
     }
 
     #[test]
+    fn a_full_buffer_drops_what_comes_early_and_calls_that_a_gap() {
+        let mut s = Sequencer::new(2, 100);
+        s.push_sized(3, 'c', 10);
+        s.push_sized(4, 'd', 10);
+        assert!(!s.accepts(5, 10));
+        assert!(s.push_sized(5, 'e', 10).is_empty(), "dropped: no room");
+        assert_eq!(s.early_seqs(1..10), vec![3, 4]);
+        // The next event in order is always taken.
+        assert_eq!(s.push_sized(1, 'a', 10), vec!['a']);
+        // A read accounting for 2..5 releases what was held; 5 is still missing.
+        assert_eq!(s.skip_to(3), vec!['c', 'd']);
+        assert!(s.has_gap() && !s.is_full(), "5 was dropped");
+        assert_eq!(s.skip_to(6), Vec::<char>::new());
+        assert!(!s.has_gap());
+
+        let mut s = Sequencer::new(100, 100);
+        s.push_sized(3, 'c', 200);
+        assert!(s.is_full(), "one big event is held alone");
+        assert!(s.push_sized(4, 'd', 1).is_empty());
+        assert_eq!(s.early_seqs(1..10), vec![3]);
+    }
+
+    #[test]
     fn fullness_is_bounded_by_early_events() {
-        let mut s = Sequencer::new(2);
+        let mut s = Sequencer::new(2, usize::MAX);
         s.push(3, 'c');
         assert!(!s.is_full());
         s.push(4, 'd');
@@ -231,7 +311,7 @@ mod tests {
             order in Just((1u64..=40).collect::<Vec<_>>()).prop_shuffle(),
             dups in proptest::collection::vec(1u64..=40, 0..10),
         ) {
-            let mut s = Sequencer::new(64);
+            let mut s = Sequencer::new(64, usize::MAX);
             let mut out = Vec::new();
             for seq in order.iter().chain(dups.iter()) {
                 out.extend(s.push(*seq, *seq));

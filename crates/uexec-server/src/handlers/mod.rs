@@ -17,10 +17,9 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde::Serialize;
-use serde_json::Value;
 use tokio::sync::oneshot;
-use uexec_protocol::jsonrpc::{decode_params, encode_error, encode_result};
-use uexec_protocol::{Method, RequestId, RpcError};
+use uexec_protocol::jsonrpc::{decode_params, encode_error, encode_result, RawJson};
+use uexec_protocol::{Method, ReadParams, RequestId, RpcError};
 
 use crate::connection::{Connection, Phase};
 use crate::session::Session;
@@ -78,7 +77,7 @@ pub async fn dispatch(
     conn: &mut Connection,
     id: &RequestId,
     method: &str,
-    params: Option<Value>,
+    params: Option<RawJson>,
 ) -> Reply {
     let Some(method) = Method::from_name(method) else {
         return Reply::Now(answer::<()>(
@@ -98,41 +97,45 @@ async fn route(
     conn: &mut Connection,
     id: &RequestId,
     method: Method,
-    params: Option<Value>,
+    params: Option<RawJson>,
 ) -> Result<Reply, RpcError> {
     Ok(match method {
         Method::Initialize => {
-            let params = decode_params(params)?;
+            let params = decode_params(params.as_ref())?;
             Reply::Now(answer(id, initialize::handle(conn, params)))
         }
         Method::EnvironmentInfo => {
-            let _: EmptyParams = decode_params(params)?;
+            let _: EmptyParams = decode_params(params.as_ref())?;
             ready_session(conn, Guarded::EnvironmentInfo)?;
             Reply::Now(answer(id, Ok(environment_info::handle(conn))))
         }
         Method::ProcessStart => {
-            let params = decode_params(params)?;
+            let params = decode_params(params.as_ref())?;
             let session = ready_session(conn, Guarded::Exec)?;
             let (result, gate) = start::handle(conn, &session, params).await?;
             Reply::NowThenOpen(answer(id, Ok(result)), gate)
         }
         Method::ProcessRead => {
-            let params = decode_params(params)?;
+            let params: ReadParams = decode_params(params.as_ref())?;
             let session = ready_session(conn, Guarded::Exec)?;
+            if params.wait_ms.unwrap_or(0) > 0 {
+                conn.room_to_wait()?;
+            }
             read::handle(id, &session, params).await?
         }
         Method::ProcessWrite => {
-            let params = decode_params(params)?;
+            let params = decode_params(params.as_ref())?;
             let session = ready_session(conn, Guarded::Exec)?;
-            write::handle(id, &session, params).await?
+            conn.room_to_wait()?;
+            write::handle(id, &session, params)?
         }
         Method::ProcessSignal => {
-            let params = decode_params(params)?;
+            let params = decode_params(params.as_ref())?;
             let session = ready_session(conn, Guarded::Exec)?;
             Reply::Now(answer(id, signal::handle(&session, params).await))
         }
         Method::ProcessTerminate => {
-            let params = decode_params(params)?;
+            let params = decode_params(params.as_ref())?;
             let session = ready_session(conn, Guarded::Exec)?;
             Reply::Now(answer(id, Ok(terminate::handle(&session, params))))
         }

@@ -4,7 +4,8 @@
 //! while the spawn is under way, `stdinClosed` for a pipe-mode process without `pipeStdin`
 //! (exited or not) or whose stdin is gone, else `accepted` once written. `writeId` must be
 //! non-empty; a repeated one is not written again (see `process/stdin.rs`). The write is
-//! queued in order right away and answered when done.
+//! queued in order right away and answered when done; a full queue (a process that does not
+//! read its stdin) refuses it at once with `-32603`, `data.kind = "stdinFull"`.
 
 use std::sync::Arc;
 
@@ -15,7 +16,7 @@ use super::{answer, Reply};
 use crate::process::stdin::PendingWrite;
 use crate::session::{Lookup, Session};
 
-pub async fn handle(
+pub fn handle(
     id: &RequestId,
     session: &Arc<Session>,
     params: WriteParams,
@@ -29,11 +30,9 @@ pub async fn handle(
         Lookup::Unknown => return now(WriteStatus::UnknownProcess),
         Lookup::Starting => return now(WriteStatus::Starting),
     };
-    match handle
-        .submit_write(params.write_id, params.chunk.into_bytes())
-        .await
-    {
+    match handle.submit_write(params.write_id, params.chunk.into_bytes()) {
         PendingWrite::Done(status) => now(status),
+        PendingWrite::Refused(error) => Err(error),
         pending => {
             let id = id.clone();
             Ok(Reply::Later(

@@ -102,10 +102,10 @@ impl ProcessHandle {
         }
     }
 
-    /// Queues a stdin write in call order (see [`stdin`]).
-    pub async fn submit_write(&self, write_id: String, bytes: Bytes) -> PendingWrite {
+    /// Queues a stdin write in call order, without waiting (see [`stdin`]).
+    pub fn submit_write(&self, write_id: String, bytes: Bytes) -> PendingWrite {
         match &self.0.stdin {
-            Some(stdin) => stdin.submit(write_id, bytes).await,
+            Some(stdin) => stdin.submit(&self.0.id, write_id, bytes),
             None => PendingWrite::Done(WriteStatus::StdinClosed),
         }
     }

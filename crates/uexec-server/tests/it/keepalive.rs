@@ -19,11 +19,17 @@ fn fast_keepalive() -> ServerConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quiet_client_that_answers_pings_stays_connected() {
-    let server = TestServer::start_with(fast_keepalive(), None).await;
+    // An idle timeout a busy machine's scheduler cannot come near (it once did at 400 ms).
+    let config = ServerConfig {
+        ping_interval: Duration::from_millis(25),
+        idle_timeout: Duration::from_millis(1_000),
+        ..ServerConfig::default()
+    };
+    let server = TestServer::start_with(config, None).await;
     let client = server.session().await;
-    // Many idle timeouts' worth of pings, each answered by the client library.
+    // Three idle timeouts' worth of pings, each answered by the client library.
     client
-        .wait_for("20 pings", |inbox| (inbox.pings >= 20).then_some(()))
+        .wait_for("120 pings", |inbox| (inbox.pings >= 120).then_some(()))
         .await;
     assert!(!client.inbox().closed);
     client.call("environment/info", json!({})).await;

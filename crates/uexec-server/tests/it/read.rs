@@ -3,6 +3,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use uexec_server::config::MAX_PENDING_ANSWERS;
 
 use crate::helpers::{unb64, TestServer};
 
@@ -109,4 +110,37 @@ async fn a_long_poll_answers_after_wait_ms_or_on_exit() {
     let state = client.response(&poll).await["result"].clone();
     assert_eq!(state["exited"], true);
     assert_eq!(state["exitCode"], 7);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_requests_per_connection_are_bounded() {
+    let server = TestServer::start().await;
+    let client = server.session().await;
+    client.sh("idle", "exec sleep 600", json!({})).await;
+    let n = MAX_PENDING_ANSWERS + 10;
+    let ids: Vec<_> = (0..n)
+        .map(|_| {
+            client.send_request(
+                "process/read",
+                json!({"processId": "idle", "afterSeq": 0, "waitMs": 600_000}),
+            )
+        })
+        .collect();
+    // Those past the bound are refused at once; the connection still answers.
+    let refused = client.response(&ids[n - 1]).await;
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("waiting"),
+        "{refused}"
+    );
+    let terminated = client
+        .call("process/terminate", json!({"processId": "idle"}))
+        .await;
+    assert_eq!(terminated["running"], true);
+    // The long polls end with the process.
+    let answered = client.response(&ids[0]).await;
+    assert_eq!(answered["result"]["exited"], true, "{answered}");
 }

@@ -9,7 +9,9 @@ use uexec_server::client::{ClientError, RemoteBackend};
 use uexec_server::ServerConfig;
 
 use crate::helpers::TestServer;
-use crate::remote_support::scenarios::{self, eventually, exec, pid_alive, poll, rig, write};
+use crate::remote_support::scenarios::{
+    self, eventually, exec, pid_alive, poll, rig, run_to_exit, write,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn echo_hi_runs_on_the_server() {
@@ -120,13 +122,10 @@ async fn background_jobs_die_once_the_exit_is_reported() {
     // left of the group (codex 0.171 leaves it running).
     let server = TestServer::start().await;
     let rig = rig(&server.url()).await;
-    let s = rig
-        .store
-        .exec_command(exec("sleep 1000 >/dev/null 2>&1 & echo pid=$!", 2000))
-        .await
-        .unwrap();
-    assert_eq!(s.exit_code, Some(0), "{s:?}");
-    let pid: u32 = s.output.trim().trim_start_matches("pid=").parse().unwrap();
+    let cmd = "sleep 1000 >/dev/null 2>&1 & echo pid=$!";
+    let (out, last) = run_to_exit(&rig.store, exec(cmd, 2000)).await;
+    assert_eq!(last.exit_code, Some(0), "{last:?}");
+    let pid: u32 = out.trim().trim_start_matches("pid=").parse().unwrap();
     eventually(&format!("background job {pid} to die"), || !pid_alive(pid)).await;
 }
 

@@ -211,7 +211,13 @@ async fn a_full_reorder_buffer_is_filled_at_once() {
             exited(7, 0),
             closed(8),
         ],
-        read: read_result(&[(1, "1"), (2, "2"), (3, "3")], 4, false, false),
+        // What a server retains: the buffer holds 2..=5 and drops what comes after.
+        read: read_result(
+            &[(1, "1"), (2, "2"), (3, "3"), (4, "4"), (5, "5"), (6, "6")],
+            9,
+            true,
+            true,
+        ),
     })
     .await;
     let config = ClientConfig {

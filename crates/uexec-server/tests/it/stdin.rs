@@ -1,8 +1,11 @@
 //! `process/write`: closed stdin, pipes, PTYs, writeId idempotency.
 
-use serde_json::json;
+use std::time::Duration;
 
-use crate::helpers::{b64, TestServer};
+use serde_json::{json, Value};
+use uexec_server::ServerConfig;
+
+use crate::helpers::{b64, eventually, pid_alive, Client, TestServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_pipe_stdin_stdin_is_closed() {
@@ -111,4 +114,76 @@ async fn writes_queue_in_order_behind_a_full_pipe() {
         .call("process/terminate", json!({"processId": "slow"}))
         .await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Starts `sleep 600` with an open stdin pipe it never reads and floods that stdin with
+/// `writes` pipelined 64 KiB writes; returns the sleep's pid and the writes' request ids.
+async fn flood_a_stdin_nobody_reads(client: &Client, writes: usize) -> (u32, Vec<Value>) {
+    client
+        .sh(
+            "deaf",
+            "echo pid=$$; exec sleep 600",
+            json!({"pipeStdin": true}),
+        )
+        .await;
+    let out = client.wait_output("deaf", b"\n").await;
+    let pid = String::from_utf8(out).unwrap();
+    let pid: u32 = pid.trim().trim_start_matches("pid=").parse().unwrap();
+    let chunk = b64(&vec![b'x'; 64 * 1024]);
+    let ids = (0..writes)
+        .map(|i| {
+            client.send_request(
+                "process/write",
+                json!({"processId": "deaf", "chunk": chunk, "writeId": format!("w{i}")}),
+            )
+        })
+        .collect();
+    (pid, ids)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_that_never_reads_its_stdin_does_not_wedge_the_connection() {
+    let server = TestServer::start().await;
+    let client = server.session().await;
+    let (pid, writes) = flood_a_stdin_nobody_reads(&client, 200).await;
+    // Read and answered behind 200 writes the process will never take.
+    let terminated = client
+        .call("process/terminate", json!({"processId": "deaf"}))
+        .await;
+    assert_eq!(terminated["running"], true);
+    eventually(&format!("pid {pid} to die"), || !pid_alive(pid)).await;
+    // Every write got an answer: written, refused as the queue was full, or stdin closed by
+    // the kill; none was written twice nor silently dropped.
+    let mut full = 0;
+    for id in &writes {
+        let reply = client.response(id).await;
+        match (&reply["result"]["status"], &reply["error"]) {
+            (Value::String(s), Value::Null) if s == "accepted" || s == "stdinClosed" => {}
+            (Value::Null, error) if error["data"]["kind"] == "stdinFull" => {
+                assert_eq!(error["code"], -32603, "{reply}");
+                full += 1;
+            }
+            _ => panic!("unexpected answer to a write: {reply}"),
+        }
+    }
+    assert!(full > 0, "200 writes of 64 KiB cannot all be queued");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_connection_behind_a_full_stdin_is_noticed_and_its_session_expires() {
+    let config = ServerConfig {
+        detached_session_ttl: Duration::from_millis(200),
+        ..ServerConfig::default()
+    };
+    let server = TestServer::start_with(config, None).await;
+    let client = server.session().await;
+    let (pid, _) = flood_a_stdin_nobody_reads(&client, 200).await;
+    client.call("environment/info", json!({})).await;
+    drop(client);
+    // The server sees the socket go, detaches the session, and expires it with its process.
+    eventually(&format!("pid {pid} to die"), || !pid_alive(pid)).await;
+    eventually("the session to expire", || {
+        server.server.session_count() == 0
+    })
+    .await;
 }

@@ -59,6 +59,19 @@ pub async fn rig(url: &str) -> Rig {
     Rig { store, backend }
 }
 
+/// What a backend is asked to run directly: `argv` in `/`, pipes, an empty environment.
+pub fn spawn_spec(argv: &[&str]) -> SpawnSpec {
+    SpawnSpec {
+        argv: argv.iter().map(|a| a.to_string()).collect(),
+        arg0: None,
+        cwd: PathBuf::from("/"),
+        env: Default::default(),
+        env_mode: EnvMode::Exact,
+        tty: false,
+        pipe_stdin: false,
+    }
+}
+
 pub fn exec(cmd: &str, yield_ms: i64) -> ExecRequest {
     ExecRequest {
         cmd: cmd.into(),
@@ -97,6 +110,13 @@ pub async fn collect(store: &Arc<SessionStore>, first: Snapshot) -> (String, Sna
         out.push_str(&last.output);
     }
     (out, last)
+}
+
+/// Runs a command and polls it until it exits (a busy machine may take longer than the
+/// first window); all output and the last snapshot.
+pub async fn run_to_exit(store: &Arc<SessionStore>, req: ExecRequest) -> (String, Snapshot) {
+    let first = store.exec_command(req).await.expect("exec_command");
+    collect(store, first).await
 }
 
 /// Polls a running session until its output (accumulated in `out`) contains `needle`.
@@ -182,10 +202,9 @@ pub async fn echo_hi(url: &str) {
         environment_id: Some(REMOTE.into()),
         ..ExecRequest::default()
     };
-    let s = rig.store.exec_command(req).await.unwrap();
-    assert_eq!(s.exit_code, Some(0), "{s:?}");
-    assert_eq!(s.session_id, None);
-    assert_eq!(s.output, "hi\n");
+    let (out, last) = run_to_exit(&rig.store, req).await;
+    assert_eq!(last.exit_code, Some(0), "{last:?}");
+    assert_eq!(out, "hi\n");
 }
 
 pub async fn long_command_polled_to_completion(url: &str) {
@@ -294,20 +313,12 @@ pub async fn spawn_failures_name_the_cause(url: &str) {
     let err = rig.store.exec_command(missing_dir).await.unwrap_err();
     assert!(matches!(err, ExecError::Spawn(_)), "{err:?}");
     // The backend maps the server's `spawnNotFound` to NotFound.
-    let spec = SpawnSpec {
-        argv: vec!["/nonexistent/uexec-program".into()],
-        arg0: None,
-        cwd: PathBuf::from("/"),
-        env: Default::default(),
-        env_mode: EnvMode::Exact,
-        tty: false,
-        pipe_stdin: false,
-    };
+    let spec = spawn_spec(&["/nonexistent/uexec-program"]);
     let err = rig.backend.spawn(spec).await.unwrap_err();
     assert_eq!(err.kind, BackendErrorKind::NotFound, "{err:?}");
     // Nothing else broke.
-    let s = rig.store.exec_command(exec("echo ok", 2000)).await.unwrap();
-    assert_eq!((s.exit_code, s.output.as_str()), (Some(0), "ok\n"));
+    let (out, last) = run_to_exit(&rig.store, exec("echo ok", 2000)).await;
+    assert_eq!((last.exit_code, out.as_str()), (Some(0), "ok\n"));
 }
 
 pub async fn environment_is_the_servers_with_forced_variables(url: &str) {
@@ -316,9 +327,9 @@ pub async fn environment_is_the_servers_with_forced_variables(url: &str) {
         panic!("no remote cwd: {:?}", rig.backend.environment());
     };
     let cmd = r#"echo "$UEXEC|$NO_COLOR|$TERM|$PAGER|${HOME:+home}|$(pwd)""#;
-    let s = rig.store.exec_command(exec(cmd, 2000)).await.unwrap();
-    assert_eq!(s.exit_code, Some(0));
-    assert_eq!(s.output, format!("1|1|dumb|cat|home|{}\n", cwd.display()));
+    let (out, last) = run_to_exit(&rig.store, exec(cmd, 2000)).await;
+    assert_eq!(last.exit_code, Some(0));
+    assert_eq!(out, format!("1|1|dumb|cat|home|{}\n", cwd.display()));
 }
 
 /// Cuts the connection for good; returns the pid of the command that ran through it.
@@ -359,12 +370,8 @@ pub async fn dropped_connection_fails_the_session(upstream: SocketAddr) -> u32 {
     let err = rig.store.exec_command(exec("true", 250)).await.unwrap_err();
     assert!(matches!(err, ExecError::Spawn(_)), "{err:?}");
     proxy.admit(Admission::Forward);
-    let s = rig
-        .store
-        .exec_command(exec("echo back", 2000))
-        .await
-        .unwrap();
-    assert_eq!((s.exit_code, s.output.as_str()), (Some(0), "back\n"));
+    let (out, last) = run_to_exit(&rig.store, exec("echo back", 2000)).await;
+    assert_eq!((last.exit_code, out.as_str()), (Some(0), "back\n"));
     pid
 }
 
