@@ -69,6 +69,8 @@ pub struct ClientConfig {
     pub max_early_events: usize,
     pub ping_interval: Duration,
     pub idle_timeout: Duration,
+    /// Whom `wss://` servers must be certified by.
+    pub trust: crate::net::tls::ClientTrust,
 }
 
 impl Default for ClientConfig {
@@ -82,6 +84,7 @@ impl Default for ClientConfig {
             max_early_events: MAX_EARLY_EVENTS,
             ping_interval: Duration::from_millis(PING_INTERVAL_MS),
             idle_timeout: Duration::from_millis(IDLE_TIMEOUT_MS),
+            trust: crate::net::tls::ClientTrust::default(),
         }
     }
 }
