@@ -77,7 +77,7 @@ impl ListenerArgs {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ExposureError {
     #[error(
-        "refusing to listen on non-loopback address {addr} without a token: set {token_flags}"
+        "refusing to listen on non-loopback address {addr} without a bearer token: set {token_flags}"
     )]
     NoToken {
         addr: SocketAddr,

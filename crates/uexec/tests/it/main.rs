@@ -4,7 +4,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod helpers;
+mod net_support;
 
 mod mcp_environments;
 mod mcp_http;
 mod mcp_stdio;
+mod net_hardening;
+mod net_peer_user;
+mod net_tls;
