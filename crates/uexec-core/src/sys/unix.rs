@@ -387,7 +387,7 @@ pub fn raise_nofile_limit() -> io::Result<u64> {
             return Err(io::Error::last_os_error());
         }
     }
-    Ok(limit.rlim_cur as u64)
+    Ok(limit.rlim_cur)
 }
 
 /// `prctl(PR_SET_DUMPABLE, 0)`: other processes of the same user, the server's own commands

@@ -23,3 +23,4 @@ mod retention;
 mod signals;
 mod stdin;
 mod stdio;
+mod tls;

@@ -5,6 +5,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 
 use crate::helpers::{rand_suffix, UEXEC};
 
@@ -22,7 +23,7 @@ pub fn python() -> &'static str {
 pub struct Served {
     pub child: Child,
     pub addr: String,
-    pub stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    pub stderr: Arc<Mutex<String>>,
 }
 
 impl Drop for Served {
@@ -107,12 +108,13 @@ pub fn mcp_http(args: &[&str]) -> Served {
             break rest.trim_end_matches("/mcp").to_owned();
         }
     };
-    let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let stderr = Arc::new(Mutex::new(String::new()));
     let sink = stderr.clone();
     std::thread::spawn(move || {
         for line in lines.map_while(Result::ok) {
-            sink.lock().unwrap().push_str(&line);
-            sink.lock().unwrap().push('\n');
+            let mut text = sink.lock().unwrap();
+            text.push_str(&line);
+            text.push('\n');
         }
     });
     Served {
@@ -122,14 +124,15 @@ pub fn mcp_http(args: &[&str]) -> Served {
     }
 }
 
-fn drain_stderr(child: &mut Child) -> std::sync::Arc<std::sync::Mutex<String>> {
-    let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+fn drain_stderr(child: &mut Child) -> Arc<Mutex<String>> {
+    let stderr = Arc::new(Mutex::new(String::new()));
     let sink = stderr.clone();
     let pipe = child.stderr.take().unwrap();
     std::thread::spawn(move || {
         for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-            sink.lock().unwrap().push_str(&line);
-            sink.lock().unwrap().push('\n');
+            let mut text = sink.lock().unwrap();
+            text.push_str(&line);
+            text.push('\n');
         }
     });
     stderr
@@ -206,18 +209,36 @@ pub fn make_cert(dir: &Path) -> (PathBuf, PathBuf) {
     (cert, key)
 }
 
-/// Runs `uexec ARGS` to completion; returns (success, stderr).
+/// Runs `uexec ARGS` to completion (killed after 20 s: a server that should have refused to
+/// start would otherwise run forever); returns (success, stderr).
 pub fn run_uexec(args: &[&str]) -> (bool, String) {
-    let out = Command::new(UEXEC)
+    let mut child = Command::new(UEXEC)
         .args(args)
         .env_remove("UEXEC_TOKEN")
         .env_remove("UEXEC_REMOTE_TOKEN")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .output()
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let stderr = drain_stderr(&mut child);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // The drain thread ends at EOF, which follows the exit; give it a moment.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while Arc::strong_count(&stderr) > 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let text = stderr.lock().unwrap().clone();
+    (status.is_some_and(|s| s.success()), text)
 }
