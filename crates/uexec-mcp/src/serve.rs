@@ -90,8 +90,9 @@ pub struct McpArgs {
     /// --environment-token-file). Visible in `ps`: prefer --remote-token-file.
     #[arg(long, env = "UEXEC_REMOTE_TOKEN", hide_env_values = true)]
     pub remote_token: Option<String>,
-    /// Read the bearer token for the --environment exec servers from this file.
-    #[arg(long, value_name = "PATH", conflicts_with = "remote_token")]
+    /// Read the bearer token for the --environment exec servers from this file (wins over
+    /// --remote-token and UEXEC_REMOTE_TOKEN).
+    #[arg(long, value_name = "PATH")]
     pub remote_token_file: Option<PathBuf>,
     /// Read the bearer token of environment NAME from PATH (wins over --remote-token).
     /// Repeatable, one per environment.

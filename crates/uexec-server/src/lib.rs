@@ -62,8 +62,9 @@ pub struct ServeArgs {
     #[arg(long, env = "UEXEC_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
 
-    /// Read the bearer token from this file (its first line; keep it mode 0600).
-    #[arg(long, value_name = "PATH", conflicts_with = "token")]
+    /// Read the bearer token from this file (its first line; keep it mode 0600); wins over
+    /// --token and UEXEC_TOKEN.
+    #[arg(long, value_name = "PATH")]
     pub token_file: Option<std::path::PathBuf>,
 
     #[command(flatten)]

@@ -132,12 +132,21 @@ async fn run_socket(server: Arc<ExecServer>, socket: WebSocket) {
                     let Some(text) = text else { break };
                     // A peer that takes nothing for `idle_timeout` is as gone as a silent one.
                     let burst = write_burst(&mut sink, &mut queue, text);
-                    if !matches!(tokio::time::timeout(config.idle_timeout, burst).await, Ok(Ok(()))) {
-                        return;
+                    match tokio::time::timeout(config.idle_timeout, burst).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => {
+                            tracing::debug!("websocket write failed: {e}");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!("websocket peer took nothing for {:?}", config.idle_timeout);
+                            return;
+                        }
                     }
                 }
                 _ = ping.tick() => {
-                    if sink.send(Message::Ping(Bytes::new())).await.is_err() {
+                    if let Err(e) = sink.send(Message::Ping(Bytes::new())).await {
+                        tracing::debug!("websocket ping failed: {e}");
                         return;
                     }
                 }
@@ -156,7 +165,10 @@ async fn run_socket(server: Arc<ExecServer>, socket: WebSocket) {
             Ok(Some(Ok(Message::Text(text)))) => conn.handle_frame(text.as_bytes()).await,
             Ok(Some(Ok(Message::Binary(bytes)))) => conn.handle_frame(&bytes).await,
             Ok(Some(Ok(Message::Ping(_) | Message::Pong(_)))) => {}
-            Ok(Some(Ok(Message::Close(_)))) | Ok(None) => break,
+            Ok(Some(Ok(Message::Close(_)))) | Ok(None) => {
+                tracing::debug!("websocket closed by the peer");
+                break;
+            }
             Ok(Some(Err(e))) => {
                 tracing::debug!("websocket read failed: {e}");
                 break;

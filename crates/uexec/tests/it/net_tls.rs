@@ -20,7 +20,7 @@ async fn an_exec_server_over_tls_runs_commands_for_a_client_trusting_its_ca() {
         key.to_str().unwrap(),
         token.to_str().unwrap(),
     );
-    let server = serve(&[
+    let mut server = serve(&[
         "--listen",
         "wss://127.0.0.1:0",
         "--tls-cert",
@@ -49,7 +49,15 @@ async fn an_exec_server_over_tls_runs_commands_for_a_client_trusting_its_ca() {
         json!({"cmd": "echo over-tls", "login": false, "yield_time_ms": 5000, "environment_id": "box"}),
     )
     .await;
-    assert_eq!(structured(&r)["exit_code"], 0, "{}", text(&r));
+    if structured(&r)["exit_code"] != 0 {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        panic!(
+            "{}\nserver status {:?}: {}",
+            text(&r),
+            server.child.try_wait(),
+            server.stderr.lock().unwrap()
+        );
+    }
     assert_eq!(structured(&r)["output"], "over-tls\n");
     client.cancel().await.unwrap();
 
