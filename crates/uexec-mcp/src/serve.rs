@@ -170,6 +170,9 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     };
     let server = UexecServer::new(stores.clone(), names, args.codex_tools_only);
     let result = match args.http {
+        None if args.listener.tls_cert.is_some() => Err(anyhow::anyhow!(
+            "--tls-cert and --tls-key serve HTTPS: they need --http ADDR"
+        )),
         None => serve_stdio(server).await,
         Some(addr) => serve_http(&args, addr, server).await,
     };

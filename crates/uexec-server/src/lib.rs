@@ -96,6 +96,9 @@ async fn run(
 ) -> anyhow::Result<()> {
     match listen {
         ListenAddr::Stdio => {
+            if listener_args.tls_cert.is_some() {
+                anyhow::bail!("--tls-cert and --tls-key need a wss:// --listen address, not stdio");
+            }
             // On a runtime worker: spawns tie the children's parent-death signal to this thread.
             tokio::spawn(transport::stdio::serve(server))
                 .await

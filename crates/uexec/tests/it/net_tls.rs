@@ -128,6 +128,22 @@ fn bad_tls_and_token_flags_are_named() {
         (&["serve", "--tls-cert", "/nonexistent/c"], "--tls-key"),
         (&["serve", "--listen", "wss://127.0.0.1:0"], "--tls-cert"),
         (
+            &[
+                "serve",
+                "--listen",
+                "stdio",
+                "--tls-cert",
+                "c",
+                "--tls-key",
+                "k",
+            ],
+            "--tls-cert and --tls-key need a wss://",
+        ),
+        (
+            &["mcp", "--tls-cert", "c", "--tls-key", "k"],
+            "--tls-cert and --tls-key serve HTTPS: they need --http",
+        ),
+        (
             &["serve", "--token-file", "/nonexistent/t"],
             "--token-file /nonexistent/t",
         ),
