@@ -9,11 +9,12 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
 use axum::extract::Request;
-use axum::http::{header, StatusCode};
+
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -22,7 +23,10 @@ use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 use uexec_core::env::EnvPolicy;
 use uexec_core::{Backend, LocalBackend, SessionStore, StoreConfig};
-use uexec_server::client::RemoteBackend;
+use uexec_server::client::{ClientConfig, RemoteBackend};
+use uexec_server::net::secret::read_token_file;
+use uexec_server::net::tls::ClientTrust;
+use uexec_server::net::{authorize, Access, HttpListener, ListenerArgs, Peer};
 use uexec_server::shutdown_signal;
 
 use crate::server::UexecServer;
@@ -32,12 +36,14 @@ use crate::stores::{Principal, Stores};
 #[derive(Debug, Clone, clap::Args)]
 pub struct McpArgs {
     /// Serve streamable HTTP on ADDR (e.g. 127.0.0.1:8765) at the path /mcp instead of
-    /// stdio. Loopback addresses only, unless a bearer token is set.
+    /// stdio (https:// with --tls-cert). Loopback addresses only, unless a bearer token is
+    /// set; without a token, only this server's own user may connect.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
     /// Bearer token HTTP clients must send (`Authorization: Bearer TOKEN`); required to
     /// listen on a non-loopback address. Repeatable (or comma-separated in UEXEC_TOKEN):
     /// each token is a client with sessions of its own that no other token can see.
+    /// Visible in `ps`: prefer --token-file.
     #[arg(
         long = "token",
         env = "UEXEC_TOKEN",
@@ -45,6 +51,12 @@ pub struct McpArgs {
         value_delimiter = ','
     )]
     pub tokens: Vec<String>,
+    /// Read a bearer token from this file (its first line; keep it mode 0600). Repeatable,
+    /// like --token.
+    #[arg(long = "token-file", value_name = "PATH")]
+    pub token_files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub listener: ListenerArgs,
     /// Extra Host header value accepted over HTTP (repeatable); loopback names are always
     /// accepted.
     #[arg(long = "allow-host", value_name = "HOST")]
@@ -70,13 +82,26 @@ pub struct McpArgs {
     #[arg(long = "env-drop", value_name = "NAME")]
     pub env_drop: Vec<String>,
     /// Offer another place to run commands: an exec server (`uexec serve` or
-    /// `codex exec-server`) at a ws:// URL, chosen per call with exec_command's
+    /// `codex exec-server`) at a ws:// or wss:// URL, chosen per call with exec_command's
     /// `environment_id: NAME`. Repeatable.
     #[arg(long = "environment", value_name = "NAME=URL", value_parser = parse_assignment)]
     pub environments: Vec<(String, String)>,
-    /// Bearer token sent to the --environment exec servers.
+    /// Bearer token sent to the --environment exec servers (unless one has its own
+    /// --environment-token-file). Visible in `ps`: prefer --remote-token-file.
     #[arg(long, env = "UEXEC_REMOTE_TOKEN", hide_env_values = true)]
     pub remote_token: Option<String>,
+    /// Read the bearer token for the --environment exec servers from this file (wins over
+    /// --remote-token and UEXEC_REMOTE_TOKEN).
+    #[arg(long, value_name = "PATH")]
+    pub remote_token_file: Option<PathBuf>,
+    /// Read the bearer token of environment NAME from PATH (wins over --remote-token).
+    /// Repeatable, one per environment.
+    #[arg(long = "environment-token-file", value_name = "NAME=PATH", value_parser = parse_assignment)]
+    pub environment_token_files: Vec<(String, String)>,
+    /// Also trust the CA certificates of this PEM file for wss:// environments (the system
+    /// roots are always trusted).
+    #[arg(long, value_name = "FILE")]
+    pub remote_ca: Option<PathBuf>,
 }
 
 fn parse_assignment(s: &str) -> Result<(String, String), String> {
@@ -106,8 +131,23 @@ impl McpArgs {
 /// before it returns.
 pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     let mut environments: HashMap<String, Arc<dyn Backend>> = HashMap::new();
+    let remote_tokens = remote_tokens(&args)?;
+    let client = ClientConfig {
+        trust: ClientTrust {
+            extra_ca: args.remote_ca.clone(),
+        },
+        ..ClientConfig::default()
+    };
+    if args.remote_ca.is_some() {
+        // A bad CA file is an error now, naming the flag, not at the first wss:// dial.
+        client.trust.client_config()?;
+    }
     for (name, url) in &args.environments {
-        let remote = RemoteBackend::connect(url, args.remote_token.clone())
+        let token = remote_tokens
+            .get(name)
+            .cloned()
+            .or_else(|| remote_tokens.get("").cloned());
+        let remote = RemoteBackend::connect_with(url, token, client.clone())
             .await
             .with_context(|| {
                 format!("environment {name}: cannot reach the exec server at {url}")
@@ -130,11 +170,37 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     };
     let server = UexecServer::new(stores.clone(), names, args.codex_tools_only);
     let result = match args.http {
+        None if args.listener.tls_cert.is_some() => Err(anyhow::anyhow!(
+            "--tls-cert and --tls-key serve HTTPS: they need --http ADDR"
+        )),
         None => serve_stdio(server).await,
         Some(addr) => serve_http(&args, addr, server).await,
     };
     stores.shutdown();
     result
+}
+
+/// The token of each environment by name; `""` is the default one (--remote-token or
+/// --remote-token-file).
+fn remote_tokens(args: &McpArgs) -> anyhow::Result<HashMap<String, String>> {
+    let mut tokens = HashMap::new();
+    let default = match &args.remote_token_file {
+        Some(path) => Some(read_token_file("--remote-token-file", path)?),
+        None => args.remote_token.clone().filter(|t| !t.is_empty()),
+    };
+    if let Some(token) = default {
+        tokens.insert(String::new(), token);
+    }
+    for (name, path) in &args.environment_token_files {
+        if !args.environments.iter().any(|(env, _)| env == name) {
+            anyhow::bail!(
+                "--environment-token-file {name}={path}: there is no --environment named {name:?}"
+            );
+        }
+        let token = read_token_file("--environment-token-file", std::path::Path::new(path))?;
+        tokens.insert(name.clone(), token);
+    }
+    Ok(tokens)
 }
 
 async fn serve_stdio(server: UexecServer) -> anyhow::Result<()> {
@@ -152,17 +218,23 @@ async fn serve_stdio(server: UexecServer) -> anyhow::Result<()> {
 }
 
 async fn serve_http(args: &McpArgs, addr: SocketAddr, server: UexecServer) -> anyhow::Result<()> {
-    let tokens: Vec<String> = args
+    let mut tokens: Vec<String> = args
         .tokens
         .iter()
         .filter(|t| !t.is_empty())
         .cloned()
         .collect();
-    if !addr.ip().is_loopback() && tokens.is_empty() {
-        anyhow::bail!(
-            "refusing to serve MCP on {addr} without a bearer token: pass --token (or set UEXEC_TOKEN), or bind a loopback address such as 127.0.0.1"
-        );
+    for path in &args.token_files {
+        tokens.push(read_token_file("--token-file", path)?);
     }
+    let options = args.listener.options()?;
+    uexec_server::net::check_exposure(
+        addr,
+        !tokens.is_empty(),
+        options.tls.is_some(),
+        args.listener.insecure_plaintext,
+        "--token, --token-file or UEXEC_TOKEN",
+    )?;
     let cancel = CancellationToken::new();
     let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "[::1]", "::1"]
         .into_iter()
@@ -186,54 +258,39 @@ async fn serve_http(args: &McpArgs, addr: SocketAddr, server: UexecServer) -> an
             .layer(axum::middleware::from_fn(
                 move |req: Request, next: Next| {
                     let tokens = tokens.clone();
-                    async move { check_bearer(&tokens, req, next).await }
+                    async move { check_access(&tokens, req, next).await }
                 },
             ));
-    let listener = tokio::net::TcpListener::bind(addr)
+    let listener = HttpListener::bind(addr, options)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
-    let local = listener.local_addr()?;
-    eprintln!("uexec mcp: serving streamable HTTP at http://{local}/mcp");
+    let local = listener.local_addr();
+    let scheme = if listener.is_tls() { "https" } else { "http" };
+    eprintln!("uexec mcp: serving streamable HTTP at {scheme}://{local}/mcp");
     let stop = cancel.clone();
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
+    listener
+        .serve(router, async move {
             if let Err(e) = shutdown_signal().await {
                 tracing::error!("{e:#}");
             }
             stop.cancel();
         })
-        .await
-        .context("HTTP server failed")?;
+        .await;
     Ok(())
 }
 
-/// Lets a request through when no token is configured, or when it carries one of them; the
-/// request then runs as that token's [`Principal`] (its index, never the token itself).
-async fn check_bearer(tokens: &[String], mut req: Request, next: Next) -> Response {
-    if !tokens.is_empty() {
-        let presented = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
-        let Some(index) = tokens
-            .iter()
-            .position(|t| constant_time_eq(presented.as_bytes(), t.as_bytes()))
-        else {
-            return (
-                StatusCode::UNAUTHORIZED,
-                [(header::WWW_AUTHENTICATE, "Bearer")],
-                "missing or wrong bearer token\n",
-            )
-                .into_response();
-        };
-        req.extensions_mut()
-            .insert(Principal(format!("token-{}", index + 1)));
+/// Lets a request through when it carries one of the tokens, or, with no token configured,
+/// when it comes from this server's own user over loopback (see `uexec_server::net`). A
+/// token's request runs as that token's [`Principal`] (its index, never the token itself).
+async fn check_access(tokens: &[String], mut req: Request, next: Next) -> Response {
+    let peer = req.extensions().get::<Peer>();
+    match authorize(tokens, req.headers(), peer) {
+        Ok(Access::Token(index)) => {
+            req.extensions_mut()
+                .insert(Principal(format!("token-{}", index + 1)));
+        }
+        Ok(Access::SameUser) => {}
+        Err(refusal) => return refusal.into_response(),
     }
     next.run(req).await
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

@@ -29,6 +29,7 @@ pub mod connection;
 pub mod env_policy;
 pub mod environment;
 mod handlers;
+pub mod net;
 pub mod outbound;
 pub mod process;
 pub mod registry;
@@ -49,26 +50,38 @@ use transport::ListenAddr;
 /// Arguments of `uexec serve`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
-    /// Where to listen: `ws://IP:PORT` (port 0 picks one; the bound URL is printed as the
-    /// first line on stdout) or `stdio` (newline-delimited JSON on stdin/stdout; stdin EOF
-    /// stops the server and its processes).
+    /// Where to listen: `ws://IP:PORT` (`wss://IP:PORT` with --tls-cert; port 0 picks one;
+    /// the bound URL is printed as the first line on stdout) or `stdio` (newline-delimited
+    /// JSON on stdin/stdout; stdin EOF stops the server and its processes).
     #[arg(long, default_value = "ws://127.0.0.1:0")]
     pub listen: String,
 
     /// Bearer token WebSocket clients must send (`Authorization: Bearer TOKEN`). Required to
-    /// listen on anything but a loopback address.
+    /// listen on anything but a loopback address. Without one, only this server's own user
+    /// may connect (over loopback). Visible in `ps`: prefer --token-file.
     #[arg(long, env = "UEXEC_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+
+    /// Read the bearer token from this file (its first line; keep it mode 0600); wins over
+    /// --token and UEXEC_TOKEN.
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<std::path::PathBuf>,
+
+    #[command(flatten)]
+    pub listener: net::ListenerArgs,
 }
 
 /// Runs the exec server until its transport ends or SIGINT/SIGTERM arrives, then kills every
 /// process it started.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listen = ListenAddr::parse(&args.listen)?;
-    let token = args.token.filter(|t| !t.is_empty());
+    let token = match &args.token_file {
+        Some(path) => Some(net::secret::read_token_file("--token-file", path)?),
+        None => args.token.clone().filter(|t| !t.is_empty()),
+    };
     let server = ExecServer::new(ServerConfig::default(), Arc::new(LocalBackend));
     let result = tokio::select! {
-        result = run(server.clone(), listen, token) => result,
+        result = run(server.clone(), listen, token, &args.listener) => result,
         signal = shutdown_signal() => signal,
     };
     server.shutdown();
@@ -79,30 +92,39 @@ async fn run(
     server: Arc<ExecServer>,
     listen: ListenAddr,
     token: Option<String>,
+    listener_args: &net::ListenerArgs,
 ) -> anyhow::Result<()> {
     match listen {
         ListenAddr::Stdio => {
+            if listener_args.tls_cert.is_some() {
+                anyhow::bail!("--tls-cert and --tls-key need a wss:// --listen address, not stdio");
+            }
             // On a runtime worker: spawns tie the children's parent-death signal to this thread.
             tokio::spawn(transport::stdio::serve(server))
                 .await
                 .context("the stdio connection panicked")?
                 .context("reading stdin failed")
         }
-        ListenAddr::WebSocket(addr) => {
-            if !addr.ip().is_loopback() && token.is_none() {
+        ListenAddr::WebSocket { addr, tls } => {
+            if tls && listener_args.tls_cert.is_none() {
                 anyhow::bail!(
-                    "refusing to listen on non-loopback address {addr} without a token: \
-                     set --token or UEXEC_TOKEN"
+                    "--listen wss://{addr} needs a certificate: pass --tls-cert and --tls-key"
                 );
             }
-            let listener = WsListener::bind(addr)
+            let options = listener_args.options()?;
+            net::check_exposure(
+                addr,
+                token.is_some(),
+                options.tls.is_some(),
+                listener_args.insecure_plaintext,
+                "--token, --token-file or UEXEC_TOKEN",
+            )?;
+            let listener = WsListener::bind_with(addr, options)
                 .await
                 .with_context(|| format!("cannot listen on {addr}"))?;
             announce(&listener.url())?;
-            listener
-                .serve(server, token)
-                .await
-                .context("the WebSocket listener failed")
+            listener.serve(server, token).await;
+            Ok(())
         }
     }
 }

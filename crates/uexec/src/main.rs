@@ -2,6 +2,8 @@
 
 mod last_will;
 
+use std::os::unix::fs::OpenOptionsExt as _;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -19,6 +21,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once and consumed at once: the size of the largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve the MCP tools (exec_command, write_stdin, list_sessions, terminate_session)
@@ -26,22 +30,30 @@ enum Command {
     #[command(after_help = "Examples:
   uexec mcp                                     stdio, for Codex, Claude Code, Cursor...
   claude mcp add uexec -- /path/to/uexec mcp    register it with Claude Code
-  uexec mcp --http 127.0.0.1:8765               streamable HTTP at http://127.0.0.1:8765/mcp
-  uexec mcp --environment box=ws://box:9000     also run commands on an exec server (environment_id: \"box\")
+  uexec mcp --http 127.0.0.1:8765               streamable HTTP at http://127.0.0.1:8765/mcp (this user only)
+  uexec mcp --http 0.0.0.0:8765 --token-file TOKEN --tls-cert cert.pem --tls-key key.pem
+                                                https://HOST:8765/mcp for clients with the token
+  uexec mcp --environment box=wss://box:9000 --environment-token-file box=BOXTOKEN --remote-ca ca.pem
+                                                also run commands on an exec server (environment_id: \"box\")
 
 Every session is killed when the client goes away (stdin EOF), on SIGTERM/SIGINT, and, through
 a watchdog, even when uexec itself is killed.")]
     Mcp(uexec_mcp::McpArgs),
     /// Serve the exec server wire dialect (Codex-compatible) over WebSocket or stdio.
     #[command(after_help = "Examples:
-  uexec serve                                          ws://127.0.0.1:<free port>, printed on stdout
-  uexec serve --listen ws://0.0.0.0:9000 --token T     reachable from other hosts (token required)
+  uexec serve                                          ws://127.0.0.1:<free port>, printed on stdout (this user only)
+  uexec serve --listen wss://0.0.0.0:9000 --token-file TOKEN --tls-cert cert.pem --tls-key key.pem
+                                                       reachable from other hosts (token and TLS required)
   uexec serve --listen stdio                           newline-delimited JSON on stdin/stdout
-  CODEX_EXEC_SERVER_URL=ws://host:9000 codex           let Codex run its commands here")]
+  CODEX_EXEC_SERVER_URL=wss://host:9000 codex          let Codex run its commands here
+
+Without a token, only this server's own user may connect (checked over loopback). A
+non-loopback address needs a token, and TLS unless --insecure-plaintext is given.")]
     Serve(uexec_server::ServeArgs),
 }
 
 fn main() -> anyhow::Result<()> {
+    harden_process();
     if std::env::args().nth(1).as_deref() == Some(last_will::SUBCOMMAND) {
         last_will::run();
         return Ok(());
@@ -52,9 +64,11 @@ fn main() -> anyhow::Result<()> {
     let logs = tracing_subscriber::fmt().with_env_filter(filter);
     match &cli.log_file {
         Some(path) => {
+            // 0600: logs name commands, paths and clients; they are for this user alone.
             let file = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
+                .mode(0o600)
                 .open(path)
                 .map_err(|e| anyhow::anyhow!("cannot open the log file {}: {e}", path.display()))?;
             logs.with_ansi(false)
@@ -73,4 +87,25 @@ fn main() -> anyhow::Result<()> {
             Command::Serve(args) => uexec_server::serve(args).await,
         }
     })
+}
+
+/// Start-up hardening, before anything else runs (the watchdog included: it holds the same
+/// environment):
+/// 1. undumpable: the commands we run, of the same user, can no longer read our
+///    `/proc/PID/environ` (a token in UEXEC_TOKEN) or memory, nor ptrace us;
+/// 2. SIGCHLD back to SIG_DFL: inherited as SIG_IGN, children would be reaped by the kernel
+///    and no session could ever learn its exit status;
+/// 3. the soft fd limit raised to the hard one, so sessions and connections do not meet
+///    EMFILE at 1024.
+///
+/// Logging is not set up yet: failures go to stderr.
+fn harden_process() {
+    use uexec_core::sys;
+    if let Err(e) = sys::set_undumpable() {
+        eprintln!("uexec: warning: cannot make the process undumpable: {e}");
+    }
+    sys::reset_ignored_sigchld();
+    if let Err(e) = sys::raise_nofile_limit() {
+        eprintln!("uexec: warning: cannot raise the open-file limit: {e}");
+    }
 }

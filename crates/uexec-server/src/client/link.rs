@@ -2,9 +2,9 @@
 //! notifications handed on, keepalive. A link never reconnects; its owner
 //! (`remote_session.rs`) makes a new one.
 //!
-//! 1. [`Link::dial`]: a `ws://` URL (both exec servers listen without TLS),
-//!    `Authorization: Bearer` when a token is given, TCP_NODELAY, tungstenite's default
-//!    message limits (64 MiB, as both servers use);
+//! 1. [`Link::dial`]: a `ws://` URL, or `wss://` (rustls, trusting the system roots plus the
+//!    configured CA file), `Authorization: Bearer` when a token is given, TCP_NODELAY,
+//!    tungstenite's default message limits (64 MiB, as both servers use);
 //! 2. two tasks own the socket's halves, so a large answer being read never waits for a
 //!    write and the other way round: the *writer* drains an unbounded queue (a client sends
 //!    little) and pings every `ping_interval`; the *reader* parses frames, completes the
@@ -29,11 +29,13 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::header::{HeaderValue, AUTHORIZATION};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::Connector;
 use uexec_protocol::jsonrpc::{self, encode_notification, encode_request, RawJson};
 use uexec_protocol::{Incoming, RequestId, RpcError};
 
 use super::error::ClientError;
 use crate::config::lock;
+use crate::net::tls::ClientTrust;
 
 /// Where a link delivers the server's notifications.
 pub(crate) trait NotificationSink: Send + Sync + 'static {
@@ -109,6 +111,7 @@ impl Link {
     pub async fn dial(
         url: &str,
         token: Option<&str>,
+        trust: &ClientTrust,
         timers: LinkTimers,
         sink: Weak<dyn NotificationSink>,
     ) -> Result<Self, ClientError> {
@@ -119,24 +122,27 @@ impl Link {
         let mut request = url
             .into_client_request()
             .map_err(|e| invalid(e.to_string()))?;
-        match request.uri().scheme_str() {
-            Some("ws") => {}
+        let connector = match request.uri().scheme_str() {
+            Some("ws") => Connector::Plain,
             Some("wss") => {
+                Connector::Rustls(trust.client_config().map_err(|e| invalid(e.to_string()))?)
+            }
+            _ => {
                 return Err(invalid(
-                    "wss:// is not supported (this build has no TLS); use ws://".to_string(),
+                    "expected ws://HOST:PORT or wss://HOST:PORT".to_string(),
                 ))
             }
-            _ => return Err(invalid("expected ws://HOST:PORT".to_string())),
-        }
+        };
         if let Some(token) = token {
             let value = HeaderValue::from_str(&format!("Bearer {token}"))
                 .map_err(|_| invalid("the token is not a valid header value".to_string()))?;
             request.headers_mut().insert(AUTHORIZATION, value);
         }
-        let connect = tokio_tungstenite::connect_async_with_config(
+        let connect = tokio_tungstenite::connect_async_tls_with_config(
             request,
             Some(WebSocketConfig::default()),
             true,
+            Some(connector),
         );
         let connect_error = |reason: String| ClientError::Connect {
             url: url.to_string(),

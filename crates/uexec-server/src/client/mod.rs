@@ -79,6 +79,8 @@ pub struct ClientConfig {
     pub feed_inbox_bytes: usize,
     pub ping_interval: Duration,
     pub idle_timeout: Duration,
+    /// Whom `wss://` servers must be certified by.
+    pub trust: crate::net::tls::ClientTrust,
 }
 
 impl Default for ClientConfig {
@@ -95,6 +97,7 @@ impl Default for ClientConfig {
             feed_inbox_bytes: FEED_INBOX_BYTES,
             ping_interval: Duration::from_millis(PING_INTERVAL_MS),
             idle_timeout: Duration::from_millis(IDLE_TIMEOUT_MS),
+            trust: crate::net::tls::ClientTrust::default(),
         }
     }
 }

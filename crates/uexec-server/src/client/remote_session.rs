@@ -139,7 +139,8 @@ impl RemoteSession {
             idle_timeout: self.config.idle_timeout,
         };
         let sink: Weak<dyn NotificationSink> = self.me.clone();
-        let link = Link::dial(&self.url, self.token.as_deref(), timers, sink).await?;
+        let token = self.token.as_deref();
+        let link = Link::dial(&self.url, token, &self.config.trust, timers, sink).await?;
         let params = InitializeParams {
             client_name: self.config.client_name.clone(),
             resume_session_id: resume.map(str::to_string),

@@ -1,11 +1,13 @@
-//! `--listen ws://IP:PORT`: the WebSocket listener (axum, as Codex's own server).
+//! `--listen ws://IP:PORT`: the WebSocket listener (axum, as Codex's own server, behind the
+//! hardened accept loop of [`crate::net`]: TLS, connection cap, header-read timeout).
 //!
 //! HTTP side, matching Codex 0.171:
 //! 1. `GET /readyz` is `200` (no auth: it is a health check);
 //! 2. `GET /` with an `Origin` header is `403`, whatever the origin: browsers send one, and no
 //!    web page may drive a process server on localhost; with a configured token, a missing
-//!    or wrong `Authorization: Bearer` is `401`; a `GET /` that is not an upgrade is `400`;
-//!    other paths `404`, other methods `405`;
+//!    or wrong `Authorization: Bearer` is `401`; without one, a peer that is not a loopback
+//!    socket of the server's own user is `403` (see [`crate::net`]); a `GET /` that is not an
+//!    upgrade is `400`; other paths `404`, other methods `405`;
 //! 3. an upgraded socket becomes one [`Connection`](crate::connection::Connection).
 //!
 //! Per socket, two tasks:
@@ -29,13 +31,12 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::serve::ListenerExt as _;
-use axum::Router;
+use axum::{Extension, Router};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
-use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
+use crate::net::{authorize, HttpListener, ListenerOptions, Peer};
 use crate::server::ExecServer;
 
 /// Most messages written between two flushes.
@@ -46,77 +47,65 @@ const CLOSE_TIMEOUT_MS: u64 = 2_000;
 /// A bound WebSocket listener, not yet serving.
 #[derive(Debug)]
 pub struct WsListener {
-    listener: TcpListener,
-    local_addr: SocketAddr,
+    http: HttpListener,
 }
 
 impl WsListener {
-    /// Binds `addr` (port 0 picks a free port).
+    /// Binds `addr` (port 0 picks a free port), plain text, default limits.
     pub async fn bind(addr: SocketAddr) -> std::io::Result<Self> {
-        let listener = TcpListener::bind(addr).await?;
-        let local_addr = listener.local_addr()?;
+        Self::bind_with(addr, ListenerOptions::default()).await
+    }
+
+    /// Binds `addr` with these options (TLS, limits).
+    pub async fn bind_with(addr: SocketAddr, options: ListenerOptions) -> std::io::Result<Self> {
         Ok(Self {
-            listener,
-            local_addr,
+            http: HttpListener::bind(addr, options).await?,
         })
     }
 
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
+        self.http.local_addr()
     }
 
-    /// The URL clients connect to (`ws://127.0.0.1:PORT`, `ws://[::1]:PORT`).
+    /// The URL clients connect to (`ws://127.0.0.1:PORT`, `wss://[::1]:PORT`).
     pub fn url(&self) -> String {
-        format!("ws://{}", self.local_addr)
+        let scheme = if self.http.is_tls() { "wss" } else { "ws" };
+        format!("{scheme}://{}", self.local_addr())
     }
 
-    /// Serves until the listener fails; `token`, when set, is required as a bearer token.
-    pub async fn serve(
-        self,
-        server: Arc<ExecServer>,
-        token: Option<String>,
-    ) -> std::io::Result<()> {
+    /// Serves until the process ends. With `token`, it is required as a bearer token;
+    /// without, only loopback peers of this process's own user get in.
+    pub async fn serve(self, server: Arc<ExecServer>, token: Option<String>) {
         let state = WsState {
             server,
-            token: token.map(Arc::from),
+            tokens: Arc::new(token.into_iter().collect()),
         };
         let app = Router::new()
             .route("/", get(upgrade))
             .route("/readyz", get(|| async { StatusCode::OK }))
             .with_state(state);
-        // Small messages (a response, then a notification) must not wait for delayed ACKs.
-        let listener = self.listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!("cannot set TCP_NODELAY: {e}");
-            }
-        });
-        axum::serve(listener, app).await
+        self.http.serve(app, std::future::pending()).await;
     }
 }
 
 #[derive(Clone)]
 struct WsState {
     server: Arc<ExecServer>,
-    token: Option<Arc<str>>,
+    tokens: Arc<Vec<String>>,
 }
 
 async fn upgrade(
     State(state): State<WsState>,
+    peer: Option<Extension<Peer>>,
     headers: HeaderMap,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     if headers.contains_key(header::ORIGIN) {
         return StatusCode::FORBIDDEN.into_response();
     }
-    if let Some(token) = &state.token {
-        if !bearer_matches(&headers, token) {
-            return (
-                StatusCode::UNAUTHORIZED,
-                [(header::WWW_AUTHENTICATE, "Bearer")],
-            )
-                .into_response();
-        }
+    if let Err(refusal) = authorize(&state.tokens, &headers, peer.as_ref().map(|p| &p.0)) {
+        return refusal.into_response();
     }
     let ws = match ws {
         Ok(ws) => ws,
@@ -126,24 +115,6 @@ async fn upgrade(
     ws.max_message_size(config.max_message_bytes)
         .max_frame_size(config.max_frame_bytes.min(config.max_message_bytes))
         .on_upgrade(move |socket| run_socket(state.server, socket))
-}
-
-/// Whether `Authorization: Bearer <token>` is present and right (compared in constant time).
-fn bearer_matches(headers: &HeaderMap, token: &str) -> bool {
-    let Some(value) = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-    else {
-        return false;
-    };
-    let Some(given) = value.strip_prefix("Bearer ") else {
-        return false;
-    };
-    constant_time_eq(given.trim().as_bytes(), token.as_bytes())
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 async fn run_socket(server: Arc<ExecServer>, socket: WebSocket) {
@@ -161,12 +132,21 @@ async fn run_socket(server: Arc<ExecServer>, socket: WebSocket) {
                     let Some(text) = text else { break };
                     // A peer that takes nothing for `idle_timeout` is as gone as a silent one.
                     let burst = write_burst(&mut sink, &mut queue, text);
-                    if !matches!(tokio::time::timeout(config.idle_timeout, burst).await, Ok(Ok(()))) {
-                        return;
+                    match tokio::time::timeout(config.idle_timeout, burst).await {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => {
+                            tracing::debug!("websocket write failed: {e}");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!("websocket peer took nothing for {:?}", config.idle_timeout);
+                            return;
+                        }
                     }
                 }
                 _ = ping.tick() => {
-                    if sink.send(Message::Ping(Bytes::new())).await.is_err() {
+                    if let Err(e) = sink.send(Message::Ping(Bytes::new())).await {
+                        tracing::debug!("websocket ping failed: {e}");
                         return;
                     }
                 }
@@ -185,7 +165,10 @@ async fn run_socket(server: Arc<ExecServer>, socket: WebSocket) {
             Ok(Some(Ok(Message::Text(text)))) => conn.handle_frame(text.as_bytes()).await,
             Ok(Some(Ok(Message::Binary(bytes)))) => conn.handle_frame(&bytes).await,
             Ok(Some(Ok(Message::Ping(_) | Message::Pong(_)))) => {}
-            Ok(Some(Ok(Message::Close(_)))) | Ok(None) => break,
+            Ok(Some(Ok(Message::Close(_)))) | Ok(None) => {
+                tracing::debug!("websocket closed by the peer");
+                break;
+            }
             Ok(Some(Err(e))) => {
                 tracing::debug!("websocket read failed: {e}");
                 break;
@@ -226,20 +209,4 @@ where
         }
     }
     sink.flush().await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bearer_tokens_must_match_exactly() {
-        let mut headers = HeaderMap::new();
-        assert!(!bearer_matches(&headers, "s3cret"));
-        headers.insert(header::AUTHORIZATION, "Bearer s3cret".parse().unwrap());
-        assert!(bearer_matches(&headers, "s3cret"));
-        assert!(!bearer_matches(&headers, "s3cre"));
-        headers.insert(header::AUTHORIZATION, "Basic s3cret".parse().unwrap());
-        assert!(!bearer_matches(&headers, "s3cret"));
-    }
 }

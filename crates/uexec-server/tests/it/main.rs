@@ -26,3 +26,4 @@ mod retention;
 mod signals;
 mod stdin;
 mod stdio;
+mod tls;

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod helpers;
+mod net_support;
 
 mod mcp_call_ids;
 mod mcp_cancel;
@@ -12,3 +13,6 @@ mod mcp_http;
 mod mcp_listen;
 mod mcp_progress;
 mod mcp_stdio;
+mod net_hardening;
+mod net_peer_user;
+mod net_tls;

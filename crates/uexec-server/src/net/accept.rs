@@ -1,0 +1,196 @@
+//! The hardened accept loop of both faces' HTTP listeners.
+//!
+//! `axum::serve` has no timer, so hyper's header-read timeout is off: a client that sends
+//! half a request holds its connection (and an fd) forever, and a few hundred of them reach
+//! the fd limit, after which every `process/start` fails with EMFILE. Here:
+//! 1. a semaphore caps the connections being served; one beyond the cap is answered `503`
+//!    (plain text) or simply closed (TLS) at once, so it costs an fd for a moment only;
+//! 2. an accept error is logged and the loop backs off (EMFILE/ENFILE: the fds come back as
+//!    connections end; spinning on it would only burn a core);
+//! 3. a TLS handshake must finish within the header-read timeout;
+//! 4. hyper's HTTP/1 server, with a tokio timer, closes a connection whose request headers
+//!    do not arrive within that timeout, and allows upgrades (WebSocket). An upgraded socket
+//!    leaves the cap: by then it is authenticated;
+//! 5. every request carries the connection's [`Peer`] in its extensions.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
+use tower_service::Service as _;
+
+use super::{Peer, HEADER_READ_TIMEOUT_MS, MAX_CONNECTIONS};
+
+/// First wait after a failed accept; doubled up to [`ACCEPT_BACKOFF_MAX_MS`].
+const ACCEPT_BACKOFF_MS: u64 = 50;
+const ACCEPT_BACKOFF_MAX_MS: u64 = 1_000;
+/// What a connection beyond the cap gets (plain text only).
+const BUSY_RESPONSE: &[u8] =
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+
+/// How a listener serves.
+#[derive(Clone)]
+pub struct ListenerOptions {
+    /// Serve TLS with this configuration.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Longest wait for a request's headers (and for the TLS handshake).
+    pub header_read_timeout: Duration,
+    /// Most connections served at once.
+    pub max_connections: usize,
+}
+
+impl Default for ListenerOptions {
+    fn default() -> Self {
+        Self {
+            tls: None,
+            header_read_timeout: Duration::from_millis(HEADER_READ_TIMEOUT_MS),
+            max_connections: MAX_CONNECTIONS,
+        }
+    }
+}
+
+impl std::fmt::Debug for ListenerOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListenerOptions")
+            .field("tls", &self.tls.is_some())
+            .field("header_read_timeout", &self.header_read_timeout)
+            .field("max_connections", &self.max_connections)
+            .finish()
+    }
+}
+
+/// A bound TCP listener serving an axum app over HTTP/1 (optionally TLS).
+#[derive(Debug)]
+pub struct HttpListener {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    options: ListenerOptions,
+}
+
+impl HttpListener {
+    /// Binds `addr` (port 0 picks a free port).
+    pub async fn bind(addr: SocketAddr, options: ListenerOptions) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        let local_addr = listener.local_addr()?;
+        Ok(Self {
+            listener,
+            local_addr,
+            options,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Whether connections are TLS.
+    pub fn is_tls(&self) -> bool {
+        self.options.tls.is_some()
+    }
+
+    /// Serves `app` until `shutdown` resolves; connections still open then are dropped with
+    /// the runtime.
+    pub async fn serve(self, app: Router, shutdown: impl Future<Output = ()>) {
+        let permits = Arc::new(Semaphore::new(self.options.max_connections));
+        let tls = self.options.tls.clone().map(TlsAcceptor::from);
+        let timeout = self.options.header_read_timeout;
+        let mut backoff = Duration::from_millis(ACCEPT_BACKOFF_MS);
+        tokio::pin!(shutdown);
+        loop {
+            let accepted = tokio::select! {
+                accepted = self.listener.accept() => accepted,
+                () = &mut shutdown => return,
+            };
+            let (tcp, remote) = match accepted {
+                Ok(accepted) => {
+                    backoff = Duration::from_millis(ACCEPT_BACKOFF_MS);
+                    accepted
+                }
+                Err(e) => {
+                    log_accept_error(&e, backoff);
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff) => {}
+                        () = &mut shutdown => return,
+                    }
+                    backoff = (backoff * 2).min(Duration::from_millis(ACCEPT_BACKOFF_MAX_MS));
+                    continue;
+                }
+            };
+            let Ok(permit) = permits.clone().try_acquire_owned() else {
+                tracing::debug!(%remote, "connection cap reached; refusing a connection");
+                if tls.is_none() {
+                    let _ = tcp.try_write(BUSY_RESPONSE);
+                }
+                continue;
+            };
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!("cannot set TCP_NODELAY: {e}");
+            }
+            let peer = Peer {
+                remote,
+                local: tcp.local_addr().unwrap_or(self.local_addr),
+            };
+            let app = app.clone();
+            let tls = tls.clone();
+            tokio::spawn(async move {
+                let _permit = permit;
+                match tls {
+                    None => serve_connection(tcp, app, peer, timeout).await,
+                    Some(acceptor) => {
+                        match tokio::time::timeout(timeout, acceptor.accept(tcp)).await {
+                            Ok(Ok(stream)) => serve_connection(stream, app, peer, timeout).await,
+                            Ok(Err(e)) => tracing::debug!(%remote, "TLS handshake failed: {e}"),
+                            Err(_) => tracing::debug!(%remote, "TLS handshake timed out"),
+                        }
+                    }
+                }
+            });
+        }
+    }
+}
+
+fn log_accept_error(error: &std::io::Error, backoff: Duration) {
+    let out_of_fds = matches!(
+        error.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    );
+    if out_of_fds {
+        tracing::error!(
+            "cannot accept a connection: {error} (out of file descriptors or memory); \
+             retrying in {} ms",
+            backoff.as_millis()
+        );
+    } else {
+        tracing::warn!(
+            "cannot accept a connection: {error}; retrying in {} ms",
+            backoff.as_millis()
+        );
+    }
+}
+
+async fn serve_connection<I>(io: I, app: Router, peer: Peer, header_read_timeout: Duration)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+        request.extensions_mut().insert(peer);
+        let mut app = app.clone();
+        async move { app.call(request).await }
+    });
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout)
+        .serve_connection(TokioIo::new(io), service)
+        .with_upgrades();
+    if let Err(e) = connection.await {
+        tracing::debug!(remote = %peer.remote, "HTTP connection ended: {e}");
+    }
+}

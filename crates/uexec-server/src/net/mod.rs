@@ -1,0 +1,227 @@
+//! Network security shared by both faces' HTTP listeners (`uexec serve`'s WebSocket and
+//! `uexec mcp --http`): who may connect, over what, and how many at once.
+//!
+//! Why a module of its own: both faces listen on TCP, and each of these holes was open on
+//! both — a token-less loopback listener any local user could drive, tokens and output in
+//! clear text, requests that could be half-sent forever until the fd limit was reached. So:
+//! 1. [`accept::HttpListener`] accepts with a connection cap and EMFILE back-off, optionally
+//!    wraps the socket in TLS ([`tls`]), and serves HTTP/1 with a header-read timeout (plain
+//!    `axum::serve` has none); every request carries the [`peer::Peer`] it came from;
+//! 2. [`authorize`] decides per request: with tokens configured, a right bearer token is
+//!    required (`401` otherwise); without, only a loopback peer of the server's own uid is let
+//!    in (`403` otherwise: "loopback" must not mean "any user of this machine");
+//! 3. [`check_exposure`] refuses a non-loopback listener without a token, or without TLS
+//!    unless `--insecure-plaintext` is given;
+//! 4. tokens come from argv, the environment or, better, a file ([`secret`]).
+
+pub mod accept;
+pub mod peer;
+pub mod secret;
+pub mod tls;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+pub use accept::{HttpListener, ListenerOptions};
+pub use peer::Peer;
+
+/// Default longest wait for a request's headers (and for a TLS handshake).
+pub const HEADER_READ_TIMEOUT_MS: u64 = 10_000;
+/// Default most HTTP connections served at once (an upgraded WebSocket no longer counts).
+pub const MAX_CONNECTIONS: usize = 512;
+
+/// Listener flags shared by `uexec serve` and `uexec mcp --http`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ListenerArgs {
+    /// Serve TLS with this PEM certificate chain (with --tls-key): wss:// for `serve`,
+    /// https:// for `mcp --http`.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Allow a non-loopback listener without TLS (the token and every command and its
+    /// output then cross the network in clear text).
+    #[arg(long)]
+    pub insecure_plaintext: bool,
+    /// Most HTTP connections served at once; more are answered 503 and closed.
+    #[arg(long, value_name = "N", default_value_t = MAX_CONNECTIONS as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+    /// Longest wait for a request's headers or a TLS handshake, in ms (for tests).
+    #[arg(long, hide = true, value_name = "MS", default_value_t = HEADER_READ_TIMEOUT_MS,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_read_timeout_ms: u64,
+}
+
+impl ListenerArgs {
+    /// The options of a listener, reading the TLS files.
+    pub fn options(&self) -> Result<ListenerOptions, tls::TlsError> {
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(tls::server_config(cert, key)?),
+            _ => None,
+        };
+        Ok(ListenerOptions {
+            tls,
+            header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
+            max_connections: self.max_connections as usize,
+        })
+    }
+}
+
+/// Why a listener may not be exposed this way.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExposureError {
+    #[error(
+        "refusing to listen on non-loopback address {addr} without a bearer token: set {token_flags}"
+    )]
+    NoToken {
+        addr: SocketAddr,
+        token_flags: &'static str,
+    },
+    #[error(
+        "refusing to listen on non-loopback address {addr} without TLS: the token and every \
+         command's output would cross the network in clear text; pass --tls-cert and \
+         --tls-key, or --insecure-plaintext to accept that"
+    )]
+    NoTls { addr: SocketAddr },
+}
+
+/// A non-loopback listener needs a token, and TLS unless `insecure_plaintext`.
+pub fn check_exposure(
+    addr: SocketAddr,
+    has_token: bool,
+    has_tls: bool,
+    insecure_plaintext: bool,
+    token_flags: &'static str,
+) -> Result<(), ExposureError> {
+    if addr.ip().is_loopback() {
+        return Ok(());
+    }
+    if !has_token {
+        return Err(ExposureError::NoToken { addr, token_flags });
+    }
+    if !has_tls && !insecure_plaintext {
+        return Err(ExposureError::NoTls { addr });
+    }
+    Ok(())
+}
+
+/// Who a request was let in as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// It carried the token at this index of the configured list.
+    Token(usize),
+    /// No token is configured and it comes from this server's own user over loopback.
+    SameUser,
+}
+
+/// Why a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// `401`: a token is configured and the request did not carry it.
+    BadToken,
+    /// `403`: no token is configured and the peer is not this server's user on loopback.
+    OtherUser,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        match self {
+            Refusal::BadToken => (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "missing or wrong bearer token\n",
+            )
+                .into_response(),
+            Refusal::OtherUser => (
+                StatusCode::FORBIDDEN,
+                "without a token, only the server's own user may connect (over loopback)\n",
+            )
+                .into_response(),
+        }
+    }
+}
+
+/// Decides whether a request may go on: see the module docs, step 2.
+pub fn authorize<T: AsRef<str>>(
+    tokens: &[T],
+    headers: &HeaderMap,
+    peer: Option<&Peer>,
+) -> Result<Access, Refusal> {
+    if tokens.is_empty() {
+        return match peer {
+            Some(peer) if peer.is_same_user() => Ok(Access::SameUser),
+            _ => Err(Refusal::OtherUser),
+        };
+    }
+    let presented = bearer(headers).ok_or(Refusal::BadToken)?;
+    tokens
+        .iter()
+        .position(|t| constant_time_eq(presented.as_bytes(), t.as_ref().as_bytes()))
+        .map(Access::Token)
+        .ok_or(Refusal::BadToken)
+}
+
+/// The token of `Authorization: Bearer TOKEN`, if any.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    Some(value.strip_prefix("Bearer ")?.trim())
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_tokens_must_match_exactly() {
+        let tokens = ["s3cret", "other"];
+        let mut headers = HeaderMap::new();
+        assert_eq!(authorize(&tokens, &headers, None), Err(Refusal::BadToken));
+        headers.insert(header::AUTHORIZATION, "Bearer s3cret".parse().unwrap());
+        assert_eq!(authorize(&tokens, &headers, None), Ok(Access::Token(0)));
+        headers.insert(header::AUTHORIZATION, "Bearer other".parse().unwrap());
+        assert_eq!(authorize(&tokens, &headers, None), Ok(Access::Token(1)));
+        headers.insert(header::AUTHORIZATION, "Bearer s3cre".parse().unwrap());
+        assert_eq!(authorize(&tokens, &headers, None), Err(Refusal::BadToken));
+        headers.insert(header::AUTHORIZATION, "Basic s3cret".parse().unwrap());
+        assert_eq!(authorize(&tokens, &headers, None), Err(Refusal::BadToken));
+    }
+
+    #[test]
+    fn without_tokens_an_unknown_peer_is_refused() {
+        let none: [&str; 0] = [];
+        assert_eq!(
+            authorize(&none, &HeaderMap::new(), None),
+            Err(Refusal::OtherUser)
+        );
+    }
+
+    #[test]
+    fn exposure_rules() {
+        let public: SocketAddr = "0.0.0.0:9000".parse().unwrap();
+        let local: SocketAddr = "127.0.0.1:9000".parse().unwrap();
+        assert_eq!(
+            check_exposure(local, false, false, false, "--token"),
+            Ok(())
+        );
+        assert!(matches!(
+            check_exposure(public, false, true, true, "--token"),
+            Err(ExposureError::NoToken { .. })
+        ));
+        assert_eq!(
+            check_exposure(public, true, false, false, "--token"),
+            Err(ExposureError::NoTls { addr: public })
+        );
+        assert_eq!(check_exposure(public, true, false, true, "--token"), Ok(()));
+        assert_eq!(check_exposure(public, true, true, false, "--token"), Ok(()));
+    }
+}
