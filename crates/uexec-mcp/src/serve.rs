@@ -71,8 +71,9 @@ pub struct McpArgs {
     /// Cap on max_output_tokens (default 10000).
     #[arg(long, value_name = "TOKENS")]
     pub max_output_tokens: Option<u64>,
-    /// Pass this variable to commands even though its name looks secret (contains KEY,
-    /// SECRET or TOKEN). Repeatable.
+    /// Pass this variable to commands even though its name looks secret. Commands never
+    /// see variables whose names contain KEY, SECRET, TOKEN, PASSWORD, PASSWD, CREDENTIAL,
+    /// PRIVATE or COOKIE, or end in _PAT or _AUTH (any case), unless kept. Repeatable.
     #[arg(long = "env-keep", value_name = "NAME")]
     pub env_keep: Vec<String>,
     /// Set NAME=VALUE for every command (wins over the forced defaults). Repeatable.
