@@ -227,6 +227,9 @@ fn the_new_flags_are_in_help() {
     // The secret rule is stated where the way out (--env-keep) is.
     let flat = mcp.split_whitespace().collect::<Vec<_>>().join(" ");
     for word in ["PASSWORD", "CREDENTIAL", "COOKIE", "_PAT", "_AUTH"] {
-        assert!(flat.contains(word), "mcp --help does not state the secret rule: {word}");
+        assert!(
+            flat.contains(word),
+            "mcp --help does not state the secret rule: {word}"
+        );
     }
 }
