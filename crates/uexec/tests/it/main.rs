@@ -5,6 +5,8 @@
 
 mod helpers;
 
+mod last_will;
+
 mod mcp_environments;
 mod mcp_http;
 mod mcp_stdio;
