@@ -5,6 +5,7 @@
 
 mod helpers;
 
+mod fuzz_corpus;
 mod last_will;
 
 mod mcp_environments;
