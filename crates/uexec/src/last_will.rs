@@ -12,8 +12,8 @@
 //! 3. a dedicated thread owns the pipe and tells the watchdog what changed in that set
 //!    (`+PGID`, `-PGID` lines). A stopped watchdog blocks only that thread; whatever happens
 //!    meanwhile is coalesced into the set, which the thread sends once it can write again;
-//! 4. the same thread reaps the watchdog when it dies and starts another that is given the
-//!    live set, logging the death as an error;
+//! 4. a reaper thread waits on the watchdog (no polling) and reports its death; the pipe's
+//!    thread then starts another, given the live set, and logs the death as an error;
 //! 5. the watchdog keeps the set of live groups; when the pipe closes, because `uexec`
 //!    exited or died, it sends SIGKILL to every group still in the set and exits.
 //!
@@ -22,7 +22,7 @@
 use std::collections::HashSet;
 use std::io::{BufRead, Write};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -31,27 +31,28 @@ use uexec_core::backend::local::{install_group_watch, GroupWatch};
 /// Hidden subcommand that runs the watchdog.
 pub const SUBCOMMAND: &str = "__last-will";
 
-/// How often the pipe's thread checks, when nothing changes, that the watchdog still lives.
-const WATCHDOG_CHECK_INTERVAL_MS: u64 = 250;
+/// How long the pipe's thread waits before it tries again to start a watchdog that failed
+/// to start.
+const RESTART_RETRY_MS: u64 = 1000;
 
 /// Starts the watchdog and routes the local backend's group reports to it. Failing to start
 /// it is not fatal (the parent-death signal still covers direct children): it is logged.
 pub fn install() {
-    let watch = Arc::new(LiveGroups::default());
-    let watchdog = match Watchdog::spawn(&HashSet::new()) {
+    let groups = Arc::new(LiveGroups::default());
+    let watchdog = match Watchdog::spawn(&HashSet::new(), &groups) {
         Ok(watchdog) => watchdog,
         Err(e) => {
             tracing::warn!("no last-will watchdog (orphans possible if uexec is killed): {e}");
             return;
         }
     };
-    let groups = Arc::clone(&watch);
+    let shared = Arc::clone(&groups);
     let thread = std::thread::Builder::new()
         .name("uexec-last-will".into())
-        .spawn(move || keep_watch(&groups, watchdog));
+        .spawn(move || keep_watch(&shared, watchdog));
     match thread {
         Ok(_) => {
-            install_group_watch(watch);
+            install_group_watch(groups);
         }
         Err(e) => {
             tracing::warn!("no last-will watchdog (orphans possible if uexec is killed): {e}")
@@ -71,7 +72,16 @@ struct LiveGroups {
 #[derive(Default)]
 struct GroupsState {
     live: HashSet<u32>,
+    /// The live set changed since the pipe's thread last took it.
     dirty: bool,
+    /// The watchdog died (its exit status), as its reaper reported.
+    died: Option<String>,
+}
+
+/// What the pipe's thread wakes up to.
+enum Wake {
+    Changed(HashSet<u32>),
+    Died(String, HashSet<u32>),
 }
 
 impl LiveGroups {
@@ -81,52 +91,65 @@ impl LiveGroups {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn update(&self, change: impl FnOnce(&mut HashSet<u32>)) {
+    fn update(&self, change: impl FnOnce(&mut GroupsState)) {
         let mut state = self.lock();
-        change(&mut state.live);
-        state.dirty = true;
+        change(&mut state);
         drop(state);
-        self.changed.notify_one();
+        self.changed.notify_all();
     }
 
-    /// The live set once it changed, or after the check interval if it did not.
-    fn wait_for_change(&self) -> HashSet<u32> {
-        let mut state = self.lock();
-        if !state.dirty {
-            state = self
+    /// Waits until the live set changes or the watchdog dies (at most `limit`, if given).
+    fn wait(&self, limit: Option<Duration>) -> Wake {
+        let idle = |state: &mut GroupsState| !state.dirty && state.died.is_none();
+        let state = self.lock();
+        let mut state = match limit {
+            None => self
                 .changed
-                .wait_timeout(state, Duration::from_millis(WATCHDOG_CHECK_INTERVAL_MS))
+                .wait_while(state, idle)
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            Some(limit) => self
+                .changed
+                .wait_timeout_while(state, limit, idle)
                 .map(|(state, _)| state)
-                .unwrap_or_else(|e| e.into_inner().0);
-        }
+                .unwrap_or_else(|e| e.into_inner().0),
+        };
         state.dirty = false;
-        state.live.clone()
+        let live = state.live.clone();
+        match state.died.take() {
+            Some(status) => Wake::Died(status, live),
+            None => Wake::Changed(live),
+        }
     }
 }
 
 impl GroupWatch for LiveGroups {
     fn started(&self, pgid: u32) {
-        self.update(|live| {
-            live.insert(pgid);
+        self.update(|state| {
+            state.live.insert(pgid);
+            state.dirty = true;
         });
     }
 
     fn swept(&self, pgid: u32) {
-        self.update(|live| {
-            live.remove(&pgid);
+        self.update(|state| {
+            state.live.remove(&pgid);
+            state.dirty = true;
         });
     }
 }
 
-/// A running watchdog, its pipe, and the groups it was told of.
+/// A running watchdog (reaped by a thread of its own), its pipe, and the groups it knows.
 struct Watchdog {
-    child: Child,
+    pid: u32,
     pipe: ChildStdin,
     told: HashSet<u32>,
+    /// A write failed: it is being killed, nothing more is written to it.
+    broken: bool,
 }
 
 impl Watchdog {
-    fn spawn(live: &HashSet<u32>) -> std::io::Result<Self> {
+    /// Starts a watchdog that knows `live`, and its reaper, which reports its death to `groups`.
+    fn spawn(live: &HashSet<u32>, groups: &Arc<LiveGroups>) -> std::io::Result<Self> {
         let exe = std::env::current_exe()?;
         let mut child = Command::new(exe)
             .arg(SUBCOMMAND)
@@ -136,15 +159,31 @@ impl Watchdog {
             .stderr(Stdio::null())
             .process_group(0)
             .spawn()?;
-        let Some(pipe) = child.stdin.take() else {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(std::io::Error::other("the watchdog has no stdin"));
+        let pid = child.id();
+        let pipe = child.stdin.take();
+        let groups = Arc::clone(groups);
+        let reaper = std::thread::Builder::new()
+            .name("uexec-last-will-reaper".into())
+            .spawn(move || {
+                let status = match child.wait() {
+                    Ok(status) => status.to_string(),
+                    Err(e) => e.to_string(),
+                };
+                groups.update(|state| state.died = Some(status));
+            });
+        let (Ok(_), Some(pipe)) = (reaper, pipe) else {
+            // In its own group, the watchdog's pgid is its pid. SIGKILL: it must not take the
+            // closing pipe for our death and kill the live groups.
+            uexec_core::sys::kill_group(pid, uexec_core::sys::SIGKILL);
+            return Err(std::io::Error::other(
+                "cannot watch the watchdog (no reaper thread or no stdin)",
+            ));
         };
         Ok(Self {
-            child,
+            pid,
             pipe,
             told: live.clone(),
+            broken: false,
         })
     }
 
@@ -163,48 +202,40 @@ impl Watchdog {
         }
         Ok(())
     }
-
-    /// Reaps the watchdog if it died; its exit status if so.
-    fn reap_if_dead(&mut self) -> Option<String> {
-        match self.child.try_wait() {
-            Ok(None) => None,
-            Ok(Some(status)) => Some(status.to_string()),
-            Err(e) => Some(e.to_string()),
-        }
-    }
-
-    /// Ends a watchdog that cannot be told anything any more. SIGKILL, so that it does not
-    /// take the closing pipe for our death and kill every live group.
-    fn end(mut self) -> String {
-        let _ = self.child.kill();
-        match self.child.wait() {
-            Ok(status) => status.to_string(),
-            Err(e) => e.to_string(),
-        }
-    }
 }
 
 /// The pipe's thread: keeps a watchdog running and told of the live groups, for as long as
 /// this process lives.
-fn keep_watch(groups: &LiveGroups, watchdog: Watchdog) {
+fn keep_watch(groups: &Arc<LiveGroups>, watchdog: Watchdog) {
     let mut current = Some(watchdog);
     let mut restart_failed = false;
     loop {
-        let live = groups.wait_for_change();
-        if let Some(mut watchdog) = current.take() {
-            if let Some(status) = watchdog.reap_if_dead() {
+        let retry = current
+            .is_none()
+            .then(|| Duration::from_millis(RESTART_RETRY_MS));
+        let live = match groups.wait(retry) {
+            Wake::Changed(live) => live,
+            Wake::Died(status, live) => {
                 tracing::error!("the last-will watchdog died ({status}); starting another");
-            } else if let Err(e) = watchdog.tell(&live) {
-                let status = watchdog.end();
-                tracing::error!(
-                    "the last-will watchdog stopped reading ({e}, {status}); starting another"
-                );
-            } else {
-                current = Some(watchdog);
-                continue;
+                current = None;
+                live
             }
+        };
+        if let Some(watchdog) = current.as_mut() {
+            if watchdog.broken {
+                continue; // its reaper reports the death, and the next turn starts another
+            }
+            if let Err(e) = watchdog.tell(&live) {
+                watchdog.broken = true;
+                tracing::error!("the last-will watchdog stopped reading: {e}");
+                // A closed pipe means it exited; anything else, it must go.
+                if e.kind() != std::io::ErrorKind::BrokenPipe {
+                    uexec_core::sys::kill_group(watchdog.pid, uexec_core::sys::SIGKILL);
+                }
+            }
+            continue;
         }
-        match Watchdog::spawn(&live) {
+        match Watchdog::spawn(&live, groups) {
             Ok(watchdog) => {
                 current = Some(watchdog);
                 restart_failed = false;
