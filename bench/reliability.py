@@ -133,6 +133,7 @@ class Server:
         )
         self.pid = self.proc.pid
         self.next_id = 0
+        self.start_handles = {}
         self.responses = {}
         self.cond = threading.Condition()
         if read:
@@ -302,6 +303,7 @@ def soak(uexec, sessions):
         elif fate == "ctrl-c":
             # MCP types ^C into the PTY; the exec server sends SIGINT (process/signal).
             handle = server.start(f"sleep {tag}{i:04d}", tty, key)
+            server.start_handles[i] = handle
             server.ctrl_c(handle)
         elif fate == "prune":
             # Long-lived sessions: past the store's limit (64) each new one prunes the oldest.
@@ -345,6 +347,9 @@ def soak(uexec, sessions):
         tty = sum(1 for i in indices if tty_at(i))
         print(f"  {face} {fate}: {len(indices)} sessions still running after it ({tty} PTY)")
         check(False, f"{face} {fate}: {len(indices)} sessions outlived their fate")
+        # Terminated now, so that their pipes and PTYs do not count as leaks below.
+        for i in indices:
+            servers[face].terminate(servers[face].start_handles[i] if face == "mcp" else f"p{i}")
     for face, server in servers.items():
         check(not zombie_children(server.pid), f"{face}: zombie children {zombie_children(server.pid)}")
     # Give tokio's idle blocking threads their 10 s keep-alive, then compare.

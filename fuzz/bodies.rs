@@ -52,7 +52,7 @@ pub fn jsonrpc_frame(data: &[u8]) {
 
 /// `uexec_mcp::args::{exec_request, write_request}`: first byte selects `environments`, the
 /// rest is the arguments object. Accepted arguments hold only known fields and the required
-/// ones; a refusal names a field.
+/// ones; a refusal names the field at fault (one given, or a known one).
 pub fn mcp_args(data: &[u8]) {
     let Some((&flags, json)) = data.split_first() else {
         return;
@@ -75,7 +75,12 @@ pub fn mcp_args(data: &[u8]) {
             }
             assert_eq!(fields.get("cmd"), Some(&Value::String(request.cmd)));
         }
-        Err(e) => assert!(!e.field.is_empty(), "a refusal names no field: {e}"),
+        Err(e) => assert!(
+            fields.contains_key(&e.field)
+                || uexec_mcp::args::EXEC_FIELDS.contains(&e.field.as_str())
+                || e.field == "environment_id",
+            "a refusal names neither a given nor a known field: {e}"
+        ),
     }
     match uexec_mcp::args::write_request(args) {
         Ok(request) => {
@@ -90,7 +95,11 @@ pub fn mcp_args(data: &[u8]) {
                 Some(i64::from(request.session_id))
             );
         }
-        Err(e) => assert!(!e.field.is_empty(), "a refusal names no field: {e}"),
+        Err(e) => assert!(
+            fields.contains_key(&e.field)
+                || uexec_mcp::args::WRITE_FIELDS.contains(&e.field.as_str()),
+            "a refusal names neither a given nor a known field: {e}"
+        ),
     }
 }
 
