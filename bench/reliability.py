@@ -352,7 +352,6 @@ def soak(uexec, sessions):
             servers[face].terminate(servers[face].start_handles[i] if face == "mcp" else f"p{i}")
     for face, server in servers.items():
         check(not zombie_children(server.pid), f"{face}: zombie children {zombie_children(server.pid)}")
-    # Give tokio's idle blocking threads their 10 s keep-alive, then compare.
     end_of = {}
     for face, server in servers.items():
         if face == "mcp":
@@ -364,7 +363,19 @@ def soak(uexec, sessions):
                 except RuntimeError:
                     pass
     wait_until("", lambda: not live_with(tag), 10)
-    time.sleep(11)
+    # The exec server keeps an exited process (and its pipes) for 30 s, tokio its idle
+    # blocking threads for 10 s: wait out both before comparing.
+    settled = time.monotonic()
+    wait_until(
+        "",
+        lambda: all(
+            resources(s.pid)["fds"] <= baseline[f]["fds"]
+            and resources(s.pid)["threads"] <= baseline[f]["threads"]
+            for f, s in servers.items()
+        ),
+        40,
+    )
+    print(f"  settled after {time.monotonic() - settled:.1f}s")
     for face, server in servers.items():
         end_of[face] = resources(server.pid)
         b, e = baseline[face], end_of[face]
