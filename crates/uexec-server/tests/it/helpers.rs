@@ -415,8 +415,5 @@ pub fn pid_alive(pid: u32) -> bool {
         .map(|(_, rest)| rest.split_whitespace())
         .into_iter()
         .flatten();
-    match (fields.next(), fields.next()) {
-        (Some("Z" | "X"), Some("1")) => false,
-        _ => true,
-    }
+    !matches!((fields.next(), fields.next()), (Some("Z" | "X"), Some("1")))
 }
