@@ -90,9 +90,10 @@ pub fn mcp_args(data: &[u8]) {
                     "write_stdin accepted the unknown field {key:?}"
                 );
             }
+            // An integral number, whatever its JSON spelling (`3`, `3.0`, `-0`).
             assert_eq!(
-                fields.get("session_id").and_then(Value::as_i64),
-                Some(i64::from(request.session_id))
+                fields.get("session_id").and_then(Value::as_f64),
+                Some(f64::from(request.session_id))
             );
         }
         Err(e) => assert!(
