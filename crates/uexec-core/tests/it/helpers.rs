@@ -86,7 +86,8 @@ fn rand_u32() -> u32 {
     nanos ^ std::process::id().rotate_left(16)
 }
 
-/// Live (non-zombie) processes whose command line contains `needle`.
+/// Processes whose command line contains `needle`. A zombie has no command line left, so it
+/// is never found here: [`wait_gone`] looks for zombies by pid.
 pub fn procs_with(needle: &str) -> Vec<u32> {
     let me = std::process::id();
     let mut found = Vec::new();
@@ -101,24 +102,37 @@ pub fn procs_with(needle: &str) -> Vec<u32> {
             continue;
         }
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat
-            .rsplit_once(") ")
-            .map(|(_, rest)| rest.chars().next())
-            .unwrap_or(None);
-        if cmdline.contains(needle) && state != Some('Z') {
+        if String::from_utf8_lossy(&cmdline)
+            .replace('\0', " ")
+            .contains(needle)
+        {
             found.push(pid);
         }
     }
     found
 }
 
+/// Whether `pid` is a zombie child of this test process (which runs the engine): the engine
+/// must reap every child it starts.
+pub fn is_my_zombie(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name may hold spaces and parentheses: the fields start after the last ')'.
+    let mut fields = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace())
+        .into_iter()
+        .flatten();
+    fields.next() == Some("Z") && fields.next() == Some(&std::process::id().to_string())
+}
+
+/// Waits until no process has `needle` in its command line, and the ones that had are not
+/// left as zombies of this process.
 pub async fn wait_gone(needle: &str) {
+    let seen = procs_with(needle);
     eventually(
-        &format!("processes with {needle} to die"),
+        &format!("processes with {needle} to die and be reaped"),
         Duration::from_secs(10),
-        || procs_with(needle).is_empty(),
+        || procs_with(needle).is_empty() && !seen.iter().any(|&pid| is_my_zombie(pid)),
     )
     .await;
 }

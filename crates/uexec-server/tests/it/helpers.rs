@@ -402,14 +402,18 @@ pub async fn eventually_within(what: &str, wait: Duration, mut check: impl FnMut
     }
 }
 
-/// Whether a pid is alive (not gone, not a zombie).
+/// Whether a pid is still there to be dealt with: running, or a zombie nobody reaped yet (a
+/// zombie child of the server is a bug, so it counts as alive). Only a zombie left to PID 1
+/// (an orphan; the container's init may never reap it) counts as gone.
 pub fn pid_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !matches!(
-            stat.rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next()),
-            Some("Z" | "X")
-        ),
-        Err(_) => false,
-    }
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The command name may hold spaces and parentheses: the fields start after the last ')'.
+    let mut fields = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace())
+        .into_iter()
+        .flatten();
+    !matches!((fields.next(), fields.next()), (Some("Z" | "X"), Some("1")))
 }

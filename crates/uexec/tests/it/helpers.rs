@@ -95,7 +95,8 @@ pub fn marker() -> String {
     format!("1000.{}", rand_suffix() % 900_000_000 + 100_000_000)
 }
 
-/// Live processes whose command line contains `needle`.
+/// Processes whose command line contains `needle`. A zombie has no command line left, so it
+/// is never found here: look for zombies with [`zombie_children`].
 pub fn procs_with(needle: &str) -> Vec<u32> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -103,19 +104,52 @@ pub fn procs_with(needle: &str) -> Vec<u32> {
             continue;
         };
         let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let zombie = stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z'));
-        if !zombie
-            && String::from_utf8_lossy(&cmdline)
-                .replace('\0', " ")
-                .contains(needle)
+        if String::from_utf8_lossy(&cmdline)
+            .replace('\0', " ")
+            .contains(needle)
         {
             found.push(pid);
         }
     }
     found
+}
+
+/// A process as `/proc/PID/stat` tells it: its state letter (`Z` for a zombie) and parent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcStat {
+    pub pid: u32,
+    pub state: char,
+    pub ppid: u32,
+}
+
+/// `/proc/PID/stat` of `pid`; `None` once the process is gone (reaped).
+pub fn proc_stat(pid: u32) -> Option<ProcStat> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: the fields start after the last ')'.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some(ProcStat { pid, state, ppid })
+}
+
+/// Every child of `parent`, zombies included.
+pub fn children_of(parent: u32) -> Vec<ProcStat> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter_map(proc_stat)
+        .filter(|p| p.ppid == parent)
+        .collect()
+}
+
+/// Children of `parent` that died and were not reaped: for a `uexec`, always a bug.
+pub fn zombie_children(parent: u32) -> Vec<u32> {
+    children_of(parent)
+        .into_iter()
+        .filter(|p| p.state == 'Z')
+        .map(|p| p.pid)
+        .collect()
 }
 
 pub async fn eventually(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {

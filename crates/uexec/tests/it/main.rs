@@ -6,6 +6,8 @@
 mod helpers;
 mod net_support;
 
+mod fuzz_corpus;
+mod last_will;
 mod mcp_call_ids;
 mod mcp_cancel;
 mod mcp_environments;
