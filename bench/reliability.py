@@ -200,7 +200,7 @@ class Server:
     # --- one session, either face
 
     def start(self, cmd, tty, pid_key):
-        """Starts `sh -c cmd`; returns the handle to act on it."""
+        """Starts `bash -c cmd`; returns the handle to act on it."""
         return self.start_all([(cmd, tty, pid_key)])[0]
 
     def start_all(self, specs):
@@ -211,9 +211,12 @@ class Server:
                 arguments = {"cmd": cmd, "tty": tty, "login": False, "yield_time_ms": 50}
                 sent.append(self.send_request("tools/call", {"name": "exec_command", "arguments": arguments}))
             else:
+                # bash, as `uexec mcp` uses here: dash (/bin/sh) catches SIGINT while it
+                # starts and loses one that lands before its exec (9 of 50 plain `sh -c
+                # 'sleep 30'` spawns outlive an immediate SIGINT even without uexec).
                 params = {
                     "processId": pid_key,
-                    "argv": ["/bin/sh", "-c", cmd],
+                    "argv": ["/bin/bash", "-c", cmd],
                     "cwd": "file://" + self.dir,
                     "env": {"PATH": os.environ.get("PATH", "")},
                     "tty": tty,
