@@ -46,9 +46,7 @@ async fn an_exec_server_over_tls_runs_commands_for_a_client_trusting_its_ca() {
     let r = call(
         &client,
         "exec_command",
-        // Not instant: a process that closes before `process/start` is answered meets a race
-        // of the remote backend's (reported apart), which is not what this test is about.
-        json!({"cmd": "sleep 0.3; echo over-tls", "login": false, "yield_time_ms": 5000, "environment_id": "box"}),
+        json!({"cmd": "echo over-tls", "login": false, "yield_time_ms": 5000, "environment_id": "box"}),
     )
     .await;
     if structured(&r)["exit_code"] != 0 {
