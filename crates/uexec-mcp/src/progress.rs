@@ -14,9 +14,10 @@
 //!    arrived meanwhile: `progress` is the running byte count, `message` the sample, led by
 //!    `[… N bytes omitted …]` when the sample had to drop bytes. A client that keeps up gets
 //!    every byte, in order.
-//! 4. When the call is done, what is already published is folded in, and one last
-//!    notification carries it after the one in flight: the result waits for at most two
-//!    bounded notifications, never for a backlog.
+//! 4. When the call is done, what is already published is folded in and the stream is
+//!    dropped (a process may go on printing while a client that reads nothing holds up the
+//!    sends); one last notification carries it after the one in flight: the result waits for
+//!    at most two bounded notifications, never for a backlog.
 //! 5. A cancelled call drops its forwarder: nothing more is sent.
 
 use std::future::Future;
@@ -170,6 +171,9 @@ async fn forward(
             Err(_) => break,
         }
     }
+    // The last sends may wait on a client that reads nothing: the stream is let go first, or
+    // a process still printing would fill it for as long as they wait.
+    drop(events);
     if let Some(sending) = in_flight {
         sending.await;
     }

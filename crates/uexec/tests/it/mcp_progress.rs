@@ -143,3 +143,65 @@ async fn an_endless_flood_does_not_hold_the_result() {
     call(&client, "terminate_session", json!({"session_id": id})).await;
     client.cancel().await.unwrap();
 }
+
+fn vm_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The window of a call with a progress token ends while the command goes on printing and the
+/// client reads nothing: the forwarder that waits to send its last notification must not keep
+/// collecting the flood meanwhile.
+#[tokio::test]
+async fn a_flood_that_outlives_the_window_to_a_client_that_never_reads_costs_bounded_memory() {
+    let dir = std::env::temp_dir().join(format!("uexec-it-flood-{}", rand_suffix()));
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    let mut server = Command::new(UEXEC)
+        .arg("mcp")
+        .current_dir(&dir)
+        .env("HOME", dir.join("home"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = server.stdin.take().unwrap();
+    let mut stdout = BufReader::new(server.stdout.take().unwrap());
+    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "never-reads", "version": "0"}}}),
+    );
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let m = marker();
+    send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "exec_command",
+        "arguments": {"cmd": format!("yes {m}"), "login": false, "yield_time_ms": 1000},
+        "_meta": {"progressToken": "flood"}}}),
+    );
+    // From here on the client reads nothing. Watch the server well past the window's end.
+    eventually("the flood to start", Duration::from_secs(10), || {
+        !procs_with(&m).is_empty()
+    })
+    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(4);
+    let mut peak = 0;
+    while std::time::Instant::now() < deadline && peak < 8 * MAX_SERVER_HWM_KIB {
+        peak = peak.max(vm_rss_kib(server.id()));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        peak < MAX_SERVER_HWM_KIB,
+        "the server's RSS reached {peak} KiB after the window ended"
+    );
+}
