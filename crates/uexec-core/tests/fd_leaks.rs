@@ -3,29 +3,17 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
+mod common;
+
 use std::time::{Duration, Instant};
 
 use uexec_core::sys::open_fd_count;
-use uexec_core::{ExecRequest, LocalBackend, SessionStore, StoreConfig, WriteRequest};
+use uexec_core::WriteRequest;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_sessions_leak_no_fd() {
-    let store = SessionStore::new(
-        Arc::new(LocalBackend),
-        StoreConfig {
-            cwd: std::env::temp_dir(),
-            default_shell: Some("/bin/sh".into()),
-            ..StoreConfig::default()
-        },
-    );
-    let req = |cmd: &str, tty: bool| ExecRequest {
-        cmd: cmd.into(),
-        tty: Some(tty),
-        login: Some(false),
-        yield_time_ms: Some(250),
-        ..ExecRequest::default()
-    };
+    let store = common::sh_store();
+    let req = |cmd: &str, tty: bool| common::exec(cmd, tty, 250);
     // Warm up lazily created runtime fds (signal pipe, reactor) before the baseline.
     store.exec_command(req("true", false)).await.unwrap();
     store.exec_command(req("true", true)).await.unwrap();

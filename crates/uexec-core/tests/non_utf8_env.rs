@@ -4,31 +4,22 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
-use std::sync::Arc;
-
-use uexec_core::{ExecRequest, LocalBackend, SessionStore, StoreConfig};
 
 #[tokio::test]
 async fn a_latin1_variable_passes_byte_for_byte() {
     // SAFETY (edition 2021: safe fn): set before any other thread of this binary reads it.
     std::env::set_var("UEXEC_TEST_LATIN1", OsString::from_vec(b"caf\xe9".to_vec()));
-    let store = SessionStore::new(
-        Arc::new(LocalBackend),
-        StoreConfig {
-            cwd: std::env::temp_dir(),
-            default_shell: Some("/bin/sh".into()),
-            ..StoreConfig::default()
-        },
-    );
+    let store = common::sh_store();
     let s = store
-        .exec_command(ExecRequest {
-            cmd: r#"printf %s "$UEXEC_TEST_LATIN1" | od -An -tx1"#.into(),
-            login: Some(false),
-            yield_time_ms: Some(5000),
-            ..ExecRequest::default()
-        })
+        .exec_command(common::exec(
+            r#"printf %s "$UEXEC_TEST_LATIN1" | od -An -tx1"#,
+            false,
+            5000,
+        ))
         .await
         .unwrap();
     assert_eq!(s.exit_code, Some(0));

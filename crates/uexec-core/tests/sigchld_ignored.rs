@@ -4,9 +4,7 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
-
-use uexec_core::{ExecRequest, LocalBackend, SessionStore, StoreConfig};
+mod common;
 
 #[tokio::test]
 async fn exit_codes_survive_an_inherited_ignored_sigchld() {
@@ -14,22 +12,10 @@ async fn exit_codes_survive_an_inherited_ignored_sigchld() {
     unsafe {
         libc::signal(libc::SIGCHLD, libc::SIG_IGN);
     }
-    let store = SessionStore::new(
-        Arc::new(LocalBackend),
-        StoreConfig {
-            cwd: std::env::temp_dir(),
-            default_shell: Some("/bin/sh".into()),
-            ..StoreConfig::default()
-        },
-    );
+    let store = common::sh_store();
     for (cmd, code) in [("exit 0", 0), ("exit 7", 7), ("sleep 0.3; exit 3", 3)] {
         let s = store
-            .exec_command(ExecRequest {
-                cmd: cmd.into(),
-                login: Some(false),
-                yield_time_ms: Some(5000),
-                ..ExecRequest::default()
-            })
+            .exec_command(common::exec(cmd, false, 5000))
             .await
             .unwrap();
         assert_eq!(s.exit_code, Some(code), "{cmd}: {s:?}");

@@ -24,44 +24,73 @@ fn vm_hwm_kib(pid: u32) -> u64 {
         .expect("VmHWM in /proc/PID/status")
 }
 
+/// A `uexec mcp` spoken to in raw JSON lines (so the test decides when, and whether, to read
+/// its stdout), after the handshake.
+struct RawServer {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl RawServer {
+    fn start(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("uexec-it-{name}-{}", rand_suffix()));
+        std::fs::create_dir_all(dir.join("home")).unwrap();
+        let mut child = Command::new(UEXEC)
+            .arg("mcp")
+            .current_dir(&dir)
+            .env("HOME", dir.join("home"))
+            .env("UEXEC_DETERMINISTIC_IDS", "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut server = Self {
+            stdin: child.stdin.take().unwrap(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+        };
+        server.send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": name, "version": "0"}}}),
+        );
+        let line = server.read_line();
+        assert!(line.contains("\"id\":1"), "{line}");
+        server.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        server
+    }
+
+    fn send(&mut self, v: Value) {
+        writeln!(self.stdin, "{v}").unwrap();
+    }
+
+    fn read_line(&mut self) -> String {
+        let mut line = String::new();
+        assert_ne!(
+            self.stdout.read_line(&mut line).unwrap(),
+            0,
+            "server closed stdout"
+        );
+        line
+    }
+}
+
 #[tokio::test]
 async fn a_slow_client_costs_bounded_memory_and_gets_its_result() {
-    let dir = std::env::temp_dir().join(format!("uexec-it-slow-{}", rand_suffix()));
-    std::fs::create_dir_all(dir.join("home")).unwrap();
-    let mut server = Command::new(UEXEC)
-        .arg("mcp")
-        .current_dir(&dir)
-        .env("HOME", dir.join("home"))
-        .env("UEXEC_DETERMINISTIC_IDS", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = server.stdin.take().unwrap();
-    let mut stdout = BufReader::new(server.stdout.take().unwrap());
-    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
-    send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "slow-reader", "version": "0"}}}),
-    );
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    assert!(line.contains("\"id\":1"), "{line}");
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let mut server = RawServer::start("slow-reader");
     // The second command's session will be 1001: the watcher has to tell its start while
     // the client is not reading.
-    send(
+    server.send(
         json!({"jsonrpc": "2.0", "id": 3, "method": "resources/subscribe",
         "params": {"uri": "uexec://sessions/1001"}}),
     );
-    line.clear();
-    stdout.read_line(&mut line).unwrap();
+    let line = server.read_line();
     assert!(line.contains("\"id\":3"), "{line}");
     let m = marker();
     let pause = format!("1.{}", m.split('.').nth(1).unwrap());
-    send(
+    server.send(
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
         "name": "exec_command",
         "arguments": {
@@ -77,7 +106,7 @@ async fn a_slow_client_costs_bounded_memory_and_gets_its_result() {
         !procs_with(&format!("sleep {pause}")).is_empty()
     })
     .await;
-    send(
+    server.send(
         json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
         "name": "exec_command",
         "arguments": {"cmd": "true", "login": false}}}),
@@ -86,17 +115,11 @@ async fn a_slow_client_costs_bounded_memory_and_gets_its_result() {
         procs_with(&m).is_empty()
     })
     .await;
-    let hwm = vm_hwm_kib(server.id());
+    let hwm = vm_hwm_kib(server.child.id());
 
     let mut progress = 0usize;
     let result = loop {
-        line.clear();
-        assert_ne!(
-            stdout.read_line(&mut line).unwrap(),
-            0,
-            "server closed stdout"
-        );
-        let message: Value = serde_json::from_str(&line).unwrap();
+        let message: Value = serde_json::from_str(&server.read_line()).unwrap();
         if message["method"] == "notifications/progress" {
             progress += 1;
             assert_eq!(message["params"]["progressToken"], "slow");
@@ -117,8 +140,8 @@ async fn a_slow_client_costs_bounded_memory_and_gets_its_result() {
         progress < 100,
         "{progress} progress notifications before the result"
     );
-    drop(stdin);
-    let _ = server.wait();
+    drop(server.stdin);
+    let _ = server.child.wait();
 }
 
 /// A command that never stops printing: the call still returns when its window ends, with
@@ -158,30 +181,9 @@ fn vm_rss_kib(pid: u32) -> u64 {
 /// collecting the flood meanwhile.
 #[tokio::test]
 async fn a_flood_that_outlives_the_window_to_a_client_that_never_reads_costs_bounded_memory() {
-    let dir = std::env::temp_dir().join(format!("uexec-it-flood-{}", rand_suffix()));
-    std::fs::create_dir_all(dir.join("home")).unwrap();
-    let mut server = Command::new(UEXEC)
-        .arg("mcp")
-        .current_dir(&dir)
-        .env("HOME", dir.join("home"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = server.stdin.take().unwrap();
-    let mut stdout = BufReader::new(server.stdout.take().unwrap());
-    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
-    send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "never-reads", "version": "0"}}}),
-    );
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let mut server = RawServer::start("never-reads");
     let m = marker();
-    send(
+    server.send(
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
         "name": "exec_command",
         "arguments": {"cmd": format!("yes {m}"), "login": false, "yield_time_ms": 1000},
@@ -195,11 +197,11 @@ async fn a_flood_that_outlives_the_window_to_a_client_that_never_reads_costs_bou
     let deadline = std::time::Instant::now() + Duration::from_secs(4);
     let mut peak = 0;
     while std::time::Instant::now() < deadline && peak < 8 * MAX_SERVER_HWM_KIB {
-        peak = peak.max(vm_rss_kib(server.id()));
+        peak = peak.max(vm_rss_kib(server.child.id()));
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let _ = server.kill();
-    let _ = server.wait();
+    let _ = server.child.kill();
+    let _ = server.child.wait();
     assert!(
         peak < MAX_SERVER_HWM_KIB,
         "the server's RSS reached {peak} KiB after the window ended"
