@@ -34,9 +34,8 @@ use crate::utf8::{incomplete_suffix_len, split_chunks, Utf8Carry};
 /// unknown); the first failure message wins.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Lifecycle {
-    /// The process is gone: the backend reported its exit, or it was killed, or the backend
-    /// no longer knows it.
-    pub exited: bool,
+    /// When the process was known gone: the backend reported its exit, or it was killed, or
+    /// the backend no longer knows it ([`Lifecycle::exited`]).
     pub exited_at: Option<Instant>,
     /// The backend's own exit report arrived (it carries the code).
     pub exit_reported: bool,
@@ -53,6 +52,13 @@ pub struct Lifecycle {
     /// The `exec_command` that stored the session is still in its window: the entry stays
     /// in the store until that call reports the exit.
     pub first_call_active: bool,
+}
+
+impl Lifecycle {
+    /// The process is gone (the truth; `exit_code` may stay unknown).
+    pub fn exited(&self) -> bool {
+        self.exited_at.is_some()
+    }
 }
 
 /// How a process ended, as reported to callers and in the End.
@@ -120,7 +126,7 @@ impl MonitorHandle {
     /// Resolves once the process has exited.
     pub async fn exited(&self) {
         let mut rx = self.state.clone();
-        let _ = rx.wait_for(|s| s.exited).await.is_ok();
+        let _ = rx.wait_for(|s| s.exited()).await.is_ok();
     }
 }
 
@@ -258,10 +264,7 @@ impl Session {
 
     fn on_exit(&self, report: ExitReport) {
         self.state.send_modify(|s| {
-            if !s.exited {
-                s.exited = true;
-                s.exited_at = Some(Instant::now());
-            }
+            s.exited_at.get_or_insert_with(Instant::now);
             s.exit_reported = true;
             if s.exit_code.is_none() {
                 s.exit_code = report.exit_code;
@@ -276,10 +279,9 @@ impl Session {
     /// no longer knows it, a terminate).
     pub fn mark_exited(&self) {
         self.state.send_if_modified(|s| {
-            if s.exited {
+            if s.exited() {
                 return false;
             }
-            s.exited = true;
             s.exited_at = Some(Instant::now());
             true
         });
@@ -309,7 +311,7 @@ impl Session {
     /// Claims the report of the exit for the calling call: true for exactly one caller.
     pub fn claim_report(&self) -> bool {
         self.state
-            .send_if_modified(|s| s.exited && !std::mem::replace(&mut s.reported, true))
+            .send_if_modified(|s| s.exited() && !std::mem::replace(&mut s.reported, true))
     }
 
     /// Waits until `done` holds, or until the deadline `deadline_of` gives (`None`: none),
@@ -342,8 +344,8 @@ impl Session {
     /// Waits up to `grace` for the exit; true when it came.
     pub async fn wait_exited(&self, grace: Duration) -> bool {
         let deadline = Instant::now() + grace;
-        self.wait_until(|s| s.exited, |_| Some(deadline)).await;
-        self.lifecycle().exited
+        self.wait_until(|s| s.exited(), |_| Some(deadline)).await;
+        self.lifecycle().exited()
     }
 
     /// Waits until `deadline`, or earlier once the process has exited and its output closed
@@ -360,14 +362,14 @@ impl Session {
 
     /// Exited, its output closed and its exit report in: nothing more will come.
     fn drained(s: &Lifecycle) -> bool {
-        s.exited && s.output_closed && s.exit_reported
+        s.exited() && s.output_closed && s.exit_reported
     }
 
     /// Waits until the exit can be reported (SPEC §5): the exit observed, the output drained
     /// (closed, or `drain_grace` after the exit), and every monitor settled (at most
     /// `LATE_FAILURE_GRACE_MS` after the exit); then fixes the [`Outcome`].
     pub async fn settle(&self, drain_grace: Duration) -> Outcome {
-        self.wait_until(|s| s.exited, |_| None).await;
+        self.wait_until(|s| s.exited(), |_| None).await;
         self.wait_until(Self::drained, |s| s.exited_at.map(|at| at + drain_grace))
             .await;
         let monitor_grace = Duration::from_millis(LATE_FAILURE_GRACE_MS);

@@ -287,7 +287,7 @@ impl SessionStore {
                     cwd: s.info.cwd.clone(),
                     tty: s.info.tty,
                     running_time: s.started_at.elapsed(),
-                    exited: s.lifecycle().exited,
+                    exited: s.lifecycle().exited(),
                     pid: s.pid,
                 }
             })
@@ -412,7 +412,7 @@ impl SessionStore {
                     .map(|e| SessionMeta {
                         session_id: e.session.id(),
                         last_used: e.last_used,
-                        exited: e.session.lifecycle().exited,
+                        exited: e.session.lifecycle().exited(),
                     })
                     .collect();
                 if let Some(victim) = session_to_prune(&meta, PROTECTED_RECENT_SESSIONS) {
@@ -462,7 +462,7 @@ impl SessionStore {
         window_start: Instant,
         max_output_tokens: u64,
     ) -> Result<Snapshot, ExecError> {
-        if !session.lifecycle().exited {
+        if !session.lifecycle().exited() {
             let drained = session.drain(true);
             return Ok(Snapshot::new(
                 &drained,
@@ -570,7 +570,7 @@ impl Drop for FirstCall {
         if self.stored {
             return;
         }
-        if !self.session.lifecycle().exited {
+        if !self.session.lifecycle().exited() {
             if self.store.store_session(self.session.clone()).is_ok() {
                 return;
             }
