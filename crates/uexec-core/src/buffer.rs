@@ -73,6 +73,16 @@ impl HeadTailBuffer {
         self.head.len() + self.tail.len()
     }
 
+    /// The last `n` bytes held (fewer when less is held), leaving them in place.
+    pub fn last_bytes(&self, n: usize) -> Vec<u8> {
+        let from_tail = self.tail.len().min(n);
+        let from_head = (n - from_tail).min(self.head.len());
+        let mut out = Vec::with_capacity(from_head + from_tail);
+        out.extend_from_slice(&self.head[self.head.len() - from_head..]);
+        out.extend(self.tail.range(self.tail.len() - from_tail..));
+        out
+    }
+
     /// A copy of what is held, leaving it in place.
     pub fn peek(&self) -> Drained {
         Drained {

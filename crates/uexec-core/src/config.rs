@@ -18,6 +18,41 @@ pub struct StoreConfig {
     /// Cap on `max_output_tokens`.
     pub output_token_policy_max: u64,
     pub max_sessions: usize,
+    /// Output hygiene when a call does not say (both off: Codex's output, byte for byte).
+    pub hygiene: Hygiene,
+}
+
+/// Output hygiene of a snapshot body.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hygiene {
+    /// Terminal escape sequences removed.
+    pub strip_ansi: bool,
+    /// Carriage returns rendered as a terminal shows them.
+    pub collapse_cr: bool,
+}
+
+impl Hygiene {
+    /// `asked` over these defaults.
+    pub fn with(self, asked: crate::request::HygieneRequest) -> Self {
+        Self {
+            strip_ansi: asked.strip_ansi.unwrap_or(self.strip_ansi),
+            collapse_cr: asked.collapse_cr.unwrap_or(self.collapse_cr),
+        }
+    }
+
+    /// `text` cleaned as asked.
+    pub fn apply(self, text: String) -> String {
+        let text = if self.strip_ansi {
+            crate::text::strip_ansi(&text)
+        } else {
+            text
+        };
+        if self.collapse_cr {
+            crate::text::collapse_cr(&text)
+        } else {
+            text
+        }
+    }
 }
 
 impl Default for StoreConfig {
@@ -29,6 +64,7 @@ impl Default for StoreConfig {
             deterministic_ids: false,
             output_token_policy_max: OUTPUT_TOKEN_POLICY_MAX,
             max_sessions: MAX_SESSIONS,
+            hygiene: Hygiene::default(),
         }
     }
 }

@@ -14,12 +14,15 @@ pub mod env;
 pub mod error;
 pub mod events;
 pub mod limits;
+pub mod notice;
 pub mod plan;
 pub mod prune;
 pub mod request;
 mod session;
 pub mod snapshot;
 pub mod store;
+pub mod text;
+pub mod until;
 pub mod utf8;
 
 #[cfg(unix)]
@@ -31,7 +34,9 @@ pub use backend::{Backend, SpawnSpec};
 pub use config::StoreConfig;
 pub use error::ExecError;
 pub use events::{EndStatus, Event, EventKind, EventStream};
-pub use request::{ExecRequest, SessionInfo, WriteRequest};
+pub use notice::ExitNotice;
+pub use request::{ExecRequest, HygieneRequest, SessionInfo, WaitRequest, WriteRequest};
 pub use session::{Lifecycle, MonitorHandle, PolicyMonitor};
 pub use snapshot::Snapshot;
 pub use store::SessionStore;
+pub use until::{Match, Reason, Until};

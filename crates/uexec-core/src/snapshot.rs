@@ -11,7 +11,9 @@
 use std::time::Duration;
 
 use crate::buffer::Drained;
+use crate::config::Hygiene;
 use crate::limits::approx_tokens;
+use crate::until::{Match, Reason};
 use crate::utf8::{boundary_at_or_after, incomplete_suffix_len};
 
 /// One observation of a session.
@@ -29,6 +31,14 @@ pub struct Snapshot {
     pub original_token_count: u64,
     /// The body, possibly truncated.
     pub output: String,
+    /// Why the call returned.
+    pub reason: Reason,
+    /// What the call's `until.pattern` matched.
+    pub matched: Option<Match>,
+    /// The hard timeout (`timeout_ms`) killed the command after this many ms.
+    pub timed_out_ms: Option<u64>,
+    /// A PTY session waits for input with echo off (a password prompt).
+    pub awaiting_secret: bool,
 }
 
 impl Snapshot {
@@ -40,7 +50,26 @@ impl Snapshot {
         exit_code: Option<i32>,
         session_id: Option<i32>,
     ) -> Self {
-        let body = Body::from_drained(drained, max_output_tokens);
+        Self::cleaned(
+            drained,
+            max_output_tokens,
+            Hygiene::default(),
+            wall_time,
+            exit_code,
+            session_id,
+        )
+    }
+
+    /// [`Self::new`] with the body cleaned before it is counted and truncated.
+    pub fn cleaned(
+        drained: &Drained,
+        max_output_tokens: u64,
+        hygiene: Hygiene,
+        wall_time: Duration,
+        exit_code: Option<i32>,
+        session_id: Option<i32>,
+    ) -> Self {
+        let body = Body::cleaned(drained, max_output_tokens, hygiene);
         Self {
             chunk_id: new_chunk_id(),
             wall_time,
@@ -48,7 +77,55 @@ impl Snapshot {
             session_id,
             original_token_count: body.original_token_count,
             output: body.text,
+            reason: if exit_code.is_some() {
+                Reason::Exited
+            } else {
+                Reason::Window
+            },
+            matched: None,
+            timed_out_ms: None,
+            awaiting_secret: false,
         }
+    }
+
+    /// One line saying why the call returned.
+    pub fn reason_text(&self) -> String {
+        match (self.reason, &self.matched) {
+            (Reason::Matched, Some(m)) => format!(
+                "Returned because: the pattern matched {:?} at output byte {}",
+                m.text, m.offset
+            ),
+            (Reason::Matched, None) => "Returned because: the pattern matched".to_owned(),
+            (Reason::Exited, _) => "Returned because: the process exited".to_owned(),
+            (Reason::Idle, _) => "Returned because: the output went idle".to_owned(),
+            (Reason::Prompt, _) if self.awaiting_secret => {
+                "Returned because: the process waits for secret input (echo is off)".to_owned()
+            }
+            (Reason::Prompt, _) => "Returned because: the process waits for input".to_owned(),
+            (Reason::Window, _) => "Returned because: the window ended".to_owned(),
+        }
+    }
+
+    /// [`Self::to_text`] with uexec's extra lines after the status line: the timeout, why
+    /// the call returned, and a secret prompt.
+    pub fn to_text_annotated(&self) -> String {
+        let mut extra = String::new();
+        if let Some(ms) = self.timed_out_ms {
+            extra.push_str(&format!(
+                "Process timed out after {ms} ms (SIGTERM, then SIGKILL); reported as exit code {}\n",
+                crate::limits::TIMEOUT_EXIT_CODE
+            ));
+        }
+        extra.push_str(&self.reason_text());
+        extra.push('\n');
+        if self.awaiting_secret {
+            if let Some(id) = self.session_id {
+                extra.push_str(&format!("Awaiting secret input (echo off): do not type secrets; ask the person to answer it with `uexec attach {id} --write`\n"));
+            }
+        }
+        let text = self.to_text();
+        let at = text.find("Original token count:").unwrap_or(0);
+        format!("{}{extra}{}", &text[..at], &text[at..])
     }
 
     /// Wall time in seconds with exactly four decimals, as printed.
@@ -86,10 +163,15 @@ pub struct Body {
 
 impl Body {
     pub fn from_drained(drained: &Drained, max_output_tokens: u64) -> Self {
+        Self::cleaned(drained, max_output_tokens, Hygiene::default())
+    }
+
+    /// The body with `hygiene` applied to the text before it is counted and truncated.
+    pub fn cleaned(drained: &Drained, max_output_tokens: u64, hygiene: Hygiene) -> Self {
         let (text, len) = if drained.omitted_bytes == 0 {
             let mut all = drained.head.clone();
             all.extend_from_slice(&drained.tail);
-            let text = String::from_utf8_lossy(&all).into_owned();
+            let text = hygiene.apply(String::from_utf8_lossy(&all).into_owned());
             let len = text.len() as u64;
             (text, len)
         } else {
@@ -99,8 +181,8 @@ impl Body {
             let tail_start = boundary_at_or_after(&drained.tail, 0);
             let omitted =
                 drained.omitted_bytes + (drained.head.len() - head_end + tail_start) as u64;
-            let head = String::from_utf8_lossy(&drained.head[..head_end]);
-            let tail = String::from_utf8_lossy(&drained.tail[tail_start..]);
+            let head = hygiene.apply(String::from_utf8_lossy(&drained.head[..head_end]).into());
+            let tail = hygiene.apply(String::from_utf8_lossy(&drained.tail[tail_start..]).into());
             let len = (head.len() + tail.len()) as u64 + omitted;
             let text = format!("{head}{}{tail}", omitted_marker(omitted));
             (text, len)

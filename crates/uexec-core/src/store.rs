@@ -10,29 +10,34 @@
 //!
 //! One store per owner (an MCP connection, a daemon namespace, an exec-server client).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::backend::{Backend, Signal, WriteOutcome};
-use crate::config::StoreConfig;
+use crate::config::{Hygiene, StoreConfig};
 use crate::error::ExecError;
 use crate::events::{lock, EndStatus, EventBus, EventKind, EventStream};
 use crate::limits::{
-    write_window_ms, EARLY_EXIT_GRACE_MS, MAX_SESSION_ID_EXCLUSIVE, MAX_WRITE_CHARS_BYTES,
-    MIN_SESSION_ID, POST_EXIT_CLOSE_WAIT_MS, PROTECTED_RECENT_SESSIONS, TRAILING_OUTPUT_GRACE_MS,
-    TTY_WRITE_SETTLE_MS,
+    write_window_ms, EARLY_EXIT_GRACE_MS, MAX_EMPTY_POLL_YIELD_TIME_MS, MAX_EXIT_NOTICES,
+    MAX_SESSION_ID_EXCLUSIVE, MAX_WAIT_SESSIONS, MAX_WRITE_CHARS_BYTES, MIN_SESSION_ID,
+    MIN_YIELD_TIME_MS, POST_EXIT_CLOSE_WAIT_MS, PROTECTED_RECENT_SESSIONS,
+    TRAILING_OUTPUT_GRACE_MS, TTY_WRITE_SETTLE_MS,
 };
+use crate::notice::ExitNotice;
 use crate::plan::{self, Plan};
 use crate::prune::{session_to_prune, SessionMeta};
-use crate::request::{ExecRequest, SessionInfo, WriteRequest};
+use crate::request::{ExecRequest, SessionInfo, WaitRequest, WriteRequest};
 use crate::session::{PolicyMonitor, Session, SessionMetaInfo};
 use crate::snapshot::Snapshot;
+use crate::until::{Condition, Reason};
 
 /// Live sessions of one owner, and the calls on them.
 pub struct SessionStore {
+    /// This store, for the tasks it starts (they must not keep it alive).
+    me: std::sync::Weak<SessionStore>,
     backend: Arc<dyn Backend>,
     /// Named other places to run commands (`environment_id`), e.g. remote exec servers.
     environments: HashMap<String, Arc<dyn Backend>>,
@@ -48,6 +53,9 @@ struct StoreInner {
     reserved: HashSet<i32>,
     use_counter: u64,
     shut_down: bool,
+    /// Exits no call watched, waiting for the owner's next result (bounded: the oldest
+    /// give way to [`MAX_EXIT_NOTICES`] newer ones).
+    notices: VecDeque<ExitNotice>,
 }
 
 struct Entry {
@@ -66,7 +74,8 @@ impl SessionStore {
         config: StoreConfig,
         environments: HashMap<String, Arc<dyn Backend>>,
     ) -> Arc<Self> {
-        Arc::new(Self {
+        Arc::new_cyclic(|me| Self {
+            me: me.clone(),
             backend,
             environments,
             config,
@@ -144,8 +153,10 @@ impl SessionStore {
             command: plan.command,
             cwd,
             tty: plan.spec.tty,
+            pipe_stdin: plan.spec.pipe_stdin,
+            hygiene: plan.hygiene,
         };
-        let session = Session::start(info, process, self.events.clone(), monitors);
+        let session = Session::start(info, process, self.events.clone(), monitors, plan.timeout);
         // From here on the first-call guard owns the id: it stores the session or finishes it.
         reservation.hand_over();
         let mut guard = FirstCall {
@@ -173,14 +184,21 @@ impl SessionStore {
             }
         }
         let window_start = Instant::now();
-        session
-            .observe_until(
+        let reason = session
+            .observe(
                 window_start + plan.window,
                 Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS),
+                plan.condition.as_ref(),
             )
             .await;
         let snapshot = self
-            .conclude(&session, window_start, plan.max_output_tokens)
+            .conclude(
+                &session,
+                window_start,
+                plan.max_output_tokens,
+                plan.hygiene,
+                reason,
+            )
             .await;
         session.set_first_call_active(false);
         if !guard.stored {
@@ -208,16 +226,26 @@ impl SessionStore {
                 ),
             ));
         }
-        let is_poll = req.chars.is_empty();
+        let condition = req.until.as_ref().map(Condition::new).transpose()?;
+        let is_poll = req.chars.is_empty() && !req.eof;
         let window = Duration::from_millis(write_window_ms(req.yield_time_ms, is_poll));
         let session = self.touch(id).ok_or(ExecError::UnknownProcess(id))?;
+        if req.eof && !session.info.pipe_stdin {
+            return Err(ExecError::invalid(
+                "eof",
+                format!("session {id} has no piped stdin to close (start it with stdin: \"pipe\"; on a tty session type \"\\u0004\" for Ctrl-D)"),
+            ));
+        }
+        let hygiene = session.info.hygiene.with(req.hygiene);
         let _interaction = session.interaction.lock().await;
         // A call queued behind the one that reported the exit finds the id dead.
         if session.lifecycle().reported {
             return Err(ExecError::UnknownProcess(id));
         }
 
-        if !is_poll {
+        if session.info.pipe_stdin && (req.eof || (!req.chars.is_empty() && req.chars != "\u{3}")) {
+            self.write_pipe(&session, &req, window).await?;
+        } else if !req.chars.is_empty() {
             if session.info.tty {
                 let write = session.control().write(req.chars.clone().into_bytes());
                 let outcome = match tokio::time::timeout(window, write).await {
@@ -253,14 +281,15 @@ impl SessionStore {
         }
 
         let window_start = Instant::now();
-        session
-            .observe_until(
+        let reason = session
+            .observe(
                 window_start + window,
                 Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS),
+                condition.as_ref(),
             )
             .await;
         let snapshot = self
-            .conclude(&session, window_start, max_output_tokens)
+            .conclude(&session, window_start, max_output_tokens, hygiene, reason)
             .await;
         let still_running = matches!(&snapshot, Ok(s) if s.session_id.is_some());
         if !is_poll || still_running {
@@ -271,6 +300,182 @@ impl SessionStore {
             );
         }
         snapshot
+    }
+
+    /// Writes `chars` to a piped stdin, then closes it when `eof` is asked.
+    async fn write_pipe(
+        &self,
+        session: &Session,
+        req: &WriteRequest,
+        window: Duration,
+    ) -> Result<(), ExecError> {
+        let id = session.id();
+        let failed = |message: String| ExecError::Write {
+            session_id: id,
+            message,
+        };
+        let work = async {
+            let mut outcome = WriteOutcome::Accepted;
+            if !req.chars.is_empty() {
+                outcome = session
+                    .control()
+                    .write(req.chars.clone().into_bytes())
+                    .await
+                    .map_err(|e| failed(e.message))?;
+            }
+            if req.eof && outcome == WriteOutcome::Accepted {
+                outcome = session
+                    .control()
+                    .close_stdin()
+                    .await
+                    .map_err(|e| failed(e.message))?;
+            }
+            Ok::<_, ExecError>(outcome)
+        };
+        match tokio::time::timeout(window, work).await {
+            Ok(Ok(WriteOutcome::Accepted)) => Ok(()),
+            Ok(Ok(WriteOutcome::StdinClosed)) => Err(failed(
+                "its stdin is closed (eof was sent, or the process closed it)".to_owned(),
+            )),
+            Ok(Ok(WriteOutcome::UnknownProcess)) => {
+                session.mark_exited();
+                Ok(())
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(failed(format!(
+                "the process did not read its input within {} ms",
+                window.as_millis()
+            ))),
+        }
+    }
+
+    /// Waits on several sessions at once (the `wait` tool): returns when the first of them
+    /// (or, with `all`, every one) exits or meets `until`, or when the window ends; then
+    /// one snapshot per session, in the order asked. Nothing is checked lazily: a bad or
+    /// unknown id fails the call before any session is touched.
+    pub async fn wait(
+        self: &Arc<Self>,
+        req: WaitRequest,
+    ) -> Result<Vec<(i32, Result<Snapshot, ExecError>)>, ExecError> {
+        if req.session_ids.is_empty() {
+            return Err(ExecError::invalid(
+                "session_ids",
+                "give at least one session id",
+            ));
+        }
+        if req.session_ids.len() > MAX_WAIT_SESSIONS {
+            return Err(ExecError::invalid(
+                "session_ids",
+                format!(
+                    "{} ids is more than the {MAX_WAIT_SESSIONS} one call may wait on",
+                    req.session_ids.len()
+                ),
+            ));
+        }
+        let mut seen = HashSet::new();
+        if let Some(dup) = req.session_ids.iter().find(|id| !seen.insert(**id)) {
+            return Err(ExecError::invalid(
+                "session_ids",
+                format!("{dup} is listed twice"),
+            ));
+        }
+        let condition = req.until.as_ref().map(Condition::new).transpose()?;
+        let max_output_tokens = plan::token_budget(&self.config, req.max_output_tokens)?;
+        let window_ms = req
+            .yield_time_ms
+            .map_or(crate::limits::DEFAULT_WAIT_YIELD_TIME_MS, |ms| {
+                (ms.max(0) as u64).clamp(MIN_YIELD_TIME_MS, MAX_EMPTY_POLL_YIELD_TIME_MS)
+            });
+        let mut sessions = Vec::with_capacity(req.session_ids.len());
+        for &id in &req.session_ids {
+            sessions.push(self.touch(id).ok_or(ExecError::UnknownProcess(id))?);
+        }
+        // Locks in id order: two waits on overlapping sets cannot deadlock.
+        let mut order: Vec<usize> = (0..sessions.len()).collect();
+        order.sort_by_key(|&i| sessions[i].id());
+        let mut guards = Vec::with_capacity(sessions.len());
+        for &i in &order {
+            guards.push(sessions[i].interaction.lock().await);
+        }
+        let window_start = Instant::now();
+        let deadline = window_start + Duration::from_millis(window_ms);
+        let close_wait = Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS);
+        let live: Vec<&Arc<Session>> = sessions
+            .iter()
+            .filter(|s| !s.lifecycle().reported)
+            .collect();
+        let mut reasons: HashMap<i32, Reason> = HashMap::new();
+        if !live.is_empty() {
+            let observations = live.iter().map(|s| {
+                let condition = condition.as_ref();
+                Box::pin(async move { (s.id(), s.observe(deadline, close_wait, condition).await) })
+            });
+            if req.all {
+                for (id, reason) in futures::future::join_all(observations).await {
+                    reasons.insert(id, reason);
+                }
+            } else {
+                let ((id, reason), _, _) = futures::future::select_all(observations).await;
+                reasons.insert(id, reason);
+            }
+        }
+        let mut results = Vec::with_capacity(sessions.len());
+        for session in &sessions {
+            let id = session.id();
+            if session.lifecycle().reported {
+                results.push((id, Err(ExecError::UnknownProcess(id))));
+                continue;
+            }
+            let reason = reasons.get(&id).copied().unwrap_or_else(|| {
+                if session.lifecycle().exited() {
+                    Reason::Exited
+                } else if session.matched().is_some() {
+                    Reason::Matched
+                } else {
+                    Reason::Window
+                }
+            });
+            let hygiene = session.info.hygiene;
+            let snapshot = self
+                .conclude(session, window_start, max_output_tokens, hygiene, reason)
+                .await;
+            results.push((id, snapshot));
+        }
+        drop(guards);
+        Ok(results)
+    }
+
+    /// Exits that no call watched, each once: the owner's next result of any kind carries
+    /// them (oldest first).
+    pub fn take_exit_notices(&self) -> Vec<ExitNotice> {
+        lock(&self.inner).notices.drain(..).collect()
+    }
+
+    fn push_exit_notice(&self, session: &Arc<Session>) {
+        let state = session.lifecycle();
+        let (Some(exited_at), Some(outcome)) = (state.exited_at, state.outcome) else {
+            return;
+        };
+        let mut inner = lock(&self.inner);
+        // Terminated or pruned sessions are gone on purpose: nothing to announce.
+        let stored = inner
+            .sessions
+            .get(&session.id())
+            .is_some_and(|e| Arc::ptr_eq(&e.session, session));
+        if !stored || state.reported {
+            return;
+        }
+        if inner.notices.len() >= MAX_EXIT_NOTICES {
+            inner.notices.pop_front();
+        }
+        inner.notices.push_back(ExitNotice {
+            session_id: session.id(),
+            command: session.info.command.clone(),
+            exit_code: outcome.exit_code,
+            failure: outcome.failure,
+            timed_out_ms: outcome.timed_out_ms,
+            exited_at,
+        });
     }
 
     /// Live sessions, oldest first.
@@ -436,7 +641,16 @@ impl SessionStore {
             tracing::info!(session_id = victim.id(), "store full: pruned the session");
             victim.terminate();
         }
-        tokio::spawn(session.watch_lifecycle(Duration::from_millis(TRAILING_OUTPUT_GRACE_MS)));
+        let store = self.me.clone();
+        tokio::spawn(async move {
+            let unwatched = session
+                .clone()
+                .watch_lifecycle(Duration::from_millis(TRAILING_OUTPUT_GRACE_MS))
+                .await;
+            if let (true, Some(store)) = (unwatched, store.upgrade()) {
+                store.push_exit_notice(&session);
+            }
+        });
         Ok(())
     }
 
@@ -461,16 +675,28 @@ impl SessionStore {
         session: &Arc<Session>,
         window_start: Instant,
         max_output_tokens: u64,
+        hygiene: Hygiene,
+        reason: Reason,
     ) -> Result<Snapshot, ExecError> {
+        let annotate = |mut snapshot: Snapshot| {
+            snapshot.reason = reason;
+            if reason == Reason::Matched {
+                snapshot.matched = session.matched();
+            }
+            snapshot
+        };
         if !session.lifecycle().exited() {
             let drained = session.drain(true);
-            return Ok(Snapshot::new(
+            let mut snapshot = annotate(Snapshot::cleaned(
                 &drained,
                 max_output_tokens,
+                hygiene,
                 window_start.elapsed(),
                 None,
                 Some(session.id()),
             ));
+            snapshot.awaiting_secret = session.awaiting_secret();
+            return Ok(snapshot);
         }
         let outcome = session
             .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
@@ -482,6 +708,8 @@ impl SessionStore {
         let drained = session.drain(false);
         {
             let mut inner = lock(&self.inner);
+            // Reported here: a notice of the same exit would say it twice.
+            inner.notices.retain(|n| n.session_id != session.id());
             let same = inner
                 .sessions
                 .get(&session.id())
@@ -498,13 +726,20 @@ impl SessionStore {
                 message,
             });
         }
-        Ok(Snapshot::new(
+        let mut snapshot = annotate(Snapshot::cleaned(
             &drained,
             max_output_tokens,
+            hygiene,
             wall_time,
             outcome.exit_code,
             None,
-        ))
+        ));
+        // Whatever ended the wait, the process is gone: that is what the caller acts on.
+        if reason == Reason::Window {
+            snapshot.reason = Reason::Exited;
+        }
+        snapshot.timed_out_ms = outcome.timed_out_ms;
+        Ok(snapshot)
     }
 }
 

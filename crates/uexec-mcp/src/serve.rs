@@ -29,7 +29,7 @@ use uexec_server::net::tls::ClientTrust;
 use uexec_server::net::{authorize, Access, HttpListener, ListenerArgs, Peer};
 use uexec_server::shutdown_signal;
 
-use crate::server::UexecServer;
+use crate::server::{Options, UexecServer};
 use crate::stores::{Principal, Stores};
 
 /// Arguments of `uexec mcp`.
@@ -65,6 +65,21 @@ pub struct McpArgs {
     /// terminate_session.
     #[arg(long)]
     pub codex_tools_only: bool,
+    /// Offer uexec's own arguments on top of Codex's: `until` (return on a regex match,
+    /// idle output, a prompt or the exit), `timeout_ms` (a hard timeout), `stdin: "pipe"`
+    /// and `eof`, `strip_ansi` and `collapse_cr`; results then say why they returned and
+    /// carry exit notices of sessions that ended unwatched. Off by default: the tools are
+    /// then exactly Codex's. The `wait` tool is always offered (not with --codex-tools-only).
+    #[arg(long, env = "UEXEC_EXTENDED", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+    pub extended: bool,
+    /// Remove terminal escape sequences from returned output unless a call says otherwise
+    /// (`strip_ansi`; off by default, as Codex).
+    #[arg(long)]
+    pub strip_ansi: bool,
+    /// Render carriage returns as a terminal would (progress bars collapse to their last
+    /// state) unless a call says otherwise (`collapse_cr`; off by default, as Codex).
+    #[arg(long)]
+    pub collapse_cr: bool,
     /// Default shell for commands (default: $SHELL, else /bin/bash, else /bin/sh).
     #[arg(long, value_name = "PATH")]
     pub shell: Option<String>,
@@ -124,6 +139,8 @@ impl McpArgs {
             set: self.env_set.clone(),
             drop: self.env_drop.clone(),
         };
+        config.hygiene.strip_ansi = self.strip_ansi;
+        config.hygiene.collapse_cr = self.collapse_cr;
         config
     }
 }
@@ -158,6 +175,11 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     let mut names: Vec<String> = environments.keys().cloned().collect();
     names.sort();
     let config = args.store_config();
+    let options = Options {
+        codex_tools_only: args.codex_tools_only,
+        extended: args.extended,
+        config: config.clone(),
+    };
     let make_store = move || {
         SessionStore::with_environments(
             Arc::new(LocalBackend),
@@ -169,7 +191,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         None => Stores::Single(make_store()),
         Some(_) => Stores::per_principal(make_store),
     };
-    let server = UexecServer::new(stores.clone(), names, args.codex_tools_only);
+    let server = UexecServer::new(stores.clone(), names, options);
     let result = match args.http {
         None if args.listener.tls_cert.is_some() => Err(anyhow::anyhow!(
             "--tls-cert and --tls-key serve HTTPS: they need --http ADDR"

@@ -13,9 +13,9 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{json, Map, Value};
-use uexec_core::{ExecError, SessionStore, Snapshot};
+use uexec_core::{ExecError, ExitNotice, SessionStore, Snapshot, StoreConfig};
 
-use crate::args;
+use crate::args::{self, Dialect};
 use crate::progress::{CallTarget, ProgressForwarder};
 use crate::resources::{self, LegacySubscriptions};
 use crate::stores::Stores;
@@ -27,22 +27,41 @@ pub struct UexecServer {
     stores: Stores,
     /// Names of the configured environments (the same for every store).
     environments: Vec<String>,
-    codex_tools_only: bool,
+    options: Options,
     subscriptions: LegacySubscriptions,
 }
 
+/// How a server presents its tools.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Offer only Codex's two tools.
+    pub codex_tools_only: bool,
+    /// uexec's own arguments (`until`, `timeout_ms`, `stdin`, `eof`, hygiene), the extra
+    /// result fields and exit notices. Off: exactly Codex's dialect.
+    pub extended: bool,
+    /// The stores' configuration (for the defaults the tools state).
+    pub config: StoreConfig,
+}
+
 impl UexecServer {
-    pub fn new(stores: Stores, environments: Vec<String>, codex_tools_only: bool) -> Self {
+    pub fn new(stores: Stores, environments: Vec<String>, options: Options) -> Self {
         Self {
             stores,
             environments,
-            codex_tools_only,
+            options,
             subscriptions: LegacySubscriptions::default(),
         }
     }
 
-    fn has_environments(&self) -> bool {
-        !self.environments.is_empty()
+    fn dialect(&self) -> Dialect {
+        Dialect {
+            environments: !self.environments.is_empty(),
+            extended: self.options.extended,
+        }
+    }
+
+    fn snapshot(&self, s: Snapshot) -> CallToolResult {
+        snapshot_result(s, self.options.extended)
     }
 
     /// A handler for another connection on the same store (its own subscriptions).
@@ -50,7 +69,7 @@ impl UexecServer {
         Self::new(
             self.stores.clone(),
             self.environments.clone(),
-            self.codex_tools_only,
+            self.options.clone(),
         )
     }
 
@@ -61,30 +80,39 @@ impl UexecServer {
         arguments: Option<&Map<String, Value>>,
         call_id: String,
     ) -> CallToolResult {
+        let codex_tools_only = self.options.codex_tools_only;
         let outcome = match name {
-            tools::EXEC_COMMAND => match args::exec_request(arguments, self.has_environments()) {
+            tools::EXEC_COMMAND => match args::exec_request(arguments, self.dialect()) {
                 Ok(mut req) => {
                     req.call_id = Some(call_id);
                     store
                         .exec_command(req)
                         .await
-                        .map(snapshot_result)
+                        .map(|s| self.snapshot(s))
                         .map_err(|e| e.to_string())
                 }
                 Err(e) => Err(e.to_string()),
             },
-            tools::WRITE_STDIN => match args::write_request(arguments) {
+            tools::WRITE_STDIN => match args::write_request(arguments, self.dialect()) {
                 Ok(req) => store
                     .write_stdin(req)
                     .await
-                    .map(snapshot_result)
+                    .map(|s| self.snapshot(s))
                     .map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
             },
-            tools::LIST_SESSIONS if !self.codex_tools_only => args::list_request(arguments)
+            tools::WAIT if !codex_tools_only => match args::wait_request(arguments) {
+                Ok(req) => store
+                    .wait(req)
+                    .await
+                    .map(wait_result)
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            },
+            tools::LIST_SESSIONS if !codex_tools_only => args::list_request(arguments)
                 .map(|()| list_sessions(store))
                 .map_err(|e| e.to_string()),
-            tools::TERMINATE_SESSION if !self.codex_tools_only => {
+            tools::TERMINATE_SESSION if !codex_tools_only => {
                 match args::terminate_request(arguments) {
                     Ok(id) => store
                         .terminate(id)
@@ -99,12 +127,85 @@ impl UexecServer {
             }
             other => Err(format!("unknown tool {other:?}")),
         };
-        outcome.unwrap_or_else(|message| {
+        let mut result = outcome.unwrap_or_else(|message| {
             CallToolResult::error(vec![ContentBlock::text(format!(
                 "{name} failed: {message}"
             ))])
-        })
+        });
+        if self.options.extended || name == tools::WAIT {
+            attach_exit_notices(&mut result, store.take_exit_notices());
+        }
+        result
     }
+}
+
+/// Adds exit notices to a result: one line each after the text, and `exit_notices` in the
+/// structured content (an error result gets the lines only).
+fn attach_exit_notices(result: &mut CallToolResult, notices: Vec<ExitNotice>) {
+    if notices.is_empty() {
+        return;
+    }
+    let mut lines = String::from("\n\nExit notices (sessions that ended while nobody watched):");
+    let mut items = Vec::with_capacity(notices.len());
+    for n in &notices {
+        let text = n.text();
+        lines.push_str(&format!("\n- {text}"));
+        let mut item = json!({
+            "session_id": n.session_id,
+            "command": n.command,
+            "seconds_ago": (n.age().as_secs_f64() * 10.0).round() / 10.0,
+            "text": text,
+        });
+        if let Some(code) = n.exit_code {
+            item["exit_code"] = json!(code);
+        }
+        if let Some(failure) = &n.failure {
+            item["failure"] = json!(failure);
+        }
+        if let Some(ms) = n.timed_out_ms {
+            item["timed_out_ms"] = json!(ms);
+        }
+        items.push(item);
+    }
+    match result.content.last_mut() {
+        Some(ContentBlock::Text(text)) => text.text.push_str(&lines),
+        _ => result
+            .content
+            .push(ContentBlock::text(lines.trim_start().to_owned())),
+    }
+    if result.is_error != Some(true) {
+        let structured = result.structured_content.get_or_insert_with(|| json!({}));
+        if let Some(obj) = structured.as_object_mut() {
+            obj.insert("exit_notices".into(), Value::Array(items));
+        }
+    }
+}
+
+/// The `wait` result: each session's snapshot (or error) in the order asked.
+fn wait_result(results: Vec<(i32, Result<Snapshot, ExecError>)>) -> CallToolResult {
+    let mut text = String::new();
+    let mut items = Vec::with_capacity(results.len());
+    for (id, result) in results {
+        if !text.is_empty() {
+            text.push_str("\n\n");
+        }
+        text.push_str(&format!("=== Session {id} ===\n"));
+        match result {
+            Ok(s) => {
+                text.push_str(&s.to_text_annotated());
+                let mut item = snapshot_fields(&s, true);
+                item.entry("session_id").or_insert(json!(id));
+                items.push(Value::Object(item));
+            }
+            Err(e) => {
+                text.push_str(&format!("wait failed for session {id}: {e}"));
+                items.push(json!({"session_id": id, "error": e.to_string()}));
+            }
+        }
+    }
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(json!({ "sessions": items }));
+    result
 }
 
 fn list_sessions(store: &SessionStore) -> CallToolResult {
@@ -138,8 +239,21 @@ fn list_sessions(store: &SessionStore) -> CallToolResult {
     result
 }
 
-/// A snapshot as a tool result: the text for the model, the same facts as data.
-pub fn snapshot_result(s: Snapshot) -> CallToolResult {
+/// A snapshot as a tool result: the text for the model, the same facts as data. `extended`
+/// adds uexec's lines and fields (why it returned, a match, a timeout, a secret prompt).
+pub fn snapshot_result(s: Snapshot, extended: bool) -> CallToolResult {
+    let structured = snapshot_fields(&s, extended);
+    let text = if extended {
+        s.to_text_annotated()
+    } else {
+        s.to_text()
+    };
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(Value::Object(structured));
+    result
+}
+
+fn snapshot_fields(s: &Snapshot, extended: bool) -> Map<String, Value> {
     let mut structured = Map::new();
     structured.insert("chunk_id".into(), json!(s.chunk_id));
     let wall: f64 = s.wall_time_text().parse().unwrap_or(0.0);
@@ -152,9 +266,19 @@ pub fn snapshot_result(s: Snapshot) -> CallToolResult {
     }
     structured.insert("original_token_count".into(), json!(s.original_token_count));
     structured.insert("output".into(), json!(s.output));
-    let mut result = CallToolResult::success(vec![ContentBlock::text(s.to_text())]);
-    result.structured_content = Some(Value::Object(structured));
-    result
+    if extended {
+        structured.insert("reason".into(), json!(s.reason.as_str()));
+        if let Some(m) = &s.matched {
+            structured.insert("match".into(), json!({"text": m.text, "offset": m.offset}));
+        }
+        if let Some(ms) = s.timed_out_ms {
+            structured.insert("timed_out_ms".into(), json!(ms));
+        }
+        if s.awaiting_secret {
+            structured.insert("awaiting_secret".into(), json!(true));
+        }
+    }
+    structured
 }
 
 impl ServerHandler for UexecServer {
@@ -178,8 +302,12 @@ impl ServerHandler for UexecServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         Ok(ListToolsResult::with_all_items(tools::all(
-            self.codex_tools_only,
-            &self.environments,
+            self.options.codex_tools_only,
+            tools::Offer {
+                environments: &self.environments,
+                extended: self.options.extended,
+                config: &self.options.config,
+            },
         )))
     }
 

@@ -27,8 +27,8 @@ use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{
-    Backend, BackendError, BackendErrorKind, EnvMode, ExitReport, OutputChunk, ProcessControl,
-    Signal, SpawnSpec, SpawnedProcess, Stream, WriteOutcome,
+    Backend, BackendError, BackendErrorKind, EnvMode, ExitReport, InputModes, OutputChunk,
+    ProcessControl, Signal, SpawnSpec, SpawnedProcess, Stream, WriteOutcome,
 };
 use crate::events::lock;
 use crate::limits::{PTY_COLS, PTY_ROWS};
@@ -496,6 +496,7 @@ impl ProcessControl for LocalControl {
         if *leader == Leader::Running {
             match signal {
                 Signal::Interrupt => sys::kill_group(self.pid, sys::SIGINT),
+                Signal::Terminate => sys::kill_group(self.pid, sys::SIGTERM),
             }
         }
         drop(leader);
@@ -512,6 +513,30 @@ impl ProcessControl for LocalControl {
         } else {
             drop(leader);
             self.kill_leftovers();
+        }
+    }
+
+    fn close_stdin(&self) -> BoxFuture<'_, Result<WriteOutcome, BackendError>> {
+        Box::pin(async move {
+            match &self.stdin {
+                Stdin::Pipe(pipe) => {
+                    let closed = pipe.lock().await.take();
+                    Ok(match closed {
+                        Some(_) => WriteOutcome::Accepted,
+                        None => WriteOutcome::StdinClosed,
+                    })
+                }
+                Stdin::Closed | Stdin::Pty(_) => Ok(WriteOutcome::StdinClosed),
+            }
+        })
+    }
+
+    fn input_modes(&self) -> Option<InputModes> {
+        match &self.stdin {
+            Stdin::Pty(master) => sys::terminal_modes(master.as_raw_fd())
+                .ok()
+                .map(|(echo, canonical)| InputModes { echo, canonical }),
+            _ => None,
         }
     }
 

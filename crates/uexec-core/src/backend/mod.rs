@@ -103,6 +103,24 @@ pub enum WriteOutcome {
 pub enum Signal {
     /// SIGINT to the process group (Ctrl-C).
     Interrupt,
+    /// SIGTERM to the process group (a polite stop, e.g. the hard timeout).
+    Terminate,
+}
+
+/// How a PTY session's terminal is set to read input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputModes {
+    /// Typed characters are echoed.
+    pub echo: bool,
+    /// Line-by-line (canonical) input.
+    pub canonical: bool,
+}
+
+impl InputModes {
+    /// A line is read with echo off: a password or passphrase prompt.
+    pub fn secret(self) -> bool {
+        self.canonical && !self.echo
+    }
 }
 
 /// What kind of failure a [`BackendError`] is, for callers that map it to codes.
@@ -149,6 +167,18 @@ pub trait ProcessControl: Send + Sync + 'static {
     fn terminate(&self);
     /// Kills whatever is left of the process group after the process itself exited.
     fn kill_leftovers(&self);
+    /// Closes a piped stdin (the process reads EOF). `StdinClosed` when there is none.
+    fn close_stdin(&self) -> BoxFuture<'_, Result<WriteOutcome, BackendError>> {
+        Box::pin(async {
+            Err(BackendError::new(
+                "this backend cannot close a process's stdin",
+            ))
+        })
+    }
+    /// The terminal's input modes, for PTY sessions whose terminal can be inspected.
+    fn input_modes(&self) -> Option<InputModes> {
+        None
+    }
 }
 
 /// A started process: its output, its exit and its controls.

@@ -377,6 +377,20 @@ pub fn kill_group(pgid: u32, signal: i32) {
 pub const SIGINT: i32 = libc::SIGINT;
 /// SIGKILL.
 pub const SIGKILL: i32 = libc::SIGKILL;
+/// SIGTERM.
+pub const SIGTERM: i32 = libc::SIGTERM;
+
+/// The terminal's echo and canonical-mode flags (`tcgetattr`; on Linux a PTY master reports
+/// its slave's settings): `(echo, canonical)`.
+pub fn terminal_modes(fd: RawFd) -> io::Result<(bool, bool)> {
+    // SAFETY: termios is plain data; tcgetattr fills it or fails.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: `t` is a valid, writable termios.
+    if unsafe { libc::tcgetattr(fd, &mut t) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((t.c_lflag & libc::ECHO != 0, t.c_lflag & libc::ICANON != 0))
+}
 
 /// One `read(2)`; `WouldBlock` comes back as an error, as the async reactor expects.
 pub fn read_fd(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {

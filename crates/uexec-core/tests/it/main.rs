@@ -17,4 +17,5 @@ mod monitors;
 mod shutdown_races;
 mod stdin;
 mod terminate;
+mod until;
 mod utf8_boundaries;

@@ -91,6 +91,7 @@ impl ProcessControl for RemoteControl {
                 process_id: self.process_id.clone(),
                 signal: match signal {
                     Signal::Interrupt => SignalName::Interrupt,
+                    Signal::Terminate => SignalName::Terminate,
                 },
             };
             let timeout = Some(self.session.config().request_timeout);
