@@ -18,7 +18,7 @@ use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{timeout_at, Instant};
 
-use crate::backend::{ExitReport, OutputChunk, ProcessControl, Signal, SpawnedProcess};
+use crate::backend::{ExitReport, InputWait, OutputChunk, ProcessControl, Signal, SpawnedProcess};
 use crate::buffer::{Drained, HeadTailBuffer};
 use crate::config::Hygiene;
 use crate::events::{lock, EndStatus, EventBus, EventKind};
@@ -28,7 +28,7 @@ use crate::limits::{
 };
 use crate::snapshot::Body;
 use crate::text::strip_ansi;
-use crate::until::{Condition, Match, Matcher, Reason, PROMPT_QUIET_MS};
+use crate::until::{Condition, Match, Matcher, Reason, PROMPT_FIRST_CHECK_MS, PROMPT_QUIET_MS};
 use crate::utf8::{incomplete_suffix_len, split_chunks, Utf8Carry};
 
 /// Everything that changes about a session, in one `watch`: every transition is one method
@@ -448,6 +448,8 @@ impl Session {
         let _uninstall = MatcherGuard(self);
         let mut lifecycle = self.state.subscribe();
         let mut marks = self.mark.subscribe();
+        let mut prompt_seen_total = u64::MAX;
+        let mut prompt_backoff = Duration::from_millis(PROMPT_FIRST_CHECK_MS);
         loop {
             let now = Instant::now();
             let mut wake = deadline;
@@ -485,15 +487,23 @@ impl Session {
                     }
                 }
                 if condition.prompt {
-                    let at = m.last_at.unwrap_or(self.started_at)
-                        + Duration::from_millis(PROMPT_QUIET_MS);
-                    if now < at {
-                        wake = wake.min(at);
+                    let quiet_since = m.last_at.unwrap_or(self.started_at);
+                    if m.total != prompt_seen_total {
+                        prompt_seen_total = m.total;
+                        prompt_backoff = Duration::from_millis(PROMPT_FIRST_CHECK_MS);
+                    }
+                    let first = quiet_since + Duration::from_millis(PROMPT_FIRST_CHECK_MS);
+                    if now < first {
+                        wake = wake.min(first);
                     } else {
                         drop(m);
-                        if self.waits_for_input() {
+                        if self.waits_for_input(now - quiet_since) {
                             return Reason::Prompt;
                         }
+                        // Input may be awaited later without a byte of output: look again,
+                        // less and less often (at most every second), and at the next output.
+                        wake = wake.min(now + prompt_backoff);
+                        prompt_backoff = (prompt_backoff * 2).min(Duration::from_secs(1));
                         want_output = true;
                     }
                 }
@@ -561,11 +571,21 @@ impl Session {
         self.info.tty && self.control.input_modes().is_some_and(|m| m.secret())
     }
 
-    /// Whether the session looks like it waits for input: a secret prompt, or an unfinished
-    /// last line (`$ `, `>>> `, `Continue? [y/N] `). The caller checks the quiet time.
-    fn waits_for_input(&self) -> bool {
+    /// Whether the session waits for input, after `quiet` without output: a secret prompt;
+    /// a process asleep reading its stdin; one in `select`/`poll` (readline, REPLs) after an
+    /// unfinished last line (`$ `, `>>> `, `Continue? [y/N] `); where the backend cannot
+    /// see its processes, [`PROMPT_QUIET_MS`] of quiet after an unfinished last line.
+    fn waits_for_input(&self, quiet: Duration) -> bool {
         if self.awaiting_secret() {
             return true;
+        }
+        match self.control.input_wait() {
+            Some(InputWait::Reading) => return true,
+            Some(InputWait::Neither) => return false,
+            // Servers poll too: a poller waits for input when it showed a prompt.
+            Some(InputWait::Polling) => {}
+            None if quiet < Duration::from_millis(PROMPT_QUIET_MS) => return false,
+            None => {}
         }
         let last = lock(&self.output).aggregated.last_bytes(512);
         let text = strip_ansi(&String::from_utf8_lossy(&last));

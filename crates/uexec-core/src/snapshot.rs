@@ -88,21 +88,17 @@ impl Snapshot {
         }
     }
 
-    /// One line saying why the call returned.
+    /// One line saying why the call returned: `Reason: matched "ready" at output byte 120`.
     pub fn reason_text(&self) -> String {
         match (self.reason, &self.matched) {
-            (Reason::Matched, Some(m)) => format!(
-                "Returned because: the pattern matched {:?} at output byte {}",
-                m.text, m.offset
-            ),
-            (Reason::Matched, None) => "Returned because: the pattern matched".to_owned(),
-            (Reason::Exited, _) => "Returned because: the process exited".to_owned(),
-            (Reason::Idle, _) => "Returned because: the output went idle".to_owned(),
-            (Reason::Prompt, _) if self.awaiting_secret => {
-                "Returned because: the process waits for secret input (echo is off)".to_owned()
+            (Reason::Matched, Some(m)) => {
+                format!("Reason: matched {:?} at output byte {}", m.text, m.offset)
             }
-            (Reason::Prompt, _) => "Returned because: the process waits for input".to_owned(),
-            (Reason::Window, _) => "Returned because: the window ended".to_owned(),
+            (Reason::Prompt, _) if self.awaiting_secret => {
+                "Reason: prompt (secret input, echo off)".to_owned()
+            }
+            (Reason::Prompt, _) => "Reason: prompt (waiting for input)".to_owned(),
+            (reason, _) => format!("Reason: {}", reason.as_str()),
         }
     }
 
@@ -118,10 +114,10 @@ impl Snapshot {
         }
         extra.push_str(&self.reason_text());
         extra.push('\n');
-        if self.awaiting_secret {
-            if let Some(id) = self.session_id {
-                extra.push_str(&format!("Awaiting secret input (echo off): do not type secrets; ask the person to answer it with `uexec attach {id} --write`\n"));
-            }
+        if self.awaiting_secret && self.session_id.is_some() {
+            extra.push_str(
+                "A password prompt waits (echo off): ask the person to answer it; do not send secrets yourself\n",
+            );
         }
         let text = self.to_text();
         let at = text.find("Original token count:").unwrap_or(0);
@@ -268,6 +264,34 @@ mod tests {
             .chunk_id
             .chars()
             .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+    }
+
+    #[test]
+    fn annotated_text_puts_uexecs_lines_before_the_count() {
+        let mut s = Snapshot::new(&drained(b"ok\n"), 10_000, Duration::ZERO, Some(124), None);
+        s.timed_out_ms = Some(500);
+        assert_eq!(
+            s.to_text_annotated(),
+            format!(
+                "Chunk ID: {}\nWall time: 0.0000 seconds\nProcess exited with code 124\nProcess timed out after 500 ms (SIGTERM, then SIGKILL); reported as exit code 124\nReason: exited\nOriginal token count: 1\nOutput:\nok\n",
+                s.chunk_id
+            )
+        );
+        let mut m = Snapshot::new(
+            &drained(b"ready\n"),
+            10_000,
+            Duration::ZERO,
+            None,
+            Some(1000),
+        );
+        m.reason = Reason::Matched;
+        m.matched = Some(Match {
+            text: "ready".into(),
+            offset: 42,
+        });
+        assert!(m
+            .to_text_annotated()
+            .contains("Process running with session ID 1000\nReason: matched \"ready\" at output byte 42\nOriginal"));
     }
 
     #[test]

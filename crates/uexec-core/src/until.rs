@@ -8,8 +8,11 @@
 //!   for this call (a session that prints nothing never counts as idle: that wait is the
 //!   window's);
 //! - `exit`: nothing but the exit (the default behaviour, said explicitly);
-//! - `prompt`: the session waits for input: quiet for [`PROMPT_QUIET_MS`], and either its
-//!   terminal has echo off (a password prompt) or its last line is an unfinished one (a
+//! - `prompt`: the session waits for input: its terminal reads a line with echo off (a
+//!   password prompt), or a process of the session sleeps reading its stdin or in
+//!   `select`/`poll` (checked [`PROMPT_FIRST_CHECK_MS`] after the output went quiet, then
+//!   at growing intervals up to 1 s); where the backend cannot see processes (a remote one,
+//!   a setuid program), [`PROMPT_QUIET_MS`] of quiet after an unfinished last line (a
 //!   shell, REPL or `[y/N]` prompt).
 
 use std::time::Duration;
@@ -25,7 +28,10 @@ pub const MAX_PATTERN_BYTES: usize = 4096;
 pub const PATTERN_SIZE_LIMIT: usize = 1 << 20;
 pub const MIN_IDLE_MS: i64 = 10;
 pub const MAX_IDLE_MS: i64 = 300_000;
-/// Quiet time after which a session that looks like it waits for input counts as a prompt.
+/// Quiet time before the first look at whether a session waits for input.
+pub const PROMPT_FIRST_CHECK_MS: u64 = 10;
+/// Quiet time after which an unfinished last line counts as a prompt, where the backend
+/// cannot see whether a process waits for input.
 pub const PROMPT_QUIET_MS: u64 = 300;
 /// Output kept from earlier reads so a match can span reads: at least the current line, up
 /// to this many bytes.

@@ -329,13 +329,23 @@ impl ServerHandler for UexecServer {
                 .map(CallTarget::Session),
             _ => None,
         };
-        let forwarder = match (context.meta.get_progress_token(), target) {
+        let token = context.meta.get_progress_token();
+        let forwarder = match (token.clone(), target) {
             (Some(token), Some(target)) => Some(ProgressForwarder::start(
                 store.subscribe(),
                 target,
                 token,
                 context.peer.clone(),
             )),
+            _ => None,
+        };
+        // `wait` may wait minutes on quiet sessions: a heartbeat keeps the client's request
+        // timeout at bay. Dropped with the call.
+        let _heartbeat = match (token, request.name.as_ref()) {
+            (Some(token), tools::WAIT) => Some(AbortOnDrop(tokio::spawn(heartbeat(
+                context.peer.clone(),
+                token,
+            )))),
             _ => None,
         };
         let name = request.name.as_ref();
@@ -422,6 +432,35 @@ impl ServerHandler for UexecServer {
             .for_request(&context.request_context().extensions);
         resources::listen(&store, context.sink(), context.cancelled()).await;
         Ok(())
+    }
+}
+
+/// How often `wait` says it is still waiting.
+const WAIT_HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Progress notifications every [`WAIT_HEARTBEAT`]: `progress` is the milliseconds waited
+/// so far (it only grows), the message says so.
+async fn heartbeat(peer: rmcp::service::Peer<RoleServer>, token: rmcp::model::ProgressToken) {
+    let start = tokio::time::Instant::now();
+    let mut ticks = tokio::time::interval_at(start + WAIT_HEARTBEAT, WAIT_HEARTBEAT);
+    loop {
+        ticks.tick().await;
+        let waited = start.elapsed();
+        let param =
+            rmcp::model::ProgressNotificationParam::new(token.clone(), waited.as_millis() as f64)
+                .with_message(format!("still waiting ({:.0} s)", waited.as_secs_f64()));
+        if peer.notify_progress(param).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

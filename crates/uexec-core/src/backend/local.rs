@@ -27,8 +27,8 @@ use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{
-    Backend, BackendError, BackendErrorKind, EnvMode, ExitReport, InputModes, OutputChunk,
-    ProcessControl, Signal, SpawnSpec, SpawnedProcess, Stream, WriteOutcome,
+    Backend, BackendError, BackendErrorKind, EnvMode, ExitReport, InputModes, InputWait,
+    OutputChunk, ProcessControl, Signal, SpawnSpec, SpawnedProcess, Stream, WriteOutcome,
 };
 use crate::events::lock;
 use crate::limits::{PTY_COLS, PTY_ROWS};
@@ -538,6 +538,13 @@ impl ProcessControl for LocalControl {
                 .map(|(echo, canonical)| InputModes { echo, canonical }),
             _ => None,
         }
+    }
+
+    fn input_wait(&self) -> Option<InputWait> {
+        if *lock(&self.leader) != Leader::Running {
+            return Some(InputWait::Neither);
+        }
+        sys::tree_input_wait(self.pid)
     }
 
     fn kill_leftovers(&self) {

@@ -107,6 +107,8 @@ pub enum Signal {
     Terminate,
 }
 
+pub use crate::sys::InputWait;
+
 /// How a PTY session's terminal is set to read input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InputModes {
@@ -177,6 +179,11 @@ pub trait ProcessControl: Send + Sync + 'static {
     }
     /// The terminal's input modes, for PTY sessions whose terminal can be inspected.
     fn input_modes(&self) -> Option<InputModes> {
+        None
+    }
+    /// What the process (or one it started) sleeps in, as far as input goes; `None` when
+    /// the backend cannot tell.
+    fn input_wait(&self) -> Option<InputWait> {
         None
     }
 }

@@ -380,6 +380,81 @@ pub const SIGKILL: i32 = libc::SIGKILL;
 /// SIGTERM.
 pub const SIGTERM: i32 = libc::SIGTERM;
 
+/// What a process asleep in a system call may be waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputWait {
+    /// `read` on fd 0: input, certainly.
+    Reading,
+    /// The `select`/`poll` family: readline and REPLs wait there before reading, but so do
+    /// some servers.
+    Polling,
+    Neither,
+}
+
+fn wait_of(number: i64, fd: u64) -> InputWait {
+    if number == libc::SYS_read && fd == 0 {
+        return InputWait::Reading;
+    }
+    let pollers: &[i64] = &[
+        libc::SYS_pselect6,
+        libc::SYS_ppoll,
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_select,
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_poll,
+    ];
+    if pollers.contains(&number) {
+        InputWait::Polling
+    } else {
+        InputWait::Neither
+    }
+}
+
+/// What the processes of the tree under `leader` (at most 64 of them) wait in, read from
+/// `/proc/PID/syscall`: `Reading` if any reads its stdin, else `Polling` if any polls.
+/// `None` when the kernel would not say (another user's process, e.g. a setuid `sudo`).
+pub fn tree_input_wait(leader: u32) -> Option<InputWait> {
+    let mut queue = vec![leader];
+    let mut seen = 0;
+    let mut unknown = false;
+    let mut found = InputWait::Neither;
+    while let Some(pid) = queue.pop() {
+        seen += 1;
+        if seen > 64 {
+            break;
+        }
+        match std::fs::read_to_string(format!("/proc/{pid}/syscall")) {
+            Ok(line) => {
+                let mut words = line.split_whitespace();
+                let number = words.next().and_then(|w| w.parse::<i64>().ok());
+                let fd = words
+                    .next()
+                    .and_then(|w| u64::from_str_radix(w.trim_start_matches("0x"), 16).ok());
+                if let (Some(number), Some(fd)) = (number, fd) {
+                    match wait_of(number, fd) {
+                        InputWait::Reading => return Some(InputWait::Reading),
+                        InputWait::Polling => found = InputWait::Polling,
+                        InputWait::Neither => {}
+                    }
+                }
+            }
+            Err(_) => unknown = true,
+        }
+        if let Ok(children) = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")) {
+            queue.extend(
+                children
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+    }
+    if unknown && found == InputWait::Neither {
+        None
+    } else {
+        Some(found)
+    }
+}
+
 /// The terminal's echo and canonical-mode flags (`tcgetattr`; on Linux a PTY master reports
 /// its slave's settings): `(echo, canonical)`.
 pub fn terminal_modes(fd: RawFd) -> io::Result<(bool, bool)> {

@@ -176,6 +176,39 @@ async fn a_prompt_ends_the_window_and_a_secret_one_is_flagged() {
     .await;
     assert!(out.contains("got-7"), "{out:?}");
     assert!(!out.contains("hunter2"), "echo was off: {out:?}");
+
+    // A reader with no prompt at all, found asleep in read(0) once it gets there.
+    let s = store
+        .exec_command(tty("sleep 0.5; exec cat"))
+        .await
+        .unwrap();
+    assert_eq!((s.reason, s.output.as_str()), (Reason::Prompt, ""), "{s:?}");
+    store.terminate(s.session_id.unwrap()).unwrap();
+}
+
+#[tokio::test]
+async fn quiet_programs_that_do_not_read_are_not_prompts() {
+    let store = store();
+    let prompt = Some(Until {
+        prompt: true,
+        ..Until::default()
+    });
+    for cmd in [
+        // A progress line without its newline, then a sleep.
+        "printf 'Downloading... 45%%'; exec sleep 30",
+        // A server idling in select() after a finished line.
+        "python3 -c \"import select; print('serving on :8000', flush=True); select.select([], [], [], 30)\"",
+    ] {
+        let s = store
+            .exec_command(ExecRequest {
+                tty: Some(true),
+                ..exec_until(cmd, 1500, prompt.clone())
+            })
+            .await
+            .unwrap();
+        assert_eq!(s.reason, Reason::Window, "{cmd}: {s:?}");
+        store.terminate(s.session_id.unwrap()).unwrap();
+    }
 }
 
 #[tokio::test]

@@ -114,6 +114,14 @@ impl ProcessControl for RemoteControl {
     fn kill_leftovers(&self) {
         self.send_terminate();
     }
+
+    fn close_stdin(&self) -> BoxFuture<'_, Result<WriteOutcome, BackendError>> {
+        Box::pin(async {
+            Err(BackendError::new(
+                "the exec-server protocol cannot close a remote process's stdin: eof works on local sessions (send the input's own end marker instead)",
+            ))
+        })
+    }
 }
 
 impl Drop for RemoteControl {
