@@ -61,8 +61,8 @@ pub struct McpArgs {
     /// accepted.
     #[arg(long = "allow-host", value_name = "HOST")]
     pub allow_hosts: Vec<String>,
-    /// Offer only Codex's two tools (exec_command, write_stdin); hide list_sessions and
-    /// terminate_session.
+    /// Offer only Codex's two tools (exec_command, write_stdin); hide list_sessions,
+    /// terminate_session and wait.
     #[arg(long)]
     pub codex_tools_only: bool,
     /// Offer uexec's own arguments on top of Codex's: `until` (return on a regex match,
