@@ -68,6 +68,11 @@ impl HeadTailBuffer {
         self.head.is_empty() && self.tail.is_empty() && self.omitted_bytes == 0
     }
 
+    /// Bytes dropped from the middle since the last drain.
+    pub fn omitted(&self) -> u64 {
+        self.omitted_bytes
+    }
+
     /// Bytes currently held.
     pub fn len(&self) -> usize {
         self.head.len() + self.tail.len()

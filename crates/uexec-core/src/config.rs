@@ -20,6 +20,8 @@ pub struct StoreConfig {
     pub max_sessions: usize,
     /// Output hygiene when a call does not say (both off: Codex's output, byte for byte).
     pub hygiene: Hygiene,
+    /// Keep every session's output on disk (`None`: no transcripts).
+    pub transcripts: Option<crate::transcript::TranscriptConfig>,
 }
 
 /// Output hygiene of a snapshot body.
@@ -65,6 +67,7 @@ impl Default for StoreConfig {
             output_token_policy_max: OUTPUT_TOKEN_POLICY_MAX,
             max_sessions: MAX_SESSIONS,
             hygiene: Hygiene::default(),
+            transcripts: None,
         }
     }
 }

@@ -22,6 +22,7 @@ mod session;
 pub mod snapshot;
 pub mod store;
 pub mod text;
+pub mod transcript;
 pub mod until;
 pub mod utf8;
 
@@ -35,7 +36,10 @@ pub use config::StoreConfig;
 pub use error::ExecError;
 pub use events::{EndStatus, Event, EventKind, EventStream};
 pub use notice::ExitNotice;
-pub use request::{ExecRequest, HygieneRequest, SessionInfo, WaitRequest, WriteRequest};
+pub use request::{
+    ExecRequest, HygieneRequest, OutputPage, ReadOutputRequest, SessionInfo, WaitRequest,
+    WriteRequest,
+};
 pub use session::{Lifecycle, MonitorHandle, PolicyMonitor};
 pub use snapshot::Snapshot;
 pub use store::SessionStore;

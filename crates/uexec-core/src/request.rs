@@ -78,6 +78,42 @@ pub struct WaitRequest {
     pub max_output_tokens: Option<i64>,
 }
 
+/// Arguments of `read_output`: a page of a session's transcript.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadOutputRequest {
+    /// The session (live, or among the last ones gone); or give `transcript`.
+    pub session_id: Option<i32>,
+    /// A transcript directory a result named (for sessions whose id was never seen).
+    pub transcript: Option<PathBuf>,
+    /// Session offset to start at (default: the first byte kept).
+    pub offset: Option<i64>,
+    /// Most bytes to return (default 16 KiB, at most 256 KiB).
+    pub limit: Option<i64>,
+    /// Only lines matching this regex (scanning at most 64 MiB from `offset`).
+    pub grep: Option<String>,
+    /// Only the last N lines (1..=10000); not with `offset` or `grep`.
+    pub tail_lines: Option<i64>,
+}
+
+/// A page of a transcript.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputPage {
+    pub session_id: Option<i32>,
+    pub transcript: PathBuf,
+    /// Session offset of the first byte read.
+    pub offset: u64,
+    /// Where the next page starts.
+    pub next_offset: u64,
+    /// Bytes the session printed so far (as far as the transcript knows).
+    pub total: u64,
+    /// Bytes before this offset rotated away.
+    pub first_kept: u64,
+    /// The text (lossy UTF-8); with `grep`, matching lines prefixed `OFFSET:`.
+    pub text: String,
+    /// `grep`: how many lines matched.
+    pub matches: Option<u64>,
+}
+
 /// A live session as `list_sessions` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionInfo {

@@ -28,6 +28,7 @@ use crate::limits::{
 };
 use crate::snapshot::Body;
 use crate::text::strip_ansi;
+use crate::transcript::{Transcript, TranscriptFeed, TranscriptInfo, TranscriptWriter};
 use crate::until::{Condition, Match, Matcher, Reason, PROMPT_FIRST_CHECK_MS, PROMPT_QUIET_MS};
 use crate::utf8::{incomplete_suffix_len, split_chunks, Utf8Carry};
 
@@ -131,6 +132,8 @@ struct OutputBuffers {
     delta_carry: Utf8Carry,
     /// Bytes printed so far (the session offset of the next byte).
     total: u64,
+    /// Every byte, on disk (when the store keeps transcripts).
+    transcript: Option<Transcript>,
 }
 
 /// A policy monitor watches a session and may fail it (SPEC §7).
@@ -189,6 +192,7 @@ impl Session {
         events: Arc<EventBus>,
         monitors: Vec<Box<dyn PolicyMonitor>>,
         timeout: Option<Duration>,
+        transcript: Option<TranscriptWriter>,
     ) -> Arc<Self> {
         let SpawnedProcess {
             pid,
@@ -211,13 +215,24 @@ impl Session {
                 aggregated: HeadTailBuffer::new(OUTPUT_BUFFER_MAX_BYTES),
                 delta_carry: Utf8Carry::default(),
                 total: 0,
+                transcript: None,
             }),
             mark: watch::channel(OutputMark::default()).0,
             interaction: tokio::sync::Mutex::new(()),
             ended: Mutex::new(false),
             events,
         });
-        tokio::spawn(session.clone().pump(output, exit));
+        let feed = transcript.and_then(|writer| match Transcript::start(writer) {
+            Ok((transcript, feed)) => {
+                lock(&session.output).transcript = Some(transcript);
+                Some(feed)
+            }
+            Err(e) => {
+                tracing::warn!(session_id = session.id(), "no transcript: {e}");
+                None
+            }
+        });
+        tokio::spawn(session.clone().pump(output, exit, feed));
         if let Some(limit) = timeout {
             tokio::spawn(session.clone().enforce_timeout(limit));
         }
@@ -254,6 +269,7 @@ impl Session {
         self: Arc<Self>,
         mut output: mpsc::Receiver<OutputChunk>,
         exit: oneshot::Receiver<ExitReport>,
+        mut transcript: Option<TranscriptFeed>,
     ) {
         let mut exit = exit;
         let mut exit_pending = true;
@@ -263,9 +279,22 @@ impl Session {
                 // Output first: bytes written before the exit land before it is recorded.
                 biased;
                 chunk = output.recv(), if output_open => match chunk {
-                    Some(chunk) => self.on_output(&chunk.bytes),
+                    Some(chunk) => {
+                        self.on_output(&chunk.bytes);
+                        // In order, after the buffers: a disk slower than the output holds
+                        // the pump here (and the process at its pipe), never memory.
+                        if let Some(feed) = &transcript {
+                            if !feed.send(chunk.bytes).await {
+                                transcript = None;
+                            }
+                        }
+                    }
                     None => {
                         output_open = false;
+                        // Closed output means a complete transcript: the last write first.
+                        if let Some(feed) = transcript.take() {
+                            feed.close().await;
+                        }
                         self.on_close();
                     }
                 },
@@ -656,15 +685,25 @@ impl Session {
         self.state.borrow().outcome.clone().unwrap_or_default()
     }
 
-    /// Takes the output printed since the last call. While more may come, an incomplete
-    /// character at the end stays for the next drain (`whole_chars`).
-    pub fn drain(&self, whole_chars: bool) -> Drained {
+    /// Takes the output printed since the last call (while more may come, an incomplete
+    /// character at the end stays for the next drain: `whole_chars`), with the session offsets of the bytes it left out (when the pending
+    /// buffer dropped a middle).
+    pub fn drain_located(&self, whole_chars: bool) -> (Drained, Option<std::ops::Range<u64>>) {
         let mut out = lock(&self.output);
-        if whole_chars {
+        let start = out.total - (out.pending.len() as u64 + out.pending.omitted());
+        let drained = if whole_chars {
             out.pending.drain_whole_chars()
         } else {
             out.pending.drain()
-        }
+        };
+        let cut = start + drained.head.len() as u64;
+        let omitted = (drained.omitted_bytes > 0).then(|| cut..cut + drained.omitted_bytes);
+        (drained, omitted)
+    }
+
+    /// What the session's transcript holds, if it has one.
+    pub fn transcript(&self) -> Option<TranscriptInfo> {
+        lock(&self.output).transcript.as_ref().map(Transcript::info)
     }
 
     /// The last `max_bytes` of everything the session printed, for people.

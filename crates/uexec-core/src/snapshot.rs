@@ -39,6 +39,11 @@ pub struct Snapshot {
     pub timed_out_ms: Option<u64>,
     /// A PTY session waits for input with echo off (a password prompt).
     pub awaiting_secret: bool,
+    /// The session's transcript: every byte it printed (`read_output` pages through it).
+    pub transcript: Option<std::path::PathBuf>,
+    /// Session offsets of the bytes this call's output left out (`[… N bytes omitted …]`),
+    /// which the transcript still has.
+    pub omitted_range: Option<std::ops::Range<u64>>,
 }
 
 impl Snapshot {
@@ -85,6 +90,8 @@ impl Snapshot {
             matched: None,
             timed_out_ms: None,
             awaiting_secret: false,
+            transcript: None,
+            omitted_range: None,
         }
     }
 
@@ -114,6 +121,17 @@ impl Snapshot {
         }
         extra.push_str(&self.reason_text());
         extra.push('\n');
+        if let Some(dir) = &self.transcript {
+            match &self.omitted_range {
+                Some(r) => extra.push_str(&format!(
+                    "Transcript: {} (bytes {}..{} left out here; read_output has them)\n",
+                    dir.display(),
+                    r.start,
+                    r.end
+                )),
+                None => extra.push_str(&format!("Transcript: {}\n", dir.display())),
+            }
+        }
         if self.awaiting_secret && self.session_id.is_some() {
             extra.push_str(
                 "A password prompt waits (echo off): ask the person to answer it; do not send secrets yourself\n",

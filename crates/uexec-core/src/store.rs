@@ -29,9 +29,12 @@ use crate::limits::{
 use crate::notice::ExitNotice;
 use crate::plan::{self, Plan};
 use crate::prune::{session_to_prune, SessionMeta};
-use crate::request::{ExecRequest, SessionInfo, WaitRequest, WriteRequest};
+use crate::request::{
+    ExecRequest, OutputPage, ReadOutputRequest, SessionInfo, WaitRequest, WriteRequest,
+};
 use crate::session::{PolicyMonitor, Session, SessionMetaInfo};
 use crate::snapshot::Snapshot;
+use crate::transcript::{self, TranscriptInfo, TranscriptWriter};
 use crate::until::{Condition, Reason};
 
 /// Live sessions of one owner, and the calls on them.
@@ -56,6 +59,32 @@ struct StoreInner {
     /// Exits no call watched, waiting for the owner's next result (bounded: the oldest
     /// give way to [`MAX_EXIT_NOTICES`] newer ones).
     notices: VecDeque<ExitNotice>,
+    /// Transcripts of sessions no longer stored, newest last (bounded by
+    /// [`FINISHED_TRANSCRIPTS`]), for `read_output` after the exit.
+    finished: VecDeque<(i32, std::path::PathBuf)>,
+}
+
+/// Sessions gone from the store whose transcripts `read_output` still finds by id.
+const FINISHED_TRANSCRIPTS: usize = 256;
+
+impl StoreInner {
+    /// Removes a session's entry and id, remembering where its transcript is.
+    fn forget(&mut self, session: &Session) {
+        self.sessions.remove(&session.id());
+        self.reserved.remove(&session.id());
+        self.remember_transcript(session);
+    }
+
+    /// Keeps a gone session's transcript findable by id.
+    fn remember_transcript(&mut self, session: &Session) {
+        if let Some(t) = session.transcript() {
+            self.finished.retain(|(id, _)| *id != session.id());
+            if self.finished.len() >= FINISHED_TRANSCRIPTS {
+                self.finished.pop_front();
+            }
+            self.finished.push_back((session.id(), t.dir));
+        }
+    }
 }
 
 struct Entry {
@@ -156,7 +185,19 @@ impl SessionStore {
             pipe_stdin: plan.spec.pipe_stdin,
             hygiene: plan.hygiene,
         };
-        let session = Session::start(info, process, self.events.clone(), monitors, plan.timeout);
+        let transcript = self.config.transcripts.as_ref().and_then(|config| {
+            TranscriptWriter::create(config, id, &info.command, &info.cwd, info.tty)
+                .map_err(|e| tracing::warn!(session_id = id, "no transcript: {e}"))
+                .ok()
+        });
+        let session = Session::start(
+            info,
+            process,
+            self.events.clone(),
+            monitors,
+            plan.timeout,
+            transcript,
+        );
         // From here on the first-call guard owns the id: it stores the session or finishes it.
         reservation.hand_over();
         let mut guard = FirstCall {
@@ -445,6 +486,68 @@ impl SessionStore {
         Ok(results)
     }
 
+    /// A page of a session's transcript (`read_output`), live or gone (the last
+    /// [`FINISHED_TRANSCRIPTS`] gone sessions, until the transcript caps remove them).
+    pub fn read_output(&self, req: ReadOutputRequest) -> Result<OutputPage, ExecError> {
+        let Some(config) = self.config.transcripts.as_ref() else {
+            return Err(ExecError::invalid(
+                "session_id",
+                "this server keeps no transcripts (started with --no-transcripts)",
+            ));
+        };
+        let segment = transcript::segment_bytes(config);
+        let info = match (req.session_id, &req.transcript) {
+            (Some(id), None) => self.transcript_of(id, segment)?,
+            (None, Some(dir)) => {
+                let inside = dir
+                    .canonicalize()
+                    .ok()
+                    .zip(config.root.canonicalize().ok())
+                    .is_some_and(|(d, root)| d.parent() == Some(root.as_path()));
+                if !inside {
+                    return Err(ExecError::invalid(
+                        "transcript",
+                        format!("{} is not a transcript of this server", dir.display()),
+                    ));
+                }
+                transcript::info_of(dir, segment).map_err(|e| {
+                    ExecError::invalid("transcript", format!("{}: {e}", dir.display()))
+                })?
+            }
+            _ => {
+                return Err(ExecError::invalid(
+                    "session_id",
+                    "give session_id or transcript (one of them)",
+                ))
+            }
+        };
+        read_page(&info, segment, req.session_id, &req)
+    }
+
+    fn transcript_of(&self, id: i32, segment: u64) -> Result<TranscriptInfo, ExecError> {
+        let live = lock(&self.inner)
+            .sessions
+            .get(&id)
+            .map(|e| e.session.clone());
+        match live {
+            Some(session) => session.transcript(),
+            None => lock(&self.inner)
+                .finished
+                .iter()
+                .rev()
+                .find(|(fid, _)| *fid == id)
+                .map(|(_, dir)| transcript::info_of(dir, segment))
+                .transpose()
+                .map_err(|e| {
+                    ExecError::invalid(
+                        "session_id",
+                        format!("session {id}'s transcript is gone: {e}"),
+                    )
+                })?,
+        }
+        .ok_or(ExecError::UnknownProcess(id))
+    }
+
     /// Exits that no call watched, each once: the owner's next result of any kind carries
     /// them (oldest first).
     pub fn take_exit_notices(&self) -> Vec<ExitNotice> {
@@ -524,8 +627,7 @@ impl SessionStore {
                 .ok_or(ExecError::UnknownProcess(session_id))?;
             let session = entry.session.clone();
             if !session.lifecycle().first_call_active {
-                inner.sessions.remove(&session_id);
-                inner.reserved.remove(&session_id);
+                inner.forget(&session);
             }
             session
         };
@@ -621,8 +723,10 @@ impl SessionStore {
                     })
                     .collect();
                 if let Some(victim) = session_to_prune(&meta, PROTECTED_RECENT_SESSIONS) {
-                    inner.reserved.remove(&victim);
-                    pruned = inner.sessions.remove(&victim).map(|e| e.session);
+                    pruned = inner.sessions.get(&victim).map(|e| e.session.clone());
+                    if let Some(v) = &pruned {
+                        inner.forget(v);
+                    }
                 }
             }
             inner.use_counter += 1;
@@ -686,7 +790,7 @@ impl SessionStore {
             snapshot
         };
         if !session.lifecycle().exited() {
-            let drained = session.drain(true);
+            let (drained, omitted) = session.drain_located(true);
             let mut snapshot = annotate(Snapshot::cleaned(
                 &drained,
                 max_output_tokens,
@@ -696,6 +800,8 @@ impl SessionStore {
                 Some(session.id()),
             ));
             snapshot.awaiting_secret = session.awaiting_secret();
+            snapshot.transcript = session.transcript().map(|t| t.dir);
+            snapshot.omitted_range = omitted;
             return Ok(snapshot);
         }
         let outcome = session
@@ -705,7 +811,7 @@ impl SessionStore {
         if !session.claim_report() {
             return Err(ExecError::UnknownProcess(session.id()));
         }
-        let drained = session.drain(false);
+        let (drained, omitted) = session.drain_located(false);
         {
             let mut inner = lock(&self.inner);
             // Reported here: a notice of the same exit would say it twice.
@@ -715,8 +821,9 @@ impl SessionStore {
                 .get(&session.id())
                 .is_some_and(|e| Arc::ptr_eq(&e.session, session));
             if same {
-                inner.sessions.remove(&session.id());
-                inner.reserved.remove(&session.id());
+                inner.forget(session);
+            } else {
+                inner.remember_transcript(session);
             }
         }
         session.control().kill_leftovers();
@@ -739,6 +846,8 @@ impl SessionStore {
             snapshot.reason = Reason::Exited;
         }
         snapshot.timed_out_ms = outcome.timed_out_ms;
+        snapshot.transcript = session.transcript().map(|t| t.dir);
+        snapshot.omitted_range = omitted;
         Ok(snapshot)
     }
 }
@@ -829,4 +938,155 @@ async fn finish_unstored(store: &SessionStore, session: &Session) {
 
 fn new_call_id() -> String {
     format!("call_{:016x}", rand::random::<u64>())
+}
+
+/// Most bytes one `read_output` page returns, and the default.
+pub const READ_OUTPUT_MAX_BYTES: u64 = 256 * 1024;
+pub const READ_OUTPUT_DEFAULT_BYTES: u64 = 16 * 1024;
+/// Most bytes one `grep` scans.
+const GREP_SCAN_MAX_BYTES: u64 = 64 << 20;
+/// Bytes read from the end for `tail_lines`.
+const TAIL_SCAN_BYTES: usize = 1 << 20;
+
+fn read_page(
+    info: &TranscriptInfo,
+    segment: u64,
+    id: Option<i32>,
+    req: &ReadOutputRequest,
+) -> Result<OutputPage, ExecError> {
+    let io = |e: std::io::Error| {
+        ExecError::invalid(
+            "transcript",
+            format!("reading {} failed: {e}", info.dir.display()),
+        )
+    };
+    let limit = match req.limit {
+        None => READ_OUTPUT_DEFAULT_BYTES,
+        Some(n) if (1..=READ_OUTPUT_MAX_BYTES as i64).contains(&n) => n as u64,
+        Some(n) => {
+            return Err(ExecError::invalid(
+                "limit",
+                format!("{n} is out of range (1..={READ_OUTPUT_MAX_BYTES})"),
+            ))
+        }
+    };
+    let offset = match req.offset {
+        None => info.first_kept,
+        Some(n) if n >= 0 => n as u64,
+        Some(n) => {
+            return Err(ExecError::invalid(
+                "offset",
+                format!("must not be negative (got {n})"),
+            ))
+        }
+    };
+    let page = |offset: u64, next: u64, text: String, matches: Option<u64>| OutputPage {
+        session_id: id,
+        transcript: info.dir.clone(),
+        offset,
+        next_offset: next,
+        total: info.total,
+        first_kept: info.first_kept,
+        text,
+        matches,
+    };
+    if let Some(n) = req.tail_lines {
+        if req.grep.is_some() || req.offset.is_some() {
+            return Err(ExecError::invalid(
+                "tail_lines",
+                "give tail_lines alone, without offset or grep",
+            ));
+        }
+        if !(1..=10_000).contains(&n) {
+            return Err(ExecError::invalid(
+                "tail_lines",
+                format!("{n} is out of range (1..=10000)"),
+            ));
+        }
+        let from = info.total.saturating_sub(TAIL_SCAN_BYTES as u64);
+        let slice = transcript::read_slice(info, segment, from, TAIL_SCAN_BYTES).map_err(io)?;
+        let bytes = &slice.bytes;
+        // The last n lines: a trailing newline ends the last line, it does not start one.
+        let body_end = bytes.len() - usize::from(bytes.last() == Some(&b'\n'));
+        let mut start = body_end;
+        let mut lines = 0;
+        while start > 0 {
+            if bytes[start - 1] == b'\n' {
+                lines += 1;
+                if lines == n {
+                    break;
+                }
+            }
+            start -= 1;
+        }
+        let mut text = &bytes[start..];
+        if text.len() as u64 > limit {
+            text = &text[text.len() - limit as usize..];
+        }
+        let at = slice.offset + (bytes.len() - text.len()) as u64;
+        return Ok(page(
+            at,
+            slice.offset + bytes.len() as u64,
+            String::from_utf8_lossy(text).into_owned(),
+            None,
+        ));
+    }
+    if let Some(pattern) = &req.grep {
+        let regex = regex::bytes::RegexBuilder::new(pattern)
+            .multi_line(true)
+            .crlf(true)
+            .size_limit(crate::until::PATTERN_SIZE_LIMIT)
+            .build()
+            .map_err(|e| ExecError::invalid("grep", format!("not a valid regex: {e}")))?;
+        let mut out = String::new();
+        let mut matches = 0;
+        let mut at = offset.max(info.first_kept);
+        let stop = at.saturating_add(GREP_SCAN_MAX_BYTES).min(info.total);
+        let start = at;
+        let mut carry: Vec<u8> = Vec::new();
+        let mut carry_at = at;
+        while at < stop && (out.len() as u64) < limit {
+            let slice = transcript::read_slice(info, segment, at, 1 << 20).map_err(io)?;
+            if slice.bytes.is_empty() {
+                break;
+            }
+            at = slice.offset + slice.bytes.len() as u64;
+            carry.extend_from_slice(&slice.bytes);
+            // Whole lines only; the unfinished last one waits for the next block.
+            let whole = match carry.iter().rposition(|&b| b == b'\n') {
+                Some(p) => p + 1,
+                None if at >= stop || carry.len() >= 1 << 20 => carry.len(),
+                None => continue,
+            };
+            let mut line_at = carry_at;
+            for line in carry[..whole].split_inclusive(|&b| b == b'\n') {
+                if regex.is_match(line) && (out.len() as u64) < limit {
+                    matches += 1;
+                    out.push_str(&format!("{line_at}: {}", String::from_utf8_lossy(line)));
+                    if !out.ends_with('\n') {
+                        out.push('\n');
+                    }
+                }
+                line_at += line.len() as u64;
+            }
+            carry.drain(..whole);
+            carry_at = line_at;
+        }
+        let next = carry_at;
+        return Ok(page(start, next, out, Some(matches)));
+    }
+    let slice = transcript::read_slice(info, segment, offset, limit as usize).map_err(io)?;
+    let mut bytes = slice.bytes;
+    // End on a character boundary; the rest starts the next page.
+    let keep = bytes.len() - crate::utf8::incomplete_suffix_len(&bytes);
+    if keep > 0 {
+        bytes.truncate(keep);
+    }
+    let next = slice.offset + bytes.len() as u64;
+    Ok(page(
+        slice.offset,
+        next,
+        String::from_utf8_lossy(&bytes).into_owned(),
+        None,
+    ))
 }

@@ -2,7 +2,9 @@
 //! (SPEC §8: `invalid arguments: <field>: <why>`). Unknown fields are rejected.
 
 use serde_json::{Map, Value};
-use uexec_core::{ExecRequest, HygieneRequest, Until, WaitRequest, WriteRequest};
+use uexec_core::{
+    ExecRequest, HygieneRequest, ReadOutputRequest, Until, WaitRequest, WriteRequest,
+};
 
 /// A bad argument: which field, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,6 +123,34 @@ pub const WAIT_FIELDS: &[&str] = &[
     "yield_time_ms",
     "max_output_tokens",
 ];
+
+/// Field names of `read_output`.
+pub const READ_OUTPUT_FIELDS: &[&str] = &[
+    "session_id",
+    "transcript",
+    "offset",
+    "limit",
+    "grep",
+    "tail_lines",
+];
+
+/// `read_output` arguments.
+pub fn read_output_request(arguments: Option<&Args>) -> Result<ReadOutputRequest, ArgError> {
+    let args = object(arguments);
+    reject_unknown(&args, READ_OUTPUT_FIELDS)?;
+    let session_id = match field(&args, "session_id") {
+        None => None,
+        Some(_) => Some(session_id(&args)?),
+    };
+    Ok(ReadOutputRequest {
+        session_id,
+        transcript: string(&args, "transcript")?.map(std::path::PathBuf::from),
+        offset: integer(&args, "offset")?,
+        limit: integer(&args, "limit")?,
+        grep: string(&args, "grep")?,
+        tail_lines: integer(&args, "tail_lines")?,
+    })
+}
 
 /// Keys of `until`.
 pub const UNTIL_FIELDS: &[&str] = &["pattern", "idle_ms", "exit", "prompt"];

@@ -22,6 +22,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 use uexec_core::env::EnvPolicy;
+use uexec_core::transcript::TranscriptConfig;
 use uexec_core::{Backend, LocalBackend, SessionStore, StoreConfig};
 use uexec_server::client::{ClientConfig, RemoteBackend};
 use uexec_server::net::secret::read_token_file;
@@ -80,6 +81,22 @@ pub struct McpArgs {
     /// state) unless a call says otherwise (`collapse_cr`; off by default, as Codex).
     #[arg(long)]
     pub collapse_cr: bool,
+    /// Keep every session's output on disk under DIR, one directory per session (default
+    /// `$XDG_STATE_HOME/uexec/sessions`, else `~/.local/state/uexec/sessions`; 0700, files
+    /// 0600). The `read_output` tool pages through them.
+    #[arg(long, value_name = "DIR")]
+    pub transcripts_dir: Option<PathBuf>,
+    /// Keep no transcripts (and offer no `read_output`).
+    #[arg(long, conflicts_with = "transcripts_dir")]
+    pub no_transcripts: bool,
+    /// Most bytes of one session's transcript kept on disk; older bytes rotate away in
+    /// quarters (default 268435456: 256 MiB).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(16384..))]
+    pub transcript_max_bytes: Option<u64>,
+    /// Most bytes of all transcripts together; the least recently written sessions go
+    /// first, never one written in the last minute (default 2147483648: 2 GiB).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(16384..))]
+    pub transcripts_total_max_bytes: Option<u64>,
     /// Default shell for commands (default: $SHELL, else /bin/bash, else /bin/sh).
     #[arg(long, value_name = "PATH")]
     pub shell: Option<String>,
@@ -128,6 +145,35 @@ fn parse_assignment(s: &str) -> Result<(String, String), String> {
 }
 
 impl McpArgs {
+    /// Where transcripts go, unless they are off or no directory can be found or made.
+    fn transcripts(&self) -> Option<TranscriptConfig> {
+        if self.no_transcripts {
+            return None;
+        }
+        let Some(root) = self
+            .transcripts_dir
+            .clone()
+            .or_else(TranscriptConfig::default_root)
+        else {
+            tracing::warn!(
+                "no transcripts: neither XDG_STATE_HOME nor HOME is set (use --transcripts-dir)"
+            );
+            return None;
+        };
+        if let Err(e) = uexec_core::transcript::prepare_root(&root) {
+            tracing::warn!("no transcripts: {}: {e}", root.display());
+            return None;
+        }
+        let mut config = TranscriptConfig::at(root);
+        if let Some(max) = self.transcript_max_bytes {
+            config.session_max_bytes = max;
+        }
+        if let Some(max) = self.transcripts_total_max_bytes {
+            config.total_max_bytes = max;
+        }
+        Some(config)
+    }
+
     fn store_config(&self) -> StoreConfig {
         let mut config = StoreConfig::from_env();
         config.default_shell = self.shell.clone();
@@ -141,6 +187,7 @@ impl McpArgs {
         };
         config.hygiene.strip_ansi = self.strip_ansi;
         config.hygiene.collapse_cr = self.collapse_cr;
+        config.transcripts = self.transcripts();
         config
     }
 }
@@ -148,6 +195,10 @@ impl McpArgs {
 /// Runs `uexec mcp` until its transport ends or a signal arrives; every session is killed
 /// before it returns.
 pub async fn run(args: McpArgs) -> anyhow::Result<()> {
+    if let Some(dir) = &args.transcripts_dir {
+        uexec_core::transcript::prepare_root(dir)
+            .map_err(|e| anyhow::anyhow!("--transcripts-dir {}: {e}", dir.display()))?;
+    }
     let mut environments: HashMap<String, Arc<dyn Backend>> = HashMap::new();
     let remote_tokens = remote_tokens(&args)?;
     let client = ClientConfig {

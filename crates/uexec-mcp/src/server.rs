@@ -109,6 +109,13 @@ impl UexecServer {
                     .map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
             },
+            tools::READ_OUTPUT if !codex_tools_only => match args::read_output_request(arguments) {
+                Ok(req) => store
+                    .read_output(req)
+                    .map(read_output_result)
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            },
             tools::LIST_SESSIONS if !codex_tools_only => args::list_request(arguments)
                 .map(|()| list_sessions(store))
                 .map_err(|e| e.to_string()),
@@ -179,6 +186,45 @@ fn attach_exit_notices(result: &mut CallToolResult, notices: Vec<ExitNotice>) {
             obj.insert("exit_notices".into(), Value::Array(items));
         }
     }
+}
+
+/// A transcript page: a header line, then the text.
+fn read_output_result(page: uexec_core::OutputPage) -> CallToolResult {
+    let whose = page
+        .session_id
+        .map(|id| format!("Session {id} transcript"))
+        .unwrap_or_else(|| "Transcript".to_owned());
+    let mut header = format!(
+        "{whose} {}: bytes {}..{} of {}",
+        page.transcript.display(),
+        page.offset,
+        page.next_offset,
+        page.total
+    );
+    if page.first_kept > 0 {
+        header.push_str(&format!(" (bytes 0..{} rotated away)", page.first_kept));
+    }
+    if let Some(n) = page.matches {
+        header.push_str(&format!("; {n} matching lines"));
+    }
+    let mut structured = json!({
+        "transcript": page.transcript.display().to_string(),
+        "offset": page.offset,
+        "next_offset": page.next_offset,
+        "total": page.total,
+        "first_kept": page.first_kept,
+        "text": page.text,
+    });
+    if let Some(n) = page.matches {
+        structured["matches"] = json!(n);
+    }
+    if let Some(id) = page.session_id {
+        structured["session_id"] = json!(id);
+    }
+    let mut result =
+        CallToolResult::success(vec![ContentBlock::text(format!("{header}\n{}", page.text))]);
+    result.structured_content = Some(structured);
+    result
 }
 
 /// The `wait` result: each session's snapshot (or error) in the order asked.
@@ -276,6 +322,15 @@ fn snapshot_fields(s: &Snapshot, extended: bool) -> Map<String, Value> {
         }
         if s.awaiting_secret {
             structured.insert("awaiting_secret".into(), json!(true));
+        }
+        if let Some(dir) = &s.transcript {
+            structured.insert("transcript".into(), json!(dir.display().to_string()));
+        }
+        if let Some(r) = &s.omitted_range {
+            structured.insert(
+                "omitted_range".into(),
+                json!({"start": r.start, "end": r.end}),
+            );
         }
     }
     structured

@@ -19,6 +19,7 @@ pub const WRITE_STDIN: &str = "write_stdin";
 pub const LIST_SESSIONS: &str = "list_sessions";
 pub const TERMINATE_SESSION: &str = "terminate_session";
 pub const WAIT: &str = "wait";
+pub const READ_OUTPUT: &str = "read_output";
 
 fn object(v: Value) -> Arc<JsonObject> {
     match v {
@@ -50,6 +51,8 @@ fn snapshot_schema(extended: bool) -> Arc<JsonObject> {
         props["timed_out_ms"] = json!({"type": "integer", "description": format!("Present when timeout_ms killed the command; exit_code is then {TIMEOUT_EXIT_CODE}.")});
         props["awaiting_secret"] = json!({"type": "boolean", "description": "Present (true) when a tty session waits for input with echo off: a password prompt. Ask the person to answer it."});
         props["exit_notices"] = exit_notices_schema();
+        props["transcript"] = json!({"type": "string", "description": "Path of the session's transcript: every byte it printed (read_output pages through it)."});
+        props["omitted_range"] = json!({"type": "object", "properties": {"start": {"type": "integer"}, "end": {"type": "integer"}}, "description": "Session byte offsets this result left out ([… N bytes omitted …]); read_output with offset: start has them."});
         schema["required"] = json!([
             "chunk_id",
             "wall_time_seconds",
@@ -204,6 +207,44 @@ pub fn wait() -> Tool {
     .with_raw_output_schema(object(output))
 }
 
+/// `read_output`: pages through a transcript.
+pub fn read_output() -> Tool {
+    let max = uexec_core::store::READ_OUTPUT_MAX_BYTES;
+    let default = uexec_core::store::READ_OUTPUT_DEFAULT_BYTES;
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "session_id": {"type": "integer", "description": "The session, running or recently exited (its transcript is kept until the disk caps rotate it away). Give this or transcript."},
+            "transcript": {"type": "string", "description": "A transcript path a result named (for a command that exited in its first call, whose session id you never saw)."},
+            "offset": {"type": "integer", "description": "Byte offset in everything the session printed to start at. Default: the first byte kept. A result's omitted_range.start reads what it left out."},
+            "limit": {"type": "integer", "default": default, "description": format!("Most bytes to return. Default {default}, at most {max}.")},
+            "grep": {"type": "string", "description": "Only the lines matching this regex (Rust syntax), each prefixed with its byte offset; scans at most 64 MiB from offset."},
+            "tail_lines": {"type": "integer", "description": "Only the last N lines (1 to 10000). Not with offset or grep."}
+        },
+        "additionalProperties": false
+    });
+    let output = json!({
+        "type": "object",
+        "properties": {
+            "session_id": {"type": "integer"},
+            "transcript": {"type": "string"},
+            "offset": {"type": "integer"},
+            "next_offset": {"type": "integer", "description": "Where the next page starts."},
+            "total": {"type": "integer", "description": "Bytes the session printed so far."},
+            "first_kept": {"type": "integer", "description": "Bytes before this offset were rotated away."},
+            "text": {"type": "string"},
+            "matches": {"type": "integer"}
+        },
+        "required": ["transcript", "offset", "next_offset", "total", "first_kept", "text"]
+    });
+    Tool::new(
+        READ_OUTPUT,
+        "Read a session's full output from its transcript on disk, also after it exited: what a result cut out of the middle, the last lines, or the lines matching a regex.",
+        object(schema),
+    )
+    .with_raw_output_schema(object(output))
+}
+
 pub fn list_sessions() -> Tool {
     let schema = json!({"type": "object", "properties": {}, "additionalProperties": false});
     let output = json!({
@@ -257,6 +298,9 @@ pub fn all(codex_tools_only: bool, offer: Offer<'_>) -> Vec<Tool> {
         tools.push(list_sessions());
         tools.push(terminate_session());
         tools.push(wait());
+        if offer.config.transcripts.is_some() {
+            tools.push(read_output());
+        }
     }
     tools
 }

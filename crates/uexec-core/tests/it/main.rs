@@ -17,5 +17,6 @@ mod monitors;
 mod shutdown_races;
 mod stdin;
 mod terminate;
+mod transcripts;
 mod until;
 mod utf8_boundaries;

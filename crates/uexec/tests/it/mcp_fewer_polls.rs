@@ -87,9 +87,7 @@ async fn extended_calls_return_at_the_match_and_say_why() {
     assert_eq!(s["match"]["text"], "ready on :3000");
     assert_eq!(s["match"]["offset"], 0);
     assert!(
-        text(&r).contains(
-            "Returned because: the pattern matched \"ready on :3000\" at output byte 0\n"
-        ),
+        text(&r).contains("Reason: matched \"ready on :3000\" at output byte 0\n"),
         "{}",
         text(&r)
     );
@@ -278,4 +276,94 @@ async fn wait_returns_when_every_session_is_done_with_progress_meanwhile() {
         text(&bad)
     );
     client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_cut_result_points_into_the_transcript_and_read_output_has_it() {
+    let dir = std::env::temp_dir().join(format!("uexec-it-tr-{}", crate::helpers::rand_suffix()));
+    let root = dir.join("sessions");
+    let root_arg = root.display().to_string();
+    let (client, _, _) = stdio_client(&["--extended", "--transcripts-dir", &root_arg]).await;
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "read_output"));
+    let r = call(
+        &client,
+        "exec_command",
+        json!({"cmd": "seq 1 1100000", "login": false, "yield_time_ms": 30000}),
+    )
+    .await;
+    let s = structured(&r);
+    assert_eq!(s["exit_code"], 0, "{}", text(&r));
+    let transcript = s["transcript"].as_str().expect("a transcript path");
+    assert!(transcript.starts_with(&root_arg), "{transcript}");
+    let start = s["omitted_range"]["start"]
+        .as_u64()
+        .expect("bytes were left out");
+    assert!(
+        text(&r).contains(&format!("Transcript: {transcript} (bytes {start}..")),
+        "{}",
+        &text(&r)[..400]
+    );
+    // What the result left out, read back: the line that starts there.
+    let page = call(
+        &client,
+        "read_output",
+        json!({"transcript": transcript, "offset": start, "limit": 100}),
+    )
+    .await;
+    let p = structured(&page);
+    assert_eq!(p["offset"], start, "{}", text(&page));
+    let mut want = String::new();
+    for i in 1..=1_100_000 {
+        want.push_str(&format!("{i}\n"));
+    }
+    let start = start as usize;
+    assert_eq!(p["text"], want[start..start + 100]);
+    let tail = call(
+        &client,
+        "read_output",
+        json!({"transcript": transcript, "tail_lines": 1}),
+    )
+    .await;
+    assert_eq!(structured(&tail)["text"], "1100000\n");
+    let bad = call(
+        &client,
+        "read_output",
+        json!({"transcript": transcript, "limit": -5}),
+    )
+    .await;
+    assert!(
+        text(&bad).contains("invalid arguments: limit: -5 is out of range"),
+        "{}",
+        text(&bad)
+    );
+    client.cancel().await.unwrap();
+
+    let (client, _, _) = stdio_client(&["--no-transcripts"]).await;
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(!tools.iter().any(|t| t.name == "read_output"));
+    client.cancel().await.unwrap();
+}
+
+#[test]
+fn a_transcripts_dir_open_to_others_stops_the_server() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!(
+        "uexec-it-tr-open-{}",
+        crate::helpers::rand_suffix()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = std::process::Command::new(crate::helpers::UEXEC)
+        .args(["mcp", "--transcripts-dir"])
+        .arg(&dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--transcripts-dir") && err.contains("mode 0700"),
+        "{err}"
+    );
 }
