@@ -7,7 +7,7 @@
 //! session: the server keeps one store per principal (the bearer token, or the loopback
 //! user when there is none), and sessions are addressed by uexec's own ids.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -29,6 +29,8 @@ use uexec_server::net::tls::ClientTrust;
 use uexec_server::net::{authorize, Access, HttpListener, ListenerArgs, Peer};
 use uexec_server::shutdown_signal;
 
+use crate::environments::backend::{Endpoint, EnvironmentBackend};
+use crate::environments::{Defaults, EnvironmentRegistry};
 use crate::server::UexecServer;
 use crate::stores::{Principal, Stores};
 
@@ -87,6 +89,11 @@ pub struct McpArgs {
     /// `environment_id: NAME`. Repeatable.
     #[arg(long = "environment", value_name = "NAME=URL", value_parser = parse_assignment)]
     pub environments: Vec<(String, String)>,
+    /// Also offer the environments of this file, in the format of Codex's environments.toml
+    /// (`[[environments]]` with `id` and `url`), reloaded when it changes. Its servers are
+    /// dialled when needed: a pod that is down does not stop the others.
+    #[arg(long = "environments", value_name = "FILE")]
+    pub environments_file: Option<PathBuf>,
     /// Bearer token sent to the --environment exec servers (unless one has its own
     /// --environment-token-file). Visible in `ps`: prefer --remote-token-file.
     #[arg(long, env = "UEXEC_REMOTE_TOKEN", hide_env_values = true)]
@@ -131,7 +138,7 @@ impl McpArgs {
 /// Runs `uexec mcp` until its transport ends or a signal arrives; every session is killed
 /// before it returns.
 pub async fn run(args: McpArgs) -> anyhow::Result<()> {
-    let mut environments: HashMap<String, Arc<dyn Backend>> = HashMap::new();
+    let mut environments: BTreeMap<String, Arc<dyn Backend>> = BTreeMap::new();
     let remote_tokens = remote_tokens(&args)?;
     let client = ClientConfig {
         trust: ClientTrust {
@@ -148,28 +155,56 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
             .get(name)
             .cloned()
             .or_else(|| remote_tokens.get("").cloned());
-        let remote = RemoteBackend::connect_with(url, token, client.clone())
+        let remote = RemoteBackend::connect_with(url, token.clone(), client.clone())
             .await
             .with_context(|| {
                 format!("environment {name}: cannot reach the exec server at {url}")
             })?;
-        environments.insert(name.clone(), remote);
+        let endpoint = Endpoint {
+            url: url.clone(),
+            token,
+            connect_timeout: None,
+            client: client.clone(),
+        };
+        environments.insert(
+            name.clone(),
+            EnvironmentBackend::connected(name, endpoint, remote),
+        );
     }
-    let mut names: Vec<String> = environments.keys().cloned().collect();
-    names.sort();
+    let defaults = Defaults {
+        tokens: remote_tokens.clone(),
+        client,
+    };
+    let registry =
+        EnvironmentRegistry::new(environments, args.environments_file.clone(), defaults)?;
+    let file_ids = registry.file_ids();
+    for (name, path) in &args.environment_token_files {
+        if !args.environments.iter().any(|(env, _)| env == name) && !file_ids.contains(name) {
+            anyhow::bail!(
+                "--environment-token-file {name}={path}: there is no --environment or environments file entry named {name:?}"
+            );
+        }
+    }
+    registry.watch();
+    let shared = registry.environments();
     let config = args.store_config();
     let make_store = move || {
-        SessionStore::with_environments(
+        SessionStore::with_shared_environments(
             Arc::new(LocalBackend),
             config.clone(),
-            environments.clone(),
+            shared.clone(),
         )
     };
     let stores = match args.http {
         None => Stores::Single(make_store()),
         Some(_) => Stores::per_principal(make_store),
     };
-    let server = UexecServer::new(stores.clone(), names, args.codex_tools_only);
+    let server = UexecServer::new(
+        stores.clone(),
+        registry.environments(),
+        registry.any_configured(),
+        args.codex_tools_only,
+    );
     let result = match args.http {
         None if args.listener.tls_cert.is_some() => Err(anyhow::anyhow!(
             "--tls-cert and --tls-key serve HTTPS: they need --http ADDR"
@@ -193,11 +228,6 @@ fn remote_tokens(args: &McpArgs) -> anyhow::Result<HashMap<String, String>> {
         tokens.insert(String::new(), token);
     }
     for (name, path) in &args.environment_token_files {
-        if !args.environments.iter().any(|(env, _)| env == name) {
-            anyhow::bail!(
-                "--environment-token-file {name}={path}: there is no --environment named {name:?}"
-            );
-        }
         let token = read_token_file("--environment-token-file", std::path::Path::new(path))?;
         tokens.insert(name.clone(), token);
     }

@@ -13,7 +13,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{json, Map, Value};
-use uexec_core::{ExecError, SessionStore, Snapshot};
+use uexec_core::{Environments, ExecError, SessionStore, Snapshot};
 
 use crate::args;
 use crate::progress::{CallTarget, ProgressForwarder};
@@ -25,24 +25,33 @@ use crate::tools;
 #[derive(Clone)]
 pub struct UexecServer {
     stores: Stores,
-    /// Names of the configured environments (the same for every store).
-    environments: Vec<String>,
+    /// The environments (one table for every store; it changes when the file is reloaded).
+    environments: Environments,
+    /// Whether exec_command takes `environment_id` (environments are configured, maybe none
+    /// available yet).
+    accepts_environment: bool,
     codex_tools_only: bool,
     subscriptions: LegacySubscriptions,
 }
 
 impl UexecServer {
-    pub fn new(stores: Stores, environments: Vec<String>, codex_tools_only: bool) -> Self {
+    pub fn new(
+        stores: Stores,
+        environments: Environments,
+        accepts_environment: bool,
+        codex_tools_only: bool,
+    ) -> Self {
         Self {
             stores,
             environments,
+            accepts_environment,
             codex_tools_only,
             subscriptions: LegacySubscriptions::default(),
         }
     }
 
     fn has_environments(&self) -> bool {
-        !self.environments.is_empty()
+        self.accepts_environment
     }
 
     /// A handler for another connection on the same store (its own subscriptions).
@@ -50,6 +59,7 @@ impl UexecServer {
         Self::new(
             self.stores.clone(),
             self.environments.clone(),
+            self.accepts_environment,
             self.codex_tools_only,
         )
     }
@@ -82,7 +92,7 @@ impl UexecServer {
                 Err(e) => Err(e.to_string()),
             },
             tools::LIST_SESSIONS if !self.codex_tools_only => args::list_request(arguments)
-                .map(|()| list_sessions(store))
+                .map(|()| list_sessions(store, &self.environments.names()))
                 .map_err(|e| e.to_string()),
             tools::TERMINATE_SESSION if !self.codex_tools_only => {
                 match args::terminate_request(arguments) {
@@ -107,7 +117,7 @@ impl UexecServer {
     }
 }
 
-fn list_sessions(store: &SessionStore) -> CallToolResult {
+fn list_sessions(store: &SessionStore, environments: &[String]) -> CallToolResult {
     let sessions = store.list_sessions();
     let mut text = if sessions.is_empty() {
         "No running sessions.".to_owned()
@@ -133,8 +143,16 @@ fn list_sessions(store: &SessionStore) -> CallToolResult {
             "running_seconds": secs,
         }));
     }
+    let mut structured = json!({ "sessions": items });
+    if !environments.is_empty() {
+        text.push_str(&format!(
+            "\nEnvironments (exec_command's environment_id; default: local): {}",
+            environments.join(", ")
+        ));
+        structured["environments"] = json!(environments);
+    }
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-    result.structured_content = Some(json!({ "sessions": items }));
+    result.structured_content = Some(structured);
     result
 }
 
@@ -179,7 +197,7 @@ impl ServerHandler for UexecServer {
     ) -> Result<ListToolsResult, McpError> {
         Ok(ListToolsResult::with_all_items(tools::all(
             self.codex_tools_only,
-            &self.environments,
+            &self.environments.names(),
         )))
     }
 
