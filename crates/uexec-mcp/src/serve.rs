@@ -94,16 +94,17 @@ pub struct McpArgs {
     /// dialled when needed: a pod that is down does not stop the others.
     #[arg(long = "environments", value_name = "FILE")]
     pub environments_file: Option<PathBuf>,
-    /// Bearer token sent to the --environment exec servers (unless one has its own
-    /// --environment-token-file). Visible in `ps`: prefer --remote-token-file.
+    /// Bearer token sent to the exec servers of --environment and --environments (unless
+    /// one has its own token). Visible in `ps`: prefer --remote-token-file.
     #[arg(long, env = "UEXEC_REMOTE_TOKEN", hide_env_values = true)]
     pub remote_token: Option<String>,
-    /// Read the bearer token for the --environment exec servers from this file (wins over
+    /// Read the bearer token for the --environment(s) exec servers from this file (wins over
     /// --remote-token and UEXEC_REMOTE_TOKEN).
     #[arg(long, value_name = "PATH")]
     pub remote_token_file: Option<PathBuf>,
-    /// Read the bearer token of environment NAME from PATH (wins over --remote-token).
-    /// Repeatable, one per environment.
+    /// Read the bearer token of environment NAME (an --environment, or an entry of the
+    /// --environments file) from PATH; wins over the file's auth_bearer_token and
+    /// --remote-token. Repeatable, one per environment.
     #[arg(long = "environment-token-file", value_name = "NAME=PATH", value_parser = parse_assignment)]
     pub environment_token_files: Vec<(String, String)>,
     /// Also trust the CA certificates of this PEM file for wss:// environments (the system
