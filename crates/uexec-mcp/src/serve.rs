@@ -30,7 +30,7 @@ use uexec_server::net::{authorize, Access, HttpListener, ListenerArgs, Peer};
 use uexec_server::shutdown_signal;
 
 use crate::environments::backend::{Endpoint, EnvironmentBackend};
-use crate::environments::{Defaults, EnvironmentRegistry};
+use crate::environments::{self, Defaults, EnvironmentRegistry};
 use crate::server::UexecServer;
 use crate::stores::{Principal, Stores};
 
@@ -140,7 +140,16 @@ impl McpArgs {
 /// before it returns.
 pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     let mut environments: BTreeMap<String, Arc<dyn Backend>> = BTreeMap::new();
-    let remote_tokens = remote_tokens(&args)?;
+    // The file first: its ids are names --environment-token-file may give.
+    let file = match &args.environments_file {
+        Some(path) => Some((path.clone(), environments::file::load(path)?)),
+        None => None,
+    };
+    let file_ids: Vec<&str> = file
+        .iter()
+        .flat_map(|(_, entries)| entries.iter().map(|e| e.id.as_str()))
+        .collect();
+    let remote_tokens = remote_tokens(&args, &file_ids)?;
     let client = ClientConfig {
         trust: ClientTrust {
             extra_ca: args.remote_ca.clone(),
@@ -176,16 +185,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         tokens: remote_tokens.clone(),
         client,
     };
-    let registry =
-        EnvironmentRegistry::new(environments, args.environments_file.clone(), defaults)?;
-    let file_ids = registry.file_ids();
-    for (name, path) in &args.environment_token_files {
-        if !args.environments.iter().any(|(env, _)| env == name) && !file_ids.contains(name) {
-            anyhow::bail!(
-                "--environment-token-file {name}={path}: there is no --environment or environments file entry named {name:?}"
-            );
-        }
-    }
+    let registry = EnvironmentRegistry::new(environments, file, defaults)?;
     registry.watch();
     let shared = registry.environments();
     let config = args.store_config();
@@ -218,8 +218,8 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
 }
 
 /// The token of each environment by name; `""` is the default one (--remote-token or
-/// --remote-token-file).
-fn remote_tokens(args: &McpArgs) -> anyhow::Result<HashMap<String, String>> {
+/// --remote-token-file). `file_ids` are the environments file's entries.
+fn remote_tokens(args: &McpArgs, file_ids: &[&str]) -> anyhow::Result<HashMap<String, String>> {
     let mut tokens = HashMap::new();
     let default = match &args.remote_token_file {
         Some(path) => Some(read_token_file("--remote-token-file", path)?),
@@ -229,6 +229,13 @@ fn remote_tokens(args: &McpArgs) -> anyhow::Result<HashMap<String, String>> {
         tokens.insert(String::new(), token);
     }
     for (name, path) in &args.environment_token_files {
+        if !args.environments.iter().any(|(env, _)| env == name)
+            && !file_ids.contains(&name.as_str())
+        {
+            anyhow::bail!(
+                "--environment-token-file {name}={path}: there is no --environment or environments file entry named {name:?}"
+            );
+        }
         let token = read_token_file("--environment-token-file", std::path::Path::new(path))?;
         tokens.insert(name.clone(), token);
     }

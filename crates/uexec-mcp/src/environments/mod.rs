@@ -62,21 +62,22 @@ struct FileState {
 }
 
 impl EnvironmentRegistry {
-    /// The registry of the `--environment` servers and, when given, the file's (read now).
+    /// The registry of the `--environment` servers and, when given, the file's (as
+    /// [`file::load`] read it).
     pub fn new(
         fixed: BTreeMap<String, Arc<dyn Backend>>,
-        file: Option<PathBuf>,
+        file: Option<(PathBuf, Vec<Entry>)>,
         defaults: Defaults,
     ) -> Result<Arc<Self>, FileError> {
+        let (path, entries) = file.unzip();
         let registry = Arc::new(Self {
             table: Environments::new(fixed.clone()),
             fixed,
-            file,
+            file: path,
             defaults,
             state: Mutex::new(FileState::default()),
         });
-        if let Some(path) = &registry.file {
-            let entries = file::load(path)?;
+        if let (Some(path), Some(entries)) = (&registry.file, entries) {
             registry.apply(path, entries).map_err(|message| FileError {
                 path: path.clone(),
                 message,
@@ -93,11 +94,6 @@ impl EnvironmentRegistry {
     /// Whether exec_command takes an `environment_id` (some environment may come later).
     pub fn any_configured(&self) -> bool {
         !self.fixed.is_empty() || self.file.is_some()
-    }
-
-    /// Ids of the file's environments now (for checks of the command line).
-    pub fn file_ids(&self) -> Vec<String> {
-        self.lock().current.keys().cloned().collect()
     }
 
     /// Checks the file every [`RELOAD_POLL_MS`] until the registry is dropped.
