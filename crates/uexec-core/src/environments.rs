@@ -9,17 +9,32 @@
 //! 3. sessions already running hold their own handles on their process: replacing the table
 //!    leaves them alone;
 //! 4. a name that is known but cannot take sessions (removed from the file, or configured in a
-//!    way this build cannot serve) keeps a *refusal*: the reason new sessions there get.
+//!    way this build cannot serve) keeps a *refusal*: the reason new sessions there get;
+//! 5. a change of the available names bumps a counter that faces watch ([`Environments::changes`])
+//!    to tell their clients the tool list changed.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
+use tokio::sync::watch;
+
 use crate::backend::Backend;
 
 /// The environments of a server, shared by its stores (a cheap `Clone` handle).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Environments {
     table: Arc<RwLock<Table>>,
+    /// Bumped when the available names change.
+    changes: Arc<watch::Sender<u64>>,
+}
+
+impl Default for Environments {
+    fn default() -> Self {
+        Self {
+            table: Arc::default(),
+            changes: Arc::new(watch::channel(0).0),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -55,7 +70,17 @@ impl Environments {
             .table
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let changed = !table.available.keys().eq(available.keys());
         *table = Table { available, refused };
+        drop(table);
+        if changed {
+            self.changes.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Changes whenever the available names change.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// Names of the available environments, sorted.
@@ -98,6 +123,7 @@ mod tests {
     fn a_replaced_table_is_seen_by_every_clone() {
         let env = Environments::new([("a".to_owned(), Arc::new(LocalBackend) as Arc<dyn Backend>)]);
         let other = env.clone();
+        let mut changes = other.changes();
         assert_eq!(other.names(), ["a"]);
         env.replace(
             BTreeMap::from([("b".to_owned(), Arc::new(LocalBackend) as Arc<dyn Backend>)]),
@@ -107,5 +133,12 @@ mod tests {
         assert!(matches!(other.lookup("a"), Lookup::Refused(r) if r == "removed"));
         assert!(matches!(other.lookup("b"), Lookup::Available(_)));
         assert!(matches!(other.lookup("c"), Lookup::Unknown));
+        assert!(changes.has_changed().unwrap());
+        changes.mark_unchanged();
+        env.replace(
+            BTreeMap::from([("b".to_owned(), Arc::new(LocalBackend) as Arc<dyn Backend>)]),
+            BTreeMap::new(),
+        );
+        assert!(!changes.has_changed().unwrap(), "same names, no change");
     }
 }

@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -10,7 +11,7 @@ use rmcp::model::{
     ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams,
     SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{json, Map, Value};
 use uexec_core::{Environments, ExecError, SessionStore, Snapshot};
@@ -20,6 +21,9 @@ use crate::progress::{CallTarget, ProgressForwarder};
 use crate::resources::{self, LegacySubscriptions};
 use crate::stores::Stores;
 use crate::tools;
+
+/// How often a connection waiting to hear of environment changes checks it is still open.
+const PEER_CHECK_MS: u64 = 30_000;
 
 /// One MCP connection's view of its stores.
 #[derive(Clone)]
@@ -177,12 +181,18 @@ pub fn snapshot_result(s: Snapshot) -> CallToolResult {
 
 impl ServerHandler for UexecServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
+        let mut capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_resources()
             .enable_resources_subscribe()
             .enable_resources_list_changed()
             .build();
+        if self.accepts_environment {
+            // environment_id's list of names follows the environments file.
+            if let Some(tools) = capabilities.tools.as_mut() {
+                tools.list_changed = Some(true);
+            }
+        }
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("uexec", env!("CARGO_PKG_VERSION")))
             .with_instructions(
@@ -297,6 +307,9 @@ impl ServerHandler for UexecServer {
     ) -> Option<SubscriptionFilter> {
         let mut accepted = SubscriptionFilter::new();
         accepted.resources_list_changed = requested.resources_list_changed;
+        accepted.tools_list_changed = requested
+            .tools_list_changed
+            .filter(|_| self.accepts_environment);
         accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
             uris.iter()
                 .filter(|u| resources::session_of(u).is_some())
@@ -310,8 +323,50 @@ impl ServerHandler for UexecServer {
         let store = self
             .stores
             .for_request(&context.request_context().extensions);
-        resources::listen(&store, context.sink(), context.cancelled()).await;
+        let sink = context.sink();
+        let tools = async {
+            if sink.accepted().tools_list_changed == Some(true) {
+                let mut changes = self.environments.changes();
+                while changes.changed().await.is_ok() {
+                    if sink.notify_tool_list_changed().await.is_err() {
+                        break;
+                    }
+                }
+            }
+            std::future::pending::<()>().await;
+        };
+        tokio::select! {
+            () = resources::listen(&store, sink, context.cancelled()) => {}
+            () = tools => {}
+        }
         Ok(())
+    }
+
+    /// A client of the initialize handshake hears `notifications/tools/list_changed` when
+    /// the environments change, until its connection closes.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if !self.accepts_environment {
+            return;
+        }
+        let mut changes = self.environments.changes();
+        let peer = context.peer;
+        tokio::spawn(async move {
+            let mut check = tokio::time::interval(Duration::from_millis(PEER_CHECK_MS));
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => {
+                        if changed.is_err() || peer.notify_tool_list_changed().await.is_err() {
+                            return;
+                        }
+                    }
+                    _ = check.tick() => {
+                        if peer.is_transport_closed() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
     }
 }
 

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use rmcp::model::CallToolResult;
 use serde_json::{json, Value};
 
-use crate::helpers::{call, stdio_client, structured, text, Client};
+use std::sync::atomic::Ordering;
+
+use crate::helpers::{call, eventually, stdio_client, structured, text, Client};
 use crate::net_support::{make_cert, run_uexec, serve, temp_dir, Served};
 
 /// A pod: `uexec serve` over wss:// on loopback, its token and TLS pair from files.
@@ -132,7 +134,7 @@ async fn sessions_across_pods_survive_another_pods_death_and_the_file_is_reloade
     write_file(&k.file, &listing);
     let log = k.dir.join("mcp.log");
     let b_token = format!("b={}", k.dir.join("b.token").display());
-    let (client, _, _) = stdio_client(&[
+    let (client, recorder, _) = stdio_client(&[
         "--log-file",
         log.to_str().unwrap(),
         "--environments",
@@ -192,11 +194,14 @@ async fn sessions_across_pods_survive_another_pods_death_and_the_file_is_reloade
         url_entry("c", &k.c, Some("token-of-c")),
     );
     write_file(&k.file, &listing);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while environment_enum(&client).await != json!(["a", "c"]) {
-        assert!(Instant::now() < deadline, "the file was not reloaded");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let told = || recorder.tools_changed.load(Ordering::SeqCst) > 0;
+    eventually(
+        "notifications/tools/list_changed",
+        Duration::from_secs(20),
+        told,
+    )
+    .await;
+    assert_eq!(environment_enum(&client).await, json!(["a", "c"]));
     still_running(&client, on_b).await;
     let removed = exec(&client, "b", "true").await;
     assert!(
@@ -321,4 +326,44 @@ async fn an_environment_also_given_on_the_command_line_is_refused() {
         "{stderr}"
     );
     drop(k.c);
+}
+
+#[tokio::test]
+async fn a_listener_hears_the_tool_list_change_when_the_file_changes() {
+    use rmcp::model::{ServerNotification, SubscriptionFilter};
+
+    let dir = temp_dir("envlisten");
+    let file = dir.join("environments.toml");
+    // Nothing listens on port 1: an environment that is down is listed all the same.
+    write_file(
+        &file,
+        "[[environments]]\nid = \"a\"\nurl = \"ws://127.0.0.1:1\"\n",
+    );
+    let server = crate::net_support::mcp_http(&[
+        "--http",
+        "127.0.0.1:0",
+        "--token",
+        "s3cret",
+        "--environments",
+        file.to_str().unwrap(),
+    ]);
+    let client = crate::mcp_listen::connect_stateless(&server.addr, "s3cret").await;
+    let filter = SubscriptionFilter::builder().tools_list_changed().build();
+    let mut subscription = client.listen(filter).await.unwrap();
+    write_file(
+        &file,
+        "[[environments]]\nid = \"a\"\nurl = \"ws://127.0.0.1:1\"\n\n[[environments]]\nid = \"b\"\nurl = \"ws://127.0.0.1:2\"\n",
+    );
+    let heard = tokio::time::timeout(Duration::from_secs(20), subscription.next())
+        .await
+        .expect("a notification within 20 s")
+        .unwrap()
+        .expect("the subscription is open");
+    assert!(
+        matches!(heard, ServerNotification::ToolListChangedNotification(_)),
+        "{heard:?}"
+    );
+    assert_eq!(environment_enum(&client).await, json!(["a", "b"]));
+    subscription.cancel().await.unwrap();
+    client.cancel().await.unwrap();
 }
