@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 use crate::backend::{Backend, Signal, WriteOutcome};
 use crate::config::{Hygiene, StoreConfig};
+use crate::environments::{Environments, Lookup};
 use crate::error::ExecError;
 use crate::events::{lock, EndStatus, EventBus, EventKind, EventStream};
 use crate::limits::{
@@ -43,7 +44,7 @@ pub struct SessionStore {
     me: std::sync::Weak<SessionStore>,
     backend: Arc<dyn Backend>,
     /// Named other places to run commands (`environment_id`), e.g. remote exec servers.
-    environments: HashMap<String, Arc<dyn Backend>>,
+    environments: Environments,
     config: StoreConfig,
     inner: Mutex<StoreInner>,
     events: Arc<EventBus>,
@@ -103,6 +104,16 @@ impl SessionStore {
         config: StoreConfig,
         environments: HashMap<String, Arc<dyn Backend>>,
     ) -> Arc<Self> {
+        Self::with_shared_environments(backend, config, Environments::new(environments))
+    }
+
+    /// A store whose environments may change while it runs (the table is shared: see
+    /// [`Environments`]).
+    pub fn with_shared_environments(
+        backend: Arc<dyn Backend>,
+        config: StoreConfig,
+        environments: Environments,
+    ) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             me: me.clone(),
             backend,
@@ -119,9 +130,7 @@ impl SessionStore {
 
     /// Names of the environments besides the default one, sorted.
     pub fn environment_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.environments.keys().cloned().collect();
-        names.sort();
-        names
+        self.environments.names()
     }
 
     /// Every event of every session of this store, in order, from now on.
@@ -141,6 +150,10 @@ impl SessionStore {
         monitors: Vec<Box<dyn PolicyMonitor>>,
     ) -> Result<Snapshot, ExecError> {
         let backend = self.backend_for(req.environment_id.as_deref())?;
+        backend
+            .prepare()
+            .await
+            .map_err(|e| ExecError::Spawn(e.message))?;
         let plan = Plan::new(&self.config, &req, backend.placement())?;
         let reservation = self.reserve_id()?;
         let id = reservation.id;
@@ -659,13 +672,20 @@ impl SessionStore {
     fn backend_for(&self, environment: Option<&str>) -> Result<Arc<dyn Backend>, ExecError> {
         match environment {
             None | Some("") => Ok(self.backend.clone()),
-            Some(name) => self.environments.get(name).cloned().ok_or_else(|| {
-                let known = self.environment_names().join(", ");
-                ExecError::invalid(
-                    "environment_id",
-                    format!("unknown environment {name:?} (configured: {known})"),
-                )
-            }),
+            Some(name) => {
+                let known = || self.environment_names().join(", ");
+                match self.environments.lookup(name) {
+                    Lookup::Available(backend) => Ok(backend),
+                    Lookup::Refused(reason) => Err(ExecError::invalid(
+                        "environment_id",
+                        format!("environment {name:?} {reason} (available: {})", known()),
+                    )),
+                    Lookup::Unknown => Err(ExecError::invalid(
+                        "environment_id",
+                        format!("unknown environment {name:?} (configured: {})", known()),
+                    )),
+                }
+            }
         }
     }
 

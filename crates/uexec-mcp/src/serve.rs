@@ -7,7 +7,7 @@
 //! session: the server keeps one store per principal (the bearer token, or the loopback
 //! user when there is none), and sessions are addressed by uexec's own ids.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,6 +30,8 @@ use uexec_server::net::tls::ClientTrust;
 use uexec_server::net::{authorize, Access, HttpListener, ListenerArgs, Peer};
 use uexec_server::shutdown_signal;
 
+use crate::environments::backend::{Endpoint, EnvironmentBackend};
+use crate::environments::{self, Defaults, EnvironmentRegistry};
 use crate::server::{Options, UexecServer};
 use crate::stores::{Principal, Stores};
 
@@ -119,16 +121,22 @@ pub struct McpArgs {
     /// `environment_id: NAME`. Repeatable.
     #[arg(long = "environment", value_name = "NAME=URL", value_parser = parse_assignment)]
     pub environments: Vec<(String, String)>,
-    /// Bearer token sent to the --environment exec servers (unless one has its own
-    /// --environment-token-file). Visible in `ps`: prefer --remote-token-file.
+    /// Also offer the environments of this file, in the format of Codex's environments.toml
+    /// (`[[environments]]` with `id` and `url`), reloaded when it changes. Its servers are
+    /// dialled when needed: a pod that is down does not stop the others.
+    #[arg(long = "environments", value_name = "FILE")]
+    pub environments_file: Option<PathBuf>,
+    /// Bearer token sent to the exec servers of --environment and --environments (unless
+    /// one has its own token). Visible in `ps`: prefer --remote-token-file.
     #[arg(long, env = "UEXEC_REMOTE_TOKEN", hide_env_values = true)]
     pub remote_token: Option<String>,
-    /// Read the bearer token for the --environment exec servers from this file (wins over
+    /// Read the bearer token for the --environment(s) exec servers from this file (wins over
     /// --remote-token and UEXEC_REMOTE_TOKEN).
     #[arg(long, value_name = "PATH")]
     pub remote_token_file: Option<PathBuf>,
-    /// Read the bearer token of environment NAME from PATH (wins over --remote-token).
-    /// Repeatable, one per environment.
+    /// Read the bearer token of environment NAME (an --environment, or an entry of the
+    /// --environments file) from PATH; wins over the file's auth_bearer_token and
+    /// --remote-token. Repeatable, one per environment.
     #[arg(long = "environment-token-file", value_name = "NAME=PATH", value_parser = parse_assignment)]
     pub environment_token_files: Vec<(String, String)>,
     /// Also trust the CA certificates of this PEM file for wss:// environments (the system
@@ -199,8 +207,17 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         uexec_core::transcript::prepare_root(dir)
             .map_err(|e| anyhow::anyhow!("--transcripts-dir {}: {e}", dir.display()))?;
     }
-    let mut environments: HashMap<String, Arc<dyn Backend>> = HashMap::new();
-    let remote_tokens = remote_tokens(&args)?;
+    let mut environments: BTreeMap<String, Arc<dyn Backend>> = BTreeMap::new();
+    // The file first: its ids are names --environment-token-file may give.
+    let file = match &args.environments_file {
+        Some(path) => Some((path.clone(), environments::file::load(path)?)),
+        None => None,
+    };
+    let file_ids: Vec<&str> = file
+        .iter()
+        .flat_map(|(_, entries)| entries.iter().map(|e| e.id.as_str()))
+        .collect();
+    let remote_tokens = remote_tokens(&args, &file_ids)?;
     let client = ClientConfig {
         trust: ClientTrust {
             extra_ca: args.remote_ca.clone(),
@@ -216,15 +233,29 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
             .get(name)
             .cloned()
             .or_else(|| remote_tokens.get("").cloned());
-        let remote = RemoteBackend::connect_with(url, token, client.clone())
+        let remote = RemoteBackend::connect_with(url, token.clone(), client.clone())
             .await
             .with_context(|| {
                 format!("environment {name}: cannot reach the exec server at {url}")
             })?;
-        environments.insert(name.clone(), remote);
+        let endpoint = Endpoint {
+            url: url.clone(),
+            token,
+            connect_timeout: None,
+            client: client.clone(),
+        };
+        environments.insert(
+            name.clone(),
+            EnvironmentBackend::connected(name, endpoint, remote),
+        );
     }
-    let mut names: Vec<String> = environments.keys().cloned().collect();
-    names.sort();
+    let defaults = Defaults {
+        tokens: remote_tokens.clone(),
+        client,
+    };
+    let registry = EnvironmentRegistry::new(environments, file, defaults)?;
+    registry.watch();
+    let shared = registry.environments();
     let config = args.store_config();
     let options = Options {
         codex_tools_only: args.codex_tools_only,
@@ -232,17 +263,22 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         config: config.clone(),
     };
     let make_store = move || {
-        SessionStore::with_environments(
+        SessionStore::with_shared_environments(
             Arc::new(LocalBackend),
             config.clone(),
-            environments.clone(),
+            shared.clone(),
         )
     };
     let stores = match args.http {
         None => Stores::Single(make_store()),
         Some(_) => Stores::per_principal(make_store),
     };
-    let server = UexecServer::new(stores.clone(), names, options);
+    let server = UexecServer::new(
+        stores.clone(),
+        registry.environments(),
+        registry.any_configured(),
+        options,
+    );
     let result = match args.http {
         None if args.listener.tls_cert.is_some() => Err(anyhow::anyhow!(
             "--tls-cert and --tls-key serve HTTPS: they need --http ADDR"
@@ -255,8 +291,8 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
 }
 
 /// The token of each environment by name; `""` is the default one (--remote-token or
-/// --remote-token-file).
-fn remote_tokens(args: &McpArgs) -> anyhow::Result<HashMap<String, String>> {
+/// --remote-token-file). `file_ids` are the environments file's entries.
+fn remote_tokens(args: &McpArgs, file_ids: &[&str]) -> anyhow::Result<HashMap<String, String>> {
     let mut tokens = HashMap::new();
     let default = match &args.remote_token_file {
         Some(path) => Some(read_token_file("--remote-token-file", path)?),
@@ -266,9 +302,11 @@ fn remote_tokens(args: &McpArgs) -> anyhow::Result<HashMap<String, String>> {
         tokens.insert(String::new(), token);
     }
     for (name, path) in &args.environment_token_files {
-        if !args.environments.iter().any(|(env, _)| env == name) {
+        if !args.environments.iter().any(|(env, _)| env == name)
+            && !file_ids.contains(&name.as_str())
+        {
             anyhow::bail!(
-                "--environment-token-file {name}={path}: there is no --environment named {name:?}"
+                "--environment-token-file {name}={path}: there is no --environment or environments file entry named {name:?}"
             );
         }
         let token = read_token_file("--environment-token-file", std::path::Path::new(path))?;

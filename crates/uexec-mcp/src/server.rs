@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -10,10 +11,10 @@ use rmcp::model::{
     ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams,
     SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{json, Map, Value};
-use uexec_core::{ExecError, ExitNotice, SessionStore, Snapshot, StoreConfig};
+use uexec_core::{Environments, ExecError, ExitNotice, SessionStore, Snapshot, StoreConfig};
 
 use crate::args::{self, Dialect};
 use crate::progress::{CallTarget, ProgressForwarder};
@@ -21,12 +22,18 @@ use crate::resources::{self, LegacySubscriptions};
 use crate::stores::Stores;
 use crate::tools;
 
+/// How often a connection waiting to hear of environment changes checks it is still open.
+const PEER_CHECK_MS: u64 = 30_000;
+
 /// One MCP connection's view of its stores.
 #[derive(Clone)]
 pub struct UexecServer {
     stores: Stores,
-    /// Names of the configured environments (the same for every store).
-    environments: Vec<String>,
+    /// The environments (one table for every store; it changes when the file is reloaded).
+    environments: Environments,
+    /// Whether exec_command takes `environment_id` (environments are configured, maybe none
+    /// available yet).
+    accepts_environment: bool,
     options: Options,
     subscriptions: LegacySubscriptions,
 }
@@ -44,10 +51,16 @@ pub struct Options {
 }
 
 impl UexecServer {
-    pub fn new(stores: Stores, environments: Vec<String>, options: Options) -> Self {
+    pub fn new(
+        stores: Stores,
+        environments: Environments,
+        accepts_environment: bool,
+        options: Options,
+    ) -> Self {
         Self {
             stores,
             environments,
+            accepts_environment,
             options,
             subscriptions: LegacySubscriptions::default(),
         }
@@ -55,7 +68,7 @@ impl UexecServer {
 
     fn dialect(&self) -> Dialect {
         Dialect {
-            environments: !self.environments.is_empty(),
+            environments: self.accepts_environment,
             extended: self.options.extended,
         }
     }
@@ -69,6 +82,7 @@ impl UexecServer {
         Self::new(
             self.stores.clone(),
             self.environments.clone(),
+            self.accepts_environment,
             self.options.clone(),
         )
     }
@@ -117,7 +131,7 @@ impl UexecServer {
                 Err(e) => Err(e.to_string()),
             },
             tools::LIST_SESSIONS if !codex_tools_only => args::list_request(arguments)
-                .map(|()| list_sessions(store))
+                .map(|()| list_sessions(store, &self.environments.names()))
                 .map_err(|e| e.to_string()),
             tools::TERMINATE_SESSION if !codex_tools_only => {
                 match args::terminate_request(arguments) {
@@ -254,7 +268,7 @@ fn wait_result(results: Vec<(i32, Result<Snapshot, ExecError>)>) -> CallToolResu
     result
 }
 
-fn list_sessions(store: &SessionStore) -> CallToolResult {
+fn list_sessions(store: &SessionStore, environments: &[String]) -> CallToolResult {
     let sessions = store.list_sessions();
     let mut text = if sessions.is_empty() {
         "No running sessions.".to_owned()
@@ -280,8 +294,16 @@ fn list_sessions(store: &SessionStore) -> CallToolResult {
             "running_seconds": secs,
         }));
     }
+    let mut structured = json!({ "sessions": items });
+    if !environments.is_empty() {
+        text.push_str(&format!(
+            "\nEnvironments (exec_command's environment_id; default: local): {}",
+            environments.join(", ")
+        ));
+        structured["environments"] = json!(environments);
+    }
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-    result.structured_content = Some(json!({ "sessions": items }));
+    result.structured_content = Some(structured);
     result
 }
 
@@ -338,12 +360,18 @@ fn snapshot_fields(s: &Snapshot, extended: bool) -> Map<String, Value> {
 
 impl ServerHandler for UexecServer {
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
+        let mut capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_resources()
             .enable_resources_subscribe()
             .enable_resources_list_changed()
             .build();
+        if self.accepts_environment {
+            // environment_id's list of names follows the environments file.
+            if let Some(tools) = capabilities.tools.as_mut() {
+                tools.list_changed = Some(true);
+            }
+        }
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("uexec", env!("CARGO_PKG_VERSION")))
             .with_instructions(
@@ -359,7 +387,7 @@ impl ServerHandler for UexecServer {
         Ok(ListToolsResult::with_all_items(tools::all(
             self.options.codex_tools_only,
             tools::Offer {
-                environments: &self.environments,
+                environments: &self.environments.names(),
                 extended: self.options.extended,
                 config: &self.options.config,
             },
@@ -472,6 +500,9 @@ impl ServerHandler for UexecServer {
     ) -> Option<SubscriptionFilter> {
         let mut accepted = SubscriptionFilter::new();
         accepted.resources_list_changed = requested.resources_list_changed;
+        accepted.tools_list_changed = requested
+            .tools_list_changed
+            .filter(|_| self.accepts_environment);
         accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
             uris.iter()
                 .filter(|u| resources::session_of(u).is_some())
@@ -485,8 +516,50 @@ impl ServerHandler for UexecServer {
         let store = self
             .stores
             .for_request(&context.request_context().extensions);
-        resources::listen(&store, context.sink(), context.cancelled()).await;
+        let sink = context.sink();
+        let tools = async {
+            if sink.accepted().tools_list_changed == Some(true) {
+                let mut changes = self.environments.changes();
+                while changes.changed().await.is_ok() {
+                    if sink.notify_tool_list_changed().await.is_err() {
+                        break;
+                    }
+                }
+            }
+            std::future::pending::<()>().await;
+        };
+        tokio::select! {
+            () = resources::listen(&store, sink, context.cancelled()) => {}
+            () = tools => {}
+        }
         Ok(())
+    }
+
+    /// A client of the initialize handshake hears `notifications/tools/list_changed` when
+    /// the environments change, until its connection closes.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if !self.accepts_environment {
+            return;
+        }
+        let mut changes = self.environments.changes();
+        let peer = context.peer;
+        tokio::spawn(async move {
+            let mut check = tokio::time::interval(Duration::from_millis(PEER_CHECK_MS));
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => {
+                        if changed.is_err() || peer.notify_tool_list_changed().await.is_err() {
+                            return;
+                        }
+                    }
+                    _ = check.tick() => {
+                        if peer.is_transport_closed() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
     }
 }
 

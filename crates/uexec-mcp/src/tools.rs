@@ -263,7 +263,8 @@ pub fn list_sessions() -> Tool {
                     },
                     "required": ["session_id", "command", "cwd", "tty", "running_seconds"]
                 }
-            }
+            },
+            "environments": {"type": "array", "items": {"type": "string"}, "description": "Environments exec_command's environment_id may name now (absent when there are none)."}
         },
         "required": ["sessions"]
     });

@@ -35,6 +35,8 @@ enum Command {
                                                 https://HOST:8765/mcp for clients with the token
   uexec mcp --environment box=wss://box:9000 --environment-token-file box=BOXTOKEN --remote-ca ca.pem
                                                 also run commands on an exec server (environment_id: \"box\")
+  uexec mcp --environments ~/.codex/environments.toml --remote-ca ca.pem
+                                                the exec servers of Codex's environments file (reloaded on change)
 
 Every session is killed when the client goes away (stdin EOF), on SIGTERM/SIGINT, and, through
 a watchdog, even when uexec itself is killed.")]

@@ -217,4 +217,10 @@ pub trait Backend: Send + Sync + 'static {
     fn placement(&self) -> Placement {
         Placement::Local
     }
+
+    /// Gets ready to start a process, before its placement is asked (default: nothing to
+    /// do). A backend that connects on demand connects here, so the placement is known.
+    fn prepare(&self) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async { Ok(()) })
+    }
 }

@@ -35,7 +35,8 @@ async fn a_watcher_ends_with_its_last_uri_and_with_its_client() {
     let store = SessionStore::new(Arc::new(LocalBackend), StoreConfig::default());
     let server = UexecServer::new(
         Stores::Single(store.clone()),
-        Vec::new(),
+        Default::default(),
+        false,
         Options::default(),
     );
     let before = alive_tasks();
@@ -88,7 +89,12 @@ async fn an_http_session_that_ends_leaves_no_watcher() {
 
     let make_store = || SessionStore::new(Arc::new(LocalBackend), StoreConfig::default());
     let stores = Stores::per_principal(make_store);
-    let server = UexecServer::new(stores.clone(), Vec::new(), Options::default());
+    let server = UexecServer::new(
+        stores.clone(),
+        Default::default(),
+        false,
+        Options::default(),
+    );
     let service = StreamableHttpService::new(
         move || Ok(server.for_connection()),
         Arc::new(LocalSessionManager::default()),

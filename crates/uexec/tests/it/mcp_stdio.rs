@@ -31,7 +31,8 @@ async fn tools_and_server_info() {
             "write_stdin",
             "list_sessions",
             "terminate_session",
-            "wait"
+            "wait",
+            "read_output"
         ]
     );
     assert!(tools.iter().take(2).all(|t| t.output_schema.is_some()));
