@@ -38,6 +38,10 @@ use crate::snapshot::Snapshot;
 use crate::transcript::{self, TranscriptInfo, TranscriptWriter};
 use crate::until::{Condition, Reason};
 
+/// Session ids in use, shared by the stores that must not reuse each other's.
+#[derive(Debug, Default)]
+pub struct IdSpace(Mutex<HashSet<i32>>);
+
 /// Live sessions of one owner, and the calls on them.
 pub struct SessionStore {
     /// This store, for the tasks it starts (they must not keep it alive).
@@ -55,6 +59,8 @@ struct StoreInner {
     sessions: HashMap<i32, Entry>,
     /// Ids of stored sessions plus those reserved by calls in flight.
     reserved: HashSet<i32>,
+    /// The ids in use in every store sharing this space (this store's among them).
+    ids: Arc<IdSpace>,
     use_counter: u64,
     shut_down: bool,
     /// Exits no call watched, waiting for the owner's next result (bounded: the oldest
@@ -72,8 +78,19 @@ impl StoreInner {
     /// Removes a session's entry and id, remembering where its transcript is.
     fn forget(&mut self, session: &Session) {
         self.sessions.remove(&session.id());
-        self.reserved.remove(&session.id());
+        self.release(session.id());
         self.remember_transcript(session);
+    }
+
+    fn hold(&mut self, id: i32) {
+        self.reserved.insert(id);
+        lock(&self.ids.0).insert(id);
+    }
+
+    fn release(&mut self, id: i32) {
+        if self.reserved.remove(&id) {
+            lock(&self.ids.0).remove(&id);
+        }
     }
 
     /// Keeps a gone session's transcript findable by id.
@@ -114,12 +131,26 @@ impl SessionStore {
         config: StoreConfig,
         environments: Environments,
     ) -> Arc<Self> {
+        Self::with_id_space(backend, config, environments, Arc::default())
+    }
+
+    /// A store whose session ids are unique among every store of `ids` (a daemon's
+    /// owners: a person addresses any session by its id alone).
+    pub fn with_id_space(
+        backend: Arc<dyn Backend>,
+        config: StoreConfig,
+        environments: Environments,
+        ids: Arc<IdSpace>,
+    ) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             me: me.clone(),
             backend,
             environments,
             config,
-            inner: Mutex::new(StoreInner::default()),
+            inner: Mutex::new(StoreInner {
+                ids,
+                ..StoreInner::default()
+            }),
             events: Arc::new(EventBus::default()),
         })
     }
@@ -653,8 +684,8 @@ impl SessionStore {
         let sessions: Vec<Arc<Session>> = {
             let mut inner = lock(&self.inner);
             let ids: Vec<i32> = inner.sessions.keys().copied().collect();
-            for id in &ids {
-                inner.reserved.remove(id);
+            for id in ids {
+                inner.release(id);
             }
             inner.sessions.drain().map(|(_, e)| e.session).collect()
         };
@@ -694,21 +725,20 @@ impl SessionStore {
         if inner.shut_down {
             return Err(ExecError::ShutDown);
         }
-        let id = if self.config.deterministic_ids {
-            inner
-                .reserved
-                .iter()
-                .max()
-                .map_or(MIN_SESSION_ID, |max| max + 1)
-        } else {
-            loop {
-                let id = rand::random_range(MIN_SESSION_ID..MAX_SESSION_ID_EXCLUSIVE);
-                if !inner.reserved.contains(&id) {
-                    break id;
+        let id = {
+            let taken = lock(&inner.ids.0);
+            if self.config.deterministic_ids {
+                taken.iter().max().map_or(MIN_SESSION_ID, |max| max + 1)
+            } else {
+                loop {
+                    let id = rand::random_range(MIN_SESSION_ID..MAX_SESSION_ID_EXCLUSIVE);
+                    if !taken.contains(&id) {
+                        break id;
+                    }
                 }
             }
         };
-        inner.reserved.insert(id);
+        inner.hold(id);
         Ok(IdReservation {
             store: self.clone(),
             id,
@@ -719,7 +749,7 @@ impl SessionStore {
     fn release_id(&self, id: i32) {
         let mut inner = lock(&self.inner);
         if !inner.sessions.contains_key(&id) {
-            inner.reserved.remove(&id);
+            inner.release(id);
         }
     }
 
@@ -751,7 +781,7 @@ impl SessionStore {
             }
             inner.use_counter += 1;
             let last_used = inner.use_counter;
-            inner.reserved.insert(session.id());
+            inner.hold(session.id());
             inner.sessions.insert(
                 session.id(),
                 Entry {
@@ -880,6 +910,10 @@ impl Drop for SessionStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         for (_, entry) in inner.sessions.drain() {
             entry.session.terminate();
+        }
+        let mut space = lock(&inner.ids.0);
+        for id in inner.reserved.drain() {
+            space.remove(&id);
         }
     }
 }

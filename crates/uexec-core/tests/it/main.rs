@@ -11,6 +11,7 @@ mod events;
 mod exec;
 mod exit_reports;
 mod fake_backend;
+mod id_space;
 mod inherited_fds;
 mod invalid_input;
 mod monitors;
