@@ -22,6 +22,9 @@ pub struct StoreConfig {
     pub hygiene: Hygiene,
     /// Keep every session's output on disk (`None`: no transcripts).
     pub transcripts: Option<crate::transcript::TranscriptConfig>,
+    /// The environment commands start from, before the policy (`None`: this process's).
+    /// A daemon serves each client with the client's own.
+    pub base_env: Option<crate::env::Environment>,
 }
 
 /// Output hygiene of a snapshot body.
@@ -68,6 +71,7 @@ impl Default for StoreConfig {
             max_sessions: MAX_SESSIONS,
             hygiene: Hygiene::default(),
             transcripts: None,
+            base_env: None,
         }
     }
 }

@@ -81,7 +81,10 @@ impl Plan {
                         format!("{} {why}", cwd.display()),
                     ));
                 }
-                let env = config.env_policy.command_env(std::env::vars_os());
+                let env = match &config.base_env {
+                    Some(base) => config.env_policy.command_env(base.clone()),
+                    None => config.env_policy.command_env(std::env::vars_os()),
+                };
                 let shell = requested_shell.unwrap_or_else(|| default_shell(config));
                 if find_program(&shell, env.get(OsStr::new("PATH")).map(OsString::as_os_str))
                     .is_none()

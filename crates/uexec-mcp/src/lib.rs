@@ -5,6 +5,7 @@
 //! stdio; over HTTP one store per principal (see [`http`]).
 
 pub mod args;
+pub mod daemon;
 pub mod environments;
 pub mod progress;
 pub mod resources;

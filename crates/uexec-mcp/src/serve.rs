@@ -83,22 +83,24 @@ pub struct McpArgs {
     /// state) unless a call says otherwise (`collapse_cr`; off by default, as Codex).
     #[arg(long)]
     pub collapse_cr: bool,
-    /// Keep every session's output on disk under DIR, one directory per session (default
-    /// `$XDG_STATE_HOME/uexec/sessions`, else `~/.local/state/uexec/sessions`; 0700, files
-    /// 0600). The `read_output` tool pages through them.
-    #[arg(long, value_name = "DIR")]
-    pub transcripts_dir: Option<PathBuf>,
-    /// Keep no transcripts (and offer no `read_output`).
-    #[arg(long, conflicts_with = "transcripts_dir")]
-    pub no_transcripts: bool,
-    /// Most bytes of one session's transcript kept on disk; older bytes rotate away in
-    /// quarters (default 268435456: 256 MiB).
-    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(16384..))]
-    pub transcript_max_bytes: Option<u64>,
-    /// Most bytes of all transcripts together; the least recently written sessions go
-    /// first, never one written in the last minute (default 2147483648: 2 GiB).
-    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(16384..))]
-    pub transcripts_total_max_bytes: Option<u64>,
+    #[command(flatten)]
+    pub transcripts: TranscriptArgs,
+    /// Run the sessions in this user's uexec daemon instead of in this process, so they
+    /// outlive this MCP server and people can see them (`uexec ls`, `uexec logs`). The
+    /// daemon is started if none runs. Commands get this process's working directory and
+    /// environment, as without --daemon.
+    #[arg(long, env = "UEXEC_DAEMON", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false",
+          conflicts_with_all = ["http", "tokens", "token_files", "allow_hosts", "environments", "environments_file", "remote_token", "remote_token_file", "environment_token_files", "remote_ca"])]
+    pub daemon: bool,
+    /// With --daemon: whose sessions these are. One owner sees (lists, polls, kills) only its
+    /// own sessions; a restarted agent with the same owner finds them again (default:
+    /// `mcp:` and the working directory).
+    #[arg(long, value_name = "NAME", requires = "daemon")]
+    pub owner: Option<String>,
+    /// With --daemon: the daemon's socket (default: $XDG_RUNTIME_DIR/uexec/daemon.sock,
+    /// else a per-user directory under the temp dir).
+    #[arg(long, value_name = "PATH", requires = "daemon")]
+    pub daemon_socket: Option<PathBuf>,
     /// Default shell for commands (default: $SHELL, else /bin/bash, else /bin/sh).
     #[arg(long, value_name = "PATH")]
     pub shell: Option<String>,
@@ -153,35 +155,6 @@ fn parse_assignment(s: &str) -> Result<(String, String), String> {
 }
 
 impl McpArgs {
-    /// Where transcripts go, unless they are off or no directory can be found or made.
-    fn transcripts(&self) -> Option<TranscriptConfig> {
-        if self.no_transcripts {
-            return None;
-        }
-        let Some(root) = self
-            .transcripts_dir
-            .clone()
-            .or_else(TranscriptConfig::default_root)
-        else {
-            tracing::warn!(
-                "no transcripts: neither XDG_STATE_HOME nor HOME is set (use --transcripts-dir)"
-            );
-            return None;
-        };
-        if let Err(e) = uexec_core::transcript::prepare_root(&root) {
-            tracing::warn!("no transcripts: {}: {e}", root.display());
-            return None;
-        }
-        let mut config = TranscriptConfig::at(root);
-        if let Some(max) = self.transcript_max_bytes {
-            config.session_max_bytes = max;
-        }
-        if let Some(max) = self.transcripts_total_max_bytes {
-            config.total_max_bytes = max;
-        }
-        Some(config)
-    }
-
     fn store_config(&self) -> StoreConfig {
         let mut config = StoreConfig::from_env();
         config.default_shell = self.shell.clone();
@@ -195,7 +168,7 @@ impl McpArgs {
         };
         config.hygiene.strip_ansi = self.strip_ansi;
         config.hygiene.collapse_cr = self.collapse_cr;
-        config.transcripts = self.transcripts();
+        config.transcripts = self.transcripts.config();
         config
     }
 }
@@ -203,10 +176,10 @@ impl McpArgs {
 /// Runs `uexec mcp` until its transport ends or a signal arrives; every session is killed
 /// before it returns.
 pub async fn run(args: McpArgs) -> anyhow::Result<()> {
-    if let Some(dir) = &args.transcripts_dir {
-        uexec_core::transcript::prepare_root(dir)
-            .map_err(|e| anyhow::anyhow!("--transcripts-dir {}: {e}", dir.display()))?;
+    if args.daemon {
+        return crate::daemon::client::run_mcp(&args).await;
     }
+    args.transcripts.check()?;
     let mut environments: BTreeMap<String, Arc<dyn Backend>> = BTreeMap::new();
     // The file first: its ids are names --environment-token-file may give.
     let file = match &args.environments_file {
@@ -405,4 +378,65 @@ async fn check_access(tokens: &[String], mut req: Request, next: Next) -> Respon
         Err(refusal) => return refusal.into_response(),
     }
     next.run(req).await
+}
+
+/// Where session transcripts go (`uexec mcp`, `uexec daemon`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct TranscriptArgs {
+    /// Keep every session's output on disk under DIR, one directory per session (default
+    /// `$XDG_STATE_HOME/uexec/sessions`, else `~/.local/state/uexec/sessions`; 0700, files
+    /// 0600). The `read_output` tool pages through them.
+    #[arg(long, value_name = "DIR")]
+    pub transcripts_dir: Option<PathBuf>,
+    /// Keep no transcripts (and offer no `read_output`).
+    #[arg(long, conflicts_with = "transcripts_dir")]
+    pub no_transcripts: bool,
+    /// Most bytes of one session's transcript kept on disk; older bytes rotate away in
+    /// quarters (default 268435456: 256 MiB).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(16384..))]
+    pub transcript_max_bytes: Option<u64>,
+    /// Most bytes of all transcripts together; the least recently written sessions go
+    /// first, never one written in the last minute (default 2147483648: 2 GiB).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(16384..))]
+    pub transcripts_total_max_bytes: Option<u64>,
+}
+
+impl TranscriptArgs {
+    /// Where transcripts go, unless they are off or no directory can be found or made.
+    pub fn config(&self) -> Option<TranscriptConfig> {
+        if self.no_transcripts {
+            return None;
+        }
+        let Some(root) = self
+            .transcripts_dir
+            .clone()
+            .or_else(TranscriptConfig::default_root)
+        else {
+            tracing::warn!(
+                "no transcripts: neither XDG_STATE_HOME nor HOME is set (use --transcripts-dir)"
+            );
+            return None;
+        };
+        if let Err(e) = uexec_core::transcript::prepare_root(&root) {
+            tracing::warn!("no transcripts: {}: {e}", root.display());
+            return None;
+        }
+        let mut config = TranscriptConfig::at(root);
+        if let Some(max) = self.transcript_max_bytes {
+            config.session_max_bytes = max;
+        }
+        if let Some(max) = self.transcripts_total_max_bytes {
+            config.total_max_bytes = max;
+        }
+        Some(config)
+    }
+
+    /// Refuses an explicit directory that cannot hold transcripts (not ours, open to others).
+    pub fn check(&self) -> anyhow::Result<()> {
+        if let Some(dir) = &self.transcripts_dir {
+            uexec_core::transcript::prepare_root(dir)
+                .map_err(|e| anyhow::anyhow!("--transcripts-dir {}: {e}", dir.display()))?;
+        }
+        Ok(())
+    }
 }

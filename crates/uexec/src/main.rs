@@ -52,6 +52,19 @@ a watchdog, even when uexec itself is killed.")]
 Without a token, only this server's own user may connect (checked over loopback). A
 non-loopback address needs a token, and TLS unless --insecure-plaintext is given.")]
     Serve(uexec_server::ServeArgs),
+    /// Own this user's sessions in the background, so they outlive the MCP servers that
+    /// started them (`uexec mcp --daemon` starts it when needed).
+    #[command(
+        after_help = "The daemon listens on a Unix socket in a private directory ($XDG_RUNTIME_DIR/uexec/,
+else <temp dir>/uexec-<uid>/; it must be this user's, mode 0700) and answers only this
+user. It exits after --idle-timeout seconds with no session and no client, or on
+SIGTERM/SIGINT, killing what is left; if it is killed, its watchdog kills every session.
+
+Examples:
+  uexec daemon                          run in the foreground (logs on stderr)
+  uexec mcp --daemon                    an MCP server whose sessions live in the daemon"
+    )]
+    Daemon(uexec_mcp::daemon::DaemonArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -87,6 +100,7 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Command::Mcp(args) => uexec_mcp::run(args).await,
             Command::Serve(args) => uexec_server::serve(args).await,
+            Command::Daemon(args) => uexec_mcp::daemon::run(args).await,
         }
     })
 }

@@ -373,6 +373,18 @@ pub fn kill_group(pgid: u32, signal: i32) {
     }
 }
 
+/// Sends `signal` to the process `pid`; a process that is already gone is not an error.
+pub fn kill_process(pid: u32, signal: i32) {
+    if let Ok(pid) = libc::pid_t::try_from(pid) {
+        if pid > 1 {
+            // SAFETY: kill has no memory effects; errors (ESRCH) are expected and ignored.
+            unsafe {
+                libc::kill(pid, signal);
+            }
+        }
+    }
+}
+
 /// Numbers of the signals the engine sends.
 pub const SIGINT: i32 = libc::SIGINT;
 /// SIGKILL.

@@ -27,7 +27,10 @@ async fn stores_sharing_a_space_use_distinct_ids_and_free_them() {
     let (a, b) = (make(), make());
     let first = a.exec_command(exec("exec sleep 30", 250)).await.unwrap();
     let second = b.exec_command(exec("exec sleep 30", 250)).await.unwrap();
-    assert_eq!((first.session_id, second.session_id), (Some(1000), Some(1001)));
+    assert_eq!(
+        (first.session_id, second.session_id),
+        (Some(1000), Some(1001))
+    );
     a.terminate(1000).unwrap();
     // 1000 is free again; 1001 is still b's.
     let third = a.exec_command(exec("exec sleep 30", 250)).await.unwrap();
