@@ -127,4 +127,8 @@ pub struct SessionInfo {
     pub exited: bool,
     /// OS pid, for people (never an address).
     pub pid: Option<u32>,
+    /// The last line of output (escape sequences removed), for people.
+    pub last_line: String,
+    /// Where its transcript is, if it has one.
+    pub transcript: Option<PathBuf>,
 }

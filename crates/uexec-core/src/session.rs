@@ -590,6 +590,23 @@ impl Session {
         (start_total, had_pending)
     }
 
+    /// The last non-empty line of output, escape sequences removed (at most 200 bytes).
+    pub fn last_line(&self) -> String {
+        let last = lock(&self.output).aggregated.last_bytes(512);
+        let text = strip_ansi(&String::from_utf8_lossy(&last));
+        let line = text
+            .lines()
+            .rev()
+            .map(|l| l.rsplit('\r').next().unwrap_or(l).trim_end())
+            .find(|l| !l.is_empty())
+            .unwrap_or("");
+        let mut end = line.len().min(200);
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        line[..end].to_owned()
+    }
+
     /// What the call's pattern matched, if anything.
     pub fn matched(&self) -> Option<Match> {
         self.mark.borrow().matched.clone()

@@ -625,6 +625,106 @@ impl SessionStore {
         });
     }
 
+    /// Whether this store holds session `id`.
+    pub fn contains(&self, id: i32) -> bool {
+        lock(&self.inner).sessions.contains_key(&id)
+    }
+
+    /// Whether this store holds session `id` or still has its transcript.
+    pub fn knows(&self, id: i32) -> bool {
+        let inner = lock(&self.inner);
+        inner.sessions.contains_key(&id) || inner.finished.iter().any(|(f, _)| *f == id)
+    }
+
+    /// Writes to a session without observing it (people: the output stays for the session's
+    /// owner). `chars` goes to the terminal or the stdin pipe; on a pipe session without one,
+    /// only `"\u{3}"` (an interrupt) is accepted; `eof` closes a stdin pipe.
+    pub async fn send_input(&self, id: i32, chars: &str, eof: bool) -> Result<(), ExecError> {
+        if chars.len() > MAX_WRITE_CHARS_BYTES {
+            return Err(ExecError::invalid(
+                "chars",
+                format!(
+                    "{} bytes is more than the {MAX_WRITE_CHARS_BYTES} a single write accepts",
+                    chars.len()
+                ),
+            ));
+        }
+        let session = self.touch(id).ok_or(ExecError::UnknownProcess(id))?;
+        if eof && !session.info.pipe_stdin {
+            return Err(ExecError::invalid(
+                "eof",
+                format!("session {id} has no piped stdin to close"),
+            ));
+        }
+        let failed = |message: String| ExecError::Write {
+            session_id: id,
+            message,
+        };
+        if chars == "\u{3}" && !session.info.tty {
+            return session
+                .control()
+                .signal(Signal::Interrupt)
+                .await
+                .map_err(|e| failed(e.message));
+        }
+        if !session.info.tty && !session.info.pipe_stdin {
+            return Err(ExecError::StdinClosed { session_id: id });
+        }
+        let write = async {
+            let mut outcome = WriteOutcome::Accepted;
+            if !chars.is_empty() {
+                outcome = session
+                    .control()
+                    .write(chars.as_bytes().to_vec())
+                    .await
+                    .map_err(|e| failed(e.message))?;
+            }
+            if eof && outcome == WriteOutcome::Accepted {
+                outcome = session
+                    .control()
+                    .close_stdin()
+                    .await
+                    .map_err(|e| failed(e.message))?;
+            }
+            Ok::<_, ExecError>(outcome)
+        };
+        match tokio::time::timeout(Duration::from_secs(30), write).await {
+            Ok(Ok(WriteOutcome::Accepted)) => {
+                self.events.publish(
+                    &session.info.call_id,
+                    id,
+                    EventKind::TerminalInteraction {
+                        stdin: chars.to_owned(),
+                    },
+                );
+                Ok(())
+            }
+            Ok(Ok(_)) => Err(failed("its input is closed".to_owned())),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(failed(
+                "the process did not read its input within 30 s".to_owned(),
+            )),
+        }
+    }
+
+    /// Waits (up to `limit`) for a session's exit without taking its output or its exit
+    /// report (people: the owner's next call still gets both). `None` when it still runs.
+    pub async fn await_exit(
+        &self,
+        id: i32,
+        limit: Duration,
+    ) -> Result<Option<crate::session::Outcome>, ExecError> {
+        let session = self.touch(id).ok_or(ExecError::UnknownProcess(id))?;
+        if !session.wait_exited(limit).await {
+            return Ok(None);
+        }
+        Ok(Some(
+            session
+                .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
+                .await,
+        ))
+    }
+
     /// Live sessions, oldest first.
     pub fn list_sessions(&self) -> Vec<SessionInfo> {
         let inner = lock(&self.inner);
@@ -641,6 +741,8 @@ impl SessionStore {
                     running_time: s.started_at.elapsed(),
                     exited: s.lifecycle().exited(),
                     pid: s.pid,
+                    last_line: s.last_line(),
+                    transcript: s.transcript().map(|t| t.dir),
                 }
             })
             .collect();

@@ -152,6 +152,34 @@ pub fn read_output_request(arguments: Option<&Args>) -> Result<ReadOutputRequest
     })
 }
 
+/// `send_input`: (session, chars, eof).
+pub fn send_input_request(arguments: Option<&Args>) -> Result<(i32, String, bool), ArgError> {
+    let args = object(arguments);
+    reject_unknown(&args, &["session_id", "chars", "eof"])?;
+    Ok((
+        session_id(&args)?,
+        string(&args, "chars")?.unwrap_or_default(),
+        boolean(&args, "eof")?.unwrap_or(false),
+    ))
+}
+
+/// `await_exit`: (session, milliseconds).
+pub fn await_exit_request(arguments: Option<&Args>) -> Result<(i32, u64), ArgError> {
+    let args = object(arguments);
+    reject_unknown(&args, &["session_id", "yield_time_ms"])?;
+    let ms = match integer(&args, "yield_time_ms")? {
+        None => 30_000,
+        Some(ms) if (0..=300_000).contains(&ms) => ms as u64,
+        Some(ms) => {
+            return Err(err(
+                "yield_time_ms",
+                format!("{ms} is out of range (0..=300000)"),
+            ))
+        }
+    };
+    Ok((session_id(&args)?, ms))
+}
+
 /// Keys of `until`.
 pub const UNTIL_FIELDS: &[&str] = &["pattern", "idle_ms", "exit", "prompt"];
 

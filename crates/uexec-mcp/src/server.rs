@@ -77,6 +77,22 @@ impl UexecServer {
         snapshot_result(s, self.options.extended)
     }
 
+    /// The store a call goes to: its client's, or for a person at the daemon, the one that
+    /// holds the session the call names (`session_id`, or the first of `session_ids`).
+    fn store_for_call(
+        &self,
+        own: Arc<SessionStore>,
+        arguments: Option<&Map<String, Value>>,
+    ) -> Arc<SessionStore> {
+        let id = arguments.and_then(|a| {
+            a.get("session_id")
+                .or_else(|| a.get("session_ids").and_then(|ids| ids.get(0)))
+                .and_then(Value::as_i64)
+                .and_then(|id| i32::try_from(id).ok())
+        });
+        id.and_then(|id| self.stores.for_session(id)).unwrap_or(own)
+    }
+
     /// A handler for another connection on the same store (its own subscriptions).
     pub fn for_connection(&self) -> Self {
         Self::new(
@@ -130,9 +146,41 @@ impl UexecServer {
                     .map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
             },
+            tools::LIST_SESSIONS if self.stores.owners().is_some() => args::list_request(arguments)
+                .map(|()| list_all_sessions(self.stores.owners()))
+                .map_err(|e| e.to_string()),
             tools::LIST_SESSIONS if !codex_tools_only => args::list_request(arguments)
                 .map(|()| list_sessions(store, &self.environments.names()))
                 .map_err(|e| e.to_string()),
+            tools::SEND_INPUT if self.stores.owners().is_some() => {
+                match args::send_input_request(arguments) {
+                    Ok((id, chars, eof)) => store
+                        .send_input(id, &chars, eof)
+                        .await
+                        .map(|()| {
+                            let mut r = CallToolResult::success(vec![ContentBlock::text(format!(
+                                "Sent {} bytes to session {id}{}",
+                                chars.len(),
+                                if eof { " and closed its stdin" } else { "" }
+                            ))]);
+                            r.structured_content =
+                                Some(json!({"session_id": id, "bytes": chars.len(), "eof": eof}));
+                            r
+                        })
+                        .map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+            tools::AWAIT_EXIT if self.stores.owners().is_some() => {
+                match args::await_exit_request(arguments) {
+                    Ok((id, ms)) => store
+                        .await_exit(id, std::time::Duration::from_millis(ms))
+                        .await
+                        .map(|outcome| await_exit_result(id, outcome))
+                        .map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
             tools::TERMINATE_SESSION if !codex_tools_only => {
                 match args::terminate_request(arguments) {
                     Ok(id) => store
@@ -200,6 +248,78 @@ fn attach_exit_notices(result: &mut CallToolResult, notices: Vec<ExitNotice>) {
             obj.insert("exit_notices".into(), Value::Array(items));
         }
     }
+}
+
+/// Every owner's sessions, for a person at the daemon.
+fn list_all_sessions(owners: Option<&Arc<crate::stores::OwnerTable>>) -> CallToolResult {
+    let mut items = Vec::new();
+    let mut text = String::new();
+    for (owner, store) in owners.map(|o| o.all()).unwrap_or_default() {
+        for s in store.list_sessions() {
+            let secs = (s.running_time.as_secs_f64() * 10.0).round() / 10.0;
+            text.push_str(&format!(
+                "\n- session {} [{owner}] ({}, {}, {secs:.1}s, cwd {}): {} | {}",
+                s.session_id,
+                if s.tty { "tty" } else { "pipes" },
+                if s.exited { "exited" } else { "running" },
+                s.cwd.display(),
+                s.command,
+                s.last_line
+            ));
+            let mut item = json!({
+                "session_id": s.session_id,
+                "owner": owner,
+                "command": s.command,
+                "cwd": s.cwd.display().to_string(),
+                "tty": s.tty,
+                "state": if s.exited { "exited" } else { "running" },
+                "running_seconds": secs,
+                "last_line": s.last_line,
+            });
+            if let Some(pid) = s.pid {
+                item["pid"] = json!(pid);
+            }
+            if let Some(t) = &s.transcript {
+                item["transcript"] = json!(t.display().to_string());
+            }
+            items.push(item);
+        }
+    }
+    let head = if items.is_empty() {
+        "No sessions.".to_owned()
+    } else {
+        format!("{} session(s):", items.len())
+    };
+    let mut result = CallToolResult::success(vec![ContentBlock::text(head + &text)]);
+    result.structured_content = Some(json!({ "sessions": items }));
+    result
+}
+
+fn await_exit_result(id: i32, outcome: Option<uexec_core::Outcome>) -> CallToolResult {
+    let (text, structured) = match outcome {
+        None => (
+            format!("Session {id} is still running"),
+            json!({"session_id": id, "exited": false}),
+        ),
+        Some(o) => {
+            let mut v = json!({"session_id": id, "exited": true});
+            if let Some(code) = o.exit_code {
+                v["exit_code"] = json!(code);
+            }
+            if let Some(f) = &o.failure {
+                v["failure"] = json!(f);
+            }
+            let how = match (&o.failure, o.exit_code) {
+                (Some(f), _) => format!("failed: {f}"),
+                (None, Some(code)) => format!("exited with code {code}"),
+                (None, None) => "exited".to_owned(),
+            };
+            (format!("Session {id} {how}"), v)
+        }
+    };
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(structured);
+    result
 }
 
 /// A transcript page: a header line, then the text.
@@ -384,14 +504,18 @@ impl ServerHandler for UexecServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tools::all(
+        let mut all = tools::all(
             self.options.codex_tools_only,
             tools::Offer {
                 environments: &self.environments.names(),
                 extended: self.options.extended,
                 config: &self.options.config,
             },
-        )))
+        );
+        if self.stores.owners().is_some() {
+            all.extend(tools::person_tools());
+        }
+        Ok(ListToolsResult::with_all_items(all))
     }
 
     async fn call_tool(
@@ -400,7 +524,10 @@ impl ServerHandler for UexecServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let call_id = next_call_id();
-        let store = self.stores.for_request(&context.extensions);
+        let store = self.store_for_call(
+            self.stores.for_request(&context.extensions),
+            request.arguments.as_ref(),
+        );
         let target = match request.name.as_ref() {
             tools::EXEC_COMMAND => Some(CallTarget::Call(call_id.clone())),
             tools::WRITE_STDIN => request

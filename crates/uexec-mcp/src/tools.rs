@@ -20,6 +20,8 @@ pub const LIST_SESSIONS: &str = "list_sessions";
 pub const TERMINATE_SESSION: &str = "terminate_session";
 pub const WAIT: &str = "wait";
 pub const READ_OUTPUT: &str = "read_output";
+pub const SEND_INPUT: &str = "send_input";
+pub const AWAIT_EXIT: &str = "await_exit";
 
 fn object(v: Value) -> Arc<JsonObject> {
     match v {
@@ -243,6 +245,41 @@ pub fn read_output() -> Tool {
         object(schema),
     )
     .with_raw_output_schema(object(output))
+}
+
+/// The tools of a person at the daemon, besides the agents' own.
+pub fn person_tools() -> Vec<Tool> {
+    let send = json!({
+        "type": "object",
+        "properties": {
+            "session_id": {"type": "integer", "description": "Any session, whoever owns it."},
+            "chars": {"type": "string", "default": "", "description": "Bytes to type (a tty session) or to write to its stdin pipe; \"\\u0003\" interrupts a pipe session."},
+            "eof": {"type": "boolean", "default": false, "description": "Close the session's stdin pipe afterwards. Default: false."}
+        },
+        "required": ["session_id"],
+        "additionalProperties": false
+    });
+    let wait = json!({
+        "type": "object",
+        "properties": {
+            "session_id": {"type": "integer", "description": "Any session, whoever owns it."},
+            "yield_time_ms": {"type": "integer", "default": 30000, "description": "Longest wait, 0 to 300000 ms. Default 30000."}
+        },
+        "required": ["session_id"],
+        "additionalProperties": false
+    });
+    vec![
+        Tool::new(
+            SEND_INPUT,
+            "Type into a session without taking its output (that stays for its owner).",
+            object(send),
+        ),
+        Tool::new(
+            AWAIT_EXIT,
+            "Wait for a session's exit without taking its output or its exit report (they stay for its owner); says the exit code.",
+            object(wait),
+        ),
+    ]
 }
 
 pub fn list_sessions() -> Tool {

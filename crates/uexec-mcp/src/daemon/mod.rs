@@ -17,12 +17,11 @@
 pub mod client;
 pub mod handshake;
 
-use std::collections::HashMap;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -35,7 +34,7 @@ use uexec_server::shutdown_signal;
 
 use crate::serve::TranscriptArgs;
 use crate::server::{Options, UexecServer};
-use crate::stores::Stores;
+use crate::stores::{OwnerTable, Stores};
 use handshake::{Hello, Reply, MAX_HELLO_BYTES};
 
 /// Arguments of `uexec daemon`.
@@ -100,45 +99,33 @@ pub fn private_dir(dir: &Path) -> io::Result<()> {
 struct Daemon {
     ids: Arc<IdSpace>,
     base: StoreConfig,
-    owners: Mutex<HashMap<String, Arc<SessionStore>>>,
+    owners: Arc<OwnerTable>,
     clients: AtomicUsize,
 }
 
 impl Daemon {
     fn store_of(&self, hello: &Hello) -> Result<Arc<SessionStore>, String> {
-        let mut owners = self
-            .owners
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(store) = owners.get(&hello.owner) {
-            return Ok(store.clone());
-        }
-        let config = hello.store_config(&self.base)?;
-        let store = SessionStore::with_id_space(
-            Arc::new(LocalBackend),
-            config,
-            Default::default(),
-            self.ids.clone(),
-        );
-        owners.insert(hello.owner.clone(), store.clone());
-        Ok(store)
+        self.owners.get_or_make(&hello.owner, || {
+            let config = hello.store_config(&self.base)?;
+            Ok(SessionStore::with_id_space(
+                Arc::new(LocalBackend),
+                config,
+                Default::default(),
+                self.ids.clone(),
+            ))
+        })
     }
 
     fn sessions(&self) -> usize {
         self.owners
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .values()
-            .map(|s| s.list_sessions().len())
+            .all()
+            .iter()
+            .map(|(_, s)| s.list_sessions().len())
             .sum()
     }
 
     fn shutdown(&self) {
-        let owners = self
-            .owners
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        for store in owners.values() {
+        for (_, store) in self.owners.all() {
             store.shutdown();
         }
     }
@@ -197,7 +184,7 @@ pub async fn run(args: DaemonArgs) -> anyhow::Result<()> {
     let daemon = Arc::new(Daemon {
         ids: Arc::default(),
         base,
-        owners: Mutex::new(HashMap::new()),
+        owners: Arc::default(),
         clients: AtomicUsize::new(0),
     });
     tracing::info!(socket = %socket.display(), "uexec daemon listening");
@@ -337,7 +324,15 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> anyhow::Result<()>
         extended: hello.settings.extended,
         config: store.config().clone(),
     };
-    let server = UexecServer::new(Stores::Single(store), Default::default(), false, options);
+    let stores = if hello.owner == handshake::PERSON {
+        Stores::Person {
+            own: store,
+            owners: daemon.owners.clone(),
+        }
+    } else {
+        Stores::Single(store)
+    };
+    let server = UexecServer::new(stores, Default::default(), false, options);
     let running = server
         .serve((read, write))
         .await
