@@ -113,7 +113,7 @@ impl TranscriptWriter {
         tty: bool,
     ) -> io::Result<Self> {
         private_dir(&config.root)?;
-        enforce_total_cap(&config.root, config.total_max_bytes);
+        enforce_total_cap_soon(&config.root, config.total_max_bytes);
         let dir = loop {
             let candidate = config
                 .root
@@ -269,6 +269,33 @@ fn private_dir(dir: &Path) -> io::Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Enforces the total cap in the background, at most once a minute per process: scanning
+/// every session directory is not something a spawn should wait for.
+fn enforce_total_cap_soon(root: &Path, max: u64) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let last = LAST.load(Ordering::Relaxed);
+    if last != 0 && now.saturating_sub(last) < RECENT.as_secs() {
+        return;
+    }
+    if LAST
+        .compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed)
+        .is_err()
+    {
+        return;
+    }
+    let root = root.to_path_buf();
+    let spawned = std::thread::Builder::new()
+        .name("uexec-transcript-cap".into())
+        .spawn(move || enforce_total_cap(&root, max));
+    if let Err(e) = spawned {
+        tracing::debug!("transcript cap not enforced now: {e}");
+    }
 }
 
 /// Deletes whole session directories, least recently written first, until the root holds at
@@ -510,7 +537,7 @@ mod tests {
         let cfg = config(&root, 4 * 4096);
         let mut w =
             TranscriptWriter::create(&cfg, 1000, "cmd", Path::new("/"), false).expect("create");
-        let data: Vec<u8> = (0..5 * 4096 + 10).map(|i| (i % 7) as u8).collect();
+        let data: Vec<u8> = (0..4 * 4096 + 10).map(|i| (i % 7) as u8).collect();
         w.append(&data);
         let info = w.info();
         assert_eq!(info.first_kept, 4096);
@@ -518,6 +545,34 @@ mod tests {
         let slice = read_slice(&info, cfg.segment_bytes(), 0, 100).expect("read");
         assert_eq!(slice.offset, 4096, "moved up to what is kept");
         assert_eq!(slice.bytes, data[4096..4196]);
+    }
+
+    #[test]
+    fn the_total_cap_deletes_the_least_recently_written_sessions_but_not_recent_ones() {
+        let root = temp();
+        let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+        for (name, age_hours, bytes) in [("old", 3, 3000), ("older", 5, 3000), ("new", 0, 3000)] {
+            let dir = root.join(name);
+            fs::create_dir_all(&dir).expect("dir");
+            let file = File::create(dir.join("output.000000")).expect("file");
+            file.set_len(bytes).expect("size");
+            if age_hours > 0 {
+                let when = hour_ago - Duration::from_secs(3600 * (age_hours - 1));
+                file.set_modified(when).expect("mtime");
+            }
+        }
+        enforce_total_cap(&root, 6500);
+        assert!(
+            !root.join("older").exists(),
+            "least recently written goes first"
+        );
+        assert!(root.join("old").exists() && root.join("new").exists());
+        enforce_total_cap(&root, 10);
+        assert!(!root.join("old").exists());
+        assert!(
+            root.join("new").exists(),
+            "written within the minute: spared"
+        );
     }
 
     #[test]
