@@ -22,6 +22,9 @@ pub struct StoreConfig {
     pub hygiene: Hygiene,
     /// Keep every session's output on disk (`None`: no transcripts).
     pub transcripts: Option<crate::transcript::TranscriptConfig>,
+    /// Let `write_stdin` type into a password prompt (a PTY reading with echo off). Off: the
+    /// model is told to ask the person instead; Ctrl-C and Ctrl-D still go through.
+    pub allow_secret_input: bool,
     /// The environment commands start from, before the policy (`None`: this process's).
     /// A daemon serves each client with the client's own.
     pub base_env: Option<crate::env::Environment>,
@@ -72,6 +75,7 @@ impl Default for StoreConfig {
             hygiene: Hygiene::default(),
             transcripts: None,
             base_env: None,
+            allow_secret_input: false,
         }
     }
 }

@@ -42,7 +42,7 @@ pub use request::{
     ExecRequest, HygieneRequest, OutputPage, ReadOutputRequest, SessionInfo, WaitRequest,
     WriteRequest,
 };
-pub use session::{Lifecycle, MonitorHandle, Outcome, PolicyMonitor};
+pub use session::{Lifecycle, MonitorHandle, Outcome, OutputWatch, PolicyMonitor};
 pub use snapshot::Snapshot;
 pub use store::SessionStore;
 pub use until::{Match, Reason, Until};

@@ -120,6 +120,8 @@ pub(crate) struct Session {
     pub interaction: tokio::sync::Mutex<()>,
     /// Held while publishing output deltas and the End: exactly one End, no delta after it.
     ended: Mutex<bool>,
+    /// A person holds the input lease (`uexec attach --write`).
+    lease: std::sync::atomic::AtomicBool,
     events: Arc<EventBus>,
 }
 
@@ -134,6 +136,28 @@ struct OutputBuffers {
     total: u64,
     /// Every byte, on disk (when the store keeps transcripts).
     transcript: Option<Transcript>,
+    /// People watching the output live (`uexec attach`).
+    taps: Vec<Tap>,
+}
+
+/// One live watcher's feed: bounded; a watcher that falls behind is marked lagged and
+/// catches up from the buffer instead (its chunks are dropped, never queued without end).
+struct Tap {
+    tx: mpsc::Sender<bytes::Bytes>,
+    lagged: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Chunks a live watcher may have in flight before it is marked lagged.
+const TAP_CHUNKS: usize = 64;
+
+/// A live view of a session's output: where it stands now, then what follows.
+pub struct OutputWatch {
+    /// The last bytes printed before the watch began (to redraw a screen from).
+    pub seed: Vec<u8>,
+    /// Every byte printed since, in order, unless [`OutputWatch::lagged`].
+    pub output: mpsc::Receiver<bytes::Bytes>,
+    /// Set when chunks were dropped: call [`Session::resync`] (through the store).
+    pub lagged: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A policy monitor watches a session and may fail it (SPEC §7).
@@ -168,6 +192,17 @@ impl MonitorHandle {
 impl std::fmt::Debug for MonitorHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MonitorHandle").finish_non_exhaustive()
+    }
+}
+
+/// The input lease of a session; released when dropped.
+pub struct Lease(Arc<Session>);
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.0
+            .lease
+            .store(false, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -216,10 +251,12 @@ impl Session {
                 delta_carry: Utf8Carry::default(),
                 total: 0,
                 transcript: None,
+                taps: Vec::new(),
             }),
             mark: watch::channel(OutputMark::default()).0,
             interaction: tokio::sync::Mutex::new(()),
             ended: Mutex::new(false),
+            lease: std::sync::atomic::AtomicBool::new(false),
             events,
         });
         let feed = transcript.and_then(|writer| match Transcript::start(writer) {
@@ -312,6 +349,15 @@ impl Session {
             let mut out = lock(&self.output);
             out.pending.push(bytes);
             out.aggregated.push(bytes);
+            if !out.taps.is_empty() {
+                out.taps.retain(|t| !t.tx.is_closed());
+                let chunk = bytes::Bytes::copy_from_slice(bytes);
+                for tap in &out.taps {
+                    if tap.tx.try_send(chunk.clone()).is_err() {
+                        tap.lagged.store(true, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+            }
             let offset = out.total;
             out.total += bytes.len() as u64;
             let total = out.total;
@@ -588,6 +634,53 @@ impl Session {
         });
         drop(out);
         (start_total, had_pending)
+    }
+
+    /// Starts a live view: the last `seed_bytes` printed, then everything after, with no gap
+    /// and no byte twice (both under the output lock).
+    pub fn watch_output(&self, seed_bytes: usize) -> OutputWatch {
+        let mut out = lock(&self.output);
+        let (tx, rx) = mpsc::channel(TAP_CHUNKS);
+        let lagged = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        out.taps.push(Tap {
+            tx,
+            lagged: lagged.clone(),
+        });
+        OutputWatch {
+            seed: out.aggregated.last_bytes(seed_bytes),
+            output: rx,
+            lagged,
+        }
+    }
+
+    /// Catches a lagged watch up: drops what it has queued and returns a new seed (the last
+    /// `seed_bytes`), under the output lock so nothing is missed or repeated after it.
+    pub fn resync(&self, watch: &mut OutputWatch, seed_bytes: usize) -> Vec<u8> {
+        let out = lock(&self.output);
+        while watch.output.try_recv().is_ok() {}
+        watch
+            .lagged
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        out.aggregated.last_bytes(seed_bytes)
+    }
+
+    /// Takes the input lease (a person types; the model's writes are refused meanwhile);
+    /// `None` when someone holds it already.
+    pub fn take_lease(self: &Arc<Self>) -> Option<Lease> {
+        self.lease
+            .compare_exchange(
+                false,
+                true,
+                std::sync::atomic::Ordering::SeqCst,
+                std::sync::atomic::Ordering::SeqCst,
+            )
+            .is_ok()
+            .then(|| Lease(self.clone()))
+    }
+
+    /// Whether a person holds the input lease.
+    pub fn leased(&self) -> bool {
+        self.lease.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The last non-empty line of output, escape sequences removed (at most 200 bytes).

@@ -322,10 +322,27 @@ impl SessionStore {
             ));
         }
         let hygiene = session.info.hygiene.with(req.hygiene);
+        if session.leased() && (!req.chars.is_empty() || req.eof) {
+            return Err(ExecError::Write {
+                session_id: id,
+                message: "a person is typing in this session (uexec attach --write): poll it (empty chars) to see what happens, and write again once they detach".to_owned(),
+            });
+        }
         let _interaction = session.interaction.lock().await;
         // A call queued behind the one that reported the exit finds the id dead.
         if session.lifecycle().reported {
             return Err(ExecError::UnknownProcess(id));
+        }
+        let aborting = req.chars == "\u{3}" || req.chars == "\u{4}";
+        if !req.chars.is_empty()
+            && !aborting
+            && !self.config.allow_secret_input
+            && session.awaiting_secret()
+        {
+            return Err(ExecError::Write {
+                session_id: id,
+                message: format!("the session waits for a secret (a password prompt, echo off): do not type secrets; ask the person to answer it (with `uexec mcp --daemon` they can: `uexec attach {id} --write`). Ctrl-C (\"\\u0003\") aborts the prompt"),
+            });
         }
 
         if session.info.pipe_stdin && (req.eof || (!req.chars.is_empty() && req.chars != "\u{3}")) {
@@ -705,6 +722,35 @@ impl SessionStore {
                 "the process did not read its input within 30 s".to_owned(),
             )),
         }
+    }
+
+    /// Joins a person to a session (`uexec attach`): the last `seed_bytes` printed and a live
+    /// feed of what follows; with `write`, the input lease (the model's writes are refused
+    /// until it is dropped). Pipe sessions attach read-only.
+    pub fn attach(&self, id: i32, write: bool, seed_bytes: usize) -> Result<Attachment, ExecError> {
+        let session = self.touch(id).ok_or(ExecError::UnknownProcess(id))?;
+        let lease = if write {
+            if !session.info.tty {
+                return Err(ExecError::invalid(
+                    "write",
+                    format!("session {id} has no terminal: pipe sessions attach read-only, as a live log view"),
+                ));
+            }
+            Some(session.take_lease().ok_or_else(|| {
+                ExecError::invalid(
+                    "write",
+                    format!("someone else is attached to session {id} with --write"),
+                )
+            })?)
+        } else {
+            None
+        };
+        let watch = session.watch_output(seed_bytes);
+        Ok(Attachment {
+            session,
+            watch,
+            _lease: lease,
+        })
     }
 
     /// Waits (up to `limit`) for a session's exit without taking its output or its exit
@@ -1245,4 +1291,78 @@ fn read_page(
         String::from_utf8_lossy(&bytes).into_owned(),
         None,
     ))
+}
+
+/// A person joined to a session ([`SessionStore::attach`]).
+pub struct Attachment {
+    session: Arc<Session>,
+    /// The output: a seed to redraw from, then the live feed.
+    pub watch: crate::session::OutputWatch,
+    _lease: Option<crate::session::Lease>,
+}
+
+impl Attachment {
+    pub fn session_id(&self) -> i32 {
+        self.session.id()
+    }
+
+    pub fn tty(&self) -> bool {
+        self.session.info.tty
+    }
+
+    /// The feed dropped chunks (the person's terminal is slower than the output).
+    pub fn lagged(&self) -> bool {
+        self.watch.lagged.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Catches up after [`Self::lagged`]: a new seed; the feed goes on from there.
+    pub fn resync(&mut self, seed_bytes: usize) -> Vec<u8> {
+        self.session.resync(&mut self.watch, seed_bytes)
+    }
+
+    /// Types into the session (only with the lease).
+    pub async fn write(&self, bytes: Vec<u8>) -> Result<(), ExecError> {
+        let id = self.session.id();
+        if self._lease.is_none() {
+            return Err(ExecError::invalid("write", "attached read-only"));
+        }
+        match self.session.control().write(bytes).await {
+            Ok(WriteOutcome::Accepted) => Ok(()),
+            Ok(_) => Err(ExecError::Write {
+                session_id: id,
+                message: "its terminal is closed".to_owned(),
+            }),
+            Err(e) => Err(ExecError::Write {
+                session_id: id,
+                message: e.message,
+            }),
+        }
+    }
+
+    /// Sets the session's terminal size (only with the lease: one person drives it).
+    pub fn resize(&self, rows: u16, cols: u16) -> Result<(), ExecError> {
+        if self._lease.is_none() {
+            return Ok(());
+        }
+        self.session
+            .control()
+            .resize(rows.max(1), cols.max(1))
+            .map_err(|e| ExecError::Write {
+                session_id: self.session.id(),
+                message: e.message,
+            })
+    }
+
+    /// Resolves with the outcome once the session exited and settled (its exit report stays
+    /// for its owner).
+    pub fn exit_future(
+        &self,
+    ) -> impl std::future::Future<Output = crate::session::Outcome> + Send + 'static {
+        let session = self.session.clone();
+        async move {
+            session
+                .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
+                .await
+        }
+    }
 }

@@ -83,6 +83,10 @@ pub struct McpArgs {
     /// state) unless a call says otherwise (`collapse_cr`; off by default, as Codex).
     #[arg(long)]
     pub collapse_cr: bool,
+    /// Let write_stdin type into password prompts (a terminal reading with echo off). By
+    /// default the model is refused there and told to ask the person.
+    #[arg(long)]
+    pub allow_secret_input: bool,
     #[command(flatten)]
     pub transcripts: TranscriptArgs,
     /// Run the sessions in this user's uexec daemon instead of in this process, so they
@@ -169,6 +173,7 @@ impl McpArgs {
         config.hygiene.strip_ansi = self.strip_ansi;
         config.hygiene.collapse_cr = self.collapse_cr;
         config.transcripts = self.transcripts.config();
+        config.allow_secret_input = self.allow_secret_input;
         config
     }
 }

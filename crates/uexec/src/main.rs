@@ -125,6 +125,15 @@ Examples:
         #[command(flatten)]
         args: cli::KillArgs,
     },
+    /// Join this terminal to a session: its screen is redrawn, then followed live. Read-only
+    /// unless --write (then the model's writes are refused until you detach, and the
+    /// session's size follows this terminal). Ctrl-\ detaches; the session keeps running.
+    Attach {
+        #[command(flatten)]
+        target: cli::conn::Target,
+        #[command(flatten)]
+        args: cli::attach::AttachArgs,
+    },
     /// Print a shell completion script (e.g. `uexec completions bash > /etc/bash_completion.d/uexec`).
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -217,6 +226,7 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             Command::Poll { target, args } => cli::poll(&target, args).await,
             Command::Wait { target, args } => cli::wait(&target, args).await,
             Command::Kill { target, args } => cli::kill(&target, args).await,
+            Command::Attach { target, args } => cli::attach::attach(&target, args).await,
         };
         Ok(verb.unwrap_or_else(|f| {
             eprintln!("uexec: {}", f.message);

@@ -540,6 +540,14 @@ impl ProcessControl for LocalControl {
         }
     }
 
+    fn resize(&self, rows: u16, cols: u16) -> Result<(), BackendError> {
+        match &self.stdin {
+            Stdin::Pty(master) => sys::set_window_size(master.as_raw_fd(), rows, cols)
+                .map_err(|e| BackendError::new(format!("resizing the terminal failed: {e}"))),
+            _ => Err(BackendError::new("this session has no terminal to resize")),
+        }
+    }
+
     fn input_wait(&self) -> Option<InputWait> {
         if *lock(&self.leader) != Leader::Running {
             return Some(InputWait::Neither);

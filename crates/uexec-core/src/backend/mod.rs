@@ -181,6 +181,10 @@ pub trait ProcessControl: Send + Sync + 'static {
     fn input_modes(&self) -> Option<InputModes> {
         None
     }
+    /// Resizes the terminal of a PTY session (its programs get SIGWINCH).
+    fn resize(&self, _rows: u16, _cols: u16) -> Result<(), BackendError> {
+        Err(BackendError::new("this session has no terminal to resize"))
+    }
     /// What the process (or one it started) sleeps in, as far as input goes; `None` when
     /// the backend cannot tell.
     fn input_wait(&self) -> Option<InputWait> {

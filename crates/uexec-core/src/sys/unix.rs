@@ -467,6 +467,66 @@ pub fn tree_input_wait(leader: u32) -> Option<InputWait> {
     }
 }
 
+/// Sets a terminal's size (`TIOCSWINSZ`); the kernel tells its foreground group (SIGWINCH).
+pub fn set_window_size(fd: RawFd, rows: u16, cols: u16) -> io::Result<()> {
+    let size = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one winsize from the pointer, valid for the call.
+    if unsafe { libc::ioctl(fd, libc::TIOCSWINSZ, &size) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A terminal's size (`TIOCGWINSZ`): `(rows, cols)`.
+pub fn window_size(fd: RawFd) -> io::Result<(u16, u16)> {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one winsize through the pointer, valid for the call.
+    if unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut size) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((size.ws_row, size.ws_col))
+}
+
+/// A terminal's settings, to put back.
+pub struct SavedTerminal(libc::termios);
+
+/// Puts the terminal `fd` in raw mode (no echo, no line editing, no signals from keys);
+/// returns what to restore.
+pub fn make_raw(fd: RawFd) -> io::Result<SavedTerminal> {
+    // SAFETY: termios is plain data; tcgetattr fills it or fails.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: `t` is a valid, writable termios.
+    if unsafe { libc::tcgetattr(fd, &mut t) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let saved = SavedTerminal(t);
+    // SAFETY: cfmakeraw only edits the struct.
+    unsafe { libc::cfmakeraw(&mut t) };
+    // SAFETY: `t` is a valid termios.
+    if unsafe { libc::tcsetattr(fd, libc::TCSANOW, &t) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(saved)
+}
+
+/// Puts back what [`make_raw`] changed.
+pub fn restore_terminal(fd: RawFd, saved: &SavedTerminal) {
+    // SAFETY: `saved.0` is the valid termios tcgetattr returned.
+    unsafe {
+        libc::tcsetattr(fd, libc::TCSANOW, &saved.0);
+    }
+}
+
 /// The terminal's echo and canonical-mode flags (`tcgetattr`; on Linux a PTY master reports
 /// its slave's settings): `(echo, canonical)`.
 pub fn terminal_modes(fd: RawFd) -> io::Result<(bool, bool)> {

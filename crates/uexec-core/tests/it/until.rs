@@ -166,9 +166,30 @@ async fn a_prompt_ends_the_window_and_a_secret_one_is_flagged() {
     assert_eq!(s.reason, Reason::Prompt, "{s:?}");
     assert!(s.awaiting_secret, "echo is off: {s:?}");
     let id = s.session_id.unwrap();
-    let (out, _) = collect(
+    // The model may not type a secret; Ctrl-C still aborts the prompt.
+    match store.write_stdin(write(id, "hunter2\r", 2000)).await {
+        Err(ExecError::Write { message, .. }) => {
+            assert!(message.contains("waits for a secret"), "{message}")
+        }
+        other => panic!("a secret write went through: {other:?}"),
+    }
+    let (_, last) = collect(
         &store,
-        store
+        store.write_stdin(write(id, "\u{3}", 2000)).await.unwrap(),
+    )
+    .await;
+    assert_eq!(last.exit_code, Some(130));
+
+    // A server that allows it types the secret (never echoed back).
+    let trusting = crate::helpers::store_with(|c| c.allow_secret_input = true);
+    let s = trusting
+        .exec_command(tty("read -s -p 'Password: ' x; echo; echo got-${#x}"))
+        .await
+        .unwrap();
+    let id = s.session_id.unwrap();
+    let (out, _) = collect(
+        &trusting,
+        trusting
             .write_stdin(write(id, "hunter2\r", 2000))
             .await
             .unwrap(),

@@ -6,7 +6,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::Context;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
 use super::handshake::{Hello, Reply, Settings};
@@ -36,6 +36,7 @@ pub async fn run_mcp(args: &McpArgs) -> anyhow::Result<()> {
         deterministic_ids: std::env::var("UEXEC_DETERMINISTIC_IDS").is_ok_and(|v| v == "1"),
         extended: args.extended,
         codex_tools_only: args.codex_tools_only,
+        allow_secret_input: args.allow_secret_input,
     };
     let hello = Hello::here(owner, settings)?;
     let stream = connect(&socket, &hello, true).await?;
@@ -90,18 +91,24 @@ async fn say_hello(mut stream: UnixStream, hello: &Hello) -> anyhow::Result<Unix
     let mut line = serde_json::to_vec(hello)?;
     line.push(b'\n');
     stream.write_all(&line).await?;
+    // Byte by byte: what follows the reply (an attached screen) is not ours to buffer.
     let mut reply = Vec::new();
-    {
-        let mut reader = BufReader::new((&mut stream).take(64 * 1024));
-        tokio::time::timeout(
-            Duration::from_secs(10),
-            reader.read_until(b'\n', &mut reply),
-        )
+    let read_line = async {
+        let mut byte = [0u8; 1];
+        while reply.len() < 64 * 1024 {
+            if stream.read(&mut byte).await? == 0 {
+                break;
+            }
+            if byte[0] == b'\n' {
+                break;
+            }
+            reply.push(byte[0]);
+        }
+        Ok::<_, std::io::Error>(())
+    };
+    tokio::time::timeout(Duration::from_secs(10), read_line)
         .await
         .context("the uexec daemon did not answer the hello within 10 s")??;
-        // The daemon writes nothing after its reply until we speak MCP: nothing was
-        // buffered past the line.
-    }
     let reply: Reply = serde_json::from_slice(&reply).with_context(|| {
         format!(
             "the uexec daemon answered something else than a reply: {:?}",

@@ -61,6 +61,29 @@ pub struct Hello {
     /// UTF-8): commands start from it, as they would in the client's own process.
     pub env: Vec<(String, String)>,
     pub settings: Settings,
+    /// Instead of MCP: join a person's terminal to a session (`uexec attach`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attach: Option<AttachRequest>,
+}
+
+/// `uexec attach`: which session, whether to type into it, and the person's terminal size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttachRequest {
+    pub session_id: i32,
+    pub write: bool,
+    pub rows: u16,
+    pub cols: u16,
+}
+
+/// What an attached client sends, one JSON line each.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum AttachFrame {
+    /// Keys typed (base64 of the bytes).
+    Input(String),
+    /// The person's terminal changed size: rows, cols.
+    Resize(u16, u16),
 }
 
 /// The store settings a client brings (`uexec mcp` flags).
@@ -77,6 +100,8 @@ pub struct Settings {
     pub deterministic_ids: bool,
     pub extended: bool,
     pub codex_tools_only: bool,
+    #[serde(default)]
+    pub allow_secret_input: bool,
 }
 
 /// The daemon's answer.
@@ -116,6 +141,7 @@ impl Hello {
             build: build_id(),
             owner,
             cwd: std::env::current_dir()?,
+            attach: None,
             env: std::env::vars_os()
                 .map(|(k, v)| (b64.encode(k.as_bytes()), b64.encode(v.as_bytes())))
                 .collect(),
@@ -179,6 +205,7 @@ impl Hello {
         config.hygiene.strip_ansi = s.strip_ansi;
         config.hygiene.collapse_cr = s.collapse_cr;
         config.deterministic_ids = s.deterministic_ids;
+        config.allow_secret_input = s.allow_secret_input;
         Ok(config)
     }
 }
@@ -198,6 +225,7 @@ mod tests {
             cwd: "/".into(),
             env: vec![(b64.encode(b"K\xff"), b64.encode(b"v\xfe"))],
             settings: Settings::default(),
+            attach: None,
         };
         let line = serde_json::to_string(&hello).expect("json");
         let back: Hello = serde_json::from_str(&line).expect("parse");
@@ -218,6 +246,7 @@ mod tests {
             cwd: "/".into(),
             env: Vec::new(),
             settings: Settings::default(),
+            attach: None,
         };
         let why = hello.incompatibility().expect("refused");
         assert!(why.contains("the client uexec 0.0.0-other"), "{why}");

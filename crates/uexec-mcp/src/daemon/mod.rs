@@ -14,6 +14,7 @@
 //!   with no session and no client, or on SIGTERM/SIGINT, killing whatever is left. If it is
 //!   SIGKILLed, its last-will watchdog kills every session's process group.
 
+pub mod attach;
 pub mod client;
 pub mod handshake;
 
@@ -311,6 +312,9 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> anyhow::Result<()>
         write_reply(&mut write, &Reply::refuse(why.clone())).await?;
         anyhow::bail!("{why}");
     }
+    if let Some(req) = hello.attach.clone() {
+        return attach_client(daemon, &hello, req, read, write).await;
+    }
     let store = match daemon.store_of(&hello) {
         Ok(store) => store,
         Err(why) => {
@@ -340,6 +344,42 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> anyhow::Result<()>
     let quit = running.waiting().await;
     tracing::debug!(owner = %hello.owner, ?quit, "client went away; its sessions stay");
     Ok(())
+}
+
+/// `uexec attach`: a person only; the session is found in any owner's store.
+async fn attach_client(
+    daemon: &Daemon,
+    hello: &Hello,
+    req: handshake::AttachRequest,
+    read: BufReader<tokio::net::unix::OwnedReadHalf>,
+    mut write: tokio::net::unix::OwnedWriteHalf,
+) -> anyhow::Result<()> {
+    let refuse = |why: String| Reply::refuse(why);
+    if hello.owner != handshake::PERSON {
+        write_reply(
+            &mut write,
+            &refuse("only people attach (owner @person)".into()),
+        )
+        .await?;
+        anyhow::bail!("attach by an agent");
+    }
+    let Some((_, store)) = daemon.owners.find(req.session_id) else {
+        let why = format!("Unknown process id {}", req.session_id);
+        write_reply(&mut write, &refuse(why.clone())).await?;
+        anyhow::bail!(why);
+    };
+    let attachment = match store.attach(req.session_id, req.write, attach::SEED_BYTES) {
+        Ok(a) => a,
+        Err(e) => {
+            write_reply(&mut write, &refuse(e.to_string())).await?;
+            anyhow::bail!(e);
+        }
+    };
+    if req.write {
+        attachment.resize(req.rows.max(1), req.cols.max(1))?;
+    }
+    write_reply(&mut write, &Reply::ok()).await?;
+    attach::serve(attachment, read, write, (req.rows.max(1), req.cols.max(1))).await
 }
 
 async fn write_reply(write: &mut (impl AsyncWriteExt + Unpin), reply: &Reply) -> io::Result<()> {

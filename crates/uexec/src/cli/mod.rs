@@ -8,6 +8,7 @@
 //!
 //! Nothing is coloured, so `NO_COLOR` has nothing to turn off.
 
+pub mod attach;
 pub mod conn;
 
 use std::process::ExitCode;

@@ -6,6 +6,7 @@
 mod helpers;
 mod net_support;
 
+mod attach;
 mod cli;
 mod daemon;
 mod fuzz_corpus;
