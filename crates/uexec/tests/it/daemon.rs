@@ -324,3 +324,111 @@ fn an_idle_daemon_exits_by_itself() {
     );
     assert!(!place.socket().exists(), "it removed its socket");
 }
+
+/// The daemon's peak RSS, from /proc.
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_1_gib_flood_is_kept_byte_for_byte_in_bounded_memory_and_a_small_cap_rotates() {
+    let place = Place::new();
+    let transcripts = place.cwd.join("transcripts");
+    let transcripts_arg = transcripts.display().to_string();
+    let mut daemon = place
+        .command(&[
+            "daemon",
+            "--transcripts-dir",
+            &transcripts_arg,
+            "--transcript-max-bytes",
+            "2147483648",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(daemon.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    // 1 GiB of random bytes; the command hashes them on the side before it exits.
+    let expected = place.cwd.join("expected.sha256");
+    let cmd = format!(
+        "{{ head -c 1073741824 /dev/urandom | tee /dev/fd/3 | sha256sum | cut -d' ' -f1 > {}; }} 3>&1",
+        expected.display()
+    );
+    let run = place
+        .command(&[
+            "run", "--json", "--yield", "30000", "--", "bash", "-c", &cmd,
+        ])
+        .output()
+        .unwrap();
+    let mut result: Value = serde_json::from_slice(&run.stdout).unwrap();
+    while let Some(id) = result["session_id"].as_i64() {
+        let poll = place
+            .command(&["poll", "--json", "--yield", "30000", &id.to_string()])
+            .output()
+            .unwrap();
+        result = serde_json::from_slice(&poll.stdout).unwrap();
+    }
+    assert_eq!(result["exit_code"], 0, "{result}");
+    let dir = PathBuf::from(result["transcript"].as_str().expect("transcript path"));
+    let hashed = Command::new("bash")
+        .arg("-c")
+        .arg("cat output.* | sha256sum | cut -d' ' -f1; cat output.* | wc -c")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let got = String::from_utf8_lossy(&hashed.stdout).into_owned();
+    let want = std::fs::read_to_string(&expected).unwrap();
+    assert_eq!(
+        got,
+        format!("{}1073741824\n", want),
+        "the transcript is the output, byte for byte"
+    );
+    let rss = peak_rss_kib(daemon.id());
+    assert!(rss < 64 * 1024, "daemon peak RSS {rss} KiB");
+    let _ = std::fs::remove_dir_all(&dir);
+    place.stop();
+    let _ = daemon.wait();
+
+    // A daemon with a 64 KiB cap keeps the newest bytes of a 1 MiB output.
+    let mut small = place
+        .command(&[
+            "daemon",
+            "--transcripts-dir",
+            &transcripts_arg,
+            "--transcript-max-bytes",
+            "65536",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(small.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let run = place
+        .command(&["run", "--json", "--no-login", "--", "seq 1 150000"])
+        .output()
+        .unwrap();
+    let result: Value = serde_json::from_slice(&run.stdout).unwrap();
+    let dir = PathBuf::from(result["transcript"].as_str().unwrap());
+    let kept: u64 = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("output."))
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    assert!(kept <= 65536 && kept > 16384, "kept {kept} bytes");
+    assert!(
+        !dir.join("output.000000").exists(),
+        "the oldest segment rotated away"
+    );
+    place.stop();
+    let _ = small.wait();
+}
