@@ -14,6 +14,8 @@ pub mod conn;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use std::io::Write as _;
+
 use serde_json::{json, Value};
 
 use conn::{Conn, Target, ToolResult};
@@ -77,6 +79,10 @@ pub struct LogsArgs {
     /// Print pages as JSON lines (offset, text) instead of raw output.
     #[arg(long)]
     pub json: bool,
+    /// Print the transcript as an asciicast v2 recording (with its timing), for players
+    /// such as `asciinema play`.
+    #[arg(long, conflicts_with_all = ["follow", "tail", "json"])]
+    pub asciicast: bool,
 }
 
 /// `uexec send`.
@@ -293,8 +299,24 @@ fn age(secs: f64) -> String {
 }
 
 pub async fn logs(target: &Target, args: LogsArgs) -> Result<ExitCode, Failure> {
-    use std::io::Write as _;
     let mut conn = Conn::open(target, Vec::new()).await?;
+    if args.asciicast {
+        let page = call(
+            &mut conn,
+            "read_output",
+            json!({"session_id": args.id, "limit": 1}),
+        )
+        .await?;
+        let dir = page.structured["transcript"].as_str().unwrap_or_default();
+        let cast = asciicast(std::path::Path::new(dir)).map_err(|e| Failure {
+            code: EXIT_UEXEC,
+            message: format!("cannot read the transcript {dir}: {e}"),
+        })?;
+        std::io::stdout()
+            .write_all(&cast)
+            .map_err(anyhow::Error::from)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut offset = match args.tail {
         Some(n) => {
             let page = call(
@@ -352,6 +374,85 @@ pub async fn logs(target: &Target, args: LogsArgs) -> Result<ExitCode, Failure> 
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// A transcript directory as an asciicast v2 recording: a header, then one output event per
+/// timing line; bytes that rotated away are left out, and a character split between two
+/// writes is kept whole.
+fn asciicast(dir: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    let meta = std::fs::read_to_string(dir.join("meta")).unwrap_or_default();
+    let field = |name: &str| {
+        meta.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}=")))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut segments: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(dir)?
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let index = name.strip_prefix("output.")?.parse().ok()?;
+            Some((index, e.path()))
+        })
+        .collect();
+    segments.sort();
+    let segment_len = segments
+        .first()
+        .map(|(_, p)| std::fs::metadata(p).map(|m| m.len()))
+        .transpose()?
+        .unwrap_or(0);
+    let first_index = segments.first().map_or(0, |(i, _)| *i);
+    // Segments are all full but the last: the first kept one's length is the segment size
+    // unless it is also the last.
+    let first_kept = if segments.len() > 1 {
+        first_index * segment_len
+    } else {
+        0
+    };
+    let mut data = Vec::new();
+    for (_, path) in &segments {
+        data.extend(std::fs::read(path)?);
+    }
+    let mut out = serde_json::to_vec(&json!({
+        "version": 2,
+        "width": 80,
+        "height": 24,
+        "timestamp": field("started_unix").parse::<u64>().unwrap_or(0),
+        "title": field("command"),
+    }))
+    .map_err(std::io::Error::other)?;
+    out.push(b'\n');
+    let timing = std::fs::read_to_string(dir.join("timing")).unwrap_or_default();
+    let mut at = 0u64;
+    let mut carry: Vec<u8> = Vec::new();
+    for line in timing.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(t), Some(n)) = (
+            words.next().and_then(|w| w.parse::<f64>().ok()),
+            words.next().and_then(|w| w.parse::<u64>().ok()),
+        ) else {
+            continue;
+        };
+        let (start, end) = (at, at + n);
+        at = end;
+        if end <= first_kept {
+            continue;
+        }
+        let from = usize::try_from(start.max(first_kept) - first_kept).unwrap_or(usize::MAX);
+        let to = usize::try_from(end - first_kept)
+            .unwrap_or(usize::MAX)
+            .min(data.len());
+        if from >= to {
+            continue;
+        }
+        carry.extend_from_slice(&data[from..to]);
+        let whole = carry.len() - uexec_core::utf8::incomplete_suffix_len(&carry);
+        let text = String::from_utf8_lossy(&carry[..whole]).into_owned();
+        carry.drain(..whole);
+        out.extend(serde_json::to_vec(&json!([t, "o", text])).map_err(std::io::Error::other)?);
+        out.push(b'\n');
+    }
+    Ok(out)
 }
 
 fn emit_page(page: &Value, json: bool) {

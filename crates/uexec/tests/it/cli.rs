@@ -32,6 +32,7 @@ impl Place {
             .current_dir(&self.cwd)
             .env("XDG_RUNTIME_DIR", &self.runtime)
             .env("HOME", self.cwd.join("home"))
+            .env("UEXEC_DETERMINISTIC_IDS", "1")
             .env_remove("UEXEC_DAEMON")
             .output()
             .unwrap()
@@ -201,4 +202,40 @@ fn completions_are_printed_for_the_usual_shells() {
     }
     let bad = place.uexec(&["completions", "tcsh"]);
     assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn a_transcript_exports_as_an_asciicast_recording() {
+    let place = Place::new();
+    let run = place.uexec(&[
+        "run",
+        "--json",
+        "--no-login",
+        "--",
+        "printf 'h\\303\\251llo\\n'; sleep 0.3; printf 'world\\n'",
+    ]);
+    let code = json_of(&run)["exit_code"].clone();
+    assert_eq!(code, 0);
+    let id = json_of(&place.uexec(&["ls", "--json"]))["sessions"]
+        .as_array()
+        .map(Vec::len);
+    assert_eq!(id, Some(0), "it exited");
+    // The person's own sessions are found by id after their exit too.
+    let cast = place.uexec(&["logs", "--asciicast", "1000"]);
+    let out = stdout(&cast);
+    let mut lines = out.lines();
+    let header: Value = serde_json::from_str(lines.next().unwrap_or("{}")).unwrap();
+    assert_eq!(header["version"], 2, "{out}");
+    let mut text = String::new();
+    let mut last_t = 0.0;
+    for line in lines {
+        let event: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(event[1], "o");
+        let t = event[0].as_f64().unwrap();
+        assert!(t >= last_t, "times only grow");
+        last_t = t;
+        text.push_str(event[2].as_str().unwrap());
+    }
+    assert_eq!(text, "héllo\nworld\n");
+    assert!(last_t >= 0.2, "the pause is in the timing: {last_t}");
 }
