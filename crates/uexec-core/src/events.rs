@@ -38,6 +38,8 @@ pub enum EventKind {
         aggregated_output: String,
         duration: Duration,
         failure: Option<String>,
+        /// Where every byte of the output is, when the store keeps transcripts.
+        transcript: Option<std::path::PathBuf>,
     },
 }
 

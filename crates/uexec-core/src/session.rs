@@ -870,6 +870,7 @@ impl Session {
                 aggregated_output,
                 duration: self.started_at.elapsed(),
                 failure: outcome.failure,
+                transcript: self.transcript().map(|t| t.dir),
             },
         );
         true

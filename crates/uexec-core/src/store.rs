@@ -207,6 +207,7 @@ impl SessionStore {
                         aggregated_output: String::new(),
                         duration: Duration::ZERO,
                         failure: Some(e.message.clone()),
+                        transcript: None,
                     },
                 );
                 return Err(ExecError::Spawn(e.message));

@@ -30,6 +30,7 @@ fn fnv(bytes: &[u8]) -> u64 {
 async fn a_flood_is_kept_byte_for_byte_and_the_cut_is_located() {
     let root = temp_root();
     let store = store_with(|c| c.transcripts = Some(TranscriptConfig::at(root.clone())));
+    let mut events = store.subscribe();
     // 8 MiB of numbered lines: more than the 1 MiB a snapshot keeps.
     let first = store
         .exec_command(exec("seq 1 1100000", 30_000))
@@ -44,6 +45,14 @@ async fn a_flood_is_kept_byte_for_byte_and_the_cut_is_located() {
         .expect("the snapshot left bytes out");
     let dir = last.transcript.clone().expect("a transcript");
     assert!(dir.starts_with(&root));
+    // The End says where the transcript is, too.
+    let end_transcript = loop {
+        let event = events.recv().await.expect("the End");
+        if let uexec_core::EventKind::End { transcript, .. } = &event.kind {
+            break transcript.clone();
+        }
+    };
+    assert_eq!(end_transcript.as_ref(), Some(&dir));
     let mut want = Vec::new();
     for i in 1..=1_100_000 {
         want.extend_from_slice(format!("{i}\n").as_bytes());
