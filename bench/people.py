@@ -1,0 +1,105 @@
+"""The daemon and the CLI, against baselines measured in the same run (medians).
+
+  * `uexec run --no-login -- true` end to end (CLI -> daemon -> process -> back) against a
+    spawn+wait of `bash -c true` from this process; goal <= 2x;
+  * an exec_command round trip of `true` through `uexec mcp --daemon` against plain
+    in-process `uexec mcp`, same MCP Python SDK client; goal <= 1.2x;
+  * `uexec attach` of a 200x50 PTY session whose screen was drawn by 256 KiB of output: from
+    the spawn of `uexec attach` to the first screen bytes on its stdout; goal < 20 ms.
+
+A private XDG_RUNTIME_DIR and an empty HOME; the daemon is stopped at the end.
+usage: python bench/people.py --uexec target/release/uexec [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+
+def median_ms(fn, runs: int) -> float:
+    samples = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(samples)
+
+
+async def mcp_roundtrip(argv: list[str], env: dict, cwd: str, runs: int) -> float:
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=cwd)
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            args = {"cmd": "true", "login": False}
+            for _ in range(10):
+                await session.call_tool("exec_command", args)
+            samples = []
+            for _ in range(runs):
+                t = time.perf_counter()
+                r = await session.call_tool("exec_command", args)
+                samples.append((time.perf_counter() - t) * 1e3)
+                assert not r.is_error, r
+            return statistics.median(samples)
+
+
+def attach_ms(uexec: str, env: dict, cwd: str, runs: int) -> float:
+    # A 200x50 screen: the attach redraws it at the person's size (no terminal here: 24x80
+    # is what a non-tty attach asks for, so the session is drawn at 200x50 by itself).
+    draw = "stty rows 50 cols 200; for i in $(seq 1 4000); do printf '\\033[%d;1H%-60s' $((i % 50 + 1)) \"line $i $(printf %0120d $i)\"; done; exec sleep 300"
+    out = subprocess.run(
+        [uexec, "run", "--json", "--tty", "--no-login", "--yield", "5000", "--", draw],
+        env=env, cwd=cwd, capture_output=True, check=True,
+    )
+    sid = json.loads(out.stdout)["session_id"]
+    samples = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        p = subprocess.Popen([uexec, "attach", str(sid)], env=env, cwd=cwd,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+        p.stdout.read(1)
+        samples.append((time.perf_counter() - t) * 1e3)
+        p.kill()
+        p.wait()
+    subprocess.run([uexec, "kill", str(sid)], env=env, cwd=cwd, capture_output=True)
+    return statistics.median(samples)
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--uexec", required=True)
+    ap.add_argument("--runs", type=int, default=200)
+    a = ap.parse_args()
+    uexec = os.path.abspath(a.uexec)
+    home = tempfile.mkdtemp(prefix="uexec-bench-home-")
+    runtime = tempfile.mkdtemp(prefix="uexec-bench-run-")
+    os.chmod(runtime, 0o700)
+    env = {**os.environ, "HOME": home, "XDG_RUNTIME_DIR": runtime}
+    env.pop("UEXEC_DAEMON", None)
+    subprocess.run([uexec, "run", "--", "true"], env=env, cwd=home, check=True)  # starts the daemon
+
+    bash = median_ms(lambda: subprocess.run(["bash", "-c", "true"], check=True), a.runs)
+    run = median_ms(lambda: subprocess.run([uexec, "run", "--no-login", "--", "true"], env=env, cwd=home, check=True), a.runs)
+    inproc = await mcp_roundtrip([uexec, "mcp"], env, home, a.runs)
+    daemon = await mcp_roundtrip([uexec, "mcp", "--daemon"], env, home, a.runs)
+    attach = attach_ms(uexec, env, home, max(20, a.runs // 10))
+    subprocess.run([uexec, "daemon", "--stop"], env=env, cwd=home, capture_output=True)
+
+    print(f"| benchmark (median of {a.runs}) | baseline | uexec | ratio | goal |")
+    print("|---|---|---|---|---|")
+    print(f"| `true` end to end | {bash:.2f} ms (`bash -c true` spawn+wait) | {run:.2f} ms (`uexec run --no-login -- true`) | {run / bash:.2f}x | <= 2x |")
+    print(f"| exec_command `true`, MCP round trip | {inproc:.2f} ms (`uexec mcp`) | {daemon:.2f} ms (`uexec mcp --daemon`) | {daemon / inproc:.2f}x | <= 1.2x |")
+    print(f"| `uexec attach` to a 200x50 screen, spawn to first screen bytes | | {attach:.2f} ms | | < 20 ms |")
+
+
+if __name__ == "__main__":
+    anyio.run(main)
