@@ -20,6 +20,8 @@ pub struct StoreConfig {
     pub max_sessions: usize,
     /// Output hygiene when a call does not say (both off: Codex's output, byte for byte).
     pub hygiene: Hygiene,
+    /// Sandbox defaults and the launcher (see [`crate::sandbox`]).
+    pub sandbox: crate::sandbox::SandboxConfig,
 }
 
 /// Output hygiene of a snapshot body.
@@ -65,6 +67,7 @@ impl Default for StoreConfig {
             output_token_policy_max: OUTPUT_TOKEN_POLICY_MAX,
             max_sessions: MAX_SESSIONS,
             hygiene: Hygiene::default(),
+            sandbox: crate::sandbox::SandboxConfig::default(),
         }
     }
 }

@@ -39,6 +39,8 @@ pub struct Snapshot {
     pub timed_out_ms: Option<u64>,
     /// A PTY session waits for input with echo off (a password prompt).
     pub awaiting_secret: bool,
+    /// The session's sandbox and whether this output shows a denial.
+    pub sandbox: Option<crate::sandbox::SandboxReport>,
 }
 
 impl Snapshot {
@@ -85,6 +87,7 @@ impl Snapshot {
             matched: None,
             timed_out_ms: None,
             awaiting_secret: false,
+            sandbox: None,
         }
     }
 
@@ -118,6 +121,10 @@ impl Snapshot {
             extra.push_str(
                 "A password prompt waits (echo off): ask the person to answer it; do not send secrets yourself\n",
             );
+        }
+        if let Some(denial) = self.sandbox.as_ref().and_then(|s| s.denial_text()) {
+            extra.push_str(&denial);
+            extra.push('\n');
         }
         let text = self.to_text();
         let at = text.find("Original token count:").unwrap_or(0);

@@ -155,6 +155,7 @@ impl SessionStore {
             tty: plan.spec.tty,
             pipe_stdin: plan.spec.pipe_stdin,
             hygiene: plan.hygiene,
+            sandbox: plan.sandbox,
         };
         let session = Session::start(info, process, self.events.clone(), monitors, plan.timeout);
         // From here on the first-call guard owns the id: it stores the session or finishes it.
@@ -696,6 +697,11 @@ impl SessionStore {
                 Some(session.id()),
             ));
             snapshot.awaiting_secret = session.awaiting_secret();
+            snapshot.sandbox = session
+                .info
+                .sandbox
+                .as_ref()
+                .map(|s| s.judge(&snapshot.output));
             return Ok(snapshot);
         }
         let outcome = session
@@ -739,6 +745,11 @@ impl SessionStore {
             snapshot.reason = Reason::Exited;
         }
         snapshot.timed_out_ms = outcome.timed_out_ms;
+        snapshot.sandbox = session
+            .info
+            .sandbox
+            .as_ref()
+            .map(|s| s.judge(&snapshot.output));
         Ok(snapshot)
     }
 }

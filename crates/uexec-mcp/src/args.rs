@@ -107,8 +107,15 @@ pub const EXEC_FIELDS: &[&str] = &[
 pub const WRITE_FIELDS: &[&str] = &["session_id", "chars", "yield_time_ms", "max_output_tokens"];
 
 /// uexec's own `exec_command` fields (`--extended`).
-pub const EXEC_EXTENDED_FIELDS: &[&str] =
-    &["until", "timeout_ms", "stdin", "strip_ansi", "collapse_cr"];
+pub const EXEC_EXTENDED_FIELDS: &[&str] = &[
+    "until",
+    "timeout_ms",
+    "stdin",
+    "strip_ansi",
+    "collapse_cr",
+    "sandbox",
+    "network",
+];
 
 /// uexec's own `write_stdin` fields (`--extended`).
 pub const WRITE_EXTENDED_FIELDS: &[&str] = &["until", "eof", "strip_ansi", "collapse_cr"];
@@ -170,7 +177,27 @@ pub fn exec_request(arguments: Option<&Args>, dialect: Dialect) -> Result<ExecRe
         timeout_ms: integer(&args, "timeout_ms")?,
         pipe_stdin,
         hygiene: hygiene(&args)?,
+        sandbox: string(&args, "sandbox")?
+            .map(|s| s.parse().map_err(|e: String| err("sandbox", e)))
+            .transpose()?,
+        network: network(&args)?,
     })
+}
+
+/// `network`: `"off"` or `"on"` (allowlists are not supported yet, and say so).
+fn network(args: &Args) -> Result<Option<uexec_core::sandbox::Network>, ArgError> {
+    match field(args, "network") {
+        None => Ok(None),
+        Some(Value::String(s)) => s.parse().map(Some).map_err(|e: String| err("network", e)),
+        Some(Value::Object(_)) => Err(err(
+            "network",
+            "allowlists ({\"allow\": [...]}) are not supported by this uexec yet; use \"off\" or \"on\"",
+        )),
+        Some(v) => Err(err(
+            "network",
+            format!("expected \"off\" or \"on\", got {}", kind(v)),
+        )),
+    }
 }
 
 pub fn write_request(arguments: Option<&Args>, dialect: Dialect) -> Result<WriteRequest, ArgError> {
@@ -383,6 +410,20 @@ mod tests {
     }
 
     #[test]
+    fn sandbox_and_network_exist_only_in_the_extended_dialect() {
+        let a = args(json!({"cmd": "x", "sandbox": "read-only", "network": "off"}));
+        let e = exec_request(Some(&a), Dialect::default()).expect_err("codex dialect");
+        assert!(e.field == "sandbox" || e.field == "network", "{}", e.field);
+        let extended = Dialect {
+            extended: true,
+            ..Dialect::default()
+        };
+        let r = exec_request(Some(&a), extended).expect("extended");
+        assert_eq!(r.sandbox, Some(uexec_core::sandbox::Profile::ReadOnly));
+        assert_eq!(r.network, Some(uexec_core::sandbox::Network::Off));
+    }
+
+    #[test]
     fn extended_errors_name_the_field() {
         let extended = Dialect {
             extended: true,
@@ -402,6 +443,11 @@ mod tests {
             (json!({"cmd": "x", "stdin": "file"}), "stdin"),
             (json!({"cmd": "x", "timeout_ms": 1.5}), "timeout_ms"),
             (json!({"cmd": "x", "strip_ansi": "yes"}), "strip_ansi"),
+            (json!({"cmd": "x", "sandbox": "readonly"}), "sandbox"),
+            (json!({"cmd": "x", "sandbox": 1}), "sandbox"),
+            (json!({"cmd": "x", "network": "maybe"}), "network"),
+            (json!({"cmd": "x", "network": {"allow": ["x"]}}), "network"),
+            (json!({"cmd": "x", "network": true}), "network"),
         ] {
             let e = exec_request(Some(&args(a.clone())), extended).expect_err("must fail");
             assert_eq!(e.field, f, "{a}");

@@ -118,6 +118,46 @@ pub struct McpArgs {
     /// roots are always trusted).
     #[arg(long, value_name = "FILE")]
     pub remote_ca: Option<PathBuf>,
+    /// Sandbox profile of commands that do not name one (`sandbox` argument with
+    /// --extended): read-only (writes only to a private tmp), workspace-write (also the
+    /// workdir and --writable-root, but never .git) or danger-full-access (the default: no
+    /// restriction). Linux: Landlock, seccomp, user/pid/mount namespaces; see `uexec doctor`.
+    #[arg(long, value_name = "PROFILE", value_parser = parse_profile)]
+    pub sandbox: Option<uexec_core::sandbox::Profile>,
+    /// Network of commands that do not say (`network` argument with --extended): "off"
+    /// (only a loopback of their own; IPv4/IPv6 sockets fail) or "on" (the default).
+    #[arg(long, value_name = "off|on", value_parser = parse_network)]
+    pub network: Option<uexec_core::sandbox::Network>,
+    /// Also writable under workspace-write (an existing directory). Repeatable.
+    #[arg(long = "writable-root", value_name = "PATH", value_parser = parse_writable_root)]
+    pub writable_roots: Vec<PathBuf>,
+    /// When a sandbox layer is missing on this machine: "refuse" to run the command (the
+    /// default) or run it "best-effort" with the layers that work (results say which).
+    #[arg(long, value_name = "refuse|best-effort", value_parser = parse_fallback)]
+    pub sandbox_fallback: Option<uexec_core::sandbox::Fallback>,
+}
+
+fn parse_profile(s: &str) -> Result<uexec_core::sandbox::Profile, String> {
+    s.parse()
+}
+
+fn parse_network(s: &str) -> Result<uexec_core::sandbox::Network, String> {
+    s.parse()
+}
+
+fn parse_fallback(s: &str) -> Result<uexec_core::sandbox::Fallback, String> {
+    s.parse()
+}
+
+fn parse_writable_root(s: &str) -> Result<PathBuf, String> {
+    let path = std::path::absolute(s).map_err(|e| format!("{s}: {e}"))?;
+    if !path.is_dir() {
+        return Err(format!(
+            "{} does not exist or is not a directory",
+            path.display()
+        ));
+    }
+    Ok(path)
 }
 
 fn parse_assignment(s: &str) -> Result<(String, String), String> {
@@ -141,6 +181,14 @@ impl McpArgs {
         };
         config.hygiene.strip_ansi = self.strip_ansi;
         config.hygiene.collapse_cr = self.collapse_cr;
+        config.sandbox = uexec_core::sandbox::SandboxConfig {
+            // This binary is the launcher (`uexec __sandbox-exec`).
+            launcher: std::env::current_exe().ok(),
+            profile: self.sandbox.unwrap_or_default(),
+            network: self.network.unwrap_or_default(),
+            writable_roots: self.writable_roots.clone(),
+            fallback: self.sandbox_fallback.unwrap_or_default(),
+        };
         config
     }
 }

@@ -50,15 +50,37 @@ a watchdog, even when uexec itself is killed.")]
 Without a token, only this server's own user may connect (checked over loopback). A
 non-loopback address needs a token, and TLS unless --insecure-plaintext is given.")]
     Serve(uexec_server::ServeArgs),
+    /// Print what this machine supports of the sandbox (Landlock, user, pid, mount and
+    /// network namespaces, seccomp); exit 0.
+    Doctor {
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
+    // The sandbox launcher first: single-threaded and dumpable (its uid map is written
+    // through /proc/self, which an undumpable process does not own).
+    if std::env::args_os().nth(1).as_deref()
+        == Some(uexec_core::sandbox::LAUNCHER_SUBCOMMAND.as_ref())
+    {
+        std::process::exit(uexec_core::sandbox::launcher::run(
+            std::env::args_os().skip(2),
+        ));
+    }
     harden_process();
     if std::env::args().nth(1).as_deref() == Some(last_will::SUBCOMMAND) {
         last_will::run();
         return Ok(());
     }
     let cli = Cli::parse();
+    if let Command::Doctor { json } = cli.command {
+        // Before any thread exists: the probes fork and enter namespaces.
+        let facilities = uexec_core::sandbox::doctor::check();
+        print!("{}", uexec_core::sandbox::doctor::render(&facilities, json));
+        return Ok(());
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_env("UEXEC_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let logs = tracing_subscriber::fmt().with_env_filter(filter);
@@ -85,6 +107,7 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Command::Mcp(args) => uexec_mcp::run(args).await,
             Command::Serve(args) => uexec_server::serve(args).await,
+            Command::Doctor { .. } => Ok(()),
         }
     })
 }
