@@ -458,8 +458,12 @@ pub fn prepare(
             protect.push(root.join(".git"));
         }
         protect.extend(own_dirs());
+        // Only what a writable root would expose, and never an ancestor of a writable path
+        // (the private tmp lives in the runtime directory).
         protect.retain(|p| {
-            writable[1..].iter().any(|w| p.starts_with(w)) && std::fs::symlink_metadata(p).is_ok()
+            writable[1..].iter().any(|w| p.starts_with(w))
+                && !writable.iter().any(|w| w.starts_with(p))
+                && std::fs::symlink_metadata(p).is_ok()
         });
         protect.sort();
         protect.dedup();

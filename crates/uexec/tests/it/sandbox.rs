@@ -68,7 +68,7 @@ async fn read_only_writes_fail_outside_the_private_tmp_and_are_reported() {
     let (client, _) = server(&dir, &["--extended", "--sandbox", "read-only"], &[]).await;
     let outside = dir.join("outside");
     let cmd = format!(
-        "echo sandbox=$UEXEC_SANDBOX; touch {0}; touch \"$TMPDIR/in-tmp\" && echo tmp-ok; \
+        "echo sandbox=$UEXEC_SANDBOX; echo \"tmp=$TMPDIR\"; touch {0}; touch \"$TMPDIR/in-tmp\" && echo tmp-ok; \
          echo x > /dev/null && echo devnull-ok",
         outside.display()
     );
@@ -82,6 +82,16 @@ async fn read_only_writes_fail_outside_the_private_tmp_and_are_reported() {
         "{out}"
     );
     assert!(out.contains("ask the user to widen"), "{out}");
+    let tmp = out
+        .lines()
+        .find_map(|l| l.strip_prefix("tmp="))
+        .map(PathBuf::from)
+        .unwrap();
+    assert!(tmp.starts_with(std::env::temp_dir()), "{}", tmp.display());
+    eventually("the private tmp to go", Duration::from_secs(5), || {
+        !tmp.exists()
+    })
+    .await;
     let s = structured(&r)["sandbox"].clone();
     assert_eq!(s["profile"], "read-only", "{s}");
     assert_eq!(s["denied"], "likely", "{s}");
@@ -314,4 +324,22 @@ fn doctor_says_what_this_machine_supports() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&help.stdout).contains("doctor"));
+}
+
+/// The workdir may contain the sandbox's runtime directory (a workdir of /tmp): the
+/// session's own private tmp must stay writable.
+#[tokio::test]
+async fn workspace_write_in_the_tmp_dir_keeps_its_private_tmp_writable() {
+    let dir = scratch("tmpdir");
+    let (client, _) = server(&dir, &["--extended"], &[]).await;
+    let r = exec(
+        &client,
+        json!({
+            "cmd": "touch \"$TMPDIR/x\" && echo tmp-ok",
+            "workdir": std::env::temp_dir().display().to_string(),
+            "sandbox": "workspace-write",
+        }),
+    )
+    .await;
+    assert!(text(&r).contains("tmp-ok"), "{}", text(&r));
 }
