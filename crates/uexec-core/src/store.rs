@@ -113,6 +113,8 @@ impl SessionStore {
     ) -> Result<Snapshot, ExecError> {
         let backend = self.backend_for(req.environment_id.as_deref())?;
         let plan = Plan::new(&self.config, &req, backend.placement())?;
+        let mut monitors = monitors;
+        monitors.extend(plan.sandbox.as_ref().and_then(|s| s.take_monitor()));
         let reservation = self.reserve_id()?;
         let id = reservation.id;
         let call_id = req.call_id.clone().unwrap_or_else(new_call_id);

@@ -184,15 +184,32 @@ pub fn exec_request(arguments: Option<&Args>, dialect: Dialect) -> Result<ExecRe
     })
 }
 
-/// `network`: `"off"` or `"on"` (allowlists are not supported yet, and say so).
+/// `network`: `"off"`, `"on"` or `{"allow": ["host", "*.domain", "host:port"]}`.
 fn network(args: &Args) -> Result<Option<uexec_core::sandbox::Network>, ArgError> {
+    use uexec_core::sandbox::{AllowEntry, Network};
     match field(args, "network") {
         None => Ok(None),
         Some(Value::String(s)) => s.parse().map(Some).map_err(|e: String| err("network", e)),
-        Some(Value::Object(_)) => Err(err(
-            "network",
-            "allowlists ({\"allow\": [...]}) are not supported by this uexec yet; use \"off\" or \"on\"",
-        )),
+        Some(Value::Object(obj)) => {
+            if let Some(k) = obj.keys().find(|k| k.as_str() != "allow") {
+                return Err(err(
+                    &format!("network.{k}"),
+                    "unknown field (expected \"allow\")",
+                ));
+            }
+            let Some(Value::Array(items)) = obj.get("allow") else {
+                return Err(err("network.allow", "expected an array of hosts"));
+            };
+            let mut allow = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                let field = format!("network.allow[{i}]");
+                let entry = item
+                    .as_str()
+                    .ok_or_else(|| err(&field, format!("expected a string, got {}", kind(item))))?;
+                allow.push(AllowEntry::parse(entry).map_err(|e| err(&field, e))?);
+            }
+            Ok(Some(Network::Allow(allow)))
+        }
         Some(v) => Err(err(
             "network",
             format!("expected \"off\" or \"on\", got {}", kind(v)),
@@ -446,7 +463,15 @@ mod tests {
             (json!({"cmd": "x", "sandbox": "readonly"}), "sandbox"),
             (json!({"cmd": "x", "sandbox": 1}), "sandbox"),
             (json!({"cmd": "x", "network": "maybe"}), "network"),
-            (json!({"cmd": "x", "network": {"allow": ["x"]}}), "network"),
+            (
+                json!({"cmd": "x", "network": {"allow": ["ok.test", "http://x"]}}),
+                "network.allow[1]",
+            ),
+            (
+                json!({"cmd": "x", "network": {"allow": "x"}}),
+                "network.allow",
+            ),
+            (json!({"cmd": "x", "network": {"deny": []}}), "network.deny"),
             (json!({"cmd": "x", "network": true}), "network"),
         ] {
             let e = exec_request(Some(&args(a.clone())), extended).expect_err("must fail");

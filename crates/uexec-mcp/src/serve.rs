@@ -128,6 +128,11 @@ pub struct McpArgs {
     /// (only a loopback of their own; IPv4/IPv6 sockets fail) or "on" (the default).
     #[arg(long, value_name = "off|on", value_parser = parse_network)]
     pub network: Option<uexec_core::sandbox::Network>,
+    /// Let commands reach only these hosts, through a proxy uexec runs (HTTP_PROXY and
+    /// friends are set); any other host is refused and fails the session, naming the host.
+    /// HOST, *.DOMAIN (its subdomains), or either with :PORT. Repeatable.
+    #[arg(long = "network-allow", value_name = "HOST[:PORT]", value_parser = parse_allow_entry, conflicts_with = "network")]
+    pub network_allow: Vec<uexec_core::sandbox::AllowEntry>,
     /// Also writable under workspace-write (an existing directory). Repeatable.
     #[arg(long = "writable-root", value_name = "PATH", value_parser = parse_writable_root)]
     pub writable_roots: Vec<PathBuf>,
@@ -143,6 +148,10 @@ fn parse_profile(s: &str) -> Result<uexec_core::sandbox::Profile, String> {
 
 fn parse_network(s: &str) -> Result<uexec_core::sandbox::Network, String> {
     s.parse()
+}
+
+fn parse_allow_entry(s: &str) -> Result<uexec_core::sandbox::AllowEntry, String> {
+    uexec_core::sandbox::AllowEntry::parse(s)
 }
 
 fn parse_fallback(s: &str) -> Result<uexec_core::sandbox::Fallback, String> {
@@ -185,7 +194,11 @@ impl McpArgs {
             // This binary is the launcher (`uexec __sandbox-exec`).
             launcher: std::env::current_exe().ok(),
             profile: self.sandbox.unwrap_or_default(),
-            network: self.network.unwrap_or_default(),
+            network: if self.network_allow.is_empty() {
+                self.network.clone().unwrap_or_default()
+            } else {
+                uexec_core::sandbox::Network::Allow(self.network_allow.clone())
+            },
             writable_roots: self.writable_roots.clone(),
             fallback: self.sandbox_fallback.unwrap_or_default(),
         };

@@ -25,13 +25,13 @@ const NETWORK_DENIALS: &[&str] = &[
 ];
 
 /// The lines of `output` that show a denial (at most [`MAX_EVIDENCE_LINES`]).
-pub fn find(output: &str, writable: &[PathBuf], network: Network) -> Vec<String> {
+pub fn find(output: &str, writable: &[PathBuf], network: &Network) -> Vec<String> {
     output
         .lines()
         .filter(|line| {
             let file = FILE_DENIALS.iter().any(|m| line.contains(m))
                 && paths_in(line).all(|p| !writable.iter().any(|w| p.starts_with(w)));
-            let net = network == Network::Off && NETWORK_DENIALS.iter().any(|m| line.contains(m));
+            let net = *network != Network::On && NETWORK_DENIALS.iter().any(|m| line.contains(m));
             file || net
         })
         .take(MAX_EVIDENCE_LINES)
@@ -62,19 +62,19 @@ mod tests {
         let writable = [PathBuf::from("/work/repo")];
         let out = "ok\ntouch: cannot touch '/etc/x': Permission denied\nmore\n";
         assert_eq!(
-            find(out, &writable, Network::On),
+            find(out, &writable, &Network::On),
             ["touch: cannot touch '/etc/x': Permission denied"]
         );
         let inside = "sh: 1: cannot create /work/repo/a: Permission denied\n";
-        assert!(find(inside, &writable, Network::On).is_empty());
+        assert!(find(inside, &writable, &Network::On).is_empty());
         let no_path = "mkdir: Read-only file system\n";
-        assert_eq!(find(no_path, &writable, Network::On).len(), 1);
+        assert_eq!(find(no_path, &writable, &Network::On).len(), 1);
     }
 
     #[test]
     fn network_errors_count_only_with_the_network_off() {
         let out = "curl: (6) Could not resolve host: example.com\n";
-        assert!(find(out, &[], Network::On).is_empty());
-        assert_eq!(find(out, &[], Network::Off).len(), 1);
+        assert!(find(out, &[], &Network::On).is_empty());
+        assert_eq!(find(out, &[], &Network::Off).len(), 1);
     }
 }

@@ -37,6 +37,8 @@ struct Launch {
     writable: Vec<PathBuf>,
     protect: Vec<PathBuf>,
     network_off: bool,
+    /// The allowlist proxy's Unix socket, bridged to 127.0.0.1:PROXY_PORT inside.
+    proxy: Option<PathBuf>,
     arg0: Option<OsString>,
     argv: Vec<OsString>,
 }
@@ -91,6 +93,7 @@ fn parse(args: Vec<OsString>) -> Result<Launch, String> {
             Some("--write") => launch.writable.push(value("--write")?.into()),
             Some("--protect") => launch.protect.push(value("--protect")?.into()),
             Some("--arg0") => launch.arg0 = Some(value("--arg0")?),
+            Some("--proxy") => launch.proxy = Some(value("--proxy")?.into()),
             Some("--network-off") => launch.network_off = true,
             Some("--") => {
                 launch.argv = args.collect();
@@ -142,6 +145,18 @@ fn apply(launch: &Launch) -> Result<i32, (Layer, String)> {
         namespaces::isolate_network(fault.contains(&Layer::NetworkNamespace))
             .map_err(|e| (Layer::NetworkNamespace, e.to_string()))?;
     }
+    // Bound before the command starts, so its first connection finds the proxy.
+    let bridge = match &launch.proxy {
+        Some(socket) if has(Layer::NetworkNamespace) => {
+            let listener = std::net::TcpListener::bind((
+                std::net::Ipv4Addr::LOCALHOST,
+                super::proxy::PROXY_PORT,
+            ))
+            .map_err(|e| (Layer::NetworkNamespace, format!("the proxy's port: {e}")))?;
+            Some((listener, socket.clone()))
+        }
+        _ => None,
+    };
     if has(Layer::Landlock) {
         injected(Layer::Landlock).map_err(|e| (Layer::Landlock, e.to_string()))?;
         super::landlock::restrict(&launch.writable).map_err(|e| (Layer::Landlock, e))?;
@@ -168,7 +183,7 @@ fn apply(launch: &Launch) -> Result<i32, (Layer, String)> {
                 sys::exit_now(LAUNCHER_FAILED_EXIT_CODE);
             }
             drop(alive_read);
-            sys::exit_now(init(launch))
+            sys::exit_now(init(launch, bridge))
         }
         Ok(Some(init)) => {
             drop(alive_read);
@@ -184,8 +199,22 @@ fn apply(launch: &Launch) -> Result<i32, (Layer, String)> {
     }
 }
 
-/// Pid 1: runs the command, reaps orphans, and ends with the command's status.
-fn init(launch: &Launch) -> i32 {
+/// Pid 1: runs the command (and the proxy's bridge), reaps orphans, and ends with the
+/// command's status.
+fn init(launch: &Launch, bridge: Option<(std::net::TcpListener, PathBuf)>) -> i32 {
+    if let Some((listener, socket)) = bridge {
+        match sys::fork_process() {
+            Err(e) => {
+                eprintln!("uexec: sandbox: cannot start the proxy bridge: {e}");
+                return LAUNCHER_FAILED_EXIT_CODE;
+            }
+            Ok(None) => {
+                run_bridge(&listener, &socket);
+                sys::exit_now(0)
+            }
+            Ok(Some(_)) => drop(listener),
+        }
+    }
     let command = match sys::fork_process() {
         Err(e) => {
             eprintln!("uexec: sandbox: cannot start the command: {e}");
@@ -271,5 +300,34 @@ pub(super) fn in_child(f: impl FnOnce() -> std::io::Result<()>) -> Result<(), St
             },
             Err(e) => Err(e.to_string()),
         },
+    }
+}
+
+/// Relays every connection to 127.0.0.1:PROXY_PORT to uexec's proxy socket (two threads per
+/// connection; the process dies with the namespace).
+fn run_bridge(listener: &std::net::TcpListener, socket: &std::path::Path) {
+    for client in listener.incoming() {
+        let Ok(client) = client else { continue };
+        let socket = socket.to_path_buf();
+        let _ = std::thread::Builder::new().spawn(move || {
+            let Ok(upstream) = std::os::unix::net::UnixStream::connect(&socket) else {
+                return;
+            };
+            let (Ok(mut client_in), Ok(mut upstream_in)) =
+                (client.try_clone(), upstream.try_clone())
+            else {
+                return;
+            };
+            let (mut client_out, mut upstream_out) = (client, upstream);
+            let up = std::thread::Builder::new().spawn(move || {
+                let _ = std::io::copy(&mut client_in, &mut upstream_out);
+                let _ = upstream_out.shutdown(std::net::Shutdown::Write);
+            });
+            let _ = std::io::copy(&mut upstream_in, &mut client_out);
+            let _ = client_out.shutdown(std::net::Shutdown::Write);
+            if let Ok(up) = up {
+                let _ = up.join();
+            }
+        });
     }
 }

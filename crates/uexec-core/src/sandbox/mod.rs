@@ -28,6 +28,7 @@ mod landlock;
 pub mod launcher;
 #[cfg(target_os = "linux")]
 mod namespaces;
+pub mod proxy;
 #[cfg(target_os = "linux")]
 mod seccomp;
 
@@ -89,22 +90,33 @@ impl FromStr for Profile {
 }
 
 /// Whether a command may use the network.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Network {
     #[default]
     On,
     /// Only a loopback interface of its own; IPv4 and IPv6 sockets fail with EPERM.
     Off,
+    /// Only a loopback of its own, and uexec's HTTP(S) proxy there, which lets through the
+    /// hosts of the list and fails the session on any other ([`proxy`]).
+    Allow(Vec<AllowEntry>),
 }
 
 impl Network {
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &'static str {
         match self {
             Self::On => "on",
             Self::Off => "off",
+            Self::Allow(_) => "allowlist",
         }
     }
+
+    /// The network namespace applies (off, or the allowlist).
+    fn isolated(&self) -> bool {
+        !matches!(self, Self::On)
+    }
 }
+
+pub use proxy::AllowEntry;
 
 impl FromStr for Network {
     type Err = String;
@@ -250,12 +262,14 @@ pub struct SandboxSession {
     report: SandboxReport,
     writable: Vec<PathBuf>,
     tmp: Option<Arc<PrivateTmp>>,
+    /// The allowlist proxy's socket, until the session's monitor takes it.
+    proxy: Option<Arc<Mutex<Option<proxy::ProxySocket>>>>,
 }
 
 impl SandboxSession {
     /// The report for a snapshot whose body is `output`.
     pub fn judge(&self, output: &str) -> SandboxReport {
-        let evidence = evidence::find(output, &self.writable, self.report.network);
+        let evidence = evidence::find(output, &self.writable, &self.report.network);
         SandboxReport {
             denied: if evidence.is_empty() {
                 Denied::No
@@ -265,6 +279,17 @@ impl SandboxSession {
             evidence,
             ..self.report.clone()
         }
+    }
+
+    /// The policy monitor of the session, when it has one (the allowlist proxy): taken once.
+    pub fn take_monitor(&self) -> Option<Box<dyn crate::PolicyMonitor>> {
+        let socket = self
+            .proxy
+            .as_ref()?
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()?;
+        Some(Box::new(socket))
     }
 
     /// The private tmp of the session (`TMPDIR`).
@@ -326,12 +351,12 @@ fn own_dirs() -> Vec<PathBuf> {
 }
 
 /// The layers a policy needs.
-pub fn needed_layers(profile: Profile, network: Network) -> Vec<Layer> {
+pub fn needed_layers(profile: Profile, network: &Network) -> Vec<Layer> {
     let mut layers = Vec::new();
-    if profile != Profile::DangerFullAccess || network == Network::Off {
+    if profile != Profile::DangerFullAccess || network.isolated() {
         layers.push(Layer::Namespaces);
     }
-    if network == Network::Off {
+    if network.isolated() {
         layers.push(Layer::NetworkNamespace);
     }
     if profile != Profile::DangerFullAccess {
@@ -409,8 +434,8 @@ pub fn prepare(
     spec: &mut SpawnSpec,
 ) -> Result<Option<SandboxSession>, ExecError> {
     let profile = profile.unwrap_or(config.profile);
-    let network = network.unwrap_or(config.network);
-    let needed = needed_layers(profile, network);
+    let network = network.unwrap_or_else(|| config.network.clone());
+    let needed = needed_layers(profile, &network);
     if needed.is_empty() {
         return Ok(None);
     }
@@ -494,8 +519,20 @@ pub fn prepare(
         argv.push("--protect".to_owned());
         argv.push(utf8(path)?);
     }
-    if network == Network::Off {
-        argv.push("--network-off".to_owned());
+    let mut proxy = None;
+    match &network {
+        Network::On => {}
+        Network::Off => argv.push("--network-off".to_owned()),
+        Network::Allow(allow) => {
+            let socket = proxy::ProxySocket::bind(&runtime_base(), allow.clone())
+                .map_err(|e| ExecError::Spawn(format!("cannot start the network proxy: {e}")))?;
+            argv.push("--proxy".to_owned());
+            argv.push(utf8(socket.path())?);
+            for (name, value) in proxy::proxy_env() {
+                spec.env.insert(name.into(), value.into());
+            }
+            proxy = Some(Arc::new(Mutex::new(Some(socket))));
+        }
     }
     if let Some(arg0) = spec.arg0.take() {
         argv.push("--arg0".to_owned());
@@ -522,6 +559,7 @@ pub fn prepare(
         },
         writable,
         tmp: Some(Arc::new(tmp)),
+        proxy,
     }))
 }
 
@@ -541,13 +579,13 @@ mod tests {
 
     #[test]
     fn layers_follow_the_policy() {
-        assert!(needed_layers(Profile::DangerFullAccess, Network::On).is_empty());
+        assert!(needed_layers(Profile::DangerFullAccess, &Network::On).is_empty());
         assert_eq!(
-            needed_layers(Profile::ReadOnly, Network::On),
+            needed_layers(Profile::ReadOnly, &Network::On),
             [Layer::Namespaces, Layer::Landlock, Layer::Seccomp]
         );
         assert_eq!(
-            needed_layers(Profile::DangerFullAccess, Network::Off),
+            needed_layers(Profile::DangerFullAccess, &Network::Off),
             [Layer::Namespaces, Layer::NetworkNamespace, Layer::Seccomp]
         );
     }

@@ -279,6 +279,7 @@ async fn bad_sandbox_input_names_the_field() {
             vec!["--sandbox-fallback", "sometimes"],
             "--sandbox-fallback",
         ),
+        (vec!["--network-allow", "http://x"], "--network-allow"),
     ] {
         let out = std::process::Command::new(UEXEC)
             .arg("mcp")
@@ -294,8 +295,8 @@ async fn bad_sandbox_input_names_the_field() {
     for (a, field) in [
         (json!({"cmd": "true", "sandbox": "readonly"}), "sandbox"),
         (
-            json!({"cmd": "true", "network": {"allow": ["x"]}}),
-            "network",
+            json!({"cmd": "true", "network": {"allow": ["a b"]}}),
+            "network.allow[0]",
         ),
     ] {
         let e = exec_error(&client, a).await;
@@ -342,4 +343,76 @@ async fn workspace_write_in_the_tmp_dir_keeps_its_private_tmp_writable() {
     )
     .await;
     assert!(text(&r).contains("tmp-ok"), "{}", text(&r));
+}
+
+/// A host-side HTTP server on 127.0.0.1 that answers every request with `body`; its port.
+fn http_server(body: &'static str) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let mut buf = [0u8; 4096];
+                let mut head = Vec::new();
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn an_allowed_host_is_reached_through_the_proxy() {
+    let dir = scratch("allow");
+    let port = http_server("hello-from-host");
+    let (client, _) = server(&dir, &["--extended"], &[]).await;
+    let allow = json!({"allow": [format!("127.0.0.1:{port}")]});
+    // Plain HTTP through the proxy, then a CONNECT tunnel (-p), as HTTPS clients do.
+    let cmd = format!(
+        "echo proxy=$HTTP_PROXY; curl -sS --noproxy '' http://127.0.0.1:{port}/; echo; \
+         curl -sS -p --noproxy '' http://127.0.0.1:{port}/tunnel"
+    );
+    let r = exec(&client, json!({"cmd": cmd, "network": allow.clone()})).await;
+    let out = text(&r);
+    assert!(out.contains("proxy=http://127.0.0.1:3128"), "{out}");
+    assert_eq!(out.matches("hello-from-host").count(), 2, "{out}");
+    assert_eq!(structured(&r)["sandbox"]["network"], "allowlist");
+    // Past the proxy there is no way out.
+    let direct = format!("curl -sS -m 3 --noproxy '*' http://127.0.0.1:{port}/; echo rc=$?");
+    let r = exec(&client, json!({"cmd": direct, "network": allow})).await;
+    assert!(!text(&r).contains("hello-from-host"), "{}", text(&r));
+}
+
+#[tokio::test]
+async fn a_host_off_the_allowlist_fails_the_session_and_is_named() {
+    let dir = scratch("deny");
+    let allowed = http_server("allowed");
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    other.set_nonblocking(true).unwrap();
+    let other_port = other.local_addr().unwrap().port();
+    let allow_flag = format!("127.0.0.1:{allowed}");
+    let (client, _) = server(&dir, &["--extended", "--network-allow", &allow_flag], &[]).await;
+    let m = marker();
+    let cmd = format!("curl -sS --noproxy '' http://127.0.0.1:{other_port}/; sleep {m}");
+    let e = exec_error(&client, json!({"cmd": cmd, "yield_time_ms": 10000})).await;
+    assert!(
+        e.contains(&format!(
+            "network access to 127.0.0.1:{other_port} denied by the allowlist"
+        )),
+        "{e}"
+    );
+    assert!(other.accept().is_err(), "the denied host was reached");
+    wait_all_gone(&[m], "the denied session to be terminated").await;
 }
