@@ -320,14 +320,31 @@ fn run_bridge(listener: &std::net::TcpListener, socket: &std::path::Path) {
             };
             let (mut client_out, mut upstream_out) = (client, upstream);
             let up = std::thread::Builder::new().spawn(move || {
-                let _ = std::io::copy(&mut client_in, &mut upstream_out);
+                relay(&mut client_in, &mut upstream_out);
                 let _ = upstream_out.shutdown(std::net::Shutdown::Write);
             });
-            let _ = std::io::copy(&mut upstream_in, &mut client_out);
+            relay(&mut upstream_in, &mut client_out);
             let _ = client_out.shutdown(std::net::Shutdown::Write);
             if let Ok(up) = up {
                 let _ = up.join();
             }
         });
+    }
+}
+
+/// Copies until EOF or an error, with a large buffer (std's 8 KiB copy is slow here).
+fn relay(from: &mut impl std::io::Read, to: &mut impl std::io::Write) {
+    let mut buf = vec![0u8; super::proxy::RELAY_BUFFER_BYTES];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
     }
 }

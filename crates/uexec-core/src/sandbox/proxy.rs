@@ -28,6 +28,9 @@ pub const PROXY_PORT: u16 = 3128;
 const LATE_CONNECTION_GRACE_MS: u64 = 60;
 /// Longest request head the proxy reads.
 const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// Buffer per direction of a relayed connection (tokio's default of 8 KiB costs a third of
+/// the throughput on a fast download).
+pub const RELAY_BUFFER_BYTES: usize = 256 * 1024;
 /// How long a client may take to send its request head.
 const HEAD_TIMEOUT_MS: u64 = 10_000;
 
@@ -289,7 +292,13 @@ async fn serve(
     if upstream.write_all(rest).await.is_err() {
         return;
     }
-    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+    let _ = tokio::io::copy_bidirectional_with_sizes(
+        &mut client,
+        &mut upstream,
+        RELAY_BUFFER_BYTES,
+        RELAY_BUFFER_BYTES,
+    )
+    .await;
 }
 
 fn find_head_end(buf: &[u8]) -> Option<usize> {
