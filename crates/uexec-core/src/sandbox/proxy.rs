@@ -244,6 +244,8 @@ async fn serve(
             target.display()
         );
         let body = format!("uexec: {message}\r\n");
+        // The verdict first: by the time the client hears of it, the session is failed.
+        session.fail_and_terminate(message);
         let _ = client
             .write_all(
                 format!(
@@ -253,7 +255,6 @@ async fn serve(
                 .as_bytes(),
             )
             .await;
-        session.fail_and_terminate(message);
         return;
     }
     let host = target
