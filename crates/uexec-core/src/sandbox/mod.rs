@@ -311,10 +311,44 @@ impl PrivateTmp {
             .recursive(true)
             .mode(0o700)
             .create(base)?;
-        let path = base.join(format!("{:016x}", rand::random::<u64>()));
+        sweep_stale(base);
+        let path = base.join(format!(
+            "{}-{:016x}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
         std::fs::DirBuilder::new().mode(0o700).create(&path)?;
         Ok(Self { path })
     }
+}
+
+/// Removes, once per process, what dead uexec processes left in `base` (a uexec killed with
+/// SIGKILL cannot clean up): entries are named `PID-...` or `proxy-PID-...`, and an entry
+/// whose PID no longer runs is stale. A recycled PID only delays the sweep.
+fn sweep_stale(base: &Path) {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| {
+        let Ok(entries) = std::fs::read_dir(base) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let owner = name.strip_prefix("proxy-").unwrap_or(&name);
+            let Some(Ok(pid)) = owner.split('-').next().map(str::parse::<u32>) else {
+                continue;
+            };
+            if Path::new(&format!("/proc/{pid}")).exists() {
+                continue;
+            }
+            let path = entry.path();
+            let _ = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+        }
+    });
 }
 
 impl Drop for PrivateTmp {

@@ -142,7 +142,11 @@ impl ProxySocket {
             .recursive(true)
             .mode(0o700)
             .create(dir)?;
-        let path = dir.join(format!("proxy-{:016x}.sock", rand::random::<u64>()));
+        let path = dir.join(format!(
+            "proxy-{}-{:016x}.sock",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
         let listener = UnixListener::bind(&path)?;
         listener.set_nonblocking(true)?;
         Ok(Self {

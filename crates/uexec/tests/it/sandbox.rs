@@ -416,3 +416,18 @@ async fn a_host_off_the_allowlist_fails_the_session_and_is_named() {
     assert!(other.accept().is_err(), "the denied host was reached");
     wait_all_gone(&[m], "the denied session to be terminated").await;
 }
+
+/// What a uexec killed with SIGKILL left in the runtime directory goes at the next start.
+#[tokio::test]
+async fn private_tmps_of_dead_servers_are_swept() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = scratch("sweep");
+    let uid = std::fs::metadata(&dir).unwrap().uid();
+    let base = std::env::temp_dir().join(format!("uexec-sandbox-{uid}"));
+    // No process has this pid (above the kernel's pid_max).
+    let stale = base.join(format!("4294967-{}", rand_suffix()));
+    std::fs::create_dir_all(stale.join("left-behind")).unwrap();
+    let (client, _) = server(&dir, &["--sandbox", "read-only"], &[]).await;
+    exec(&client, json!({"cmd": "true"})).await;
+    assert!(!stale.exists(), "{} is still there", stale.display());
+}
