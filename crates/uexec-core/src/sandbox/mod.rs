@@ -10,7 +10,8 @@
 //!    drops the missing ones ([`Fallback`]), makes a private tmp for the session and rewrites
 //!    the spawn to go through the launcher, with the marker variables set;
 //! 2. the launcher ([`launcher`]) enters a user, pid and mount namespace (and a network
-//!    namespace when the network is off), makes `.git` and uexec's own directories
+//!    namespace when the network is off or an allowlist, whose proxy it bridges in:
+//!    [`proxy`]), makes `.git` and uexec's own directories
 //!    read-only, restricts the filesystem with Landlock and some syscalls with seccomp, then
 //!    forks the pid namespace's init, which runs the command: when the command exits, or
 //!    the launcher is killed, everything it left behind dies with the namespace;
