@@ -210,7 +210,8 @@ async fn ctrl_c_works_in_a_sandboxed_pty() {
     let m = marker();
     let r = exec(
         &client,
-        json!({"cmd": format!("sleep {m}; echo after"), "tty": true, "yield_time_ms": 250}),
+        json!({"cmd": format!("trap 'echo caught' INT; sleep {m}; echo after"), "tty": true,
+               "yield_time_ms": 250}),
     )
     .await;
     let id = structured(&r)["session_id"].as_i64().expect("running");
@@ -224,7 +225,9 @@ async fn ctrl_c_works_in_a_sandboxed_pty() {
         json!({"session_id": id, "chars": "\u{3}", "yield_time_ms": 5000}),
     )
     .await;
-    assert!(structured(&r).get("exit_code").is_some(), "{}", text(&r));
+    // The command handled its Ctrl-C and carried on: the launcher did not die of it.
+    assert_eq!(structured(&r)["exit_code"], 0, "{}", text(&r));
+    assert!(text(&r).contains("caught\r\nafter"), "{}", text(&r));
     wait_all_gone(&[m], "the interrupted sleep").await;
 }
 
@@ -430,4 +433,38 @@ async fn private_tmps_of_dead_servers_are_swept() {
     let (client, _) = server(&dir, &["--sandbox", "read-only"], &[]).await;
     exec(&client, json!({"cmd": "true"})).await;
     assert!(!stale.exists(), "{} is still there", stale.display());
+}
+
+/// Job control in a sandboxed PTY: an interactive shell stops a foreground job on Ctrl-Z.
+#[tokio::test]
+async fn job_control_works_in_a_sandboxed_pty() {
+    let dir = scratch("jobs");
+    let (client, _) = server(&dir, &["--extended", "--sandbox", "read-only"], &[]).await;
+    let r = exec(
+        &client,
+        json!({"cmd": "bash --norc --noprofile -i", "tty": true, "yield_time_ms": 10000,
+               "until": {"pattern": "\\$ |# "}}),
+    )
+    .await;
+    let id = structured(&r)["session_id"].as_i64().expect("running");
+    let m = marker();
+    let write = |chars: String, pattern: &'static str| {
+        call(
+            &client,
+            "write_stdin",
+            json!({"session_id": id, "chars": chars, "yield_time_ms": 10000,
+                   "until": {"pattern": pattern}}),
+        )
+    };
+    write(format!("sleep {m}\n"), "sleep").await;
+    eventually("the job", Duration::from_secs(5), || {
+        !procs_with(&m).is_empty()
+    })
+    .await;
+    let r = write("\u{1a}".into(), "Stopped").await;
+    assert_eq!(structured(&r)["reason"], "matched", "{}", text(&r));
+    let r = write("jobs; echo job-$UEXEC_SANDBOX\n".into(), "job-read-only").await;
+    assert!(text(&r).contains("Stopped"), "{}", text(&r));
+    call(&client, "terminate_session", json!({"session_id": id})).await;
+    wait_all_gone(&[m], "the stopped job").await;
 }
