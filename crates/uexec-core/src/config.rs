@@ -28,6 +28,8 @@ pub struct StoreConfig {
     /// The environment commands start from, before the policy (`None`: this process's).
     /// A daemon serves each client with the client's own.
     pub base_env: Option<crate::env::Environment>,
+    /// Sandbox defaults and the launcher (see [`crate::sandbox`]).
+    pub sandbox: crate::sandbox::SandboxConfig,
 }
 
 /// Output hygiene of a snapshot body.
@@ -76,6 +78,7 @@ impl Default for StoreConfig {
             transcripts: None,
             base_env: None,
             allow_secret_input: false,
+            sandbox: crate::sandbox::SandboxConfig::default(),
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod notice;
 pub mod plan;
 pub mod prune;
 pub mod request;
+pub mod sandbox;
 mod session;
 pub mod snapshot;
 pub mod store;

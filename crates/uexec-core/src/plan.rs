@@ -25,6 +25,8 @@ pub struct Plan {
     /// The hard completion timeout (`timeout_ms`).
     pub timeout: Option<Duration>,
     pub hygiene: Hygiene,
+    /// The session's sandbox, when one applies.
+    pub sandbox: Option<crate::sandbox::SandboxSession>,
 }
 
 impl Plan {
@@ -67,6 +69,7 @@ impl Plan {
             no_nul("shell", shell)?;
         }
         let requested_shell = req.shell.clone().filter(|s| !s.is_empty());
+        let remote = matches!(placement, Placement::Remote { .. });
         let (cwd, shell, env, env_mode) = match placement {
             Placement::Local => {
                 let cwd = workdir.map_or_else(|| config.cwd.clone(), |d| config.cwd.join(d));
@@ -116,16 +119,19 @@ impl Plan {
         } else {
             "-c"
         };
+        let mut spec = SpawnSpec {
+            argv: vec![shell, flag.to_owned(), req.cmd.clone()],
+            arg0: None,
+            cwd,
+            env,
+            env_mode,
+            tty,
+            pipe_stdin: req.pipe_stdin,
+        };
+        let sandbox = sandbox_for(config, req, remote, &mut spec)?;
         Ok(Self {
-            spec: SpawnSpec {
-                argv: vec![shell, flag.to_owned(), req.cmd.clone()],
-                arg0: None,
-                cwd,
-                env,
-                env_mode,
-                tty,
-                pipe_stdin: req.pipe_stdin,
-            },
+            spec,
+            sandbox,
             command: req.cmd.clone(),
             window: Duration::from_millis(exec_window_ms(req.yield_time_ms)),
             max_output_tokens,
@@ -134,6 +140,25 @@ impl Plan {
             hygiene: config.hygiene.with(req.hygiene),
         })
     }
+}
+
+/// The sandbox of a call, which rewrites `spec` to go through the launcher (local only).
+fn sandbox_for(
+    config: &StoreConfig,
+    req: &ExecRequest,
+    remote: bool,
+    spec: &mut SpawnSpec,
+) -> Result<Option<crate::sandbox::SandboxSession>, ExecError> {
+    if remote {
+        if req.sandbox.is_some() || req.network.is_some() {
+            return Err(ExecError::invalid(
+                "sandbox",
+                "remote environments apply their own policy; sandbox and network are for local commands",
+            ));
+        }
+        return Ok(None);
+    }
+    crate::sandbox::prepare(&config.sandbox, req.sandbox, req.network.clone(), spec)
 }
 
 /// The token budget of a call: negative is an error, the rest is capped by policy.

@@ -38,6 +38,10 @@ pub struct ExecRequest {
     pub pipe_stdin: bool,
     /// Output hygiene for this call and the session's later calls (default: the store's).
     pub hygiene: HygieneRequest,
+    /// Sandbox profile (default: the store's; see [`crate::sandbox`]).
+    pub sandbox: Option<crate::sandbox::Profile>,
+    /// Network policy (default: the store's).
+    pub network: Option<crate::sandbox::Network>,
 }
 
 /// Output hygiene asked for by a call; `None` means the store's default.

@@ -91,6 +91,8 @@ pub(crate) struct SessionMetaInfo {
     pub pipe_stdin: bool,
     /// Output hygiene of this session's snapshots unless a call says otherwise.
     pub hygiene: Hygiene,
+    /// The sandbox the command runs in (its private tmp goes with the session).
+    pub sandbox: Option<crate::sandbox::SandboxSession>,
 }
 
 /// Where the output stands, for calls that wait on it (wait conditions). Written by the pump

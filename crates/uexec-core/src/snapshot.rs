@@ -44,6 +44,8 @@ pub struct Snapshot {
     /// Session offsets of the bytes this call's output left out (`[… N bytes omitted …]`),
     /// which the transcript still has.
     pub omitted_range: Option<std::ops::Range<u64>>,
+    /// The session's sandbox and whether this output shows a denial.
+    pub sandbox: Option<crate::sandbox::SandboxReport>,
 }
 
 impl Snapshot {
@@ -92,6 +94,7 @@ impl Snapshot {
             awaiting_secret: false,
             transcript: None,
             omitted_range: None,
+            sandbox: None,
         }
     }
 
@@ -136,6 +139,10 @@ impl Snapshot {
             extra.push_str(
                 "A password prompt waits (echo off): ask the person to answer it; do not send secrets yourself\n",
             );
+        }
+        if let Some(denial) = self.sandbox.as_ref().and_then(|s| s.denial_text()) {
+            extra.push_str(&denial);
+            extra.push('\n');
         }
         let text = self.to_text();
         let at = text.find("Original token count:").unwrap_or(0);

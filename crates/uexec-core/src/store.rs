@@ -186,6 +186,8 @@ impl SessionStore {
             .await
             .map_err(|e| ExecError::Spawn(e.message))?;
         let plan = Plan::new(&self.config, &req, backend.placement())?;
+        let mut monitors = monitors;
+        monitors.extend(plan.sandbox.as_ref().and_then(|s| s.take_monitor()));
         let reservation = self.reserve_id()?;
         let id = reservation.id;
         let call_id = req.call_id.clone().unwrap_or_else(new_call_id);
@@ -229,6 +231,7 @@ impl SessionStore {
             tty: plan.spec.tty,
             pipe_stdin: plan.spec.pipe_stdin,
             hygiene: plan.hygiene,
+            sandbox: plan.sandbox,
         };
         let transcript = self.config.transcripts.as_ref().and_then(|config| {
             TranscriptWriter::create(config, id, &info.command, &info.cwd, info.tty)
@@ -1001,6 +1004,11 @@ impl SessionStore {
             snapshot.awaiting_secret = session.awaiting_secret();
             snapshot.transcript = session.transcript().map(|t| t.dir);
             snapshot.omitted_range = omitted;
+            snapshot.sandbox = session
+                .info
+                .sandbox
+                .as_ref()
+                .map(|s| s.judge(&snapshot.output));
             return Ok(snapshot);
         }
         let outcome = session
@@ -1047,6 +1055,11 @@ impl SessionStore {
         snapshot.timed_out_ms = outcome.timed_out_ms;
         snapshot.transcript = session.transcript().map(|t| t.dir);
         snapshot.omitted_range = omitted;
+        snapshot.sandbox = session
+            .info
+            .sandbox
+            .as_ref()
+            .map(|s| s.judge(&snapshot.output));
         Ok(snapshot)
     }
 }

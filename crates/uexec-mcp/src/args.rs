@@ -109,8 +109,15 @@ pub const EXEC_FIELDS: &[&str] = &[
 pub const WRITE_FIELDS: &[&str] = &["session_id", "chars", "yield_time_ms", "max_output_tokens"];
 
 /// uexec's own `exec_command` fields (`--extended`).
-pub const EXEC_EXTENDED_FIELDS: &[&str] =
-    &["until", "timeout_ms", "stdin", "strip_ansi", "collapse_cr"];
+pub const EXEC_EXTENDED_FIELDS: &[&str] = &[
+    "until",
+    "timeout_ms",
+    "stdin",
+    "strip_ansi",
+    "collapse_cr",
+    "sandbox",
+    "network",
+];
 
 /// uexec's own `write_stdin` fields (`--extended`).
 pub const WRITE_EXTENDED_FIELDS: &[&str] = &["until", "eof", "strip_ansi", "collapse_cr"];
@@ -228,7 +235,44 @@ pub fn exec_request(arguments: Option<&Args>, dialect: Dialect) -> Result<ExecRe
         timeout_ms: integer(&args, "timeout_ms")?,
         pipe_stdin,
         hygiene: hygiene(&args)?,
+        sandbox: string(&args, "sandbox")?
+            .map(|s| s.parse().map_err(|e: String| err("sandbox", e)))
+            .transpose()?,
+        network: network(&args)?,
     })
+}
+
+/// `network`: `"off"`, `"on"` or `{"allow": ["host", "*.domain", "host:port"]}`.
+fn network(args: &Args) -> Result<Option<uexec_core::sandbox::Network>, ArgError> {
+    use uexec_core::sandbox::{AllowEntry, Network};
+    match field(args, "network") {
+        None => Ok(None),
+        Some(Value::String(s)) => s.parse().map(Some).map_err(|e: String| err("network", e)),
+        Some(Value::Object(obj)) => {
+            if let Some(k) = obj.keys().find(|k| k.as_str() != "allow") {
+                return Err(err(
+                    &format!("network.{k}"),
+                    "unknown field (expected \"allow\")",
+                ));
+            }
+            let Some(Value::Array(items)) = obj.get("allow") else {
+                return Err(err("network.allow", "expected an array of hosts"));
+            };
+            let mut allow = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                let field = format!("network.allow[{i}]");
+                let entry = item
+                    .as_str()
+                    .ok_or_else(|| err(&field, format!("expected a string, got {}", kind(item))))?;
+                allow.push(AllowEntry::parse(entry).map_err(|e| err(&field, e))?);
+            }
+            Ok(Some(Network::Allow(allow)))
+        }
+        Some(v) => Err(err(
+            "network",
+            format!("expected \"off\" or \"on\", got {}", kind(v)),
+        )),
+    }
 }
 
 pub fn write_request(arguments: Option<&Args>, dialect: Dialect) -> Result<WriteRequest, ArgError> {
@@ -441,6 +485,20 @@ mod tests {
     }
 
     #[test]
+    fn sandbox_and_network_exist_only_in_the_extended_dialect() {
+        let a = args(json!({"cmd": "x", "sandbox": "read-only", "network": "off"}));
+        let e = exec_request(Some(&a), Dialect::default()).expect_err("codex dialect");
+        assert!(e.field == "sandbox" || e.field == "network", "{}", e.field);
+        let extended = Dialect {
+            extended: true,
+            ..Dialect::default()
+        };
+        let r = exec_request(Some(&a), extended).expect("extended");
+        assert_eq!(r.sandbox, Some(uexec_core::sandbox::Profile::ReadOnly));
+        assert_eq!(r.network, Some(uexec_core::sandbox::Network::Off));
+    }
+
+    #[test]
     fn extended_errors_name_the_field() {
         let extended = Dialect {
             extended: true,
@@ -460,6 +518,19 @@ mod tests {
             (json!({"cmd": "x", "stdin": "file"}), "stdin"),
             (json!({"cmd": "x", "timeout_ms": 1.5}), "timeout_ms"),
             (json!({"cmd": "x", "strip_ansi": "yes"}), "strip_ansi"),
+            (json!({"cmd": "x", "sandbox": "readonly"}), "sandbox"),
+            (json!({"cmd": "x", "sandbox": 1}), "sandbox"),
+            (json!({"cmd": "x", "network": "maybe"}), "network"),
+            (
+                json!({"cmd": "x", "network": {"allow": ["ok.test", "http://x"]}}),
+                "network.allow[1]",
+            ),
+            (
+                json!({"cmd": "x", "network": {"allow": "x"}}),
+                "network.allow",
+            ),
+            (json!({"cmd": "x", "network": {"deny": []}}), "network.deny"),
+            (json!({"cmd": "x", "network": true}), "network"),
         ] {
             let e = exec_request(Some(&args(a.clone())), extended).expect_err("must fail");
             assert_eq!(e.field, f, "{a}");

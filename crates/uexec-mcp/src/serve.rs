@@ -94,7 +94,8 @@ pub struct McpArgs {
     /// daemon is started if none runs. Commands get this process's working directory and
     /// environment, as without --daemon.
     #[arg(long, env = "UEXEC_DAEMON", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false",
-          conflicts_with_all = ["http", "tokens", "token_files", "allow_hosts", "environments", "environments_file", "remote_token", "remote_token_file", "environment_token_files", "remote_ca"])]
+          conflicts_with_all = ["http", "tokens", "token_files", "allow_hosts", "environments", "environments_file", "remote_token", "remote_token_file", "environment_token_files", "remote_ca",
+                              "sandbox", "network", "network_allow", "writable_roots", "sandbox_fallback"])]
     pub daemon: bool,
     /// With --daemon: whose sessions these are. One owner sees (lists, polls, kills) only its
     /// own sessions; a restarted agent with the same owner finds them again (default:
@@ -149,6 +150,55 @@ pub struct McpArgs {
     /// roots are always trusted).
     #[arg(long, value_name = "FILE")]
     pub remote_ca: Option<PathBuf>,
+    /// Sandbox profile of commands that do not name one (`sandbox` argument with
+    /// --extended): read-only (writes only to a private tmp), workspace-write (also the
+    /// workdir and --writable-root, but never .git) or danger-full-access (the default: no
+    /// restriction). Linux: Landlock, seccomp, user/pid/mount namespaces; see `uexec doctor`.
+    #[arg(long, value_name = "PROFILE", value_parser = parse_profile)]
+    pub sandbox: Option<uexec_core::sandbox::Profile>,
+    /// Network of commands that do not say (`network` argument with --extended): "off"
+    /// (only a loopback of their own; IPv4/IPv6 sockets fail) or "on" (the default).
+    #[arg(long, value_name = "off|on", value_parser = parse_network)]
+    pub network: Option<uexec_core::sandbox::Network>,
+    /// Let commands reach only these hosts, through a proxy uexec runs (HTTP_PROXY and
+    /// friends are set); any other host is refused and fails the session, naming the host.
+    /// HOST, *.DOMAIN (its subdomains), or either with :PORT. Repeatable.
+    #[arg(long = "network-allow", value_name = "HOST[:PORT]", value_parser = parse_allow_entry, conflicts_with = "network")]
+    pub network_allow: Vec<uexec_core::sandbox::AllowEntry>,
+    /// Also writable under workspace-write (an existing directory). Repeatable.
+    #[arg(long = "writable-root", value_name = "PATH", value_parser = parse_writable_root)]
+    pub writable_roots: Vec<PathBuf>,
+    /// When a sandbox layer is missing on this machine: "refuse" to run the command (the
+    /// default) or run it "best-effort" with the layers that work (results say which).
+    #[arg(long, value_name = "refuse|best-effort", value_parser = parse_fallback)]
+    pub sandbox_fallback: Option<uexec_core::sandbox::Fallback>,
+}
+
+fn parse_profile(s: &str) -> Result<uexec_core::sandbox::Profile, String> {
+    s.parse()
+}
+
+fn parse_network(s: &str) -> Result<uexec_core::sandbox::Network, String> {
+    s.parse()
+}
+
+fn parse_allow_entry(s: &str) -> Result<uexec_core::sandbox::AllowEntry, String> {
+    uexec_core::sandbox::AllowEntry::parse(s)
+}
+
+fn parse_fallback(s: &str) -> Result<uexec_core::sandbox::Fallback, String> {
+    s.parse()
+}
+
+fn parse_writable_root(s: &str) -> Result<PathBuf, String> {
+    let path = std::path::absolute(s).map_err(|e| format!("{s}: {e}"))?;
+    if !path.is_dir() {
+        return Err(format!(
+            "{} does not exist or is not a directory",
+            path.display()
+        ));
+    }
+    Ok(path)
 }
 
 fn parse_assignment(s: &str) -> Result<(String, String), String> {
@@ -174,6 +224,18 @@ impl McpArgs {
         config.hygiene.collapse_cr = self.collapse_cr;
         config.transcripts = self.transcripts.config();
         config.allow_secret_input = self.allow_secret_input;
+        config.sandbox = uexec_core::sandbox::SandboxConfig {
+            // This binary is the launcher (`uexec __sandbox-exec`).
+            launcher: std::env::current_exe().ok(),
+            profile: self.sandbox.unwrap_or_default(),
+            network: if self.network_allow.is_empty() {
+                self.network.clone().unwrap_or_default()
+            } else {
+                uexec_core::sandbox::Network::Allow(self.network_allow.clone())
+            },
+            writable_roots: self.writable_roots.clone(),
+            fallback: self.sandbox_fallback.unwrap_or_default(),
+        };
         config
     }
 }

@@ -474,6 +474,27 @@ fn snapshot_fields(s: &Snapshot, extended: bool) -> Map<String, Value> {
                 json!({"start": r.start, "end": r.end}),
             );
         }
+        if let Some(sandbox) = &s.sandbox {
+            let denied = match sandbox.denied {
+                uexec_core::sandbox::Denied::No => json!(false),
+                uexec_core::sandbox::Denied::Yes => json!(true),
+                uexec_core::sandbox::Denied::Likely => json!("likely"),
+            };
+            let names = |layers: &[uexec_core::sandbox::Layer]| {
+                layers.iter().map(|l| l.as_str()).collect::<Vec<_>>()
+            };
+            structured.insert(
+                "sandbox".into(),
+                json!({
+                    "profile": sandbox.profile.as_str(),
+                    "network": sandbox.network.as_str(),
+                    "layers": names(&sandbox.layers),
+                    "missing_layers": names(&sandbox.missing),
+                    "denied": denied,
+                    "evidence": sandbox.evidence,
+                }),
+            );
+        }
     }
     structured
 }

@@ -52,6 +52,7 @@ fn snapshot_schema(extended: bool) -> Arc<JsonObject> {
         props["match"] = json!({"type": "object", "properties": {"text": {"type": "string"}, "offset": {"type": "integer", "description": "Byte offset of the match in everything the session printed."}}, "description": "What until.pattern matched (escape sequences removed)."});
         props["timed_out_ms"] = json!({"type": "integer", "description": format!("Present when timeout_ms killed the command; exit_code is then {TIMEOUT_EXIT_CODE}.")});
         props["awaiting_secret"] = json!({"type": "boolean", "description": "Present (true) when a tty session waits for input with echo off: a password prompt. Ask the person to answer it."});
+        props["sandbox"] = json!({"type": "object", "description": "Present when the command runs sandboxed: profile, network, the layers applied (and missing_layers a best-effort fallback ran without), denied (false, true or \"likely\") and the output lines that are its evidence.", "properties": {"profile": {"type": "string"}, "network": {"type": "string"}, "layers": {"type": "array", "items": {"type": "string"}}, "missing_layers": {"type": "array", "items": {"type": "string"}}, "denied": {"type": ["boolean", "string"]}, "evidence": {"type": "array", "items": {"type": "string"}}}});
         props["exit_notices"] = exit_notices_schema();
         props["transcript"] = json!({"type": "string", "description": "Path of the session's transcript: every byte it printed (read_output pages through it)."});
         props["omitted_range"] = json!({"type": "object", "properties": {"start": {"type": "integer"}, "end": {"type": "integer"}}, "description": "Session byte offsets this result left out ([… N bytes omitted …]); read_output with offset: start has them."});
@@ -105,6 +106,13 @@ fn hygiene_properties(props: &mut Value, config: &StoreConfig) {
     props["collapse_cr"] = json!({"type": "boolean", "default": config.hygiene.collapse_cr, "description": format!("Render carriage returns as a terminal shows them, so progress bars that redraw a line cost one line. Default: {} (this server's setting).", config.hygiene.collapse_cr)});
 }
 
+fn sandbox_properties(props: &mut Value, config: &StoreConfig) {
+    let profile = config.sandbox.profile.as_str();
+    let network = config.sandbox.network.as_str();
+    props["sandbox"] = json!({"type": "string", "enum": uexec_core::sandbox::Profile::NAMES, "default": profile, "description": format!("What the command may write: \"read-only\" (nothing but a private $TMPDIR), \"workspace-write\" (also the workdir and the server's writable roots, never .git), \"danger-full-access\" (no restriction). Default: {profile} (this server's setting). A result whose output shows a denial says so; ask the user before widening it.")});
+    props["network"] = json!({"oneOf": [{"type": "string", "enum": ["off", "on"]}, {"type": "object", "properties": {"allow": {"type": "array", "items": {"type": "string"}}}, "required": ["allow"], "additionalProperties": false}], "description": format!("\"off\": the command gets only a loopback of its own (IPv4/IPv6 sockets fail). {{\"allow\": [\"host\", \"*.domain\", \"host:port\"]}}: only those hosts, through a proxy uexec runs (HTTP_PROXY etc. are set); another host fails the command and names the host. Default: {network} (this server's setting).")});
+}
+
 /// What a server's tools offer beyond the SPEC.
 #[derive(Debug, Clone, Copy)]
 pub struct Offer<'a> {
@@ -144,6 +152,7 @@ pub fn exec_command(offer: Offer<'_>) -> Tool {
         props["timeout_ms"] = json!({"type": "integer", "description": format!("Hard completion timeout, unlike the window: at this many ms after the start the command's process group gets SIGTERM, then SIGKILL {TIMEOUT_KILL_GRACE_MS} ms later, and it reports exit code {TIMEOUT_EXIT_CODE} with `timed_out_ms`. Range {MIN_TIMEOUT_MS}..{MAX_TIMEOUT_MS}. Default: none.")});
         props["stdin"] = json!({"type": "string", "enum": ["null", "pipe"], "default": "null", "description": "Pipe sessions only: \"pipe\" gives the command a stdin pipe that write_stdin writes (chars) and closes (eof: true), e.g. to feed JSON to a filter without a terminal. Default \"null\" (/dev/null)."});
         hygiene_properties(props, offer.config);
+        sandbox_properties(props, offer.config);
     }
     Tool::new(
         EXEC_COMMAND,

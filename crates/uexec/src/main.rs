@@ -139,17 +139,39 @@ Examples:
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
+    /// Print what this machine supports of the sandbox (Landlock, user, pid, mount and
+    /// network namespaces, seccomp); exit 0.
+    Doctor {
+        /// One JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 const CLI_AFTER_HELP: &str = "Exit codes of the CLI verbs: run and wait exit with the command's own code; 0 success; 2 bad usage; 3 no such session; 125 uexec itself failed (the daemon unreachable or refusing). Output is never coloured.";
 
 fn main() -> std::process::ExitCode {
+    // The sandbox launcher first: single-threaded and dumpable (its uid map is written
+    // through /proc/self, which an undumpable process does not own).
+    if std::env::args_os().nth(1).as_deref()
+        == Some(uexec_core::sandbox::LAUNCHER_SUBCOMMAND.as_ref())
+    {
+        std::process::exit(uexec_core::sandbox::launcher::run(
+            std::env::args_os().skip(2),
+        ));
+    }
     harden_process();
     if std::env::args().nth(1).as_deref() == Some(last_will::SUBCOMMAND) {
         last_will::run();
         return std::process::ExitCode::SUCCESS;
     }
     let cli = Cli::parse();
+    if let Command::Doctor { json } = cli.command {
+        // Before any thread exists: the probes fork and enter namespaces.
+        let facilities = uexec_core::sandbox::doctor::check();
+        print!("{}", uexec_core::sandbox::doctor::render(&facilities, json));
+        return std::process::ExitCode::SUCCESS;
+    }
     if let Command::Completions { shell } = &cli.command {
         let mut command = <Cli as clap::CommandFactory>::command();
         clap_complete::generate(*shell, &mut command, "uexec", &mut std::io::stdout());
@@ -218,7 +240,9 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                     .await
                     .map(|()| std::process::ExitCode::SUCCESS)
             }
-            Command::Completions { .. } => return Ok(std::process::ExitCode::SUCCESS),
+            Command::Completions { .. } | Command::Doctor { .. } => {
+                return Ok(std::process::ExitCode::SUCCESS)
+            }
             Command::Run { target, args } => cli::run(&target, args).await,
             Command::Ls { target, args } => cli::ls(&target, args).await,
             Command::Logs { target, args } => cli::logs(&target, args).await,

@@ -614,3 +614,198 @@ pub fn set_undumpable() -> io::Result<()> {
     }
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------
+// The sandbox launcher (`uexec __sandbox-exec`, see `crate::sandbox`). Every function below is
+// for a single-threaded process (the launcher, `uexec doctor`): namespaces, mounts and forks
+// there may allocate and need not be async-signal-safe.
+// ---------------------------------------------------------------------------------------------
+
+fn check(r: libc::c_int) -> io::Result<()> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// `unshare(flags)`: the calling process enters new namespaces.
+pub fn unshare(flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: unshare takes flags only.
+    check(unsafe { libc::unshare(flags) })
+}
+
+/// The real uid and gid of this process.
+pub fn real_ids() -> (u32, u32) {
+    // SAFETY: getuid and getgid cannot fail.
+    unsafe { (libc::getuid(), libc::getgid()) }
+}
+
+/// Makes every mount of this (new) mount namespace private: nothing done here propagates out.
+pub fn make_mounts_private() -> io::Result<()> {
+    // SAFETY: a propagation change of "/" with null source, type and data.
+    check(unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    })
+}
+
+/// Bind-mounts `path` onto itself, read-only (a file or a directory). The remount keeps the
+/// flags the kernel locks in a user namespace (nosuid, nodev, noexec, atime), or it fails.
+pub fn bind_read_only(path: &CStr) -> io::Result<()> {
+    // SAFETY: mount and statvfs on a valid NUL-terminated path; statvfs fills a plain struct.
+    unsafe {
+        check(libc::mount(
+            path.as_ptr(),
+            path.as_ptr(),
+            std::ptr::null(),
+            libc::MS_BIND | libc::MS_REC,
+            std::ptr::null(),
+        ))?;
+        let mut st: libc::statvfs = std::mem::zeroed();
+        check(libc::statvfs(path.as_ptr(), &mut st))?;
+        let mut flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
+        for (st_flag, ms_flag) in [
+            (libc::ST_NOSUID, libc::MS_NOSUID),
+            (libc::ST_NODEV, libc::MS_NODEV),
+            (libc::ST_NOEXEC, libc::MS_NOEXEC),
+            (libc::ST_NOATIME, libc::MS_NOATIME),
+            (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+            (libc::ST_RELATIME, libc::MS_RELATIME),
+        ] {
+            if st.f_flag & st_flag != 0 {
+                flags |= ms_flag;
+            }
+        }
+        check(libc::mount(
+            std::ptr::null(),
+            path.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        ))
+    }
+}
+
+/// Brings the loopback interface of the current network namespace up.
+pub fn loopback_up() -> io::Result<()> {
+    // SAFETY: a datagram socket we own, and two ioctls on a zeroed ifreq naming "lo".
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let fd = OwnedFd::from_raw_fd(fd);
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (i, b) in b"lo".iter().enumerate() {
+            req.ifr_name[i] = *b as libc::c_char;
+        }
+        check(libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req))?;
+        req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        check(libc::ioctl(fd.as_raw_fd(), libc::SIOCSIFFLAGS, &req))
+    }
+}
+
+/// `fork()`: `Some(pid)` in the parent, `None` in the child.
+pub fn fork_process() -> io::Result<Option<u32>> {
+    // SAFETY: only called in a single-threaded process, so the child may do anything.
+    match unsafe { libc::fork() } {
+        pid if pid < 0 => Err(io::Error::last_os_error()),
+        0 => Ok(None),
+        pid => Ok(Some(pid as u32)),
+    }
+}
+
+/// Blocks until a child exits: `pid` (or any child with `None`); its pid and status.
+pub fn wait_child(pid: Option<u32>) -> io::Result<(u32, std::process::ExitStatus)> {
+    use std::os::unix::process::ExitStatusExt;
+    let target = pid.map_or(-1, |p| p as libc::pid_t);
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid on our own children.
+        let r = unsafe { libc::waitpid(target, &mut status, 0) };
+        if r > 0 {
+            return Ok((r as u32, std::process::ExitStatus::from_raw(status)));
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// `PR_SET_PDEATHSIG`: this process gets `signal` when its parent dies.
+pub fn set_parent_death_signal(signal: i32) -> io::Result<()> {
+    // SAFETY: prctl with an integer argument.
+    check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong) })
+}
+
+extern "C" fn ignore_signal(_: libc::c_int) {}
+
+/// Catches `signals` with a handler that does nothing (SA_RESTART): the process survives
+/// them, and, unlike an ignored signal, the disposition goes back to default at `exec`.
+pub fn catch_and_ignore(signals: &[i32]) {
+    for &signal in signals {
+        // SAFETY: a sigaction with a valid handler and an empty mask.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = ignore_signal as *const () as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+    }
+}
+
+/// True when the write end of this pipe is closed everywhere (poll reports a hang-up).
+pub fn pipe_hung_up(fd: RawFd) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll on one valid pollfd, without waiting.
+    let r = unsafe { libc::poll(&mut pfd, 1, 0) };
+    r > 0 && pfd.revents & libc::POLLHUP != 0
+}
+
+/// The Landlock ABI version of the running kernel (`landlock_create_ruleset` with the
+/// version flag: no ruleset is created).
+pub fn landlock_abi() -> io::Result<i32> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a null attribute and size 0 the call only returns the version.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as i32)
+    }
+}
+
+/// Ends this process at once, without running destructors or flushing stdio (a forked
+/// child that must not touch its parent's state).
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns.
+    unsafe { libc::_exit(code) }
+}
+
+/// Raises `signal` with its default disposition against this process (to die of it).
+pub fn die_of_signal(signal: i32) {
+    // SAFETY: resetting a disposition and raising a signal.
+    unsafe {
+        libc::signal(signal, libc::SIG_DFL);
+        libc::raise(signal);
+    }
+}

@@ -182,6 +182,8 @@ pub async fn run(args: DaemonArgs) -> anyhow::Result<()> {
     }
     let mut base = StoreConfig::from_env();
     base.transcripts = args.transcripts.config();
+    // Sessions that ask for a sandbox run through this binary's launcher.
+    base.sandbox.launcher = std::env::current_exe().ok();
     let daemon = Arc::new(Daemon {
         ids: Arc::default(),
         base,

@@ -1,0 +1,162 @@
+//! `uexec doctor`: what this machine supports of the sandbox, facility by facility, each
+//! tried for real (in a throwaway child) rather than guessed from sysctls. Must run in a
+//! single-threaded process (the binary calls it before starting its runtime).
+
+/// One kernel facility and whether it works here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Facility {
+    /// Machine name (`user_namespaces`).
+    pub key: &'static str,
+    /// Human name (`user namespaces`).
+    pub name: &'static str,
+    /// `Ok(detail)` when usable, `Err(why)` when not.
+    pub verdict: Result<String, String>,
+}
+
+/// Tries every facility the sandbox uses.
+#[cfg(target_os = "linux")]
+pub fn check() -> Vec<Facility> {
+    use super::launcher::in_child;
+    use crate::sys;
+    let ok = |r: Result<(), String>| r.map(|()| String::new());
+    let ids = sys::real_ids();
+    let map_ids = move || -> std::io::Result<()> {
+        std::fs::write("/proc/self/setgroups", "deny")?;
+        std::fs::write("/proc/self/uid_map", format!("{0} {0} 1", ids.0))?;
+        std::fs::write("/proc/self/gid_map", format!("{0} {0} 1", ids.1))
+    };
+    let with_user = move |extra: libc::c_int| {
+        in_child(move || {
+            sys::unshare(libc::CLONE_NEWUSER | extra)?;
+            map_ids()
+        })
+    };
+    vec![
+        Facility {
+            key: "landlock",
+            name: "Landlock",
+            verdict: sys::landlock_abi()
+                .map(|abi| format!("ABI {abi}"))
+                .map_err(|e| e.to_string()),
+        },
+        Facility {
+            key: "user_namespaces",
+            name: "user namespaces (unprivileged)",
+            verdict: ok(with_user(0)),
+        },
+        Facility {
+            key: "pid_namespaces",
+            name: "pid namespaces",
+            verdict: ok(with_user(libc::CLONE_NEWPID)),
+        },
+        Facility {
+            key: "mount_namespaces",
+            name: "mount namespaces",
+            verdict: ok(in_child(move || {
+                sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS)?;
+                map_ids()?;
+                sys::make_mounts_private()
+            })),
+        },
+        Facility {
+            key: "network_namespaces",
+            name: "network namespaces",
+            verdict: ok(in_child(move || {
+                sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET)?;
+                map_ids()?;
+                sys::loopback_up()
+            })),
+        },
+        Facility {
+            key: "seccomp",
+            name: "seccomp filters",
+            verdict: ok(in_child(|| {
+                super::seccomp::install(true).map_err(std::io::Error::other)
+            })),
+        },
+    ]
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn check() -> Vec<Facility> {
+    Vec::new()
+}
+
+/// The report as text (one line per facility, then what the profiles get) or as JSON.
+pub fn render(facilities: &[Facility], json: bool) -> String {
+    if json {
+        let fields: Vec<String> = facilities
+            .iter()
+            .map(|f| match &f.verdict {
+                Ok(detail) => format!(
+                    "\"{}\":{{\"available\":true,\"detail\":{}}}",
+                    f.key,
+                    json_string(detail)
+                ),
+                Err(why) => format!(
+                    "\"{}\":{{\"available\":false,\"error\":{}}}",
+                    f.key,
+                    json_string(why)
+                ),
+            })
+            .collect();
+        return format!("{{{}}}\n", fields.join(","));
+    }
+    let mut out = String::from("uexec sandbox support on this machine:\n");
+    for f in facilities {
+        match &f.verdict {
+            Ok(detail) if detail.is_empty() => out.push_str(&format!("  {}: yes\n", f.name)),
+            Ok(detail) => out.push_str(&format!("  {}: yes ({detail})\n", f.name)),
+            Err(why) => out.push_str(&format!("  {}: NO ({why})\n", f.name)),
+        }
+    }
+    let all = facilities.iter().all(|f| f.verdict.is_ok());
+    out.push_str(if all {
+        "Every sandbox profile (read-only, workspace-write, network off) can be enforced here.\n"
+    } else {
+        "Sandboxed commands are refused unless the fallback is best-effort (which runs without the missing layers).\n"
+    });
+    out
+}
+
+fn json_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_text_and_json() {
+        let facilities = [
+            Facility {
+                key: "landlock",
+                name: "Landlock",
+                verdict: Ok("ABI 7".into()),
+            },
+            Facility {
+                key: "seccomp",
+                name: "seccomp filters",
+                verdict: Err("Operation \"not\" permitted".into()),
+            },
+        ];
+        let text = render(&facilities, false);
+        assert!(text.contains("Landlock: yes (ABI 7)"), "{text}");
+        assert!(text.contains("seccomp filters: NO"), "{text}");
+        assert_eq!(
+            render(&facilities, true),
+            "{\"landlock\":{\"available\":true,\"detail\":\"ABI 7\"},\"seccomp\":{\"available\":false,\"error\":\"Operation \\\"not\\\" permitted\"}}\n"
+        );
+    }
+}

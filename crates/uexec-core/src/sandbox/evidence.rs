@@ -1,0 +1,80 @@
+//! Did the sandbox say no? A heuristic over the output, in the manner of Codex's: a line
+//! with an EACCES/EPERM/EROFS message is evidence when the path it names lies outside the
+//! writable roots (or it names none); with the network off, so is a line saying the network
+//! or a name cannot be reached. The lines are kept, so the caller can judge too.
+
+use std::path::{Path, PathBuf};
+
+use super::Network;
+
+/// Evidence lines kept per snapshot.
+const MAX_EVIDENCE_LINES: usize = 3;
+/// Longest evidence line kept, in bytes.
+const MAX_EVIDENCE_LINE_BYTES: usize = 300;
+
+const FILE_DENIALS: &[&str] = &[
+    "Permission denied",
+    "Read-only file system",
+    "Operation not permitted",
+];
+const NETWORK_DENIALS: &[&str] = &[
+    "Network is unreachable",
+    "Could not resolve host",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+];
+
+/// The lines of `output` that show a denial (at most [`MAX_EVIDENCE_LINES`]).
+pub fn find(output: &str, writable: &[PathBuf], network: &Network) -> Vec<String> {
+    output
+        .lines()
+        .filter(|line| {
+            let file = FILE_DENIALS.iter().any(|m| line.contains(m))
+                && paths_in(line).all(|p| !writable.iter().any(|w| p.starts_with(w)));
+            let net = *network != Network::On && NETWORK_DENIALS.iter().any(|m| line.contains(m));
+            file || net
+        })
+        .take(MAX_EVIDENCE_LINES)
+        .map(|line| {
+            let mut end = line.len().min(MAX_EVIDENCE_LINE_BYTES);
+            while !line.is_char_boundary(end) {
+                end -= 1;
+            }
+            line[..end].trim().to_owned()
+        })
+        .collect()
+}
+
+/// Absolute paths a message names: words starting with `/`, without quotes and colons.
+fn paths_in(line: &str) -> impl Iterator<Item = &Path> {
+    line.split(|c: char| c.is_whitespace() || "'\"`‘’“”".contains(c))
+        .map(|w| w.trim_end_matches([':', ',', ';', ')']))
+        .filter(|w| w.starts_with('/') && w.len() > 1)
+        .map(Path::new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn denials_outside_the_writable_roots_are_evidence() {
+        let writable = [PathBuf::from("/work/repo")];
+        let out = "ok\ntouch: cannot touch '/etc/x': Permission denied\nmore\n";
+        assert_eq!(
+            find(out, &writable, &Network::On),
+            ["touch: cannot touch '/etc/x': Permission denied"]
+        );
+        let inside = "sh: 1: cannot create /work/repo/a: Permission denied\n";
+        assert!(find(inside, &writable, &Network::On).is_empty());
+        let no_path = "mkdir: Read-only file system\n";
+        assert_eq!(find(no_path, &writable, &Network::On).len(), 1);
+    }
+
+    #[test]
+    fn network_errors_count_only_with_the_network_off() {
+        let out = "curl: (6) Could not resolve host: example.com\n";
+        assert!(find(out, &[], &Network::On).is_empty());
+        assert_eq!(find(out, &[], &Network::Off).len(), 1);
+    }
+}

@@ -1,0 +1,350 @@
+//! `uexec __sandbox-exec`: the single-threaded launcher that applies the layers and runs the
+//! command (see the module docs of [`super`] for why it exists).
+//!
+//! Processes, when the namespaces layer applies:
+//! 1. the *launcher* (the process uexec started: the session's process-group leader, and
+//!    its PTY's session leader) enters the namespaces, restricts itself (Landlock, seccomp:
+//!    inherited by everything below), then forks;
+//! 2. the *init*, pid 1 of the new pid namespace, dies with the launcher
+//!    (`PR_SET_PDEATHSIG`), forks the command and reaps every orphan; when the command
+//!    exits, it exits with the command's status and the kernel kills whatever is left in
+//!    the namespace (`setsid` and double-forked processes too);
+//! 3. the *command* (pid 2) execs the argv.
+//!
+//! Signals: uexec signals the whole process group, which holds the command too, so the
+//! launcher and the init only survive SIGINT, SIGTERM, SIGQUIT and SIGHUP (a handler that
+//! does nothing: a Ctrl-C the command catches must not end the session). SIGKILL of the
+//! launcher (terminate) kills the init, hence the namespace. Without the namespaces layer
+//! (best effort), the launcher execs the command itself.
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+
+use super::{namespaces, Layer, FAULT_ENV, LAUNCHER_FAILED_EXIT_CODE};
+use crate::sys;
+
+/// Exit code when the command cannot be executed (as a shell says for "not found").
+const EXEC_FAILED_EXIT_CODE: i32 = 127;
+
+/// What the launcher was asked to do.
+#[derive(Debug, Default)]
+struct Launch {
+    layers: Vec<Layer>,
+    writable: Vec<PathBuf>,
+    protect: Vec<PathBuf>,
+    network_off: bool,
+    /// The allowlist proxy's Unix socket, bridged to 127.0.0.1:PROXY_PORT inside.
+    proxy: Option<PathBuf>,
+    arg0: Option<OsString>,
+    argv: Vec<OsString>,
+}
+
+/// Runs the launcher with its arguments (after the subcommand); returns the exit code.
+pub fn run(args: impl Iterator<Item = OsString>) -> i32 {
+    let args: Vec<OsString> = args.collect();
+    if args.first().is_some_and(|a| a == "--probe") {
+        let mut out = String::new();
+        for (layer, verdict) in probe() {
+            match verdict {
+                Ok(()) => out.push_str(&format!("{} ok\n", layer.as_str())),
+                Err(why) => out.push_str(&format!("{} unavailable: {why}\n", layer.as_str())),
+            }
+        }
+        let _ = std::io::stdout().write_all(out.as_bytes());
+        return 0;
+    }
+    let launch = match parse(args) {
+        Ok(launch) => launch,
+        Err(e) => {
+            eprintln!("uexec {}: {e}", super::LAUNCHER_SUBCOMMAND);
+            return LAUNCHER_FAILED_EXIT_CODE;
+        }
+    };
+    match apply(&launch) {
+        Ok(code) => code,
+        Err((layer, e)) => {
+            eprintln!(
+                "uexec: sandbox layer {} could not be applied: {e}",
+                layer.as_str()
+            );
+            LAUNCHER_FAILED_EXIT_CODE
+        }
+    }
+}
+
+fn parse(args: Vec<OsString>) -> Result<Launch, String> {
+    let mut launch = Launch::default();
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
+        match arg.to_str() {
+            Some("--layers") => {
+                let list = value("--layers")?;
+                for name in list.to_string_lossy().split(',').filter(|n| !n.is_empty()) {
+                    launch
+                        .layers
+                        .push(Layer::parse(name).ok_or_else(|| format!("unknown layer {name}"))?);
+                }
+            }
+            Some("--write") => launch.writable.push(value("--write")?.into()),
+            Some("--protect") => launch.protect.push(value("--protect")?.into()),
+            Some("--arg0") => launch.arg0 = Some(value("--arg0")?),
+            Some("--proxy") => launch.proxy = Some(value("--proxy")?.into()),
+            Some("--network-off") => launch.network_off = true,
+            Some("--") => {
+                launch.argv = args.collect();
+                break;
+            }
+            _ => return Err(format!("unexpected argument {arg:?}")),
+        }
+    }
+    if launch.argv.is_empty() {
+        return Err("no command after --".to_owned());
+    }
+    Ok(launch)
+}
+
+/// Layers whose set-up is made to fail (tests of refusal and fallback).
+fn faults() -> HashSet<Layer> {
+    std::env::var_os(FAULT_ENV)
+        .map(|v| {
+            v.to_string_lossy()
+                .split(',')
+                .filter_map(Layer::parse)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn injected(layer: Layer) -> std::io::Result<()> {
+    if faults().contains(&layer) {
+        return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+    }
+    Ok(())
+}
+
+fn apply(launch: &Launch) -> Result<i32, (Layer, String)> {
+    let has = |layer| launch.layers.contains(&layer);
+    let fault = faults();
+    let namespaced = has(Layer::Namespaces);
+    if namespaced {
+        namespaces::enter(&launch.protect, fault.contains(&Layer::Namespaces))
+            .map_err(|e| (Layer::Namespaces, e.to_string()))?;
+    }
+    if has(Layer::NetworkNamespace) {
+        if !namespaced {
+            return Err((
+                Layer::NetworkNamespace,
+                "needs the namespaces layer".to_owned(),
+            ));
+        }
+        namespaces::isolate_network(fault.contains(&Layer::NetworkNamespace))
+            .map_err(|e| (Layer::NetworkNamespace, e.to_string()))?;
+    }
+    // Bound before the command starts, so its first connection finds the proxy.
+    let bridge = match &launch.proxy {
+        Some(socket) if has(Layer::NetworkNamespace) => {
+            let listener = std::net::TcpListener::bind((
+                std::net::Ipv4Addr::LOCALHOST,
+                super::proxy::PROXY_PORT,
+            ))
+            .map_err(|e| (Layer::NetworkNamespace, format!("the proxy's port: {e}")))?;
+            Some((listener, socket.clone()))
+        }
+        _ => None,
+    };
+    if has(Layer::Landlock) {
+        injected(Layer::Landlock).map_err(|e| (Layer::Landlock, e.to_string()))?;
+        super::landlock::restrict(&launch.writable).map_err(|e| (Layer::Landlock, e))?;
+    }
+    if has(Layer::Seccomp) {
+        injected(Layer::Seccomp).map_err(|e| (Layer::Seccomp, e.to_string()))?;
+        super::seccomp::install(launch.network_off).map_err(|e| (Layer::Seccomp, e))?;
+    }
+    if !namespaced {
+        return Ok(exec(launch));
+    }
+    sys::catch_and_ignore(&[libc::SIGINT, libc::SIGTERM, libc::SIGQUIT, libc::SIGHUP]);
+    // The init learns of a launcher that died before its death signal was set: the write
+    // end, held only by the launcher, hangs up.
+    let (alive_read, alive_write) =
+        sys::pipe_cloexec().map_err(|e| (Layer::Namespaces, e.to_string()))?;
+    match sys::fork_process() {
+        Err(e) => Err((Layer::Namespaces, e.to_string())),
+        Ok(None) => {
+            drop(alive_write);
+            if sys::set_parent_death_signal(libc::SIGKILL).is_err()
+                || sys::pipe_hung_up(alive_read.as_raw_fd())
+            {
+                sys::exit_now(LAUNCHER_FAILED_EXIT_CODE);
+            }
+            drop(alive_read);
+            sys::exit_now(init(launch, bridge))
+        }
+        Ok(Some(init)) => {
+            drop(alive_read);
+            let code = match sys::wait_child(Some(init)) {
+                Ok((_, status)) => {
+                    crate::backend::local::exit_code_of(status).unwrap_or(LAUNCHER_FAILED_EXIT_CODE)
+                }
+                Err(_) => LAUNCHER_FAILED_EXIT_CODE,
+            };
+            drop(alive_write);
+            Ok(code)
+        }
+    }
+}
+
+/// Pid 1: runs the command (and the proxy's bridge), reaps orphans, and ends with the
+/// command's status.
+fn init(launch: &Launch, bridge: Option<(std::net::TcpListener, PathBuf)>) -> i32 {
+    if let Some((listener, socket)) = bridge {
+        match sys::fork_process() {
+            Err(e) => {
+                eprintln!("uexec: sandbox: cannot start the proxy bridge: {e}");
+                return LAUNCHER_FAILED_EXIT_CODE;
+            }
+            Ok(None) => {
+                run_bridge(&listener, &socket);
+                sys::exit_now(0)
+            }
+            Ok(Some(_)) => drop(listener),
+        }
+    }
+    let command = match sys::fork_process() {
+        Err(e) => {
+            eprintln!("uexec: sandbox: cannot start the command: {e}");
+            return LAUNCHER_FAILED_EXIT_CODE;
+        }
+        Ok(None) => sys::exit_now(exec(launch)),
+        Ok(Some(pid)) => pid,
+    };
+    loop {
+        match sys::wait_child(None) {
+            Ok((pid, status)) if pid == command => {
+                return crate::backend::local::exit_code_of(status)
+                    .unwrap_or(LAUNCHER_FAILED_EXIT_CODE)
+            }
+            Ok(_) => {}
+            Err(_) => return LAUNCHER_FAILED_EXIT_CODE,
+        }
+    }
+}
+
+/// Replaces this process with the command; returns only on failure (with its exit code).
+fn exec(launch: &Launch) -> i32 {
+    let mut command = std::process::Command::new(&launch.argv[0]);
+    command.args(&launch.argv[1..]);
+    if let Some(arg0) = &launch.arg0 {
+        command.arg0(arg0);
+    }
+    let e = command.exec();
+    eprintln!(
+        "uexec: sandbox: cannot execute {}: {e}",
+        launch.argv[0].to_string_lossy()
+    );
+    EXEC_FAILED_EXIT_CODE
+}
+
+/// What this machine supports, layer by layer (each tried for real in a throwaway child,
+/// except Landlock, whose ABI version says it all).
+pub fn probe() -> Vec<(Layer, Result<(), String>)> {
+    let landlock = injected(Layer::Landlock)
+        .and_then(|()| sys::landlock_abi())
+        .map(|_| ())
+        .map_err(|e| e.to_string());
+    let fault = faults();
+    vec![
+        (
+            Layer::Namespaces,
+            in_child(|| namespaces::enter(&[], fault.contains(&Layer::Namespaces))),
+        ),
+        (
+            Layer::NetworkNamespace,
+            in_child(|| {
+                namespaces::enter(&[], fault.contains(&Layer::Namespaces))?;
+                namespaces::isolate_network(fault.contains(&Layer::NetworkNamespace))
+            }),
+        ),
+        (Layer::Landlock, landlock),
+        (
+            Layer::Seccomp,
+            in_child(|| {
+                injected(Layer::Seccomp)?;
+                super::seccomp::install(true).map_err(std::io::Error::other)
+            }),
+        ),
+    ]
+}
+
+/// Runs `f` in a forked child; its error comes back as an errno (other errors as EINVAL).
+pub(super) fn in_child(f: impl FnOnce() -> std::io::Result<()>) -> Result<(), String> {
+    match sys::fork_process() {
+        Err(e) => Err(e.to_string()),
+        Ok(None) => {
+            let code = match f() {
+                Ok(()) => 0,
+                Err(e) => e.raw_os_error().unwrap_or(libc::EINVAL),
+            };
+            sys::exit_now(code)
+        }
+        Ok(Some(pid)) => match sys::wait_child(Some(pid)) {
+            Ok((_, status)) => match status.code() {
+                Some(0) => Ok(()),
+                Some(errno) => Err(std::io::Error::from_raw_os_error(errno).to_string()),
+                None => Err(format!("the probe died ({status})")),
+            },
+            Err(e) => Err(e.to_string()),
+        },
+    }
+}
+
+/// Relays every connection to 127.0.0.1:PROXY_PORT to uexec's proxy socket (two threads per
+/// connection; the process dies with the namespace).
+fn run_bridge(listener: &std::net::TcpListener, socket: &std::path::Path) {
+    for client in listener.incoming() {
+        let Ok(client) = client else { continue };
+        let socket = socket.to_path_buf();
+        let _ = std::thread::Builder::new().spawn(move || {
+            let Ok(upstream) = std::os::unix::net::UnixStream::connect(&socket) else {
+                return;
+            };
+            let (Ok(mut client_in), Ok(mut upstream_in)) =
+                (client.try_clone(), upstream.try_clone())
+            else {
+                return;
+            };
+            let (mut client_out, mut upstream_out) = (client, upstream);
+            let up = std::thread::Builder::new().spawn(move || {
+                relay(&mut client_in, &mut upstream_out);
+                let _ = upstream_out.shutdown(std::net::Shutdown::Write);
+            });
+            relay(&mut upstream_in, &mut client_out);
+            let _ = client_out.shutdown(std::net::Shutdown::Write);
+            if let Ok(up) = up {
+                let _ = up.join();
+            }
+        });
+    }
+}
+
+/// Copies until EOF or an error, with a large buffer (std's 8 KiB copy is slow here).
+fn relay(from: &mut impl std::io::Read, to: &mut impl std::io::Write) {
+    let mut buf = vec![0u8; super::proxy::RELAY_BUFFER_BYTES];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}

@@ -1,0 +1,412 @@
+//! The network allowlist: an HTTP proxy that uexec runs per session, the only way out of the
+//! session's network namespace, and the source of the engine's network-policy verdicts.
+//! 1. at plan time, uexec binds a Unix socket for the session ([`ProxySocket`]) and sets
+//!    `HTTP(S)_PROXY`, `ALL_PROXY` and friends to `http://127.0.0.1:PROXY_PORT`;
+//! 2. inside the namespace, the launcher listens on 127.0.0.1:[`PROXY_PORT`] and bridges
+//!    every connection to that socket (the namespace has no other way out);
+//! 3. the session's policy monitor (the socket itself) serves the proxy: `CONNECT host:port`
+//!    and absolute-URI requests (`GET http://host/...`) to an allowed host are relayed;
+//!    any other gets a 403 and the monitor calls `fail_and_terminate("network access to
+//!    HOST denied by the allowlist")`: the End is failed, naming the host;
+//! 4. after the exit, the monitor still serves what is queued for
+//!    [`LATE_CONNECTION_GRACE_MS`] (below the engine's late-failure grace), so a denial that
+//!    races the exit is still seen.
+
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::{MonitorHandle, PolicyMonitor};
+
+/// The proxy's port on the namespace's loopback.
+pub const PROXY_PORT: u16 = 3128;
+/// How long, after the exit, connections already made are still judged.
+const LATE_CONNECTION_GRACE_MS: u64 = 60;
+/// Longest request head the proxy reads.
+const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// Buffer per direction of a relayed connection (tokio's default of 8 KiB costs a third of
+/// the throughput on a fast download).
+pub const RELAY_BUFFER_BYTES: usize = 256 * 1024;
+/// How long a client may take to send its request head.
+const HEAD_TIMEOUT_MS: u64 = 10_000;
+
+/// One allowlist entry: `host`, `*.domain` (its subdomains) or either with `:port`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllowEntry {
+    /// Lowercase; starts with `*.` for a domain's subdomains.
+    pub host: String,
+    /// Any port when `None`.
+    pub port: Option<u16>,
+}
+
+impl AllowEntry {
+    /// Parses `host`, `*.domain`, `host:port`, `[v6]` or `[v6]:port`.
+    pub fn parse(entry: &str) -> Result<Self, String> {
+        let bad = || format!("{entry:?} is neither a host nor host:port");
+        let (host, port) = if let Some(rest) = entry.strip_prefix('[') {
+            let (v6, after) = rest.split_once(']').ok_or_else(bad)?;
+            v6.parse::<std::net::Ipv6Addr>().map_err(|_| bad())?;
+            let port = match after {
+                "" => None,
+                p => Some(p.strip_prefix(':').ok_or_else(bad)?),
+            };
+            (v6.to_owned(), port)
+        } else {
+            match entry.rsplit_once(':') {
+                Some((h, p)) => (h.to_owned(), Some(p)),
+                None => (entry.to_owned(), None),
+            }
+        };
+        let port = match port {
+            None => None,
+            Some(p) => match p.parse::<u16>() {
+                Ok(n) if n > 0 => Some(n),
+                _ => return Err(bad()),
+            },
+        };
+        let name = host.strip_prefix("*.").unwrap_or(&host);
+        let label_ok = |l: &str| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        };
+        let valid = name.parse::<std::net::IpAddr>().is_ok()
+            || (!name.is_empty() && name.split('.').all(label_ok));
+        if !valid {
+            return Err(bad());
+        }
+        Ok(Self {
+            host: host.to_ascii_lowercase(),
+            port,
+        })
+    }
+
+    /// Whether a connection to `host:port` is allowed by this entry.
+    pub fn allows(&self, host: &str, port: u16) -> bool {
+        if self.port.is_some_and(|p| p != port) {
+            return false;
+        }
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase();
+        match self.host.strip_prefix("*.") {
+            Some(domain) => host.ends_with(&format!(".{domain}")),
+            None => host == self.host,
+        }
+    }
+}
+
+/// The variables that point tools at the proxy.
+pub fn proxy_env() -> Vec<(&'static str, String)> {
+    let url = format!("http://127.0.0.1:{PROXY_PORT}");
+    let mut env: Vec<(&'static str, String)> = [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "npm_config_proxy",
+        "npm_config_https_proxy",
+        "YARN_HTTP_PROXY",
+        "YARN_HTTPS_PROXY",
+        "PIP_PROXY",
+    ]
+    .into_iter()
+    .map(|name| (name, url.clone()))
+    .collect();
+    let local = "localhost,127.0.0.1,::1".to_owned();
+    env.push(("NO_PROXY", local.clone()));
+    env.push(("no_proxy", local));
+    env
+}
+
+/// The session's end of the proxy: a Unix socket (removed when dropped) and the allowlist.
+#[derive(Debug)]
+pub struct ProxySocket {
+    listener: Option<UnixListener>,
+    path: PathBuf,
+    allow: Vec<AllowEntry>,
+}
+
+impl ProxySocket {
+    /// Binds a fresh socket in `dir` (created 0700 when missing).
+    pub fn bind(dir: &Path, allow: Vec<AllowEntry>) -> std::io::Result<Self> {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        let path = dir.join(format!(
+            "proxy-{}-{:016x}.sock",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        let listener = UnixListener::bind(&path)?;
+        listener.set_nonblocking(true)?;
+        Ok(Self {
+            listener: Some(listener),
+            path,
+            allow,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for ProxySocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl PolicyMonitor for ProxySocket {
+    fn watch(mut self: Box<Self>, session: MonitorHandle) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let Some(listener) = self
+                .listener
+                .take()
+                .and_then(|l| tokio::net::UnixListener::from_std(l).ok())
+            else {
+                session.fail_and_terminate("the network proxy could not start");
+                return;
+            };
+            let allow: Arc<[AllowEntry]> = std::mem::take(&mut self.allow).into();
+            let mut verdicts = tokio::task::JoinSet::new();
+            let exited = session.exited();
+            tokio::pin!(exited);
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => {
+                        if let Ok((stream, _)) = accepted {
+                            verdicts.spawn(serve(stream, allow.clone(), session.clone()));
+                        }
+                    }
+                    _ = &mut exited => break,
+                }
+            }
+            // Late connections: judged within the grace, relayed no further.
+            let grace = tokio::time::sleep(Duration::from_millis(LATE_CONNECTION_GRACE_MS));
+            tokio::pin!(grace);
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => {
+                        if let Ok((stream, _)) = accepted {
+                            verdicts.spawn(serve(stream, allow.clone(), session.clone()));
+                        }
+                    }
+                    _ = &mut grace => break,
+                }
+            }
+            // Relays of allowed connections end with the session (the namespace is gone).
+            verdicts.abort_all();
+            drop(self);
+        })
+    }
+}
+
+/// One client connection: read the request head, judge the host, relay or refuse.
+async fn serve(
+    mut client: tokio::net::UnixStream,
+    allow: Arc<[AllowEntry]>,
+    session: MonitorHandle,
+) {
+    let mut head = Vec::with_capacity(1024);
+    let read = tokio::time::timeout(Duration::from_millis(HEAD_TIMEOUT_MS), async {
+        let mut buf = [0u8; 4096];
+        loop {
+            if let Some(end) = find_head_end(&head) {
+                return Some(end);
+            }
+            if head.len() > MAX_HEAD_BYTES {
+                return None;
+            }
+            match client.read(&mut buf).await {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    let Ok(Some(end)) = read else { return };
+    let Some(target) = Target::parse(&head[..end]) else {
+        let _ = client
+            .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+            .await;
+        return;
+    };
+    if !allow.iter().any(|a| a.allows(&target.host, target.port)) {
+        let message = format!(
+            "network access to {} denied by the allowlist",
+            target.display()
+        );
+        let body = format!("uexec: {message}\r\n");
+        // The verdict first: by the time the client hears of it, the session is failed.
+        session.fail_and_terminate(message);
+        let _ = client
+            .write_all(
+                format!(
+                    "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            )
+            .await;
+        return;
+    }
+    let host = target
+        .host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
+    let mut upstream = match tokio::net::TcpStream::connect((host.as_str(), target.port)).await {
+        Ok(s) => s,
+        Err(e) => {
+            let body = format!("uexec: cannot reach {}: {e}\r\n", target.display());
+            let _ = client
+                .write_all(
+                    format!(
+                        "HTTP/1.1 502 Bad Gateway\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .as_bytes(),
+                )
+                .await;
+            return;
+        }
+    };
+    let rest = if target.tunnel {
+        if client
+            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .await
+            .is_err()
+        {
+            return;
+        }
+        &head[end..]
+    } else {
+        &head[..] // a plain HTTP request goes on as it came (absolute form)
+    };
+    if upstream.write_all(rest).await.is_err() {
+        return;
+    }
+    let _ = tokio::io::copy_bidirectional_with_sizes(
+        &mut client,
+        &mut upstream,
+        RELAY_BUFFER_BYTES,
+        RELAY_BUFFER_BYTES,
+    )
+    .await;
+}
+
+fn find_head_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
+}
+
+/// Where a proxy request goes.
+#[derive(Debug, PartialEq, Eq)]
+struct Target {
+    host: String,
+    port: u16,
+    /// `CONNECT` (a tunnel) rather than a plain HTTP request.
+    tunnel: bool,
+}
+
+impl Target {
+    fn parse(head: &[u8]) -> Option<Self> {
+        let line = head.split(|&b| b == b'\r').next()?;
+        let line = std::str::from_utf8(line).ok()?;
+        let mut words = line.split(' ');
+        let method = words.next()?;
+        let uri = words.next()?;
+        if method.eq_ignore_ascii_case("CONNECT") {
+            let (host, port) = split_host_port(uri)?;
+            return Some(Self {
+                host,
+                port: port?,
+                tunnel: true,
+            });
+        }
+        let rest = uri.strip_prefix("http://")?;
+        let authority = rest.split(['/', '?', '#']).next()?;
+        let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+        let (host, port) = split_host_port(authority)?;
+        Some(Self {
+            host,
+            port: port.unwrap_or(80),
+            tunnel: false,
+        })
+    }
+
+    fn display(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+}
+
+fn split_host_port(s: &str) -> Option<(String, Option<u16>)> {
+    if s.starts_with('[') {
+        let (v6, after) = s.split_once(']')?;
+        let port = after.strip_prefix(':').map(str::parse).transpose().ok()?;
+        return Some((format!("{v6}]"), port));
+    }
+    match s.rsplit_once(':') {
+        Some((h, p)) => Some((h.to_owned(), Some(p.parse().ok()?))),
+        None if !s.is_empty() => Some((s.to_owned(), None)),
+        None => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_parse_and_match() {
+        let e = AllowEntry::parse("Example.com").expect("host");
+        assert!(e.allows("example.com", 443) && e.allows("EXAMPLE.com", 80));
+        assert!(!e.allows("a.example.com", 443));
+        let w = AllowEntry::parse("*.example.com:443").expect("wildcard");
+        assert!(w.allows("a.example.com", 443));
+        assert!(!w.allows("example.com", 443) && !w.allows("a.example.com", 80));
+        let v6 = AllowEntry::parse("[::1]:8080").expect("v6");
+        assert!(v6.allows("[::1]", 8080));
+        assert!(AllowEntry::parse("127.0.0.1:3000").is_ok());
+        for bad in [
+            "",
+            "http://example.com",
+            "example.com/path",
+            "a b",
+            "host:0",
+            "host:http",
+            "host:70000",
+            "*.",
+            "[nope]",
+        ] {
+            let e = AllowEntry::parse(bad).expect_err(bad);
+            assert!(e.contains("neither a host nor host:port"), "{e}");
+        }
+    }
+
+    #[test]
+    fn request_heads_name_their_target() {
+        let t =
+            Target::parse(b"CONNECT example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n").expect("connect");
+        assert_eq!(
+            (t.host.as_str(), t.port, t.tunnel),
+            ("example.com", 443, true)
+        );
+        let t = Target::parse(b"GET http://u@h.test:8080/p?q HTTP/1.1\r\n\r\n").expect("get");
+        assert_eq!((t.host.as_str(), t.port, t.tunnel), ("h.test", 8080, false));
+        let t = Target::parse(b"GET http://h.test/ HTTP/1.1\r\n\r\n").expect("default port");
+        assert_eq!(t.port, 80);
+        assert!(Target::parse(b"GET /relative HTTP/1.1\r\n\r\n").is_none());
+        assert!(Target::parse(b"CONNECT example.com HTTP/1.1\r\n\r\n").is_none());
+    }
+}
