@@ -223,7 +223,7 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     if owns_sessions {
         last_will::install();
     }
-    runtime.block_on(async move {
+    let result = runtime.block_on(async move {
         let verb = match cli.command {
             Command::Mcp(args) => {
                 return uexec_mcp::run(args)
@@ -256,7 +256,11 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             eprintln!("uexec: {}", f.message);
             std::process::ExitCode::from(f.code)
         }))
-    })
+    });
+    // A blocking read of stdin (the stdio transports) cannot be cancelled: do not wait for
+    // it once the face is done.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    result
 }
 
 /// Start-up hardening, before anything else runs (the watchdog included: it holds the same

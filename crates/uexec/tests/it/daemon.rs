@@ -432,3 +432,22 @@ fn a_1_gib_flood_is_kept_byte_for_byte_in_bounded_memory_and_a_small_cap_rotates
     place.stop();
     let _ = small.wait();
 }
+
+#[tokio::test]
+async fn a_session_in_the_daemon_may_ask_for_a_sandbox() {
+    let place = Place::new();
+    let client = place.client(&["--extended"]).await;
+    let r = call(
+        &client,
+        "exec_command",
+        json!({"cmd": "echo \"$UEXEC_SANDBOX\"; touch /usr/uexec-sandbox-probe 2>&1; true",
+               "login": false, "sandbox": "read-only"}),
+    )
+    .await;
+    let s = structured(&r);
+    assert!(s["output"].as_str().unwrap_or_default().starts_with("read-only\n"), "{}", text(&r));
+    assert_eq!(s["sandbox"]["profile"], "read-only", "{}", text(&r));
+    assert!(!std::path::Path::new("/usr/uexec-sandbox-probe").exists());
+    client.cancel().await.unwrap();
+    place.stop();
+}
