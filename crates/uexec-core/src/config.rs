@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use crate::env::EnvPolicy;
 use crate::limits::{MAX_SESSIONS, OUTPUT_TOKEN_POLICY_MAX};
+use crate::shell_snapshot::ShellSnapshots;
 
 /// How a store starts commands.
 #[derive(Debug, Clone)]
@@ -18,6 +19,9 @@ pub struct StoreConfig {
     /// Cap on `max_output_tokens`.
     pub output_token_policy_max: u64,
     pub max_sessions: usize,
+    /// Login commands from a shell snapshot instead of a profile run each time; `None` =
+    /// off (every `login: true` command is a real login shell).
+    pub shell_snapshots: Option<ShellSnapshots>,
 }
 
 impl Default for StoreConfig {
@@ -29,6 +33,7 @@ impl Default for StoreConfig {
             deterministic_ids: false,
             output_token_policy_max: OUTPUT_TOKEN_POLICY_MAX,
             max_sessions: MAX_SESSIONS,
+            shell_snapshots: Some(ShellSnapshots::default()),
         }
     }
 }

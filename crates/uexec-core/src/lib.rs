@@ -18,6 +18,7 @@ pub mod plan;
 pub mod prune;
 pub mod request;
 mod session;
+pub mod shell_snapshot;
 pub mod snapshot;
 pub mod store;
 pub mod utf8;

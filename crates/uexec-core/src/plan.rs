@@ -19,6 +19,8 @@ pub struct Plan {
     pub command: String,
     pub window: Duration,
     pub max_output_tokens: u64,
+    /// A local login shell: a shell snapshot may stand in for its profile.
+    local_login: bool,
 }
 
 impl Plan {
@@ -41,6 +43,7 @@ impl Plan {
             no_nul("shell", shell)?;
         }
         let requested_shell = req.shell.clone().filter(|s| !s.is_empty());
+        let local = matches!(placement, Placement::Local);
         let (cwd, shell, env, env_mode) = match placement {
             Placement::Local => {
                 let cwd = workdir.map_or_else(|| config.cwd.clone(), |d| config.cwd.join(d));
@@ -82,11 +85,8 @@ impl Plan {
                 (cwd, shell, config.env_policy.overrides(), mode)
             }
         };
-        let flag = if req.login.unwrap_or(true) {
-            "-lc"
-        } else {
-            "-c"
-        };
+        let login = req.login.unwrap_or(true);
+        let flag = if login { "-lc" } else { "-c" };
         Ok(Self {
             spec: SpawnSpec {
                 argv: vec![shell, flag.to_owned(), req.cmd.clone()],
@@ -100,7 +100,16 @@ impl Plan {
             command: req.cmd.clone(),
             window: Duration::from_millis(exec_window_ms(req.yield_time_ms)),
             max_output_tokens,
+            local_login: local && login,
         })
+    }
+
+    /// A local login command runs from its shell's snapshot when the config has them and
+    /// one is ready (or can be built in time); see [`crate::shell_snapshot`].
+    pub async fn use_shell_snapshot(&mut self, config: &StoreConfig) {
+        if let (true, Some(snapshots)) = (self.local_login, &config.shell_snapshots) {
+            snapshots.apply(&mut self.spec).await;
+        }
     }
 }
 

@@ -103,7 +103,8 @@ impl SessionStore {
         monitors: Vec<Box<dyn PolicyMonitor>>,
     ) -> Result<Snapshot, ExecError> {
         let backend = self.backend_for(req.environment_id.as_deref())?;
-        let plan = Plan::new(&self.config, &req, backend.placement())?;
+        let mut plan = Plan::new(&self.config, &req, backend.placement())?;
+        plan.use_shell_snapshot(&self.config).await;
         let reservation = self.reserve_id()?;
         let id = reservation.id;
         let call_id = req.call_id.clone().unwrap_or_else(new_call_id);

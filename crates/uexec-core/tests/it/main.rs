@@ -14,6 +14,7 @@ mod fake_backend;
 mod inherited_fds;
 mod invalid_input;
 mod monitors;
+mod shell_snapshot;
 mod shutdown_races;
 mod stdin;
 mod terminate;
