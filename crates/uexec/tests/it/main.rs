@@ -18,3 +18,4 @@ mod mcp_stdio;
 mod net_hardening;
 mod net_peer_user;
 mod net_tls;
+mod shell_snapshot;
