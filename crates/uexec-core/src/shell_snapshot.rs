@@ -43,6 +43,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -60,6 +61,12 @@ pub const SHELL_SNAPSHOT_BUILD_TIMEOUT_MS: u64 = 5_000;
 pub const SHELL_SNAPSHOT_TTL_SECS: u64 = 30 * 60;
 /// After a failed build, login commands run real login shells this long before a retry.
 pub const SHELL_SNAPSHOT_RETRY_SECS: u64 = 5 * 60;
+/// Snapshots kept per [`ShellSnapshots`]: one per distinct (shell, environment); an exec
+/// server's clients may send a new environment with every command. Past the cap, the oldest
+/// idle one goes (with its file).
+pub const MAX_SHELL_SNAPSHOTS: usize = 16;
+/// How long a replaced snapshot's script stays on disk.
+const RETIRED_SCRIPT_GRACE_SECS: u64 = 60;
 /// Cap on a dump file (the environment, functions and aliases of a profile).
 const DUMP_MAX_BYTES: u64 = 16 * 1024 * 1024;
 
@@ -103,6 +110,9 @@ struct Inner {
     entries: Mutex<HashMap<u64, Entry>>,
     /// Part of every file name: instances in one runtime directory never share files.
     instance: u32,
+    /// Numbers builds, so a rebuild never overwrites a script a starting shell may still
+    /// be about to read.
+    builds: AtomicU64,
 }
 
 impl Default for Inner {
@@ -111,6 +121,7 @@ impl Default for Inner {
             options: ShellSnapshotOptions::default(),
             entries: Mutex::new(HashMap::new()),
             instance: rand::random(),
+            builds: AtomicU64::new(0),
         }
     }
 }
@@ -201,8 +212,19 @@ impl ShellSnapshots {
                 options,
                 entries: Mutex::new(HashMap::new()),
                 instance: rand::random(),
+                builds: AtomicU64::new(0),
             }),
         }
+    }
+
+    /// How many (shell, environment) snapshots are kept, built or not (at most
+    /// [`MAX_SHELL_SNAPSHOTS`]).
+    pub fn len(&self) -> usize {
+        lock(&self.inner.entries).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Rewrites a planned local login spawn (`[shell, "-lc", cmd]`) into `[shell, "-c",
@@ -218,6 +240,9 @@ impl ShellSnapshots {
         let key = snapshot_key(kind, &program, &spec.env);
         let waiting = {
             let mut entries = lock(&self.inner.entries);
+            if !entries.contains_key(&key) && entries.len() >= MAX_SHELL_SNAPSHOTS {
+                evict_oldest(&mut entries);
+            }
             let entry = entries.entry(key).or_default();
             let options = &self.inner.options;
             if let Some(built) = &entry.current {
@@ -273,7 +298,8 @@ impl ShellSnapshots {
         let cwd = spec.cwd.clone();
         tokio::spawn(async move {
             let options = &this.inner.options;
-            let name = format!("{key:016x}-{:08x}", this.inner.instance);
+            let build_no = this.inner.builds.fetch_add(1, Ordering::Relaxed);
+            let name = format!("{key:016x}-{:08x}-{build_no}", this.inner.instance);
             let result = build(kind, &program, &env, &cwd, options, &name).await;
             {
                 let mut entries = lock(&this.inner.entries);
@@ -282,6 +308,9 @@ impl ShellSnapshots {
                 match result {
                     Ok(built) => {
                         tracing::debug!(shell = %program.display(), "shell snapshot built");
+                        if let Some(old) = entry.current.take() {
+                            retire(&old);
+                        }
                         entry.current = Some(Arc::new(built));
                         entry.failed_at = None;
                     }
@@ -290,7 +319,9 @@ impl ShellSnapshots {
                             shell = %program.display(),
                             "shell snapshot failed, login commands run a real login shell: {e}"
                         );
-                        entry.current = None;
+                        if let Some(old) = entry.current.take() {
+                            retire(&old);
+                        }
                         entry.failed_at = Some(Instant::now());
                     }
                 }
@@ -298,6 +329,32 @@ impl ShellSnapshots {
             let _ = tx.send(true);
         });
         rx
+    }
+}
+
+/// Drops the idle entry built longest ago (a failed or never-built one first).
+fn evict_oldest(entries: &mut HashMap<u64, Entry>) {
+    let oldest = entries
+        .iter()
+        .filter(|(_, e)| e.building.is_none())
+        .min_by_key(|(_, e)| e.current.as_ref().map(|b| b.built_at))
+        .map(|(k, _)| *k);
+    if let Some(old) = oldest
+        .and_then(|k| entries.remove(&k))
+        .and_then(|e| e.current)
+    {
+        retire(&old);
+    }
+}
+
+/// Removes a replaced snapshot's script once no shell started before can still be about to
+/// read it.
+fn retire(old: &Built) {
+    if let Some(script) = old.script.clone() {
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(RETIRED_SCRIPT_GRACE_SECS)).await;
+            let _ = std::fs::remove_file(script);
+        });
     }
 }
 

@@ -41,16 +41,31 @@ impl Home {
             .count()
     }
 
+    fn snapshots(&self, options: ShellSnapshotOptions) -> ShellSnapshots {
+        ShellSnapshots::new(ShellSnapshotOptions {
+            dir: Some(self.dir.join("run")),
+            ..options
+        })
+    }
+
     fn store(&self, shell: &str, snapshots: Option<ShellSnapshotOptions>) -> Arc<SessionStore> {
+        self.store_sharing(shell, snapshots.map(|o| self.snapshots(o)), &[])
+    }
+
+    fn store_sharing(
+        &self,
+        shell: &str,
+        snapshots: Option<ShellSnapshots>,
+        env: &[(&str, &str)],
+    ) -> Arc<SessionStore> {
         let home = self.dir.to_string_lossy().into_owned();
         let shell = shell.to_owned();
-        let snapshots = snapshots.map(|o| {
-            ShellSnapshots::new(ShellSnapshotOptions {
-                dir: Some(self.dir.join("run")),
-                ..o
-            })
-        });
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
         store_with(move |c| {
+            c.env_policy.set.extend(env);
             c.default_shell = Some(shell);
             c.env_policy.set.push(("HOME".into(), home));
             c.env_policy.set.push(("UNSET_ME".into(), "here".into()));
@@ -218,4 +233,23 @@ async fn dash_gets_the_environment_of_its_profile_once() {
         assert_eq!(code, Some(0));
     }
     assert_eq!(home.runs(), 1);
+}
+
+#[tokio::test]
+async fn snapshots_of_many_environments_stay_bounded() {
+    use uexec_core::shell_snapshot::MAX_SHELL_SNAPSHOTS;
+    let home = Home::new(".bash_profile", "export PROFILE_VAR=profile\n");
+    let snapshots = home.snapshots(ShellSnapshotOptions::default());
+    for i in 0..MAX_SHELL_SNAPSHOTS + 4 {
+        let n = i.to_string();
+        let store = home.store_sharing("/bin/bash", Some(snapshots.clone()), &[("N", &n)]);
+        let (out, _) = run(&store, "echo $PROFILE_VAR $N").await;
+        assert_eq!(out, format!("profile {n}\n"));
+        assert!(
+            snapshots.len() <= MAX_SHELL_SNAPSHOTS,
+            "{} kept",
+            snapshots.len()
+        );
+    }
+    assert_eq!(snapshots.len(), MAX_SHELL_SNAPSHOTS);
 }
