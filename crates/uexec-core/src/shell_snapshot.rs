@@ -65,6 +65,8 @@ pub const SHELL_SNAPSHOT_RETRY_SECS: u64 = 5 * 60;
 /// server's clients may send a new environment with every command. Past the cap, the oldest
 /// idle one goes (with its file).
 pub const MAX_SHELL_SNAPSHOTS: usize = 16;
+/// Deadline of the check that a new snapshot loads.
+const SNAPSHOT_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a replaced snapshot's script stays on disk.
 const RETIRED_SCRIPT_GRACE_SECS: u64 = 60;
 /// Cap on a dump file (the environment, functions and aliases of a profile).
@@ -539,6 +541,12 @@ async fn build(
     }
     let mut env = exported;
     env.remove(OsStr::new("BASH_ENV"));
+    if let Some(path) = &script {
+        if let Err(e) = check_script(program, &env, cwd, path).await {
+            let _ = std::fs::remove_file(path);
+            return Err(e);
+        }
+    }
     Ok(Built {
         env,
         script,
@@ -586,6 +594,38 @@ async fn run_login_shell(
     }
 }
 
+/// Sources the script in a plain `bash -c` once: a snapshot that does not load silently
+/// and completely (a function bash cannot parse back, say) is no snapshot.
+async fn check_script(
+    program: &Path,
+    env: &Environment,
+    cwd: &Path,
+    script: &Path,
+) -> Result<(), BuildError> {
+    const OK: &str = "uexec-shell-snapshot-ok";
+    let mut command = tokio::process::Command::new(program);
+    command
+        .arg("-c")
+        .arg(format!("printf %s {OK}"))
+        .env_clear()
+        .envs(env)
+        .env("BASH_ENV", script)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(SNAPSHOT_CHECK_TIMEOUT, command.output())
+        .await
+        .map_err(|_| BuildError::Timeout(SNAPSHOT_CHECK_TIMEOUT))??;
+    if out.stdout != OK.as_bytes() || !out.stderr.is_empty() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let first = stderr.lines().next().unwrap_or("no output");
+        return Err(BuildError::Incomplete(format!(
+            "the snapshot does not load cleanly: {first}"
+        )));
+    }
+    Ok(())
+}
+
 fn read_dump(dump: &Path) -> Result<Vec<u8>, BuildError> {
     let len = std::fs::metadata(dump)?.len();
     if len > DUMP_MAX_BYTES {
@@ -627,8 +667,8 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-/// The script `BASH_ENV` names: options first (a function may need `extglob` to parse),
-/// then functions and aliases, `BASH_ENV` as the profile left it, and `set -o` last (an
+/// The script `BASH_ENV` names: `BASH_ENV` as the profile left it, functions and aliases
+/// (parsed with `extglob` on), then the options as the profile left them, `set -o` last (an
 /// `errexit` or `xtrace` must not act on the snapshot itself).
 fn bash_script(state: &[u8], profile_bash_env: Option<&OsString>) -> Vec<u8> {
     let mut shopt = Vec::new();
@@ -647,11 +687,7 @@ fn bash_script(state: &[u8], profile_bash_env: Option<&OsString>) -> Vec<u8> {
         }
     }
     let mut out = b"# uexec shell snapshot (bash): sourced through BASH_ENV\n".to_vec();
-    out.extend_from_slice(&shopt);
-    out.extend_from_slice(&rest);
-    if !rest.ends_with(b"\n") {
-        out.push(b'\n');
-    }
+    // First, so that nothing below can leave it set for the command's children.
     match profile_bash_env {
         Some(v) => {
             out.extend_from_slice(b"export BASH_ENV=");
@@ -660,6 +696,14 @@ fn bash_script(state: &[u8], profile_bash_env: Option<&OsString>) -> Vec<u8> {
         }
         None => out.extend_from_slice(b"unset BASH_ENV\n"),
     }
+    // Functions were parsed with whatever options the profile had at the time: parse them
+    // back with extglob on and aliases not expanded, then set the options as it left them.
+    out.extend_from_slice(b"builtin shopt -s extglob\n");
+    out.extend_from_slice(&rest);
+    if !rest.ends_with(b"\n") {
+        out.push(b'\n');
+    }
+    out.extend_from_slice(&shopt);
     out.extend_from_slice(&set);
     out
 }
@@ -689,15 +733,17 @@ mod tests {
     }
 
     #[test]
-    fn the_script_sets_options_before_functions_and_set_options_last() {
+    fn the_script_parses_functions_with_extglob_then_sets_the_profiles_options() {
         let state = b"shopt -s extglob\nshopt -s login_shell\nset -o errexit\nf () \n{ \n    echo\n}\nalias ll='ls'\n";
         let script = bash_script(state, None);
         let text = String::from_utf8_lossy(&script);
         let at = |s: &str| text.find(s).unwrap_or_else(|| panic!("{s} in {text}"));
         assert!(!text.contains("login_shell"));
         assert!(at("shopt -s extglob") < at("f ()"));
-        assert!(at("alias ll") < at("unset BASH_ENV"));
-        assert!(at("unset BASH_ENV") < at("set -o errexit"));
+        assert!(at("unset BASH_ENV") < at("builtin shopt -s extglob"));
+        assert!(at("builtin shopt -s extglob") < at("f ()"));
+        assert!(at("alias ll") < at("\nshopt -s extglob"));
+        assert!(at("\nshopt -s extglob") < at("set -o errexit"));
         let kept = bash_script(b"", Some(&OsString::from("/etc/it's")));
         assert!(String::from_utf8_lossy(&kept).contains("export BASH_ENV='/etc/it'\\''s'"));
     }

@@ -253,3 +253,34 @@ async fn snapshots_of_many_environments_stay_bounded() {
     }
     assert_eq!(snapshots.len(), MAX_SHELL_SNAPSHOTS);
 }
+
+#[tokio::test]
+async fn a_function_parsed_under_extglob_survives_extglob_turned_off() {
+    let profile = "echo run >> \"$HOME/runs\"\nshopt -s extglob\n\
+        pick() { case $1 in @(a|b)) echo picked;; *) echo literal;; esac; }\nshopt -u extglob\n";
+    let home = Home::new(".bash_profile", profile);
+    let store = home.store("/bin/bash", Some(ShellSnapshotOptions::default()));
+    for _ in 0..2 {
+        let (out, code) = run(&store, "pick a; shopt -p extglob || true").await;
+        // As after a real login: the pattern is matched with extglob off, as the profile left it.
+        assert_eq!(
+            (out.as_str(), code),
+            ("literal\nshopt -u extglob\n", Some(0))
+        );
+    }
+    assert_eq!(home.runs(), 1, "served from the snapshot");
+}
+
+#[tokio::test]
+async fn a_snapshot_that_does_not_load_cleanly_is_not_used() {
+    // bash defines `a=b` but prints it back as something it cannot parse.
+    let profile = "echo run >> \"$HOME/runs\"\nfunction a=b { echo odd; }\n\
+        export PROFILE_VAR=profile\n";
+    let home = Home::new(".bash_profile", profile);
+    let store = home.store("/bin/bash", Some(ShellSnapshotOptions::default()));
+    for _ in 0..2 {
+        let (out, code) = run(&store, "\\a=b; echo $PROFILE_VAR").await;
+        assert_eq!((out.as_str(), code), ("odd\nprofile\n", Some(0)));
+    }
+    assert_eq!(home.runs(), 3, "one failed build, then real logins");
+}
