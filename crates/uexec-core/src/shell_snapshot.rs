@@ -17,21 +17,31 @@
 //!    directory, the exported variables (`env -0`) and for bash `shopt -p`, `declare -f`,
 //!    `alias -p` and `set +o`. The first command waits for that build (bounded by the same
 //!    deadline), so the profile runs once, not twice.
-//! 3. **Use.** The variables become the spawn's environment (in memory: secret-looking names
-//!    the profile set are dropped, SPEC §9, and never reach the disk), minus those the shell
-//!    sets itself (`PWD`, `OLDPWD`, `SHLVL`, `_`). bash's shell state goes to a 0600 script
-//!    that the command's shell reads through `BASH_ENV` before it parses `CMD`, which is the
-//!    `-c` argument unchanged; so an alias the profile defined expands in `CMD` exactly when
-//!    it would after a real login (`expand_aliases` restored as the profile left it). The
-//!    script then puts `BASH_ENV` back as the profile left it.
+//! 3. **Check and use.** A new bash snapshot is sourced once by a plain `bash -c`; one that
+//!    does not load silently and completely is not used (a failed build). The variables
+//!    become the spawn's environment, kept in memory (secret-looking names the profile set
+//!    are dropped, SPEC §9; the dump that carried them is deleted once read), minus those
+//!    the shell sets itself (`PWD`, `OLDPWD`, `SHLVL`, `_`). bash's shell state goes to a
+//!    0600 script that the command's shell reads through `BASH_ENV` before it parses `CMD`,
+//!    which is the `-c` argument unchanged; so an alias the profile defined expands in `CMD`
+//!    exactly when it would after a real login (`expand_aliases` as the profile left it).
+//!    The script first puts `BASH_ENV` back as the profile left it, then defines functions
+//!    (parsed with `extglob` on, as they may have been), then sets the profile's options.
 //! 4. **Invalidation.** Each snapshot records device, inode, size and mtime of the profile
 //!    files a login shell reads (and of `/etc/profile.d`); a change, or the TTL (which also
 //!    covers files those source), makes it stale: the command runs as a real login shell
-//!    and a rebuild starts in the background.
+//!    and a rebuild starts in the background. A rebuild writes a new script; the old one is
+//!    removed a minute later (a shell just started may still be about to read it). At most
+//!    [`MAX_SHELL_SNAPSHOTS`] are kept, the oldest going first.
 //! 5. **Failure.** A build that fails, exits early (`exit` in a profile) or passes its
 //!    deadline (a profile waiting on a prompt) is killed with its process group, logged, and
 //!    login commands run as real login shells; a new build is tried after
 //!    [`ShellSnapshotOptions::retry_after`].
+//!
+//! Known differences from a real login: `shopt login_shell` is off; shell variables the
+//! profile did not export (`PS1`, `HISTSIZE`) are not carried; secret-looking variables it
+//! exported are dropped; a profile that depends on the working directory saw the first
+//! command's.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
