@@ -61,32 +61,48 @@ pub fn mcp_args(data: &[u8]) {
         return;
     };
     let environments = flags & 1 == 1;
+    let extended = flags & 4 == 4;
+    let dialect = uexec_mcp::args::Dialect {
+        environments,
+        extended,
+    };
     let args = Some(&args).filter(|_| flags & 2 == 0);
     let empty = Map::new();
     let fields = args.unwrap_or(&empty);
-    match uexec_mcp::args::exec_request(args, environments) {
+    // A refusal inside `until` names its key: `until.pattern`.
+    let given = |field: &str| {
+        fields.contains_key(field)
+            || field
+                .strip_prefix("until.")
+                .is_some_and(|_| fields.contains_key("until"))
+    };
+    match uexec_mcp::args::exec_request(args, dialect) {
         Ok(request) => {
             for key in fields.keys() {
                 assert!(
                     uexec_mcp::args::EXEC_FIELDS.contains(&key.as_str())
-                        || (environments && key == "environment_id"),
+                        || (environments && key == "environment_id")
+                        || (extended
+                            && uexec_mcp::args::EXEC_EXTENDED_FIELDS.contains(&key.as_str())),
                     "exec_command accepted the unknown field {key:?}"
                 );
             }
             assert_eq!(fields.get("cmd"), Some(&Value::String(request.cmd)));
         }
         Err(e) => assert!(
-            fields.contains_key(&e.field)
+            given(&e.field)
                 || uexec_mcp::args::EXEC_FIELDS.contains(&e.field.as_str())
                 || e.field == "environment_id",
             "a refusal names neither a given nor a known field: {e}"
         ),
     }
-    match uexec_mcp::args::write_request(args) {
+    match uexec_mcp::args::write_request(args, dialect) {
         Ok(request) => {
             for key in fields.keys() {
                 assert!(
-                    uexec_mcp::args::WRITE_FIELDS.contains(&key.as_str()),
+                    uexec_mcp::args::WRITE_FIELDS.contains(&key.as_str())
+                        || (extended
+                            && uexec_mcp::args::WRITE_EXTENDED_FIELDS.contains(&key.as_str())),
                     "write_stdin accepted the unknown field {key:?}"
                 );
             }
@@ -97,8 +113,7 @@ pub fn mcp_args(data: &[u8]) {
             );
         }
         Err(e) => assert!(
-            fields.contains_key(&e.field)
-                || uexec_mcp::args::WRITE_FIELDS.contains(&e.field.as_str()),
+            given(&e.field) || uexec_mcp::args::WRITE_FIELDS.contains(&e.field.as_str()),
             "a refusal names neither a given nor a known field: {e}"
         ),
     }

@@ -68,9 +68,24 @@ impl HeadTailBuffer {
         self.head.is_empty() && self.tail.is_empty() && self.omitted_bytes == 0
     }
 
+    /// Bytes dropped from the middle since the last drain.
+    pub fn omitted(&self) -> u64 {
+        self.omitted_bytes
+    }
+
     /// Bytes currently held.
     pub fn len(&self) -> usize {
         self.head.len() + self.tail.len()
+    }
+
+    /// The last `n` bytes held (fewer when less is held), leaving them in place.
+    pub fn last_bytes(&self, n: usize) -> Vec<u8> {
+        let from_tail = self.tail.len().min(n);
+        let from_head = (n - from_tail).min(self.head.len());
+        let mut out = Vec::with_capacity(from_head + from_tail);
+        out.extend_from_slice(&self.head[self.head.len() - from_head..]);
+        out.extend(self.tail.range(self.tail.len() - from_tail..));
+        out
     }
 
     /// A copy of what is held, leaving it in place.

@@ -19,9 +19,52 @@ pub struct StoreConfig {
     /// Cap on `max_output_tokens`.
     pub output_token_policy_max: u64,
     pub max_sessions: usize,
+    /// Output hygiene when a call does not say (both off: Codex's output, byte for byte).
+    pub hygiene: Hygiene,
+    /// Keep every session's output on disk (`None`: no transcripts).
+    pub transcripts: Option<crate::transcript::TranscriptConfig>,
+    /// Let `write_stdin` type into a password prompt (a PTY reading with echo off). Off: the
+    /// model is told to ask the person instead; Ctrl-C and Ctrl-D still go through.
+    pub allow_secret_input: bool,
+    /// The environment commands start from, before the policy (`None`: this process's).
+    /// A daemon serves each client with the client's own.
+    pub base_env: Option<crate::env::Environment>,
     /// Login commands from a shell snapshot instead of a profile run each time; `None` =
     /// off (every `login: true` command is a real login shell).
     pub shell_snapshots: Option<ShellSnapshots>,
+}
+
+/// Output hygiene of a snapshot body.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hygiene {
+    /// Terminal escape sequences removed.
+    pub strip_ansi: bool,
+    /// Carriage returns rendered as a terminal shows them.
+    pub collapse_cr: bool,
+}
+
+impl Hygiene {
+    /// `asked` over these defaults.
+    pub fn with(self, asked: crate::request::HygieneRequest) -> Self {
+        Self {
+            strip_ansi: asked.strip_ansi.unwrap_or(self.strip_ansi),
+            collapse_cr: asked.collapse_cr.unwrap_or(self.collapse_cr),
+        }
+    }
+
+    /// `text` cleaned as asked.
+    pub fn apply(self, text: String) -> String {
+        let text = if self.strip_ansi {
+            crate::text::strip_ansi(&text)
+        } else {
+            text
+        };
+        if self.collapse_cr {
+            crate::text::collapse_cr(&text)
+        } else {
+            text
+        }
+    }
 }
 
 impl Default for StoreConfig {
@@ -33,6 +76,10 @@ impl Default for StoreConfig {
             deterministic_ids: false,
             output_token_policy_max: OUTPUT_TOKEN_POLICY_MAX,
             max_sessions: MAX_SESSIONS,
+            hygiene: Hygiene::default(),
+            transcripts: None,
+            base_env: None,
+            allow_secret_input: false,
             shell_snapshots: Some(ShellSnapshots::default()),
         }
     }

@@ -11,9 +11,11 @@ pub mod backend;
 pub mod buffer;
 pub mod config;
 pub mod env;
+pub mod environments;
 pub mod error;
 pub mod events;
 pub mod limits;
+pub mod notice;
 pub mod plan;
 pub mod prune;
 pub mod request;
@@ -21,6 +23,9 @@ mod session;
 pub mod shell_snapshot;
 pub mod snapshot;
 pub mod store;
+pub mod text;
+pub mod transcript;
+pub mod until;
 pub mod utf8;
 
 #[cfg(unix)]
@@ -30,9 +35,15 @@ pub mod sys;
 pub use backend::local::LocalBackend;
 pub use backend::{Backend, SpawnSpec};
 pub use config::StoreConfig;
+pub use environments::Environments;
 pub use error::ExecError;
 pub use events::{EndStatus, Event, EventKind, EventStream};
-pub use request::{ExecRequest, SessionInfo, WriteRequest};
-pub use session::{Lifecycle, MonitorHandle, PolicyMonitor};
+pub use notice::ExitNotice;
+pub use request::{
+    ExecRequest, HygieneRequest, OutputPage, ReadOutputRequest, SessionInfo, WaitRequest,
+    WriteRequest,
+};
+pub use session::{Lifecycle, MonitorHandle, Outcome, OutputWatch, PolicyMonitor};
 pub use snapshot::Snapshot;
 pub use store::SessionStore;
+pub use until::{Match, Reason, Until};

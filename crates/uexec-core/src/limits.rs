@@ -97,6 +97,20 @@ pub fn approx_tokens(bytes: usize) -> u64 {
     (bytes as u64).div_ceil(4)
 }
 
+/// `timeout_ms` range: 100 ms to 24 hours.
+pub const MIN_TIMEOUT_MS: i64 = 100;
+pub const MAX_TIMEOUT_MS: i64 = 24 * 60 * 60 * 1000;
+/// After the timeout's SIGTERM, how long the group has before SIGKILL.
+pub const TIMEOUT_KILL_GRACE_MS: u64 = 2_000;
+/// The exit code a timed-out command reports, as `timeout(1)` does.
+pub const TIMEOUT_EXIT_CODE: i32 = 124;
+/// Sessions whose unwatched exit waits to be noticed, per store; older notices give way.
+pub const MAX_EXIT_NOTICES: usize = 64;
+/// `wait`: the window when none is given.
+pub const DEFAULT_WAIT_YIELD_TIME_MS: u64 = 30_000;
+/// `wait`: most sessions one call may wait on.
+pub const MAX_WAIT_SESSIONS: usize = 64;
+
 #[cfg(test)]
 mod tests {
     use super::*;

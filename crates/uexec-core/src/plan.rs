@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use crate::backend::local::find_program;
 use crate::backend::{EnvMode, Placement, SpawnSpec};
-use crate::config::StoreConfig;
+use crate::config::{Hygiene, StoreConfig};
 use crate::error::ExecError;
-use crate::limits::{exec_window_ms, output_token_budget};
+use crate::limits::{exec_window_ms, output_token_budget, MAX_TIMEOUT_MS, MIN_TIMEOUT_MS};
 use crate::request::ExecRequest;
+use crate::until::Condition;
 
 /// An `exec_command` after validation.
 pub struct Plan {
@@ -19,6 +20,11 @@ pub struct Plan {
     pub command: String,
     pub window: Duration,
     pub max_output_tokens: u64,
+    /// Ends the first window early (`until`).
+    pub condition: Option<Condition>,
+    /// The hard completion timeout (`timeout_ms`).
+    pub timeout: Option<Duration>,
+    pub hygiene: Hygiene,
     /// A local login shell: a shell snapshot may stand in for its profile.
     local_login: bool,
 }
@@ -35,6 +41,26 @@ impl Plan {
         }
         no_nul("cmd", &req.cmd)?;
         let max_output_tokens = token_budget(config, req.max_output_tokens)?;
+        let condition = req.until.as_ref().map(Condition::new).transpose()?;
+        let timeout = match req.timeout_ms {
+            None => None,
+            Some(ms) if (MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS).contains(&ms) => {
+                Some(Duration::from_millis(ms as u64))
+            }
+            Some(ms) => {
+                return Err(ExecError::invalid(
+                    "timeout_ms",
+                    format!("{ms} is out of range ({MIN_TIMEOUT_MS}..={MAX_TIMEOUT_MS} ms)"),
+                ))
+            }
+        };
+        let tty = req.tty.unwrap_or(false);
+        if req.pipe_stdin && tty {
+            return Err(ExecError::invalid(
+                "stdin",
+                "\"pipe\" is for pipe sessions; with tty=true stdin is the terminal already",
+            ));
+        }
         let workdir = req.workdir.as_deref().filter(|w| !w.is_empty());
         if let Some(dir) = workdir {
             no_nul("workdir", dir)?;
@@ -58,7 +84,10 @@ impl Plan {
                         format!("{} {why}", cwd.display()),
                     ));
                 }
-                let env = config.env_policy.command_env(std::env::vars_os());
+                let env = match &config.base_env {
+                    Some(base) => config.env_policy.command_env(base.clone()),
+                    None => config.env_policy.command_env(std::env::vars_os()),
+                };
                 let shell = requested_shell.unwrap_or_else(|| default_shell(config));
                 if find_program(&shell, env.get(OsStr::new("PATH")).map(OsString::as_os_str))
                     .is_none()
@@ -94,12 +123,15 @@ impl Plan {
                 cwd,
                 env,
                 env_mode,
-                tty: req.tty.unwrap_or(false),
-                pipe_stdin: false,
+                tty,
+                pipe_stdin: req.pipe_stdin,
             },
             command: req.cmd.clone(),
             window: Duration::from_millis(exec_window_ms(req.yield_time_ms)),
             max_output_tokens,
+            condition,
+            timeout,
+            hygiene: config.hygiene.with(req.hygiene),
             local_login: local && login,
         })
     }

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::until::Until;
+
 /// Arguments of `exec_command` (SPEC §2). `None` means "the default".
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExecRequest {
@@ -25,6 +27,26 @@ pub struct ExecRequest {
     /// Run in this named environment (see `SessionStore::with_environments`) instead of
     /// the default backend.
     pub environment_id: Option<String>,
+    /// End the window early when this holds (see [`crate::until`]).
+    pub until: Option<Until>,
+    /// Hard completion timeout: SIGTERM to the group at the deadline, SIGKILL after
+    /// [`crate::limits::TIMEOUT_KILL_GRACE_MS`]; reported as exit code
+    /// [`crate::limits::TIMEOUT_EXIT_CODE`].
+    pub timeout_ms: Option<i64>,
+    /// Pipe mode: stdin is a pipe that `write_stdin` writes and `eof` closes, instead of
+    /// `/dev/null`.
+    pub pipe_stdin: bool,
+    /// Output hygiene for this call and the session's later calls (default: the store's).
+    pub hygiene: HygieneRequest,
+}
+
+/// Output hygiene asked for by a call; `None` means the store's default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HygieneRequest {
+    /// Remove terminal escape sequences from the returned output.
+    pub strip_ansi: Option<bool>,
+    /// Render carriage returns as a terminal shows them (progress bars collapse).
+    pub collapse_cr: Option<bool>,
 }
 
 /// Arguments of `write_stdin` (SPEC §3).
@@ -36,6 +58,60 @@ pub struct WriteRequest {
     /// Observation window; an empty poll clamps to 5000..=300000 ms, a write to 250..=30000.
     pub yield_time_ms: Option<i64>,
     pub max_output_tokens: Option<i64>,
+    /// End the window early when this holds (see [`crate::until`]).
+    pub until: Option<Until>,
+    /// Close the session's piped stdin after writing `chars`.
+    pub eof: bool,
+    pub hygiene: HygieneRequest,
+}
+
+/// Arguments of `wait`: several sessions, one window.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WaitRequest {
+    pub session_ids: Vec<i32>,
+    /// Return when every session (not the first) exits or meets `until`.
+    pub all: bool,
+    /// Applies to each session; without it, only exits end the wait early.
+    pub until: Option<Until>,
+    /// The window; default 30 s, clamped to 250..=300000 ms.
+    pub yield_time_ms: Option<i64>,
+    pub max_output_tokens: Option<i64>,
+}
+
+/// Arguments of `read_output`: a page of a session's transcript.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadOutputRequest {
+    /// The session (live, or among the last ones gone); or give `transcript`.
+    pub session_id: Option<i32>,
+    /// A transcript directory a result named (for sessions whose id was never seen).
+    pub transcript: Option<PathBuf>,
+    /// Session offset to start at (default: the first byte kept).
+    pub offset: Option<i64>,
+    /// Most bytes to return (default 16 KiB, at most 256 KiB).
+    pub limit: Option<i64>,
+    /// Only lines matching this regex (scanning at most 64 MiB from `offset`).
+    pub grep: Option<String>,
+    /// Only the last N lines (1..=10000); not with `offset` or `grep`.
+    pub tail_lines: Option<i64>,
+}
+
+/// A page of a transcript.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputPage {
+    pub session_id: Option<i32>,
+    pub transcript: PathBuf,
+    /// Session offset of the first byte read.
+    pub offset: u64,
+    /// Where the next page starts.
+    pub next_offset: u64,
+    /// Bytes the session printed so far (as far as the transcript knows).
+    pub total: u64,
+    /// Bytes before this offset rotated away.
+    pub first_kept: u64,
+    /// The text (lossy UTF-8); with `grep`, matching lines prefixed `OFFSET:`.
+    pub text: String,
+    /// `grep`: how many lines matched.
+    pub matches: Option<u64>,
 }
 
 /// A live session as `list_sessions` shows it.
@@ -51,4 +127,8 @@ pub struct SessionInfo {
     pub exited: bool,
     /// OS pid, for people (never an address).
     pub pid: Option<u32>,
+    /// The last line of output (escape sequences removed), for people.
+    pub last_line: String,
+    /// Where its transcript is, if it has one.
+    pub transcript: Option<PathBuf>,
 }

@@ -18,11 +18,18 @@ use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{timeout_at, Instant};
 
-use crate::backend::{ExitReport, OutputChunk, ProcessControl, SpawnedProcess};
+use crate::backend::{ExitReport, InputWait, OutputChunk, ProcessControl, Signal, SpawnedProcess};
 use crate::buffer::{Drained, HeadTailBuffer};
+use crate::config::Hygiene;
 use crate::events::{lock, EndStatus, EventBus, EventKind};
-use crate::limits::{LATE_FAILURE_GRACE_MS, OUTPUT_BUFFER_MAX_BYTES, OUTPUT_DELTA_MAX_BYTES};
+use crate::limits::{
+    LATE_FAILURE_GRACE_MS, OUTPUT_BUFFER_MAX_BYTES, OUTPUT_DELTA_MAX_BYTES, TIMEOUT_EXIT_CODE,
+    TIMEOUT_KILL_GRACE_MS,
+};
 use crate::snapshot::Body;
+use crate::text::strip_ansi;
+use crate::transcript::{Transcript, TranscriptFeed, TranscriptInfo, TranscriptWriter};
+use crate::until::{Condition, Match, Matcher, Reason, PROMPT_FIRST_CHECK_MS, PROMPT_QUIET_MS};
 use crate::utf8::{incomplete_suffix_len, split_chunks, Utf8Carry};
 
 /// Everything that changes about a session, in one `watch`: every transition is one method
@@ -52,6 +59,8 @@ pub struct Lifecycle {
     /// The `exec_command` that stored the session is still in its window: the entry stays
     /// in the store until that call reports the exit.
     pub first_call_active: bool,
+    /// The hard timeout (`timeout_ms`) fired: the group got SIGTERM, then SIGKILL.
+    pub timed_out_ms: Option<u64>,
 }
 
 impl Lifecycle {
@@ -66,6 +75,8 @@ impl Lifecycle {
 pub struct Outcome {
     pub exit_code: Option<i32>,
     pub failure: Option<String>,
+    /// Killed by the hard timeout (the exit code is then [`TIMEOUT_EXIT_CODE`]).
+    pub timed_out_ms: Option<u64>,
 }
 
 /// Fixed facts about a session.
@@ -76,6 +87,25 @@ pub(crate) struct SessionMetaInfo {
     pub command: String,
     pub cwd: PathBuf,
     pub tty: bool,
+    /// Pipe mode with a stdin pipe that `write_stdin` may write and close.
+    pub pipe_stdin: bool,
+    /// Output hygiene of this session's snapshots unless a call says otherwise.
+    pub hygiene: Hygiene,
+}
+
+/// Where the output stands, for calls that wait on it (wait conditions). Written by the pump
+/// with the output lock held, so a call that installs a matcher under that lock misses
+/// nothing.
+#[derive(Debug, Default)]
+struct OutputMark {
+    /// Bytes printed so far.
+    total: u64,
+    last_at: Option<Instant>,
+    /// A waiting call wants to hear of the next output (changes are not announced otherwise).
+    want_output: bool,
+    /// The pattern of the call in its window, if any, and what it matched.
+    matcher: Option<Matcher>,
+    matched: Option<Match>,
 }
 
 pub(crate) struct Session {
@@ -85,10 +115,13 @@ pub(crate) struct Session {
     control: Arc<dyn ProcessControl>,
     state: watch::Sender<Lifecycle>,
     output: Mutex<OutputBuffers>,
+    mark: watch::Sender<OutputMark>,
     /// Serialises calls on this session (SPEC §3).
     pub interaction: tokio::sync::Mutex<()>,
     /// Held while publishing output deltas and the End: exactly one End, no delta after it.
     ended: Mutex<bool>,
+    /// A person holds the input lease (`uexec attach --write`).
+    lease: std::sync::atomic::AtomicBool,
     events: Arc<EventBus>,
 }
 
@@ -99,6 +132,32 @@ struct OutputBuffers {
     aggregated: HeadTailBuffer,
     /// Output deltas end on character boundaries: a split character waits here.
     delta_carry: Utf8Carry,
+    /// Bytes printed so far (the session offset of the next byte).
+    total: u64,
+    /// Every byte, on disk (when the store keeps transcripts).
+    transcript: Option<Transcript>,
+    /// People watching the output live (`uexec attach`).
+    taps: Vec<Tap>,
+}
+
+/// One live watcher's feed: bounded; a watcher that falls behind is marked lagged and
+/// catches up from the buffer instead (its chunks are dropped, never queued without end).
+struct Tap {
+    tx: mpsc::Sender<bytes::Bytes>,
+    lagged: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Chunks a live watcher may have in flight before it is marked lagged.
+const TAP_CHUNKS: usize = 64;
+
+/// A live view of a session's output: where it stands now, then what follows.
+pub struct OutputWatch {
+    /// The last bytes printed before the watch began (to redraw a screen from).
+    pub seed: Vec<u8>,
+    /// Every byte printed since, in order, unless [`OutputWatch::lagged`].
+    pub output: mpsc::Receiver<bytes::Bytes>,
+    /// Set when chunks were dropped: call [`Session::resync`] (through the store).
+    pub lagged: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A policy monitor watches a session and may fail it (SPEC §7).
@@ -136,6 +195,30 @@ impl std::fmt::Debug for MonitorHandle {
     }
 }
 
+/// The input lease of a session; released when dropped.
+pub struct Lease(Arc<Session>);
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.0
+            .lease
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Ends a call's pattern matching when the call ends (or is dropped).
+struct MatcherGuard<'a>(&'a Session);
+
+impl Drop for MatcherGuard<'_> {
+    fn drop(&mut self) {
+        self.0.mark.send_if_modified(|m| {
+            m.matcher = None;
+            m.want_output = false;
+            false
+        });
+    }
+}
+
 impl Session {
     /// Wraps a spawned process and starts its pump and monitors.
     pub fn start(
@@ -143,6 +226,8 @@ impl Session {
         process: SpawnedProcess,
         events: Arc<EventBus>,
         monitors: Vec<Box<dyn PolicyMonitor>>,
+        timeout: Option<Duration>,
+        transcript: Option<TranscriptWriter>,
     ) -> Arc<Self> {
         let SpawnedProcess {
             pid,
@@ -164,12 +249,30 @@ impl Session {
                 pending: HeadTailBuffer::new(OUTPUT_BUFFER_MAX_BYTES),
                 aggregated: HeadTailBuffer::new(OUTPUT_BUFFER_MAX_BYTES),
                 delta_carry: Utf8Carry::default(),
+                total: 0,
+                transcript: None,
+                taps: Vec::new(),
             }),
+            mark: watch::channel(OutputMark::default()).0,
             interaction: tokio::sync::Mutex::new(()),
             ended: Mutex::new(false),
+            lease: std::sync::atomic::AtomicBool::new(false),
             events,
         });
-        tokio::spawn(session.clone().pump(output, exit));
+        let feed = transcript.and_then(|writer| match Transcript::start(writer) {
+            Ok((transcript, feed)) => {
+                lock(&session.output).transcript = Some(transcript);
+                Some(feed)
+            }
+            Err(e) => {
+                tracing::warn!(session_id = session.id(), "no transcript: {e}");
+                None
+            }
+        });
+        tokio::spawn(session.clone().pump(output, exit, feed));
+        if let Some(limit) = timeout {
+            tokio::spawn(session.clone().enforce_timeout(limit));
+        }
         for monitor in monitors {
             let handle = MonitorHandle {
                 session: Arc::downgrade(&session),
@@ -203,6 +306,7 @@ impl Session {
         self: Arc<Self>,
         mut output: mpsc::Receiver<OutputChunk>,
         exit: oneshot::Receiver<ExitReport>,
+        mut transcript: Option<TranscriptFeed>,
     ) {
         let mut exit = exit;
         let mut exit_pending = true;
@@ -212,9 +316,22 @@ impl Session {
                 // Output first: bytes written before the exit land before it is recorded.
                 biased;
                 chunk = output.recv(), if output_open => match chunk {
-                    Some(chunk) => self.on_output(&chunk.bytes),
+                    Some(chunk) => {
+                        self.on_output(&chunk.bytes);
+                        // In order, after the buffers: a disk slower than the output holds
+                        // the pump here (and the process at its pipe), never memory.
+                        if let Some(feed) = &transcript {
+                            if !feed.send(chunk.bytes).await {
+                                transcript = None;
+                            }
+                        }
+                    }
                     None => {
                         output_open = false;
+                        // Closed output means a complete transcript: the last write first.
+                        if let Some(feed) = transcript.take() {
+                            feed.close().await;
+                        }
                         self.on_close();
                     }
                 },
@@ -232,6 +349,30 @@ impl Session {
             let mut out = lock(&self.output);
             out.pending.push(bytes);
             out.aggregated.push(bytes);
+            if !out.taps.is_empty() {
+                out.taps.retain(|t| !t.tx.is_closed());
+                let chunk = bytes::Bytes::copy_from_slice(bytes);
+                for tap in &out.taps {
+                    if tap.tx.try_send(chunk.clone()).is_err() {
+                        tap.lagged.store(true, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+            }
+            let offset = out.total;
+            out.total += bytes.len() as u64;
+            let total = out.total;
+            self.mark.send_if_modified(|m| {
+                m.total = total;
+                m.last_at = Some(Instant::now());
+                let mut announce = std::mem::take(&mut m.want_output);
+                if m.matched.is_none() {
+                    if let Some(found) = m.matcher.as_mut().and_then(|mt| mt.feed(bytes, offset)) {
+                        m.matched = Some(found);
+                        announce = true;
+                    }
+                }
+                announce
+            });
             out.delta_carry.join(bytes)
         };
         self.publish_deltas(&whole);
@@ -360,6 +501,259 @@ impl Session {
         .await;
     }
 
+    /// Like [`Self::observe_until`], but also ends when `condition` holds; says why it ended.
+    /// While it runs, the condition's pattern sees every byte of output (pending output from
+    /// before the call first).
+    pub async fn observe(
+        &self,
+        deadline: Instant,
+        close_wait: Duration,
+        condition: Option<&Condition>,
+    ) -> Reason {
+        let Some(condition) = condition.filter(|c| c.watches_output()) else {
+            self.observe_until(deadline, close_wait).await;
+            return if self.lifecycle().exited() {
+                Reason::Exited
+            } else {
+                Reason::Window
+            };
+        };
+        let call_start = Instant::now();
+        let (start_total, had_pending) = self.install_matcher(condition);
+        let _uninstall = MatcherGuard(self);
+        let mut lifecycle = self.state.subscribe();
+        let mut marks = self.mark.subscribe();
+        let mut prompt_seen_total = u64::MAX;
+        let mut prompt_backoff = Duration::from_millis(PROMPT_FIRST_CHECK_MS);
+        loop {
+            let now = Instant::now();
+            let mut wake = deadline;
+            {
+                let s = lifecycle.borrow_and_update();
+                if Self::drained(&s) {
+                    return Reason::Exited;
+                }
+                if let Some(at) = s.exited_at {
+                    if now >= at + close_wait {
+                        return Reason::Exited;
+                    }
+                    wake = wake.min(at + close_wait);
+                }
+            }
+            if now >= deadline {
+                return Reason::Window;
+            }
+            let mut want_output = false;
+            {
+                let m = marks.borrow_and_update();
+                if m.matched.is_some() {
+                    return Reason::Matched;
+                }
+                let has_output = had_pending || m.total > start_total;
+                if let Some(idle) = condition.idle {
+                    if has_output {
+                        let at = m.last_at.unwrap_or(call_start) + idle;
+                        if now >= at {
+                            return Reason::Idle;
+                        }
+                        wake = wake.min(at);
+                    } else {
+                        want_output = true;
+                    }
+                }
+                if condition.prompt {
+                    let quiet_since = m.last_at.unwrap_or(self.started_at);
+                    if m.total != prompt_seen_total {
+                        prompt_seen_total = m.total;
+                        prompt_backoff = Duration::from_millis(PROMPT_FIRST_CHECK_MS);
+                    }
+                    let first = quiet_since + Duration::from_millis(PROMPT_FIRST_CHECK_MS);
+                    if now < first {
+                        wake = wake.min(first);
+                    } else {
+                        drop(m);
+                        if self.waits_for_input(now - quiet_since) {
+                            return Reason::Prompt;
+                        }
+                        // Input may be awaited later without a byte of output: look again,
+                        // less and less often (at most every second), and at the next output.
+                        wake = wake.min(now + prompt_backoff);
+                        prompt_backoff = (prompt_backoff * 2).min(Duration::from_secs(1));
+                        want_output = true;
+                    }
+                }
+            }
+            if want_output {
+                // Silently: announcing it would wake this very loop.
+                self.mark.send_if_modified(|m| {
+                    m.want_output = true;
+                    false
+                });
+            }
+            tokio::select! {
+                changed = lifecycle.changed() => if changed.is_err() { return Reason::Window },
+                changed = marks.changed() => if changed.is_err() { return Reason::Window },
+                () = tokio::time::sleep_until(wake) => {}
+            }
+        }
+    }
+
+    /// Starts matching the condition's pattern (pending output first); returns the output
+    /// total at the start and whether output was pending.
+    fn install_matcher(&self, condition: &Condition) -> (u64, bool) {
+        let out = lock(&self.output);
+        let had_pending = !out.pending.is_empty();
+        let start_total = out.total;
+        let matcher = condition.regex.clone().map(|regex| {
+            let mut matcher = Matcher::new(regex);
+            let pending = out.pending.peek();
+            let base = out.total - (pending.kept_len() as u64 + pending.omitted_bytes);
+            let mut found = matcher.feed(&pending.head, base);
+            if found.is_none() && !pending.tail.is_empty() {
+                if pending.omitted_bytes > 0 {
+                    matcher.gap();
+                }
+                let tail_at = out.total - pending.tail.len() as u64;
+                found = matcher.feed(&pending.tail, tail_at);
+            }
+            (matcher, found)
+        });
+        self.mark.send_if_modified(|m| {
+            m.want_output = false;
+            match matcher {
+                Some((matcher, found)) => {
+                    m.matcher = Some(matcher);
+                    m.matched = found;
+                }
+                None => {
+                    m.matcher = None;
+                    m.matched = None;
+                }
+            }
+            false
+        });
+        drop(out);
+        (start_total, had_pending)
+    }
+
+    /// Starts a live view: the last `seed_bytes` printed, then everything after, with no gap
+    /// and no byte twice (both under the output lock).
+    pub fn watch_output(&self, seed_bytes: usize) -> OutputWatch {
+        let mut out = lock(&self.output);
+        let (tx, rx) = mpsc::channel(TAP_CHUNKS);
+        let lagged = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        out.taps.push(Tap {
+            tx,
+            lagged: lagged.clone(),
+        });
+        OutputWatch {
+            seed: out.aggregated.last_bytes(seed_bytes),
+            output: rx,
+            lagged,
+        }
+    }
+
+    /// Catches a lagged watch up: drops what it has queued and returns a new seed (the last
+    /// `seed_bytes`), under the output lock so nothing is missed or repeated after it.
+    pub fn resync(&self, watch: &mut OutputWatch, seed_bytes: usize) -> Vec<u8> {
+        let out = lock(&self.output);
+        while watch.output.try_recv().is_ok() {}
+        watch
+            .lagged
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        out.aggregated.last_bytes(seed_bytes)
+    }
+
+    /// Takes the input lease (a person types; the model's writes are refused meanwhile);
+    /// `None` when someone holds it already.
+    pub fn take_lease(self: &Arc<Self>) -> Option<Lease> {
+        self.lease
+            .compare_exchange(
+                false,
+                true,
+                std::sync::atomic::Ordering::SeqCst,
+                std::sync::atomic::Ordering::SeqCst,
+            )
+            .is_ok()
+            .then(|| Lease(self.clone()))
+    }
+
+    /// Whether a person holds the input lease.
+    pub fn leased(&self) -> bool {
+        self.lease.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The last non-empty line of output, escape sequences removed (at most 200 bytes).
+    pub fn last_line(&self) -> String {
+        let last = lock(&self.output).aggregated.last_bytes(512);
+        let text = strip_ansi(&String::from_utf8_lossy(&last));
+        let line = text
+            .lines()
+            .rev()
+            .map(|l| l.rsplit('\r').next().unwrap_or(l).trim_end())
+            .find(|l| !l.is_empty())
+            .unwrap_or("");
+        let mut end = line.len().min(200);
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        line[..end].to_owned()
+    }
+
+    /// What the call's pattern matched, if anything.
+    pub fn matched(&self) -> Option<Match> {
+        self.mark.borrow().matched.clone()
+    }
+
+    /// A PTY whose terminal reads a line with echo off: a password prompt.
+    pub fn awaiting_secret(&self) -> bool {
+        self.info.tty && self.control.input_modes().is_some_and(|m| m.secret())
+    }
+
+    /// Whether the session waits for input, after `quiet` without output: a secret prompt;
+    /// a process asleep reading its stdin; one in `select`/`poll` (readline, REPLs) after an
+    /// unfinished last line (`$ `, `>>> `, `Continue? [y/N] `); where the backend cannot
+    /// see its processes, [`PROMPT_QUIET_MS`] of quiet after an unfinished last line.
+    fn waits_for_input(&self, quiet: Duration) -> bool {
+        if self.awaiting_secret() {
+            return true;
+        }
+        match self.control.input_wait() {
+            Some(InputWait::Reading) => return true,
+            Some(InputWait::Neither) => return false,
+            // Servers poll too: a poller waits for input when it showed a prompt.
+            Some(InputWait::Polling) => {}
+            None if quiet < Duration::from_millis(PROMPT_QUIET_MS) => return false,
+            None => {}
+        }
+        let last = lock(&self.output).aggregated.last_bytes(512);
+        let text = strip_ansi(&String::from_utf8_lossy(&last));
+        let line = text.rsplit('\n').next().unwrap_or("");
+        !line.trim().is_empty()
+    }
+
+    /// The hard timeout (`timeout_ms`): at the deadline SIGTERM to the group, then SIGKILL
+    /// after [`TIMEOUT_KILL_GRACE_MS`] if it is still running.
+    async fn enforce_timeout(self: Arc<Self>, limit: Duration) {
+        let deadline = self.started_at + limit;
+        self.wait_until(|s| s.exited(), |_| Some(deadline)).await;
+        if self.lifecycle().exited() {
+            return;
+        }
+        let ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
+        self.state.send_modify(|s| {
+            s.timed_out_ms.get_or_insert(ms);
+        });
+        if let Err(e) = self.control.signal(Signal::Terminate).await {
+            tracing::debug!(session_id = self.id(), "timeout SIGTERM failed: {e}");
+        }
+        let grace = Instant::now() + Duration::from_millis(TIMEOUT_KILL_GRACE_MS);
+        self.wait_until(|s| s.exited(), |_| Some(grace)).await;
+        if !self.lifecycle().exited() {
+            self.terminate();
+        }
+    }
+
     /// Exited, its output closed and its exit report in: nothing more will come.
     fn drained(s: &Lifecycle) -> bool {
         s.exited() && s.output_closed && s.exit_reported
@@ -388,23 +782,38 @@ impl Session {
                 return false;
             }
             s.outcome = Some(Outcome {
-                exit_code: s.exit_code,
+                exit_code: if s.timed_out_ms.is_some() {
+                    Some(TIMEOUT_EXIT_CODE)
+                } else {
+                    s.exit_code
+                },
                 failure: s.failure.clone(),
+                timed_out_ms: s.timed_out_ms,
             });
             true
         });
         self.state.borrow().outcome.clone().unwrap_or_default()
     }
 
-    /// Takes the output printed since the last call. While more may come, an incomplete
-    /// character at the end stays for the next drain (`whole_chars`).
-    pub fn drain(&self, whole_chars: bool) -> Drained {
+    /// Takes the output printed since the last call (while more may come, an incomplete
+    /// character at the end stays for the next drain: `whole_chars`), with the session offsets of the bytes it left out (when the pending
+    /// buffer dropped a middle).
+    pub fn drain_located(&self, whole_chars: bool) -> (Drained, Option<std::ops::Range<u64>>) {
         let mut out = lock(&self.output);
-        if whole_chars {
+        let start = out.total - (out.pending.len() as u64 + out.pending.omitted());
+        let drained = if whole_chars {
             out.pending.drain_whole_chars()
         } else {
             out.pending.drain()
-        }
+        };
+        let cut = start + drained.head.len() as u64;
+        let omitted = (drained.omitted_bytes > 0).then(|| cut..cut + drained.omitted_bytes);
+        (drained, omitted)
+    }
+
+    /// What the session's transcript holds, if it has one.
+    pub fn transcript(&self) -> Option<TranscriptInfo> {
+        lock(&self.output).transcript.as_ref().map(Transcript::info)
     }
 
     /// The last `max_bytes` of everything the session printed, for people.
@@ -468,10 +877,12 @@ impl Session {
 
     /// The lifecycle watcher of a stored session (SPEC §5): End once the exit is observed,
     /// the output drained, the monitors settled and the interaction lock free.
-    pub async fn watch_lifecycle(self: Arc<Self>, drain_grace: Duration) {
+    /// True when no call reported the exit by then: nobody watched it end.
+    pub async fn watch_lifecycle(self: Arc<Self>, drain_grace: Duration) -> bool {
         self.settle(drain_grace).await;
         let _interaction = self.interaction.lock().await;
         self.emit_end();
         self.control.kill_leftovers();
+        !self.lifecycle().reported
     }
 }

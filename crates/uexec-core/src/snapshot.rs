@@ -11,7 +11,9 @@
 use std::time::Duration;
 
 use crate::buffer::Drained;
+use crate::config::Hygiene;
 use crate::limits::approx_tokens;
+use crate::until::{Match, Reason};
 use crate::utf8::{boundary_at_or_after, incomplete_suffix_len};
 
 /// One observation of a session.
@@ -29,6 +31,19 @@ pub struct Snapshot {
     pub original_token_count: u64,
     /// The body, possibly truncated.
     pub output: String,
+    /// Why the call returned.
+    pub reason: Reason,
+    /// What the call's `until.pattern` matched.
+    pub matched: Option<Match>,
+    /// The hard timeout (`timeout_ms`) killed the command after this many ms.
+    pub timed_out_ms: Option<u64>,
+    /// A PTY session waits for input with echo off (a password prompt).
+    pub awaiting_secret: bool,
+    /// The session's transcript: every byte it printed (`read_output` pages through it).
+    pub transcript: Option<std::path::PathBuf>,
+    /// Session offsets of the bytes this call's output left out (`[… N bytes omitted …]`),
+    /// which the transcript still has.
+    pub omitted_range: Option<std::ops::Range<u64>>,
 }
 
 impl Snapshot {
@@ -40,7 +55,26 @@ impl Snapshot {
         exit_code: Option<i32>,
         session_id: Option<i32>,
     ) -> Self {
-        let body = Body::from_drained(drained, max_output_tokens);
+        Self::cleaned(
+            drained,
+            max_output_tokens,
+            Hygiene::default(),
+            wall_time,
+            exit_code,
+            session_id,
+        )
+    }
+
+    /// [`Self::new`] with the body cleaned before it is counted and truncated.
+    pub fn cleaned(
+        drained: &Drained,
+        max_output_tokens: u64,
+        hygiene: Hygiene,
+        wall_time: Duration,
+        exit_code: Option<i32>,
+        session_id: Option<i32>,
+    ) -> Self {
+        let body = Body::cleaned(drained, max_output_tokens, hygiene);
         Self {
             chunk_id: new_chunk_id(),
             wall_time,
@@ -48,7 +82,64 @@ impl Snapshot {
             session_id,
             original_token_count: body.original_token_count,
             output: body.text,
+            reason: if exit_code.is_some() {
+                Reason::Exited
+            } else {
+                Reason::Window
+            },
+            matched: None,
+            timed_out_ms: None,
+            awaiting_secret: false,
+            transcript: None,
+            omitted_range: None,
         }
+    }
+
+    /// One line saying why the call returned: `Reason: matched "ready" at output byte 120`.
+    pub fn reason_text(&self) -> String {
+        match (self.reason, &self.matched) {
+            (Reason::Matched, Some(m)) => {
+                format!("Reason: matched {:?} at output byte {}", m.text, m.offset)
+            }
+            (Reason::Prompt, _) if self.awaiting_secret => {
+                "Reason: prompt (secret input, echo off)".to_owned()
+            }
+            (Reason::Prompt, _) => "Reason: prompt (waiting for input)".to_owned(),
+            (reason, _) => format!("Reason: {}", reason.as_str()),
+        }
+    }
+
+    /// [`Self::to_text`] with uexec's extra lines after the status line: the timeout, why
+    /// the call returned, and a secret prompt.
+    pub fn to_text_annotated(&self) -> String {
+        let mut extra = String::new();
+        if let Some(ms) = self.timed_out_ms {
+            extra.push_str(&format!(
+                "Process timed out after {ms} ms (SIGTERM, then SIGKILL); reported as exit code {}\n",
+                crate::limits::TIMEOUT_EXIT_CODE
+            ));
+        }
+        extra.push_str(&self.reason_text());
+        extra.push('\n');
+        if let Some(dir) = &self.transcript {
+            match &self.omitted_range {
+                Some(r) => extra.push_str(&format!(
+                    "Transcript: {} (bytes {}..{} left out here; read_output has them)\n",
+                    dir.display(),
+                    r.start,
+                    r.end
+                )),
+                None => extra.push_str(&format!("Transcript: {}\n", dir.display())),
+            }
+        }
+        if self.awaiting_secret && self.session_id.is_some() {
+            extra.push_str(
+                "A password prompt waits (echo off): ask the person to answer it; do not send secrets yourself\n",
+            );
+        }
+        let text = self.to_text();
+        let at = text.find("Original token count:").unwrap_or(0);
+        format!("{}{extra}{}", &text[..at], &text[at..])
     }
 
     /// Wall time in seconds with exactly four decimals, as printed.
@@ -86,10 +177,15 @@ pub struct Body {
 
 impl Body {
     pub fn from_drained(drained: &Drained, max_output_tokens: u64) -> Self {
+        Self::cleaned(drained, max_output_tokens, Hygiene::default())
+    }
+
+    /// The body with `hygiene` applied to the text before it is counted and truncated.
+    pub fn cleaned(drained: &Drained, max_output_tokens: u64, hygiene: Hygiene) -> Self {
         let (text, len) = if drained.omitted_bytes == 0 {
             let mut all = drained.head.clone();
             all.extend_from_slice(&drained.tail);
-            let text = String::from_utf8_lossy(&all).into_owned();
+            let text = hygiene.apply(String::from_utf8_lossy(&all).into_owned());
             let len = text.len() as u64;
             (text, len)
         } else {
@@ -99,8 +195,8 @@ impl Body {
             let tail_start = boundary_at_or_after(&drained.tail, 0);
             let omitted =
                 drained.omitted_bytes + (drained.head.len() - head_end + tail_start) as u64;
-            let head = String::from_utf8_lossy(&drained.head[..head_end]);
-            let tail = String::from_utf8_lossy(&drained.tail[tail_start..]);
+            let head = hygiene.apply(String::from_utf8_lossy(&drained.head[..head_end]).into());
+            let tail = hygiene.apply(String::from_utf8_lossy(&drained.tail[tail_start..]).into());
             let len = (head.len() + tail.len()) as u64 + omitted;
             let text = format!("{head}{}{tail}", omitted_marker(omitted));
             (text, len)
@@ -186,6 +282,34 @@ mod tests {
             .chunk_id
             .chars()
             .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+    }
+
+    #[test]
+    fn annotated_text_puts_uexecs_lines_before_the_count() {
+        let mut s = Snapshot::new(&drained(b"ok\n"), 10_000, Duration::ZERO, Some(124), None);
+        s.timed_out_ms = Some(500);
+        assert_eq!(
+            s.to_text_annotated(),
+            format!(
+                "Chunk ID: {}\nWall time: 0.0000 seconds\nProcess exited with code 124\nProcess timed out after 500 ms (SIGTERM, then SIGKILL); reported as exit code 124\nReason: exited\nOriginal token count: 1\nOutput:\nok\n",
+                s.chunk_id
+            )
+        );
+        let mut m = Snapshot::new(
+            &drained(b"ready\n"),
+            10_000,
+            Duration::ZERO,
+            None,
+            Some(1000),
+        );
+        m.reason = Reason::Matched;
+        m.matched = Some(Match {
+            text: "ready".into(),
+            offset: 42,
+        });
+        assert!(m
+            .to_text_annotated()
+            .contains("Process running with session ID 1000\nReason: matched \"ready\" at output byte 42\nOriginal"));
     }
 
     #[test]

@@ -10,32 +10,45 @@
 //!
 //! One store per owner (an MCP connection, a daemon namespace, an exec-server client).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::backend::{Backend, Signal, WriteOutcome};
-use crate::config::StoreConfig;
+use crate::config::{Hygiene, StoreConfig};
+use crate::environments::{Environments, Lookup};
 use crate::error::ExecError;
 use crate::events::{lock, EndStatus, EventBus, EventKind, EventStream};
 use crate::limits::{
-    write_window_ms, EARLY_EXIT_GRACE_MS, MAX_SESSION_ID_EXCLUSIVE, MAX_WRITE_CHARS_BYTES,
-    MIN_SESSION_ID, POST_EXIT_CLOSE_WAIT_MS, PROTECTED_RECENT_SESSIONS, TRAILING_OUTPUT_GRACE_MS,
-    TTY_WRITE_SETTLE_MS,
+    write_window_ms, EARLY_EXIT_GRACE_MS, MAX_EMPTY_POLL_YIELD_TIME_MS, MAX_EXIT_NOTICES,
+    MAX_SESSION_ID_EXCLUSIVE, MAX_WAIT_SESSIONS, MAX_WRITE_CHARS_BYTES, MIN_SESSION_ID,
+    MIN_YIELD_TIME_MS, POST_EXIT_CLOSE_WAIT_MS, PROTECTED_RECENT_SESSIONS,
+    TRAILING_OUTPUT_GRACE_MS, TTY_WRITE_SETTLE_MS,
 };
+use crate::notice::ExitNotice;
 use crate::plan::{self, Plan};
 use crate::prune::{session_to_prune, SessionMeta};
-use crate::request::{ExecRequest, SessionInfo, WriteRequest};
+use crate::request::{
+    ExecRequest, OutputPage, ReadOutputRequest, SessionInfo, WaitRequest, WriteRequest,
+};
 use crate::session::{PolicyMonitor, Session, SessionMetaInfo};
 use crate::snapshot::Snapshot;
+use crate::transcript::{self, TranscriptInfo, TranscriptWriter};
+use crate::until::{Condition, Reason};
+
+/// Session ids in use, shared by the stores that must not reuse each other's.
+#[derive(Debug, Default)]
+pub struct IdSpace(Mutex<HashSet<i32>>);
 
 /// Live sessions of one owner, and the calls on them.
 pub struct SessionStore {
+    /// This store, for the tasks it starts (they must not keep it alive).
+    me: std::sync::Weak<SessionStore>,
     backend: Arc<dyn Backend>,
     /// Named other places to run commands (`environment_id`), e.g. remote exec servers.
-    environments: HashMap<String, Arc<dyn Backend>>,
+    environments: Environments,
     config: StoreConfig,
     inner: Mutex<StoreInner>,
     events: Arc<EventBus>,
@@ -46,8 +59,50 @@ struct StoreInner {
     sessions: HashMap<i32, Entry>,
     /// Ids of stored sessions plus those reserved by calls in flight.
     reserved: HashSet<i32>,
+    /// The ids in use in every store sharing this space (this store's among them).
+    ids: Arc<IdSpace>,
     use_counter: u64,
     shut_down: bool,
+    /// Exits no call watched, waiting for the owner's next result (bounded: the oldest
+    /// give way to [`MAX_EXIT_NOTICES`] newer ones).
+    notices: VecDeque<ExitNotice>,
+    /// Transcripts of sessions no longer stored, newest last (bounded by
+    /// [`FINISHED_TRANSCRIPTS`]), for `read_output` after the exit.
+    finished: VecDeque<(i32, std::path::PathBuf)>,
+}
+
+/// Sessions gone from the store whose transcripts `read_output` still finds by id.
+const FINISHED_TRANSCRIPTS: usize = 256;
+
+impl StoreInner {
+    /// Removes a session's entry and id, remembering where its transcript is.
+    fn forget(&mut self, session: &Session) {
+        self.sessions.remove(&session.id());
+        self.release(session.id());
+        self.remember_transcript(session);
+    }
+
+    fn hold(&mut self, id: i32) {
+        self.reserved.insert(id);
+        lock(&self.ids.0).insert(id);
+    }
+
+    fn release(&mut self, id: i32) {
+        if self.reserved.remove(&id) {
+            lock(&self.ids.0).remove(&id);
+        }
+    }
+
+    /// Keeps a gone session's transcript findable by id.
+    fn remember_transcript(&mut self, session: &Session) {
+        if let Some(t) = session.transcript() {
+            self.finished.retain(|(id, _)| *id != session.id());
+            if self.finished.len() >= FINISHED_TRANSCRIPTS {
+                self.finished.pop_front();
+            }
+            self.finished.push_back((session.id(), t.dir));
+        }
+    }
 }
 
 struct Entry {
@@ -66,11 +121,36 @@ impl SessionStore {
         config: StoreConfig,
         environments: HashMap<String, Arc<dyn Backend>>,
     ) -> Arc<Self> {
-        Arc::new(Self {
+        Self::with_shared_environments(backend, config, Environments::new(environments))
+    }
+
+    /// A store whose environments may change while it runs (the table is shared: see
+    /// [`Environments`]).
+    pub fn with_shared_environments(
+        backend: Arc<dyn Backend>,
+        config: StoreConfig,
+        environments: Environments,
+    ) -> Arc<Self> {
+        Self::with_id_space(backend, config, environments, Arc::default())
+    }
+
+    /// A store whose session ids are unique among every store of `ids` (a daemon's
+    /// owners: a person addresses any session by its id alone).
+    pub fn with_id_space(
+        backend: Arc<dyn Backend>,
+        config: StoreConfig,
+        environments: Environments,
+        ids: Arc<IdSpace>,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
+            me: me.clone(),
             backend,
             environments,
             config,
-            inner: Mutex::new(StoreInner::default()),
+            inner: Mutex::new(StoreInner {
+                ids,
+                ..StoreInner::default()
+            }),
             events: Arc::new(EventBus::default()),
         })
     }
@@ -81,9 +161,7 @@ impl SessionStore {
 
     /// Names of the environments besides the default one, sorted.
     pub fn environment_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.environments.keys().cloned().collect();
-        names.sort();
-        names
+        self.environments.names()
     }
 
     /// Every event of every session of this store, in order, from now on.
@@ -103,6 +181,10 @@ impl SessionStore {
         monitors: Vec<Box<dyn PolicyMonitor>>,
     ) -> Result<Snapshot, ExecError> {
         let backend = self.backend_for(req.environment_id.as_deref())?;
+        backend
+            .prepare()
+            .await
+            .map_err(|e| ExecError::Spawn(e.message))?;
         let mut plan = Plan::new(&self.config, &req, backend.placement())?;
         plan.use_shell_snapshot(&self.config).await;
         let reservation = self.reserve_id()?;
@@ -145,8 +227,22 @@ impl SessionStore {
             command: plan.command,
             cwd,
             tty: plan.spec.tty,
+            pipe_stdin: plan.spec.pipe_stdin,
+            hygiene: plan.hygiene,
         };
-        let session = Session::start(info, process, self.events.clone(), monitors);
+        let transcript = self.config.transcripts.as_ref().and_then(|config| {
+            TranscriptWriter::create(config, id, &info.command, &info.cwd, info.tty)
+                .map_err(|e| tracing::warn!(session_id = id, "no transcript: {e}"))
+                .ok()
+        });
+        let session = Session::start(
+            info,
+            process,
+            self.events.clone(),
+            monitors,
+            plan.timeout,
+            transcript,
+        );
         // From here on the first-call guard owns the id: it stores the session or finishes it.
         reservation.hand_over();
         let mut guard = FirstCall {
@@ -174,14 +270,21 @@ impl SessionStore {
             }
         }
         let window_start = Instant::now();
-        session
-            .observe_until(
+        let reason = session
+            .observe(
                 window_start + plan.window,
                 Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS),
+                plan.condition.as_ref(),
             )
             .await;
         let snapshot = self
-            .conclude(&session, window_start, plan.max_output_tokens)
+            .conclude(
+                &session,
+                window_start,
+                plan.max_output_tokens,
+                plan.hygiene,
+                reason,
+            )
             .await;
         session.set_first_call_active(false);
         if !guard.stored {
@@ -209,16 +312,43 @@ impl SessionStore {
                 ),
             ));
         }
-        let is_poll = req.chars.is_empty();
+        let condition = req.until.as_ref().map(Condition::new).transpose()?;
+        let is_poll = req.chars.is_empty() && !req.eof;
         let window = Duration::from_millis(write_window_ms(req.yield_time_ms, is_poll));
         let session = self.touch(id).ok_or(ExecError::UnknownProcess(id))?;
+        if req.eof && !session.info.pipe_stdin {
+            return Err(ExecError::invalid(
+                "eof",
+                format!("session {id} has no piped stdin to close (start it with stdin: \"pipe\"; on a tty session type \"\\u0004\" for Ctrl-D)"),
+            ));
+        }
+        let hygiene = session.info.hygiene.with(req.hygiene);
+        if session.leased() && (!req.chars.is_empty() || req.eof) {
+            return Err(ExecError::Write {
+                session_id: id,
+                message: "a person is typing in this session (uexec attach --write): poll it (empty chars) to see what happens, and write again once they detach".to_owned(),
+            });
+        }
         let _interaction = session.interaction.lock().await;
         // A call queued behind the one that reported the exit finds the id dead.
         if session.lifecycle().reported {
             return Err(ExecError::UnknownProcess(id));
         }
+        let aborting = req.chars == "\u{3}" || req.chars == "\u{4}";
+        if !req.chars.is_empty()
+            && !aborting
+            && !self.config.allow_secret_input
+            && session.awaiting_secret()
+        {
+            return Err(ExecError::Write {
+                session_id: id,
+                message: format!("the session waits for a secret (a password prompt, echo off): do not type secrets; ask the person to answer it (with `uexec mcp --daemon` they can: `uexec attach {id} --write`). Ctrl-C (\"\\u0003\") aborts the prompt"),
+            });
+        }
 
-        if !is_poll {
+        if session.info.pipe_stdin && (req.eof || (!req.chars.is_empty() && req.chars != "\u{3}")) {
+            self.write_pipe(&session, &req, window).await?;
+        } else if !req.chars.is_empty() {
             if session.info.tty {
                 let write = session.control().write(req.chars.clone().into_bytes());
                 let outcome = match tokio::time::timeout(window, write).await {
@@ -254,14 +384,15 @@ impl SessionStore {
         }
 
         let window_start = Instant::now();
-        session
-            .observe_until(
+        let reason = session
+            .observe(
                 window_start + window,
                 Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS),
+                condition.as_ref(),
             )
             .await;
         let snapshot = self
-            .conclude(&session, window_start, max_output_tokens)
+            .conclude(&session, window_start, max_output_tokens, hygiene, reason)
             .await;
         let still_running = matches!(&snapshot, Ok(s) if s.session_id.is_some());
         if !is_poll || still_running {
@@ -272,6 +403,373 @@ impl SessionStore {
             );
         }
         snapshot
+    }
+
+    /// Writes `chars` to a piped stdin, then closes it when `eof` is asked.
+    async fn write_pipe(
+        &self,
+        session: &Session,
+        req: &WriteRequest,
+        window: Duration,
+    ) -> Result<(), ExecError> {
+        let id = session.id();
+        let failed = |message: String| ExecError::Write {
+            session_id: id,
+            message,
+        };
+        let work = async {
+            let mut outcome = WriteOutcome::Accepted;
+            if !req.chars.is_empty() {
+                outcome = session
+                    .control()
+                    .write(req.chars.clone().into_bytes())
+                    .await
+                    .map_err(|e| failed(e.message))?;
+            }
+            if req.eof && outcome == WriteOutcome::Accepted {
+                outcome = session
+                    .control()
+                    .close_stdin()
+                    .await
+                    .map_err(|e| failed(e.message))?;
+            }
+            Ok::<_, ExecError>(outcome)
+        };
+        match tokio::time::timeout(window, work).await {
+            Ok(Ok(WriteOutcome::Accepted)) => Ok(()),
+            Ok(Ok(WriteOutcome::StdinClosed)) => Err(failed(
+                "its stdin is closed (eof was sent, or the process closed it)".to_owned(),
+            )),
+            Ok(Ok(WriteOutcome::UnknownProcess)) => {
+                session.mark_exited();
+                Ok(())
+            }
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(failed(format!(
+                "the process did not read its input within {} ms",
+                window.as_millis()
+            ))),
+        }
+    }
+
+    /// Waits on several sessions at once (the `wait` tool): returns when the first of them
+    /// (or, with `all`, every one) exits or meets `until`, or when the window ends; then
+    /// one snapshot per session, in the order asked. Nothing is checked lazily: a bad or
+    /// unknown id fails the call before any session is touched.
+    pub async fn wait(
+        self: &Arc<Self>,
+        req: WaitRequest,
+    ) -> Result<Vec<(i32, Result<Snapshot, ExecError>)>, ExecError> {
+        if req.session_ids.is_empty() {
+            return Err(ExecError::invalid(
+                "session_ids",
+                "give at least one session id",
+            ));
+        }
+        if req.session_ids.len() > MAX_WAIT_SESSIONS {
+            return Err(ExecError::invalid(
+                "session_ids",
+                format!(
+                    "{} ids is more than the {MAX_WAIT_SESSIONS} one call may wait on",
+                    req.session_ids.len()
+                ),
+            ));
+        }
+        let mut seen = HashSet::new();
+        if let Some(dup) = req.session_ids.iter().find(|id| !seen.insert(**id)) {
+            return Err(ExecError::invalid(
+                "session_ids",
+                format!("{dup} is listed twice"),
+            ));
+        }
+        let condition = req.until.as_ref().map(Condition::new).transpose()?;
+        let max_output_tokens = plan::token_budget(&self.config, req.max_output_tokens)?;
+        let window_ms = req
+            .yield_time_ms
+            .map_or(crate::limits::DEFAULT_WAIT_YIELD_TIME_MS, |ms| {
+                (ms.max(0) as u64).clamp(MIN_YIELD_TIME_MS, MAX_EMPTY_POLL_YIELD_TIME_MS)
+            });
+        let mut sessions = Vec::with_capacity(req.session_ids.len());
+        for &id in &req.session_ids {
+            sessions.push(self.touch(id).ok_or(ExecError::UnknownProcess(id))?);
+        }
+        // Locks in id order: two waits on overlapping sets cannot deadlock.
+        let mut order: Vec<usize> = (0..sessions.len()).collect();
+        order.sort_by_key(|&i| sessions[i].id());
+        let mut guards = Vec::with_capacity(sessions.len());
+        for &i in &order {
+            guards.push(sessions[i].interaction.lock().await);
+        }
+        let window_start = Instant::now();
+        let deadline = window_start + Duration::from_millis(window_ms);
+        let close_wait = Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS);
+        let live: Vec<&Arc<Session>> = sessions
+            .iter()
+            .filter(|s| !s.lifecycle().reported)
+            .collect();
+        let mut reasons: HashMap<i32, Reason> = HashMap::new();
+        if !live.is_empty() {
+            let observations = live.iter().map(|s| {
+                let condition = condition.as_ref();
+                Box::pin(async move { (s.id(), s.observe(deadline, close_wait, condition).await) })
+            });
+            if req.all {
+                for (id, reason) in futures::future::join_all(observations).await {
+                    reasons.insert(id, reason);
+                }
+            } else {
+                let ((id, reason), _, _) = futures::future::select_all(observations).await;
+                reasons.insert(id, reason);
+            }
+        }
+        let mut results = Vec::with_capacity(sessions.len());
+        for session in &sessions {
+            let id = session.id();
+            if session.lifecycle().reported {
+                results.push((id, Err(ExecError::UnknownProcess(id))));
+                continue;
+            }
+            let reason = reasons.get(&id).copied().unwrap_or_else(|| {
+                if session.lifecycle().exited() {
+                    Reason::Exited
+                } else if session.matched().is_some() {
+                    Reason::Matched
+                } else {
+                    Reason::Window
+                }
+            });
+            let hygiene = session.info.hygiene;
+            let snapshot = self
+                .conclude(session, window_start, max_output_tokens, hygiene, reason)
+                .await;
+            results.push((id, snapshot));
+        }
+        drop(guards);
+        Ok(results)
+    }
+
+    /// A page of a session's transcript (`read_output`), live or gone (the last
+    /// [`FINISHED_TRANSCRIPTS`] gone sessions, until the transcript caps remove them).
+    pub fn read_output(&self, req: ReadOutputRequest) -> Result<OutputPage, ExecError> {
+        let Some(config) = self.config.transcripts.as_ref() else {
+            return Err(ExecError::invalid(
+                "session_id",
+                "this server keeps no transcripts (started with --no-transcripts)",
+            ));
+        };
+        let segment = transcript::segment_bytes(config);
+        let info = match (req.session_id, &req.transcript) {
+            (Some(id), None) => self.transcript_of(id, segment)?,
+            (None, Some(dir)) => {
+                let inside = dir
+                    .canonicalize()
+                    .ok()
+                    .zip(config.root.canonicalize().ok())
+                    .is_some_and(|(d, root)| d.parent() == Some(root.as_path()));
+                if !inside {
+                    return Err(ExecError::invalid(
+                        "transcript",
+                        format!("{} is not a transcript of this server", dir.display()),
+                    ));
+                }
+                transcript::info_of(dir, segment).map_err(|e| {
+                    ExecError::invalid("transcript", format!("{}: {e}", dir.display()))
+                })?
+            }
+            _ => {
+                return Err(ExecError::invalid(
+                    "session_id",
+                    "give session_id or transcript (one of them)",
+                ))
+            }
+        };
+        read_page(&info, segment, req.session_id, &req)
+    }
+
+    fn transcript_of(&self, id: i32, segment: u64) -> Result<TranscriptInfo, ExecError> {
+        let live = lock(&self.inner)
+            .sessions
+            .get(&id)
+            .map(|e| e.session.clone());
+        match live {
+            Some(session) => session.transcript(),
+            None => lock(&self.inner)
+                .finished
+                .iter()
+                .rev()
+                .find(|(fid, _)| *fid == id)
+                .map(|(_, dir)| transcript::info_of(dir, segment))
+                .transpose()
+                .map_err(|e| {
+                    ExecError::invalid(
+                        "session_id",
+                        format!("session {id}'s transcript is gone: {e}"),
+                    )
+                })?,
+        }
+        .ok_or(ExecError::UnknownProcess(id))
+    }
+
+    /// Exits that no call watched, each once: the owner's next result of any kind carries
+    /// them (oldest first).
+    pub fn take_exit_notices(&self) -> Vec<ExitNotice> {
+        lock(&self.inner).notices.drain(..).collect()
+    }
+
+    fn push_exit_notice(&self, session: &Arc<Session>) {
+        let state = session.lifecycle();
+        let (Some(exited_at), Some(outcome)) = (state.exited_at, state.outcome) else {
+            return;
+        };
+        let mut inner = lock(&self.inner);
+        // Terminated or pruned sessions are gone on purpose: nothing to announce.
+        let stored = inner
+            .sessions
+            .get(&session.id())
+            .is_some_and(|e| Arc::ptr_eq(&e.session, session));
+        if !stored || state.reported {
+            return;
+        }
+        if inner.notices.len() >= MAX_EXIT_NOTICES {
+            inner.notices.pop_front();
+        }
+        inner.notices.push_back(ExitNotice {
+            session_id: session.id(),
+            command: session.info.command.clone(),
+            exit_code: outcome.exit_code,
+            failure: outcome.failure,
+            timed_out_ms: outcome.timed_out_ms,
+            exited_at,
+        });
+    }
+
+    /// Whether this store holds session `id`.
+    pub fn contains(&self, id: i32) -> bool {
+        lock(&self.inner).sessions.contains_key(&id)
+    }
+
+    /// Whether this store holds session `id` or still has its transcript.
+    pub fn knows(&self, id: i32) -> bool {
+        let inner = lock(&self.inner);
+        inner.sessions.contains_key(&id) || inner.finished.iter().any(|(f, _)| *f == id)
+    }
+
+    /// Writes to a session without observing it (people: the output stays for the session's
+    /// owner). `chars` goes to the terminal or the stdin pipe; on a pipe session without one,
+    /// only `"\u{3}"` (an interrupt) is accepted; `eof` closes a stdin pipe.
+    pub async fn send_input(&self, id: i32, chars: &str, eof: bool) -> Result<(), ExecError> {
+        if chars.len() > MAX_WRITE_CHARS_BYTES {
+            return Err(ExecError::invalid(
+                "chars",
+                format!(
+                    "{} bytes is more than the {MAX_WRITE_CHARS_BYTES} a single write accepts",
+                    chars.len()
+                ),
+            ));
+        }
+        let session = self.touch(id).ok_or(ExecError::UnknownProcess(id))?;
+        if eof && !session.info.pipe_stdin {
+            return Err(ExecError::invalid(
+                "eof",
+                format!("session {id} has no piped stdin to close"),
+            ));
+        }
+        let failed = |message: String| ExecError::Write {
+            session_id: id,
+            message,
+        };
+        if chars == "\u{3}" && !session.info.tty {
+            return session
+                .control()
+                .signal(Signal::Interrupt)
+                .await
+                .map_err(|e| failed(e.message));
+        }
+        if !session.info.tty && !session.info.pipe_stdin {
+            return Err(ExecError::StdinClosed { session_id: id });
+        }
+        let write = async {
+            let mut outcome = WriteOutcome::Accepted;
+            if !chars.is_empty() {
+                outcome = session
+                    .control()
+                    .write(chars.as_bytes().to_vec())
+                    .await
+                    .map_err(|e| failed(e.message))?;
+            }
+            if eof && outcome == WriteOutcome::Accepted {
+                outcome = session
+                    .control()
+                    .close_stdin()
+                    .await
+                    .map_err(|e| failed(e.message))?;
+            }
+            Ok::<_, ExecError>(outcome)
+        };
+        match tokio::time::timeout(Duration::from_secs(30), write).await {
+            Ok(Ok(WriteOutcome::Accepted)) => {
+                self.events.publish(
+                    &session.info.call_id,
+                    id,
+                    EventKind::TerminalInteraction {
+                        stdin: chars.to_owned(),
+                    },
+                );
+                Ok(())
+            }
+            Ok(Ok(_)) => Err(failed("its input is closed".to_owned())),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(failed(
+                "the process did not read its input within 30 s".to_owned(),
+            )),
+        }
+    }
+
+    /// Joins a person to a session (`uexec attach`): the last `seed_bytes` printed and a live
+    /// feed of what follows; with `write`, the input lease (the model's writes are refused
+    /// until it is dropped). Pipe sessions attach read-only.
+    pub fn attach(&self, id: i32, write: bool, seed_bytes: usize) -> Result<Attachment, ExecError> {
+        let session = self.touch(id).ok_or(ExecError::UnknownProcess(id))?;
+        let lease = if write {
+            if !session.info.tty {
+                return Err(ExecError::invalid(
+                    "write",
+                    format!("session {id} has no terminal: pipe sessions attach read-only, as a live log view"),
+                ));
+            }
+            Some(session.take_lease().ok_or_else(|| {
+                ExecError::invalid(
+                    "write",
+                    format!("someone else is attached to session {id} with --write"),
+                )
+            })?)
+        } else {
+            None
+        };
+        let watch = session.watch_output(seed_bytes);
+        Ok(Attachment {
+            session,
+            watch,
+            _lease: lease,
+        })
+    }
+
+    /// Waits (up to `limit`) for a session's exit without taking its output or its exit
+    /// report (people: the owner's next call still gets both). `None` when it still runs.
+    pub async fn await_exit(
+        &self,
+        id: i32,
+        limit: Duration,
+    ) -> Result<Option<crate::session::Outcome>, ExecError> {
+        let session = self.touch(id).ok_or(ExecError::UnknownProcess(id))?;
+        if !session.wait_exited(limit).await {
+            return Ok(None);
+        }
+        Ok(Some(
+            session
+                .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
+                .await,
+        ))
     }
 
     /// Live sessions, oldest first.
@@ -290,6 +788,8 @@ impl SessionStore {
                     running_time: s.started_at.elapsed(),
                     exited: s.lifecycle().exited(),
                     pid: s.pid,
+                    last_line: s.last_line(),
+                    transcript: s.transcript().map(|t| t.dir),
                 }
             })
             .collect();
@@ -320,8 +820,7 @@ impl SessionStore {
                 .ok_or(ExecError::UnknownProcess(session_id))?;
             let session = entry.session.clone();
             if !session.lifecycle().first_call_active {
-                inner.sessions.remove(&session_id);
-                inner.reserved.remove(&session_id);
+                inner.forget(&session);
             }
             session
         };
@@ -334,8 +833,8 @@ impl SessionStore {
         let sessions: Vec<Arc<Session>> = {
             let mut inner = lock(&self.inner);
             let ids: Vec<i32> = inner.sessions.keys().copied().collect();
-            for id in &ids {
-                inner.reserved.remove(id);
+            for id in ids {
+                inner.release(id);
             }
             inner.sessions.drain().map(|(_, e)| e.session).collect()
         };
@@ -353,13 +852,20 @@ impl SessionStore {
     fn backend_for(&self, environment: Option<&str>) -> Result<Arc<dyn Backend>, ExecError> {
         match environment {
             None | Some("") => Ok(self.backend.clone()),
-            Some(name) => self.environments.get(name).cloned().ok_or_else(|| {
-                let known = self.environment_names().join(", ");
-                ExecError::invalid(
-                    "environment_id",
-                    format!("unknown environment {name:?} (configured: {known})"),
-                )
-            }),
+            Some(name) => {
+                let known = || self.environment_names().join(", ");
+                match self.environments.lookup(name) {
+                    Lookup::Available(backend) => Ok(backend),
+                    Lookup::Refused(reason) => Err(ExecError::invalid(
+                        "environment_id",
+                        format!("environment {name:?} {reason} (available: {})", known()),
+                    )),
+                    Lookup::Unknown => Err(ExecError::invalid(
+                        "environment_id",
+                        format!("unknown environment {name:?} (configured: {})", known()),
+                    )),
+                }
+            }
         }
     }
 
@@ -368,21 +874,20 @@ impl SessionStore {
         if inner.shut_down {
             return Err(ExecError::ShutDown);
         }
-        let id = if self.config.deterministic_ids {
-            inner
-                .reserved
-                .iter()
-                .max()
-                .map_or(MIN_SESSION_ID, |max| max + 1)
-        } else {
-            loop {
-                let id = rand::random_range(MIN_SESSION_ID..MAX_SESSION_ID_EXCLUSIVE);
-                if !inner.reserved.contains(&id) {
-                    break id;
+        let id = {
+            let taken = lock(&inner.ids.0);
+            if self.config.deterministic_ids {
+                taken.iter().max().map_or(MIN_SESSION_ID, |max| max + 1)
+            } else {
+                loop {
+                    let id = rand::random_range(MIN_SESSION_ID..MAX_SESSION_ID_EXCLUSIVE);
+                    if !taken.contains(&id) {
+                        break id;
+                    }
                 }
             }
         };
-        inner.reserved.insert(id);
+        inner.hold(id);
         Ok(IdReservation {
             store: self.clone(),
             id,
@@ -393,7 +898,7 @@ impl SessionStore {
     fn release_id(&self, id: i32) {
         let mut inner = lock(&self.inner);
         if !inner.sessions.contains_key(&id) {
-            inner.reserved.remove(&id);
+            inner.release(id);
         }
     }
 
@@ -417,13 +922,15 @@ impl SessionStore {
                     })
                     .collect();
                 if let Some(victim) = session_to_prune(&meta, PROTECTED_RECENT_SESSIONS) {
-                    inner.reserved.remove(&victim);
-                    pruned = inner.sessions.remove(&victim).map(|e| e.session);
+                    pruned = inner.sessions.get(&victim).map(|e| e.session.clone());
+                    if let Some(v) = &pruned {
+                        inner.forget(v);
+                    }
                 }
             }
             inner.use_counter += 1;
             let last_used = inner.use_counter;
-            inner.reserved.insert(session.id());
+            inner.hold(session.id());
             inner.sessions.insert(
                 session.id(),
                 Entry {
@@ -437,7 +944,16 @@ impl SessionStore {
             tracing::info!(session_id = victim.id(), "store full: pruned the session");
             victim.terminate();
         }
-        tokio::spawn(session.watch_lifecycle(Duration::from_millis(TRAILING_OUTPUT_GRACE_MS)));
+        let store = self.me.clone();
+        tokio::spawn(async move {
+            let unwatched = session
+                .clone()
+                .watch_lifecycle(Duration::from_millis(TRAILING_OUTPUT_GRACE_MS))
+                .await;
+            if let (true, Some(store)) = (unwatched, store.upgrade()) {
+                store.push_exit_notice(&session);
+            }
+        });
         Ok(())
     }
 
@@ -462,16 +978,30 @@ impl SessionStore {
         session: &Arc<Session>,
         window_start: Instant,
         max_output_tokens: u64,
+        hygiene: Hygiene,
+        reason: Reason,
     ) -> Result<Snapshot, ExecError> {
+        let annotate = |mut snapshot: Snapshot| {
+            snapshot.reason = reason;
+            if reason == Reason::Matched {
+                snapshot.matched = session.matched();
+            }
+            snapshot
+        };
         if !session.lifecycle().exited() {
-            let drained = session.drain(true);
-            return Ok(Snapshot::new(
+            let (drained, omitted) = session.drain_located(true);
+            let mut snapshot = annotate(Snapshot::cleaned(
                 &drained,
                 max_output_tokens,
+                hygiene,
                 window_start.elapsed(),
                 None,
                 Some(session.id()),
             ));
+            snapshot.awaiting_secret = session.awaiting_secret();
+            snapshot.transcript = session.transcript().map(|t| t.dir);
+            snapshot.omitted_range = omitted;
+            return Ok(snapshot);
         }
         let outcome = session
             .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
@@ -480,16 +1010,19 @@ impl SessionStore {
         if !session.claim_report() {
             return Err(ExecError::UnknownProcess(session.id()));
         }
-        let drained = session.drain(false);
+        let (drained, omitted) = session.drain_located(false);
         {
             let mut inner = lock(&self.inner);
+            // Reported here: a notice of the same exit would say it twice.
+            inner.notices.retain(|n| n.session_id != session.id());
             let same = inner
                 .sessions
                 .get(&session.id())
                 .is_some_and(|e| Arc::ptr_eq(&e.session, session));
             if same {
-                inner.sessions.remove(&session.id());
-                inner.reserved.remove(&session.id());
+                inner.forget(session);
+            } else {
+                inner.remember_transcript(session);
             }
         }
         session.control().kill_leftovers();
@@ -499,13 +1032,22 @@ impl SessionStore {
                 message,
             });
         }
-        Ok(Snapshot::new(
+        let mut snapshot = annotate(Snapshot::cleaned(
             &drained,
             max_output_tokens,
+            hygiene,
             wall_time,
             outcome.exit_code,
             None,
-        ))
+        ));
+        // Whatever ended the wait, the process is gone: that is what the caller acts on.
+        if reason == Reason::Window {
+            snapshot.reason = Reason::Exited;
+        }
+        snapshot.timed_out_ms = outcome.timed_out_ms;
+        snapshot.transcript = session.transcript().map(|t| t.dir);
+        snapshot.omitted_range = omitted;
+        Ok(snapshot)
     }
 }
 
@@ -517,6 +1059,10 @@ impl Drop for SessionStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         for (_, entry) in inner.sessions.drain() {
             entry.session.terminate();
+        }
+        let mut space = lock(&inner.ids.0);
+        for id in inner.reserved.drain() {
+            space.remove(&id);
         }
     }
 }
@@ -595,4 +1141,229 @@ async fn finish_unstored(store: &SessionStore, session: &Session) {
 
 fn new_call_id() -> String {
     format!("call_{:016x}", rand::random::<u64>())
+}
+
+/// Most bytes one `read_output` page returns, and the default.
+pub const READ_OUTPUT_MAX_BYTES: u64 = 256 * 1024;
+pub const READ_OUTPUT_DEFAULT_BYTES: u64 = 16 * 1024;
+/// Most bytes one `grep` scans.
+const GREP_SCAN_MAX_BYTES: u64 = 64 << 20;
+/// Bytes read from the end for `tail_lines`.
+const TAIL_SCAN_BYTES: usize = 1 << 20;
+
+fn read_page(
+    info: &TranscriptInfo,
+    segment: u64,
+    id: Option<i32>,
+    req: &ReadOutputRequest,
+) -> Result<OutputPage, ExecError> {
+    let io = |e: std::io::Error| {
+        ExecError::invalid(
+            "transcript",
+            format!("reading {} failed: {e}", info.dir.display()),
+        )
+    };
+    let limit = match req.limit {
+        None => READ_OUTPUT_DEFAULT_BYTES,
+        Some(n) if (1..=READ_OUTPUT_MAX_BYTES as i64).contains(&n) => n as u64,
+        Some(n) => {
+            return Err(ExecError::invalid(
+                "limit",
+                format!("{n} is out of range (1..={READ_OUTPUT_MAX_BYTES})"),
+            ))
+        }
+    };
+    let offset = match req.offset {
+        None => info.first_kept,
+        Some(n) if n >= 0 => n as u64,
+        Some(n) => {
+            return Err(ExecError::invalid(
+                "offset",
+                format!("must not be negative (got {n})"),
+            ))
+        }
+    };
+    let page = |offset: u64, next: u64, text: String, matches: Option<u64>| OutputPage {
+        session_id: id,
+        transcript: info.dir.clone(),
+        offset,
+        next_offset: next,
+        total: info.total,
+        first_kept: info.first_kept,
+        text,
+        matches,
+    };
+    if let Some(n) = req.tail_lines {
+        if req.grep.is_some() || req.offset.is_some() {
+            return Err(ExecError::invalid(
+                "tail_lines",
+                "give tail_lines alone, without offset or grep",
+            ));
+        }
+        if !(1..=10_000).contains(&n) {
+            return Err(ExecError::invalid(
+                "tail_lines",
+                format!("{n} is out of range (1..=10000)"),
+            ));
+        }
+        let from = info.total.saturating_sub(TAIL_SCAN_BYTES as u64);
+        let slice = transcript::read_slice(info, segment, from, TAIL_SCAN_BYTES).map_err(io)?;
+        let bytes = &slice.bytes;
+        // The last n lines: a trailing newline ends the last line, it does not start one.
+        let body_end = bytes.len() - usize::from(bytes.last() == Some(&b'\n'));
+        let mut start = body_end;
+        let mut lines = 0;
+        while start > 0 {
+            if bytes[start - 1] == b'\n' {
+                lines += 1;
+                if lines == n {
+                    break;
+                }
+            }
+            start -= 1;
+        }
+        let mut text = &bytes[start..];
+        if text.len() as u64 > limit {
+            text = &text[text.len() - limit as usize..];
+        }
+        let at = slice.offset + (bytes.len() - text.len()) as u64;
+        return Ok(page(
+            at,
+            slice.offset + bytes.len() as u64,
+            String::from_utf8_lossy(text).into_owned(),
+            None,
+        ));
+    }
+    if let Some(pattern) = &req.grep {
+        let regex = regex::bytes::RegexBuilder::new(pattern)
+            .multi_line(true)
+            .crlf(true)
+            .size_limit(crate::until::PATTERN_SIZE_LIMIT)
+            .build()
+            .map_err(|e| ExecError::invalid("grep", format!("not a valid regex: {e}")))?;
+        let mut out = String::new();
+        let mut matches = 0;
+        let mut at = offset.max(info.first_kept);
+        let stop = at.saturating_add(GREP_SCAN_MAX_BYTES).min(info.total);
+        let start = at;
+        let mut carry: Vec<u8> = Vec::new();
+        let mut carry_at = at;
+        while at < stop && (out.len() as u64) < limit {
+            let slice = transcript::read_slice(info, segment, at, 1 << 20).map_err(io)?;
+            if slice.bytes.is_empty() {
+                break;
+            }
+            at = slice.offset + slice.bytes.len() as u64;
+            carry.extend_from_slice(&slice.bytes);
+            // Whole lines only; the unfinished last one waits for the next block.
+            let whole = match carry.iter().rposition(|&b| b == b'\n') {
+                Some(p) => p + 1,
+                None if at >= stop || carry.len() >= 1 << 20 => carry.len(),
+                None => continue,
+            };
+            let mut line_at = carry_at;
+            for line in carry[..whole].split_inclusive(|&b| b == b'\n') {
+                if regex.is_match(line) && (out.len() as u64) < limit {
+                    matches += 1;
+                    out.push_str(&format!("{line_at}: {}", String::from_utf8_lossy(line)));
+                    if !out.ends_with('\n') {
+                        out.push('\n');
+                    }
+                }
+                line_at += line.len() as u64;
+            }
+            carry.drain(..whole);
+            carry_at = line_at;
+        }
+        let next = carry_at;
+        return Ok(page(start, next, out, Some(matches)));
+    }
+    let slice = transcript::read_slice(info, segment, offset, limit as usize).map_err(io)?;
+    let mut bytes = slice.bytes;
+    // End on a character boundary; the rest starts the next page.
+    let keep = bytes.len() - crate::utf8::incomplete_suffix_len(&bytes);
+    if keep > 0 {
+        bytes.truncate(keep);
+    }
+    let next = slice.offset + bytes.len() as u64;
+    Ok(page(
+        slice.offset,
+        next,
+        String::from_utf8_lossy(&bytes).into_owned(),
+        None,
+    ))
+}
+
+/// A person joined to a session ([`SessionStore::attach`]).
+pub struct Attachment {
+    session: Arc<Session>,
+    /// The output: a seed to redraw from, then the live feed.
+    pub watch: crate::session::OutputWatch,
+    _lease: Option<crate::session::Lease>,
+}
+
+impl Attachment {
+    pub fn session_id(&self) -> i32 {
+        self.session.id()
+    }
+
+    pub fn tty(&self) -> bool {
+        self.session.info.tty
+    }
+
+    /// The feed dropped chunks (the person's terminal is slower than the output).
+    pub fn lagged(&self) -> bool {
+        self.watch.lagged.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Catches up after [`Self::lagged`]: a new seed; the feed goes on from there.
+    pub fn resync(&mut self, seed_bytes: usize) -> Vec<u8> {
+        self.session.resync(&mut self.watch, seed_bytes)
+    }
+
+    /// Types into the session (only with the lease).
+    pub async fn write(&self, bytes: Vec<u8>) -> Result<(), ExecError> {
+        let id = self.session.id();
+        if self._lease.is_none() {
+            return Err(ExecError::invalid("write", "attached read-only"));
+        }
+        match self.session.control().write(bytes).await {
+            Ok(WriteOutcome::Accepted) => Ok(()),
+            Ok(_) => Err(ExecError::Write {
+                session_id: id,
+                message: "its terminal is closed".to_owned(),
+            }),
+            Err(e) => Err(ExecError::Write {
+                session_id: id,
+                message: e.message,
+            }),
+        }
+    }
+
+    /// Sets the session's terminal size (only with the lease: one person drives it).
+    pub fn resize(&self, rows: u16, cols: u16) -> Result<(), ExecError> {
+        if self._lease.is_none() {
+            return Ok(());
+        }
+        self.session
+            .control()
+            .resize(rows.max(1), cols.max(1))
+            .map_err(|e| ExecError::Write {
+                session_id: self.session.id(),
+                message: e.message,
+            })
+    }
+
+    /// Resolves with the outcome once the session exited and settled (its exit report stays
+    /// for its owner).
+    pub fn exit_future(
+        &self,
+    ) -> impl std::future::Future<Output = crate::session::Outcome> + Send + 'static {
+        let session = self.session.clone();
+        async move {
+            session
+                .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
+                .await
+        }
+    }
 }

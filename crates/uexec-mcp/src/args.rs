@@ -2,7 +2,9 @@
 //! (SPEC §8: `invalid arguments: <field>: <why>`). Unknown fields are rejected.
 
 use serde_json::{Map, Value};
-use uexec_core::{ExecRequest, WriteRequest};
+use uexec_core::{
+    ExecRequest, HygieneRequest, ReadOutputRequest, Until, WaitRequest, WriteRequest,
+};
 
 /// A bad argument: which field, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,17 +108,112 @@ pub const EXEC_FIELDS: &[&str] = &[
 /// Field names of `write_stdin`.
 pub const WRITE_FIELDS: &[&str] = &["session_id", "chars", "yield_time_ms", "max_output_tokens"];
 
-/// `exec_command` arguments; `environment_id` is a field only when `environments` is true.
-pub fn exec_request(arguments: Option<&Args>, environments: bool) -> Result<ExecRequest, ArgError> {
+/// uexec's own `exec_command` fields (`--extended`).
+pub const EXEC_EXTENDED_FIELDS: &[&str] =
+    &["until", "timeout_ms", "stdin", "strip_ansi", "collapse_cr"];
+
+/// uexec's own `write_stdin` fields (`--extended`).
+pub const WRITE_EXTENDED_FIELDS: &[&str] = &["until", "eof", "strip_ansi", "collapse_cr"];
+
+/// Field names of `wait`.
+pub const WAIT_FIELDS: &[&str] = &[
+    "session_ids",
+    "all",
+    "until",
+    "yield_time_ms",
+    "max_output_tokens",
+];
+
+/// Field names of `read_output`.
+pub const READ_OUTPUT_FIELDS: &[&str] = &[
+    "session_id",
+    "transcript",
+    "offset",
+    "limit",
+    "grep",
+    "tail_lines",
+];
+
+/// `read_output` arguments.
+pub fn read_output_request(arguments: Option<&Args>) -> Result<ReadOutputRequest, ArgError> {
     let args = object(arguments);
-    if environments {
-        let mut known = EXEC_FIELDS.to_vec();
+    reject_unknown(&args, READ_OUTPUT_FIELDS)?;
+    let session_id = match field(&args, "session_id") {
+        None => None,
+        Some(_) => Some(session_id(&args)?),
+    };
+    Ok(ReadOutputRequest {
+        session_id,
+        transcript: string(&args, "transcript")?.map(std::path::PathBuf::from),
+        offset: integer(&args, "offset")?,
+        limit: integer(&args, "limit")?,
+        grep: string(&args, "grep")?,
+        tail_lines: integer(&args, "tail_lines")?,
+    })
+}
+
+/// `send_input`: (session, chars, eof).
+pub fn send_input_request(arguments: Option<&Args>) -> Result<(i32, String, bool), ArgError> {
+    let args = object(arguments);
+    reject_unknown(&args, &["session_id", "chars", "eof"])?;
+    Ok((
+        session_id(&args)?,
+        string(&args, "chars")?.unwrap_or_default(),
+        boolean(&args, "eof")?.unwrap_or(false),
+    ))
+}
+
+/// `await_exit`: (session, milliseconds).
+pub fn await_exit_request(arguments: Option<&Args>) -> Result<(i32, u64), ArgError> {
+    let args = object(arguments);
+    reject_unknown(&args, &["session_id", "yield_time_ms"])?;
+    let ms = match integer(&args, "yield_time_ms")? {
+        None => 30_000,
+        Some(ms) if (0..=300_000).contains(&ms) => ms as u64,
+        Some(ms) => {
+            return Err(err(
+                "yield_time_ms",
+                format!("{ms} is out of range (0..=300000)"),
+            ))
+        }
+    };
+    Ok((session_id(&args)?, ms))
+}
+
+/// Keys of `until`.
+pub const UNTIL_FIELDS: &[&str] = &["pattern", "idle_ms", "exit", "prompt"];
+
+/// Which fields a server accepts beyond the SPEC's.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Dialect {
+    /// `environment_id` (environments are configured).
+    pub environments: bool,
+    /// uexec's own arguments: `until`, `timeout_ms`, `stdin`, `eof`, hygiene.
+    pub extended: bool,
+}
+
+/// `exec_command` arguments.
+pub fn exec_request(arguments: Option<&Args>, dialect: Dialect) -> Result<ExecRequest, ArgError> {
+    let args = object(arguments);
+    let mut known = EXEC_FIELDS.to_vec();
+    if dialect.environments {
         known.push("environment_id");
-        reject_unknown(&args, &known)?;
-    } else {
-        reject_unknown(&args, EXEC_FIELDS)?;
     }
+    if dialect.extended {
+        known.extend_from_slice(EXEC_EXTENDED_FIELDS);
+    }
+    reject_unknown(&args, &known)?;
     let cmd = string(&args, "cmd")?.ok_or_else(|| err("cmd", "required"))?;
+    let pipe_stdin = match string(&args, "stdin")?.as_deref() {
+        None | Some("null") => false,
+        Some("pipe") => true,
+        Some(other) => {
+            return Err(err(
+                "stdin",
+                format!("{other:?} is not one of \"pipe\", \"null\""),
+            ))
+        }
+    };
     Ok(ExecRequest {
         cmd,
         workdir: string(&args, "workdir")?,
@@ -127,18 +224,92 @@ pub fn exec_request(arguments: Option<&Args>, environments: bool) -> Result<Exec
         max_output_tokens: integer(&args, "max_output_tokens")?,
         call_id: None,
         environment_id: string(&args, "environment_id")?,
+        until: until(&args)?,
+        timeout_ms: integer(&args, "timeout_ms")?,
+        pipe_stdin,
+        hygiene: hygiene(&args)?,
     })
 }
 
-pub fn write_request(arguments: Option<&Args>) -> Result<WriteRequest, ArgError> {
+pub fn write_request(arguments: Option<&Args>, dialect: Dialect) -> Result<WriteRequest, ArgError> {
     let args = object(arguments);
-    reject_unknown(&args, WRITE_FIELDS)?;
+    let mut known = WRITE_FIELDS.to_vec();
+    if dialect.extended {
+        known.extend_from_slice(WRITE_EXTENDED_FIELDS);
+    }
+    reject_unknown(&args, &known)?;
     let session_id = session_id(&args)?;
     Ok(WriteRequest {
         session_id,
         chars: string(&args, "chars")?.unwrap_or_default(),
         yield_time_ms: integer(&args, "yield_time_ms")?,
         max_output_tokens: integer(&args, "max_output_tokens")?,
+        until: until(&args)?,
+        eof: boolean(&args, "eof")?.unwrap_or(false),
+        hygiene: hygiene(&args)?,
+    })
+}
+
+/// `wait` arguments.
+pub fn wait_request(arguments: Option<&Args>) -> Result<WaitRequest, ArgError> {
+    let args = object(arguments);
+    reject_unknown(&args, WAIT_FIELDS)?;
+    let ids = match field(&args, "session_ids") {
+        None => return Err(err("session_ids", "required")),
+        Some(Value::Array(items)) => items,
+        Some(v) => {
+            return Err(err(
+                "session_ids",
+                format!("expected an array, got {}", kind(v)),
+            ))
+        }
+    };
+    let mut session_ids = Vec::with_capacity(ids.len());
+    for item in ids {
+        let id = item
+            .as_i64()
+            .and_then(|n| i32::try_from(n).ok())
+            .ok_or_else(|| err("session_ids", format!("{item} is not a session id")))?;
+        session_ids.push(id);
+    }
+    Ok(WaitRequest {
+        session_ids,
+        all: boolean(&args, "all")?.unwrap_or(false),
+        until: until(&args)?,
+        yield_time_ms: integer(&args, "yield_time_ms")?,
+        max_output_tokens: integer(&args, "max_output_tokens")?,
+    })
+}
+
+/// The `until` object; its errors name the key (`until.pattern`).
+fn until(args: &Args) -> Result<Option<Until>, ArgError> {
+    let obj = match field(args, "until") {
+        None => return Ok(None),
+        Some(Value::Object(obj)) => obj,
+        Some(v) => return Err(err("until", format!("expected an object, got {}", kind(v)))),
+    };
+    if let Some(k) = obj.keys().find(|k| !UNTIL_FIELDS.contains(&k.as_str())) {
+        return Err(err(
+            &format!("until.{k}"),
+            format!(
+                "unknown field (expected one of: {})",
+                UNTIL_FIELDS.join(", ")
+            ),
+        ));
+    }
+    let nested = |e: ArgError| err(&format!("until.{}", e.field), e.reason);
+    Ok(Some(Until {
+        pattern: string(obj, "pattern").map_err(nested)?,
+        idle_ms: integer(obj, "idle_ms").map_err(nested)?,
+        exit: boolean(obj, "exit").map_err(nested)?.unwrap_or(false),
+        prompt: boolean(obj, "prompt").map_err(nested)?.unwrap_or(false),
+    }))
+}
+
+fn hygiene(args: &Args) -> Result<HygieneRequest, ArgError> {
+    Ok(HygieneRequest {
+        strip_ansi: boolean(args, "strip_ansi")?,
+        collapse_cr: boolean(args, "collapse_cr")?,
     })
 }
 
@@ -188,7 +359,8 @@ mod tests {
             (json!({"cmd": 5}), "cmd"),
         ];
         for (a, f) in cases {
-            let e = exec_request(Some(&args(a.clone())), false).expect_err("must fail");
+            let e =
+                exec_request(Some(&args(a.clone())), Dialect::default()).expect_err("must fail");
             assert_eq!(e.field, f, "{a}");
             assert!(e
                 .to_string()
@@ -198,8 +370,11 @@ mod tests {
 
     #[test]
     fn exec_defaults_are_absent_and_nulls_too() {
-        let r =
-            exec_request(Some(&args(json!({"cmd": "ls", "workdir": null}))), false).expect("ok");
+        let r = exec_request(
+            Some(&args(json!({"cmd": "ls", "workdir": null}))),
+            Dialect::default(),
+        )
+        .expect("ok");
         assert_eq!(r.cmd, "ls");
         assert_eq!(r.workdir, None);
         assert_eq!(r.yield_time_ms, None);
@@ -209,19 +384,19 @@ mod tests {
     fn huge_numbers_saturate_and_whole_floats_pass() {
         let r = exec_request(
             Some(&args(json!({"cmd": "ls", "yield_time_ms": 1e300}))),
-            false,
+            Dialect::default(),
         )
         .expect("ok");
         assert_eq!(r.yield_time_ms, Some(i64::MAX));
         let r = exec_request(
             Some(&args(json!({"cmd": "ls", "yield_time_ms": u64::MAX}))),
-            false,
+            Dialect::default(),
         )
         .expect("ok");
         assert_eq!(r.yield_time_ms, Some(i64::MAX));
         let r = exec_request(
             Some(&args(json!({"cmd": "ls", "yield_time_ms": 500.0}))),
-            false,
+            Dialect::default(),
         )
         .expect("ok");
         assert_eq!(r.yield_time_ms, Some(500));
@@ -236,9 +411,68 @@ mod tests {
             (json!({"session_id": 1u64 << 40}), "session_id"),
         ] {
             assert_eq!(
-                write_request(Some(&args(a))).expect_err("must fail").field,
+                write_request(Some(&args(a)), Dialect::default())
+                    .expect_err("must fail")
+                    .field,
                 f
             );
+        }
+    }
+
+    #[test]
+    fn extended_fields_exist_only_in_the_extended_dialect() {
+        let a = args(json!({"cmd": "x", "until": {"pattern": "ready"}}));
+        let e = exec_request(Some(&a), Dialect::default()).expect_err("codex dialect");
+        assert_eq!(e.field, "until");
+        let extended = Dialect {
+            extended: true,
+            ..Dialect::default()
+        };
+        let r = exec_request(Some(&a), extended).expect("extended");
+        assert_eq!(r.until.and_then(|u| u.pattern).as_deref(), Some("ready"));
+        let w = args(json!({"session_id": 1000, "eof": true}));
+        assert_eq!(
+            write_request(Some(&w), Dialect::default())
+                .expect_err("codex dialect")
+                .field,
+            "eof"
+        );
+        assert!(write_request(Some(&w), extended).expect("extended").eof);
+    }
+
+    #[test]
+    fn extended_errors_name_the_field() {
+        let extended = Dialect {
+            extended: true,
+            ..Dialect::default()
+        };
+        for (a, f) in [
+            (json!({"cmd": "x", "until": "ready"}), "until"),
+            (
+                json!({"cmd": "x", "until": {"patern": "x"}}),
+                "until.patern",
+            ),
+            (
+                json!({"cmd": "x", "until": {"idle_ms": "1s"}}),
+                "until.idle_ms",
+            ),
+            (json!({"cmd": "x", "until": {"exit": 1}}), "until.exit"),
+            (json!({"cmd": "x", "stdin": "file"}), "stdin"),
+            (json!({"cmd": "x", "timeout_ms": 1.5}), "timeout_ms"),
+            (json!({"cmd": "x", "strip_ansi": "yes"}), "strip_ansi"),
+        ] {
+            let e = exec_request(Some(&args(a.clone())), extended).expect_err("must fail");
+            assert_eq!(e.field, f, "{a}");
+        }
+        for (a, f) in [
+            (json!({}), "session_ids"),
+            (json!({"session_ids": 5}), "session_ids"),
+            (json!({"session_ids": ["a"]}), "session_ids"),
+            (json!({"session_ids": [1000], "all": "yes"}), "all"),
+            (json!({"session_ids": [1000], "bogus": 1}), "bogus"),
+        ] {
+            let e = wait_request(Some(&args(a.clone()))).expect_err("must fail");
+            assert_eq!(e.field, f, "{a}");
         }
     }
 }

@@ -5,6 +5,8 @@
 //! stdio; over HTTP one store per principal (see [`http`]).
 
 pub mod args;
+pub mod daemon;
+pub mod environments;
 pub mod progress;
 pub mod resources;
 pub mod serve;

@@ -7,7 +7,7 @@
 //! session: the server keeps one store per principal (the bearer token, or the loopback
 //! user when there is none), and sessions are addressed by uexec's own ids.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,6 +22,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 use uexec_core::env::EnvPolicy;
+use uexec_core::transcript::TranscriptConfig;
 use uexec_core::{Backend, LocalBackend, SessionStore, StoreConfig};
 use uexec_server::client::{ClientConfig, RemoteBackend};
 use uexec_server::net::secret::read_token_file;
@@ -29,7 +30,9 @@ use uexec_server::net::tls::ClientTrust;
 use uexec_server::net::{authorize, Access, HttpListener, ListenerArgs, Peer};
 use uexec_server::shutdown_signal;
 
-use crate::server::UexecServer;
+use crate::environments::backend::{Endpoint, EnvironmentBackend};
+use crate::environments::{self, Defaults, EnvironmentRegistry};
+use crate::server::{Options, UexecServer};
 use crate::stores::{Principal, Stores};
 
 /// Arguments of `uexec mcp`.
@@ -61,17 +64,55 @@ pub struct McpArgs {
     /// accepted.
     #[arg(long = "allow-host", value_name = "HOST")]
     pub allow_hosts: Vec<String>,
-    /// Offer only Codex's two tools (exec_command, write_stdin); hide list_sessions and
-    /// terminate_session.
+    /// Offer only Codex's two tools (exec_command, write_stdin); hide list_sessions,
+    /// terminate_session and wait.
     #[arg(long)]
     pub codex_tools_only: bool,
+    /// Offer uexec's own arguments on top of Codex's: `until` (return on a regex match,
+    /// idle output, a prompt or the exit), `timeout_ms` (a hard timeout), `stdin: "pipe"`
+    /// and `eof`, `strip_ansi` and `collapse_cr`; results then say why they returned and
+    /// carry exit notices of sessions that ended unwatched. Off by default: the tools are
+    /// then exactly Codex's. The `wait` tool is always offered (not with --codex-tools-only).
+    #[arg(long, env = "UEXEC_EXTENDED", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+    pub extended: bool,
+    /// Remove terminal escape sequences from returned output unless a call says otherwise
+    /// (`strip_ansi`; off by default, as Codex).
+    #[arg(long)]
+    pub strip_ansi: bool,
+    /// Render carriage returns as a terminal would (progress bars collapse to their last
+    /// state) unless a call says otherwise (`collapse_cr`; off by default, as Codex).
+    #[arg(long)]
+    pub collapse_cr: bool,
+    /// Let write_stdin type into password prompts (a terminal reading with echo off). By
+    /// default the model is refused there and told to ask the person.
+    #[arg(long)]
+    pub allow_secret_input: bool,
+    #[command(flatten)]
+    pub transcripts: TranscriptArgs,
+    /// Run the sessions in this user's uexec daemon instead of in this process, so they
+    /// outlive this MCP server and people can see them (`uexec ls`, `uexec logs`). The
+    /// daemon is started if none runs. Commands get this process's working directory and
+    /// environment, as without --daemon.
+    #[arg(long, env = "UEXEC_DAEMON", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false",
+          conflicts_with_all = ["http", "tokens", "token_files", "allow_hosts", "environments", "environments_file", "remote_token", "remote_token_file", "environment_token_files", "remote_ca"])]
+    pub daemon: bool,
+    /// With --daemon: whose sessions these are. One owner sees (lists, polls, kills) only its
+    /// own sessions; a restarted agent with the same owner finds them again (default:
+    /// `mcp:` and the working directory).
+    #[arg(long, value_name = "NAME", requires = "daemon")]
+    pub owner: Option<String>,
+    /// With --daemon: the daemon's socket (default: $XDG_RUNTIME_DIR/uexec/daemon.sock,
+    /// else a per-user directory under the temp dir).
+    #[arg(long, value_name = "PATH", requires = "daemon")]
+    pub daemon_socket: Option<PathBuf>,
     /// Default shell for commands (default: $SHELL, else /bin/bash, else /bin/sh).
     #[arg(long, value_name = "PATH")]
     pub shell: Option<String>,
     /// Run every login: true command as a real login shell, reading the profile each time,
     /// instead of from a snapshot of what the profile set up (environment, functions,
-    /// aliases, options), taken once and rebuilt when a profile file changes.
-    #[arg(long)]
+    /// aliases, options), taken once and rebuilt when a profile file changes. Not with
+    /// --daemon (the daemon keeps its own snapshots).
+    #[arg(long, conflicts_with = "daemon")]
     pub no_shell_snapshot: bool,
     /// Cap on max_output_tokens (default 10000).
     #[arg(long, value_name = "TOKENS")]
@@ -92,16 +133,22 @@ pub struct McpArgs {
     /// `environment_id: NAME`. Repeatable.
     #[arg(long = "environment", value_name = "NAME=URL", value_parser = parse_assignment)]
     pub environments: Vec<(String, String)>,
-    /// Bearer token sent to the --environment exec servers (unless one has its own
-    /// --environment-token-file). Visible in `ps`: prefer --remote-token-file.
+    /// Also offer the environments of this file, in the format of Codex's environments.toml
+    /// (`[[environments]]` with `id` and `url`), reloaded when it changes. Its servers are
+    /// dialled when needed: a pod that is down does not stop the others.
+    #[arg(long = "environments", value_name = "FILE")]
+    pub environments_file: Option<PathBuf>,
+    /// Bearer token sent to the exec servers of --environment and --environments (unless
+    /// one has its own token). Visible in `ps`: prefer --remote-token-file.
     #[arg(long, env = "UEXEC_REMOTE_TOKEN", hide_env_values = true)]
     pub remote_token: Option<String>,
-    /// Read the bearer token for the --environment exec servers from this file (wins over
+    /// Read the bearer token for the --environment(s) exec servers from this file (wins over
     /// --remote-token and UEXEC_REMOTE_TOKEN).
     #[arg(long, value_name = "PATH")]
     pub remote_token_file: Option<PathBuf>,
-    /// Read the bearer token of environment NAME from PATH (wins over --remote-token).
-    /// Repeatable, one per environment.
+    /// Read the bearer token of environment NAME (an --environment, or an entry of the
+    /// --environments file) from PATH; wins over the file's auth_bearer_token and
+    /// --remote-token. Repeatable, one per environment.
     #[arg(long = "environment-token-file", value_name = "NAME=PATH", value_parser = parse_assignment)]
     pub environment_token_files: Vec<(String, String)>,
     /// Also trust the CA certificates of this PEM file for wss:// environments (the system
@@ -132,6 +179,10 @@ impl McpArgs {
             set: self.env_set.clone(),
             drop: self.env_drop.clone(),
         };
+        config.hygiene.strip_ansi = self.strip_ansi;
+        config.hygiene.collapse_cr = self.collapse_cr;
+        config.transcripts = self.transcripts.config();
+        config.allow_secret_input = self.allow_secret_input;
         config
     }
 }
@@ -139,8 +190,21 @@ impl McpArgs {
 /// Runs `uexec mcp` until its transport ends or a signal arrives; every session is killed
 /// before it returns.
 pub async fn run(args: McpArgs) -> anyhow::Result<()> {
-    let mut environments: HashMap<String, Arc<dyn Backend>> = HashMap::new();
-    let remote_tokens = remote_tokens(&args)?;
+    if args.daemon {
+        return crate::daemon::client::run_mcp(&args).await;
+    }
+    args.transcripts.check()?;
+    let mut environments: BTreeMap<String, Arc<dyn Backend>> = BTreeMap::new();
+    // The file first: its ids are names --environment-token-file may give.
+    let file = match &args.environments_file {
+        Some(path) => Some((path.clone(), environments::file::load(path)?)),
+        None => None,
+    };
+    let file_ids: Vec<&str> = file
+        .iter()
+        .flat_map(|(_, entries)| entries.iter().map(|e| e.id.as_str()))
+        .collect();
+    let remote_tokens = remote_tokens(&args, &file_ids)?;
     let client = ClientConfig {
         trust: ClientTrust {
             extra_ca: args.remote_ca.clone(),
@@ -156,28 +220,52 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
             .get(name)
             .cloned()
             .or_else(|| remote_tokens.get("").cloned());
-        let remote = RemoteBackend::connect_with(url, token, client.clone())
+        let remote = RemoteBackend::connect_with(url, token.clone(), client.clone())
             .await
             .with_context(|| {
                 format!("environment {name}: cannot reach the exec server at {url}")
             })?;
-        environments.insert(name.clone(), remote);
+        let endpoint = Endpoint {
+            url: url.clone(),
+            token,
+            connect_timeout: None,
+            client: client.clone(),
+        };
+        environments.insert(
+            name.clone(),
+            EnvironmentBackend::connected(name, endpoint, remote),
+        );
     }
-    let mut names: Vec<String> = environments.keys().cloned().collect();
-    names.sort();
+    let defaults = Defaults {
+        tokens: remote_tokens.clone(),
+        client,
+    };
+    let registry = EnvironmentRegistry::new(environments, file, defaults)?;
+    registry.watch();
+    let shared = registry.environments();
     let config = args.store_config();
+    let options = Options {
+        codex_tools_only: args.codex_tools_only,
+        extended: args.extended,
+        config: config.clone(),
+    };
     let make_store = move || {
-        SessionStore::with_environments(
+        SessionStore::with_shared_environments(
             Arc::new(LocalBackend),
             config.clone(),
-            environments.clone(),
+            shared.clone(),
         )
     };
     let stores = match args.http {
         None => Stores::Single(make_store()),
         Some(_) => Stores::per_principal(make_store),
     };
-    let server = UexecServer::new(stores.clone(), names, args.codex_tools_only);
+    let server = UexecServer::new(
+        stores.clone(),
+        registry.environments(),
+        registry.any_configured(),
+        options,
+    );
     let result = match args.http {
         None if args.listener.tls_cert.is_some() => Err(anyhow::anyhow!(
             "--tls-cert and --tls-key serve HTTPS: they need --http ADDR"
@@ -190,8 +278,8 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
 }
 
 /// The token of each environment by name; `""` is the default one (--remote-token or
-/// --remote-token-file).
-fn remote_tokens(args: &McpArgs) -> anyhow::Result<HashMap<String, String>> {
+/// --remote-token-file). `file_ids` are the environments file's entries.
+fn remote_tokens(args: &McpArgs, file_ids: &[&str]) -> anyhow::Result<HashMap<String, String>> {
     let mut tokens = HashMap::new();
     let default = match &args.remote_token_file {
         Some(path) => Some(read_token_file("--remote-token-file", path)?),
@@ -201,9 +289,11 @@ fn remote_tokens(args: &McpArgs) -> anyhow::Result<HashMap<String, String>> {
         tokens.insert(String::new(), token);
     }
     for (name, path) in &args.environment_token_files {
-        if !args.environments.iter().any(|(env, _)| env == name) {
+        if !args.environments.iter().any(|(env, _)| env == name)
+            && !file_ids.contains(&name.as_str())
+        {
             anyhow::bail!(
-                "--environment-token-file {name}={path}: there is no --environment named {name:?}"
+                "--environment-token-file {name}={path}: there is no --environment or environments file entry named {name:?}"
             );
         }
         let token = read_token_file("--environment-token-file", std::path::Path::new(path))?;
@@ -302,4 +392,65 @@ async fn check_access(tokens: &[String], mut req: Request, next: Next) -> Respon
         Err(refusal) => return refusal.into_response(),
     }
     next.run(req).await
+}
+
+/// Where session transcripts go (`uexec mcp`, `uexec daemon`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct TranscriptArgs {
+    /// Keep every session's output on disk under DIR, one directory per session (default
+    /// `$XDG_STATE_HOME/uexec/sessions`, else `~/.local/state/uexec/sessions`; 0700, files
+    /// 0600). The `read_output` tool pages through them.
+    #[arg(long, value_name = "DIR")]
+    pub transcripts_dir: Option<PathBuf>,
+    /// Keep no transcripts (and offer no `read_output`).
+    #[arg(long, conflicts_with = "transcripts_dir")]
+    pub no_transcripts: bool,
+    /// Most bytes of one session's transcript kept on disk; older bytes rotate away in
+    /// quarters (default 268435456: 256 MiB).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(16384..))]
+    pub transcript_max_bytes: Option<u64>,
+    /// Most bytes of all transcripts together; the least recently written sessions go
+    /// first, never one written in the last minute (default 2147483648: 2 GiB).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(16384..))]
+    pub transcripts_total_max_bytes: Option<u64>,
+}
+
+impl TranscriptArgs {
+    /// Where transcripts go, unless they are off or no directory can be found or made.
+    pub fn config(&self) -> Option<TranscriptConfig> {
+        if self.no_transcripts {
+            return None;
+        }
+        let Some(root) = self
+            .transcripts_dir
+            .clone()
+            .or_else(TranscriptConfig::default_root)
+        else {
+            tracing::warn!(
+                "no transcripts: neither XDG_STATE_HOME nor HOME is set (use --transcripts-dir)"
+            );
+            return None;
+        };
+        if let Err(e) = uexec_core::transcript::prepare_root(&root) {
+            tracing::warn!("no transcripts: {}: {e}", root.display());
+            return None;
+        }
+        let mut config = TranscriptConfig::at(root);
+        if let Some(max) = self.transcript_max_bytes {
+            config.session_max_bytes = max;
+        }
+        if let Some(max) = self.transcripts_total_max_bytes {
+            config.total_max_bytes = max;
+        }
+        Some(config)
+    }
+
+    /// Refuses an explicit directory that cannot hold transcripts (not ours, open to others).
+    pub fn check(&self) -> anyhow::Result<()> {
+        if let Some(dir) = &self.transcripts_dir {
+            uexec_core::transcript::prepare_root(dir)
+                .map_err(|e| anyhow::anyhow!("--transcripts-dir {}: {e}", dir.display()))?;
+        }
+        Ok(())
+    }
 }

@@ -29,6 +29,61 @@ pub enum Stores {
     Single(Arc<SessionStore>),
     /// One store per principal, made on first use (HTTP).
     PerPrincipal(Arc<PrincipalStores>),
+    /// A person at the daemon: commands run in `own`, and every owner's sessions are theirs
+    /// to see, poll, type into and kill, found by id.
+    Person {
+        own: Arc<SessionStore>,
+        owners: Arc<OwnerTable>,
+    },
+}
+
+/// The daemon's stores, one per owner, by owner name.
+#[derive(Default)]
+pub struct OwnerTable {
+    stores: Mutex<std::collections::BTreeMap<String, Arc<SessionStore>>>,
+}
+
+impl OwnerTable {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<String, Arc<SessionStore>>> {
+        self.stores
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The store of `owner`, made by `make` on first use.
+    pub fn get_or_make(
+        &self,
+        owner: &str,
+        make: impl FnOnce() -> Result<Arc<SessionStore>, String>,
+    ) -> Result<Arc<SessionStore>, String> {
+        let mut stores = self.lock();
+        if let Some(store) = stores.get(owner) {
+            return Ok(store.clone());
+        }
+        let store = make()?;
+        stores.insert(owner.to_owned(), store.clone());
+        Ok(store)
+    }
+
+    /// Every owner and its store, by name.
+    pub fn all(&self) -> Vec<(String, Arc<SessionStore>)> {
+        self.lock()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// The owner and store holding session `id`.
+    pub fn find(&self, id: i32) -> Option<(String, Arc<SessionStore>)> {
+        let stores = self.lock();
+        stores
+            .iter()
+            .find(|(_, store)| store.contains(id))
+            .or_else(|| stores.iter().find(|(_, store)| store.knows(id)))
+            .map(|(k, v)| (k.clone(), v.clone()))
+    }
 }
 
 pub struct PrincipalStores {
@@ -44,10 +99,28 @@ impl Stores {
         }))
     }
 
+    /// The store that holds session `id` for this server's client, when the client may
+    /// reach other stores than its own (a person at the daemon).
+    pub fn for_session(&self, id: i32) -> Option<Arc<SessionStore>> {
+        match self {
+            Stores::Person { owners, .. } => owners.find(id).map(|(_, store)| store),
+            _ => None,
+        }
+    }
+
+    /// The daemon's owners, when this client is a person.
+    pub fn owners(&self) -> Option<&Arc<OwnerTable>> {
+        match self {
+            Stores::Person { owners, .. } => Some(owners),
+            _ => None,
+        }
+    }
+
     /// The store of the request whose extensions these are.
     pub fn for_request(&self, extensions: &Extensions) -> Arc<SessionStore> {
         match self {
             Stores::Single(store) => store.clone(),
+            Stores::Person { own, .. } => own.clone(),
             Stores::PerPrincipal(p) => {
                 let principal = extensions
                     .get::<Parts>()
@@ -68,7 +141,7 @@ impl Stores {
     /// Shuts every store down (kills every session).
     pub fn shutdown(&self) {
         match self {
-            Stores::Single(store) => store.shutdown(),
+            Stores::Single(store) | Stores::Person { own: store, .. } => store.shutdown(),
             Stores::PerPrincipal(p) => {
                 let stores = p
                     .stores

@@ -174,6 +174,8 @@ pub struct WriteResult {
 pub enum SignalName {
     /// SIGINT to the process group.
     Interrupt,
+    /// SIGTERM to the process group (uexec only; Codex's server knows `interrupt` alone).
+    Terminate,
 }
 
 /// Params of `process/signal`.

@@ -1,5 +1,6 @@
 //! `uexec`: one binary, several faces over one engine.
 
+mod cli;
 mod last_will;
 
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -10,7 +11,8 @@ use clap::{Parser, Subcommand};
 #[command(
     name = "uexec",
     version,
-    about = "Run shell commands for AI agents: start, observe, poll, type into and stop long-running commands without orphans or lost output."
+    about = "Run shell commands for AI agents: start, observe, poll, type into and stop long-running commands without orphans or lost output.",
+    after_help = CLI_AFTER_HELP
 )]
 struct Cli {
     /// Write logs to this file instead of stderr (the level comes from UEXEC_LOG, e.g.
@@ -35,6 +37,8 @@ enum Command {
                                                 https://HOST:8765/mcp for clients with the token
   uexec mcp --environment box=wss://box:9000 --environment-token-file box=BOXTOKEN --remote-ca ca.pem
                                                 also run commands on an exec server (environment_id: \"box\")
+  uexec mcp --environments ~/.codex/environments.toml --remote-ca ca.pem
+                                                the exec servers of Codex's environments file (reloaded on change)
 
 Every session is killed when the client goes away (stdin EOF), on SIGTERM/SIGINT, and, through
 a watchdog, even when uexec itself is killed.")]
@@ -50,15 +54,117 @@ a watchdog, even when uexec itself is killed.")]
 Without a token, only this server's own user may connect (checked over loopback). A
 non-loopback address needs a token, and TLS unless --insecure-plaintext is given.")]
     Serve(uexec_server::ServeArgs),
+    /// Own this user's sessions in the background, so they outlive the MCP servers that
+    /// started them (`uexec mcp --daemon` starts it when needed).
+    #[command(
+        after_help = "The daemon listens on a Unix socket in a private directory ($XDG_RUNTIME_DIR/uexec/,
+else <temp dir>/uexec-<uid>/; it must be this user's, mode 0700) and answers only this
+user. It exits after --idle-timeout seconds with no session and no client, or on
+SIGTERM/SIGINT, killing what is left; if it is killed, its watchdog kills every session.
+
+Examples:
+  uexec daemon                          run in the foreground (logs on stderr)
+  uexec mcp --daemon                    an MCP server whose sessions live in the daemon"
+    )]
+    Daemon(uexec_mcp::daemon::DaemonArgs),
+    /// Run a command in the daemon: print what it printed in its window, then exit with its
+    /// code, or leave it running as a session and say its id.
+    #[command(after_help = "Examples:
+  uexec run -- make test                 exits with make's code (if done within 10 s)
+  uexec run --yield 2000 -- npm run dev  prints the banner, leaves the server running
+  uexec run --tty -- python3             a REPL to type into with `uexec send`")]
+    Run {
+        #[command(flatten)]
+        target: cli::conn::Target,
+        #[command(flatten)]
+        args: cli::RunArgs,
+    },
+    /// List every session in the daemon: id, owner (an MCP client, or @person), state, tty,
+    /// age, cwd, command and last output line.
+    Ls {
+        #[command(flatten)]
+        target: cli::conn::Target,
+        #[command(flatten)]
+        args: cli::LsArgs,
+    },
+    /// Print a session's output from its transcript (all of it, not only what calls kept),
+    /// and with -f follow it until it exits. Takes nothing from the session's owner.
+    Logs {
+        #[command(flatten)]
+        target: cli::conn::Target,
+        #[command(flatten)]
+        args: cli::LogsArgs,
+    },
+    /// Type into a session (a line, Ctrl-C, or EOF) without taking its output.
+    Send {
+        #[command(flatten)]
+        target: cli::conn::Target,
+        #[command(flatten)]
+        args: cli::SendArgs,
+    },
+    /// Take a session's new output, as the agent's write_stdin would (use `logs` to watch
+    /// an agent's session without taking its output).
+    Poll {
+        #[command(flatten)]
+        target: cli::conn::Target,
+        #[command(flatten)]
+        args: cli::PollArgs,
+    },
+    /// Wait for a session to exit and exit with its code (124 after --timeout), taking
+    /// nothing from its owner.
+    Wait {
+        #[command(flatten)]
+        target: cli::conn::Target,
+        #[command(flatten)]
+        args: cli::WaitArgs,
+    },
+    /// Kill a session and every process it started.
+    Kill {
+        #[command(flatten)]
+        target: cli::conn::Target,
+        #[command(flatten)]
+        args: cli::KillArgs,
+    },
+    /// Join this terminal to a session: its screen is redrawn, then followed live. Read-only
+    /// unless --write (then the model's writes are refused until you detach, and the
+    /// session's size follows this terminal). Ctrl-\ detaches; the session keeps running.
+    Attach {
+        #[command(flatten)]
+        target: cli::conn::Target,
+        #[command(flatten)]
+        args: cli::attach::AttachArgs,
+    },
+    /// Print a shell completion script (e.g. `uexec completions bash > /etc/bash_completion.d/uexec`).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
 }
 
-fn main() -> anyhow::Result<()> {
+const CLI_AFTER_HELP: &str = "Exit codes of the CLI verbs: run and wait exit with the command's own code; 0 success; 2 bad usage; 3 no such session; 125 uexec itself failed (the daemon unreachable or refusing). Output is never coloured.";
+
+fn main() -> std::process::ExitCode {
     harden_process();
     if std::env::args().nth(1).as_deref() == Some(last_will::SUBCOMMAND) {
         last_will::run();
-        return Ok(());
+        return std::process::ExitCode::SUCCESS;
     }
     let cli = Cli::parse();
+    if let Command::Completions { shell } = &cli.command {
+        let mut command = <Cli as clap::CommandFactory>::command();
+        clap_complete::generate(*shell, &mut command, "uexec", &mut std::io::stdout());
+        return std::process::ExitCode::SUCCESS;
+    }
+    match run_face(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("Error: {e:?}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("UEXEC_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let logs = tracing_subscriber::fmt().with_env_filter(filter);
@@ -77,15 +183,55 @@ fn main() -> anyhow::Result<()> {
         }
         None => logs.with_writer(std::io::stderr).init(),
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    last_will::install();
+    // The faces that own processes get a last will; the CLI verbs own none (the daemon does),
+    // and a person's short command should not pay for a watchdog, nor for a second thread.
+    let owns_sessions = matches!(
+        cli.command,
+        Command::Mcp(_) | Command::Serve(_) | Command::Daemon(_)
+    );
+    let runtime = if owns_sessions {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    };
+    if owns_sessions {
+        last_will::install();
+    }
     runtime.block_on(async move {
-        match cli.command {
-            Command::Mcp(args) => uexec_mcp::run(args).await,
-            Command::Serve(args) => uexec_server::serve(args).await,
-        }
+        let verb = match cli.command {
+            Command::Mcp(args) => {
+                return uexec_mcp::run(args)
+                    .await
+                    .map(|()| std::process::ExitCode::SUCCESS)
+            }
+            Command::Serve(args) => {
+                return uexec_server::serve(args)
+                    .await
+                    .map(|()| std::process::ExitCode::SUCCESS)
+            }
+            Command::Daemon(args) => {
+                return uexec_mcp::daemon::run(args)
+                    .await
+                    .map(|()| std::process::ExitCode::SUCCESS)
+            }
+            Command::Completions { .. } => return Ok(std::process::ExitCode::SUCCESS),
+            Command::Run { target, args } => cli::run(&target, args).await,
+            Command::Ls { target, args } => cli::ls(&target, args).await,
+            Command::Logs { target, args } => cli::logs(&target, args).await,
+            Command::Send { target, args } => cli::send(&target, args).await,
+            Command::Poll { target, args } => cli::poll(&target, args).await,
+            Command::Wait { target, args } => cli::wait(&target, args).await,
+            Command::Kill { target, args } => cli::kill(&target, args).await,
+            Command::Attach { target, args } => cli::attach::attach(&target, args).await,
+        };
+        Ok(verb.unwrap_or_else(|f| {
+            eprintln!("uexec: {}", f.message);
+            std::process::ExitCode::from(f.code)
+        }))
     })
 }
 

@@ -27,8 +27,8 @@ use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{
-    Backend, BackendError, BackendErrorKind, EnvMode, ExitReport, OutputChunk, ProcessControl,
-    Signal, SpawnSpec, SpawnedProcess, Stream, WriteOutcome,
+    Backend, BackendError, BackendErrorKind, EnvMode, ExitReport, InputModes, InputWait,
+    OutputChunk, ProcessControl, Signal, SpawnSpec, SpawnedProcess, Stream, WriteOutcome,
 };
 use crate::events::lock;
 use crate::limits::{PTY_COLS, PTY_ROWS};
@@ -496,6 +496,7 @@ impl ProcessControl for LocalControl {
         if *leader == Leader::Running {
             match signal {
                 Signal::Interrupt => sys::kill_group(self.pid, sys::SIGINT),
+                Signal::Terminate => sys::kill_group(self.pid, sys::SIGTERM),
             }
         }
         drop(leader);
@@ -513,6 +514,45 @@ impl ProcessControl for LocalControl {
             drop(leader);
             self.kill_leftovers();
         }
+    }
+
+    fn close_stdin(&self) -> BoxFuture<'_, Result<WriteOutcome, BackendError>> {
+        Box::pin(async move {
+            match &self.stdin {
+                Stdin::Pipe(pipe) => {
+                    let closed = pipe.lock().await.take();
+                    Ok(match closed {
+                        Some(_) => WriteOutcome::Accepted,
+                        None => WriteOutcome::StdinClosed,
+                    })
+                }
+                Stdin::Closed | Stdin::Pty(_) => Ok(WriteOutcome::StdinClosed),
+            }
+        })
+    }
+
+    fn input_modes(&self) -> Option<InputModes> {
+        match &self.stdin {
+            Stdin::Pty(master) => sys::terminal_modes(master.as_raw_fd())
+                .ok()
+                .map(|(echo, canonical)| InputModes { echo, canonical }),
+            _ => None,
+        }
+    }
+
+    fn resize(&self, rows: u16, cols: u16) -> Result<(), BackendError> {
+        match &self.stdin {
+            Stdin::Pty(master) => sys::set_window_size(master.as_raw_fd(), rows, cols)
+                .map_err(|e| BackendError::new(format!("resizing the terminal failed: {e}"))),
+            _ => Err(BackendError::new("this session has no terminal to resize")),
+        }
+    }
+
+    fn input_wait(&self) -> Option<InputWait> {
+        if *lock(&self.leader) != Leader::Running {
+            return Some(InputWait::Neither);
+        }
+        sys::tree_input_wait(self.pid)
     }
 
     fn kill_leftovers(&self) {

@@ -103,6 +103,26 @@ pub enum WriteOutcome {
 pub enum Signal {
     /// SIGINT to the process group (Ctrl-C).
     Interrupt,
+    /// SIGTERM to the process group (a polite stop, e.g. the hard timeout).
+    Terminate,
+}
+
+pub use crate::sys::InputWait;
+
+/// How a PTY session's terminal is set to read input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputModes {
+    /// Typed characters are echoed.
+    pub echo: bool,
+    /// Line-by-line (canonical) input.
+    pub canonical: bool,
+}
+
+impl InputModes {
+    /// A line is read with echo off: a password or passphrase prompt.
+    pub fn secret(self) -> bool {
+        self.canonical && !self.echo
+    }
 }
 
 /// What kind of failure a [`BackendError`] is, for callers that map it to codes.
@@ -149,6 +169,27 @@ pub trait ProcessControl: Send + Sync + 'static {
     fn terminate(&self);
     /// Kills whatever is left of the process group after the process itself exited.
     fn kill_leftovers(&self);
+    /// Closes a piped stdin (the process reads EOF). `StdinClosed` when there is none.
+    fn close_stdin(&self) -> BoxFuture<'_, Result<WriteOutcome, BackendError>> {
+        Box::pin(async {
+            Err(BackendError::new(
+                "this backend cannot close a process's stdin",
+            ))
+        })
+    }
+    /// The terminal's input modes, for PTY sessions whose terminal can be inspected.
+    fn input_modes(&self) -> Option<InputModes> {
+        None
+    }
+    /// Resizes the terminal of a PTY session (its programs get SIGWINCH).
+    fn resize(&self, _rows: u16, _cols: u16) -> Result<(), BackendError> {
+        Err(BackendError::new("this session has no terminal to resize"))
+    }
+    /// What the process (or one it started) sleeps in, as far as input goes; `None` when
+    /// the backend cannot tell.
+    fn input_wait(&self) -> Option<InputWait> {
+        None
+    }
 }
 
 /// A started process: its output, its exit and its controls.
@@ -179,5 +220,11 @@ pub trait Backend: Send + Sync + 'static {
     /// Where the processes run (default: here).
     fn placement(&self) -> Placement {
         Placement::Local
+    }
+
+    /// Gets ready to start a process, before its placement is asked (default: nothing to
+    /// do). A backend that connects on demand connects here, so the placement is known.
+    fn prepare(&self) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async { Ok(()) })
     }
 }

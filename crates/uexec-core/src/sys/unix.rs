@@ -373,10 +373,171 @@ pub fn kill_group(pgid: u32, signal: i32) {
     }
 }
 
+/// Sends `signal` to the process `pid`; a process that is already gone is not an error.
+pub fn kill_process(pid: u32, signal: i32) {
+    if let Ok(pid) = libc::pid_t::try_from(pid) {
+        if pid > 1 {
+            // SAFETY: kill has no memory effects; errors (ESRCH) are expected and ignored.
+            unsafe {
+                libc::kill(pid, signal);
+            }
+        }
+    }
+}
+
 /// Numbers of the signals the engine sends.
 pub const SIGINT: i32 = libc::SIGINT;
 /// SIGKILL.
 pub const SIGKILL: i32 = libc::SIGKILL;
+/// SIGTERM.
+pub const SIGTERM: i32 = libc::SIGTERM;
+
+/// What a process asleep in a system call may be waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputWait {
+    /// `read` on fd 0: input, certainly.
+    Reading,
+    /// The `select`/`poll` family: readline and REPLs wait there before reading, but so do
+    /// some servers.
+    Polling,
+    Neither,
+}
+
+fn wait_of(number: i64, fd: u64) -> InputWait {
+    if number == libc::SYS_read && fd == 0 {
+        return InputWait::Reading;
+    }
+    let pollers: &[i64] = &[
+        libc::SYS_pselect6,
+        libc::SYS_ppoll,
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_select,
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_poll,
+    ];
+    if pollers.contains(&number) {
+        InputWait::Polling
+    } else {
+        InputWait::Neither
+    }
+}
+
+/// What the processes of the tree under `leader` (at most 64 of them) wait in, read from
+/// `/proc/PID/syscall`: `Reading` if any reads its stdin, else `Polling` if any polls.
+/// `None` when the kernel would not say (another user's process, e.g. a setuid `sudo`).
+pub fn tree_input_wait(leader: u32) -> Option<InputWait> {
+    let mut queue = vec![leader];
+    let mut seen = 0;
+    let mut unknown = false;
+    let mut found = InputWait::Neither;
+    while let Some(pid) = queue.pop() {
+        seen += 1;
+        if seen > 64 {
+            break;
+        }
+        match std::fs::read_to_string(format!("/proc/{pid}/syscall")) {
+            Ok(line) => {
+                let mut words = line.split_whitespace();
+                let number = words.next().and_then(|w| w.parse::<i64>().ok());
+                let fd = words
+                    .next()
+                    .and_then(|w| u64::from_str_radix(w.trim_start_matches("0x"), 16).ok());
+                if let (Some(number), Some(fd)) = (number, fd) {
+                    match wait_of(number, fd) {
+                        InputWait::Reading => return Some(InputWait::Reading),
+                        InputWait::Polling => found = InputWait::Polling,
+                        InputWait::Neither => {}
+                    }
+                }
+            }
+            Err(_) => unknown = true,
+        }
+        if let Ok(children) = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")) {
+            queue.extend(
+                children
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            );
+        }
+    }
+    if unknown && found == InputWait::Neither {
+        None
+    } else {
+        Some(found)
+    }
+}
+
+/// Sets a terminal's size (`TIOCSWINSZ`); the kernel tells its foreground group (SIGWINCH).
+pub fn set_window_size(fd: RawFd, rows: u16, cols: u16) -> io::Result<()> {
+    let size = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one winsize from the pointer, valid for the call.
+    if unsafe { libc::ioctl(fd, libc::TIOCSWINSZ, &size) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A terminal's size (`TIOCGWINSZ`): `(rows, cols)`.
+pub fn window_size(fd: RawFd) -> io::Result<(u16, u16)> {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one winsize through the pointer, valid for the call.
+    if unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut size) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((size.ws_row, size.ws_col))
+}
+
+/// A terminal's settings, to put back.
+pub struct SavedTerminal(libc::termios);
+
+/// Puts the terminal `fd` in raw mode (no echo, no line editing, no signals from keys);
+/// returns what to restore.
+pub fn make_raw(fd: RawFd) -> io::Result<SavedTerminal> {
+    // SAFETY: termios is plain data; tcgetattr fills it or fails.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: `t` is a valid, writable termios.
+    if unsafe { libc::tcgetattr(fd, &mut t) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let saved = SavedTerminal(t);
+    // SAFETY: cfmakeraw only edits the struct.
+    unsafe { libc::cfmakeraw(&mut t) };
+    // SAFETY: `t` is a valid termios.
+    if unsafe { libc::tcsetattr(fd, libc::TCSANOW, &t) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(saved)
+}
+
+/// Puts back what [`make_raw`] changed.
+pub fn restore_terminal(fd: RawFd, saved: &SavedTerminal) {
+    // SAFETY: `saved.0` is the valid termios tcgetattr returned.
+    unsafe {
+        libc::tcsetattr(fd, libc::TCSANOW, &saved.0);
+    }
+}
+
+/// The terminal's echo and canonical-mode flags (`tcgetattr`; on Linux a PTY master reports
+/// its slave's settings): `(echo, canonical)`.
+pub fn terminal_modes(fd: RawFd) -> io::Result<(bool, bool)> {
+    // SAFETY: termios is plain data; tcgetattr fills it or fails.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: `t` is a valid, writable termios.
+    if unsafe { libc::tcgetattr(fd, &mut t) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((t.c_lflag & libc::ECHO != 0, t.c_lflag & libc::ICANON != 0))
+}
 
 /// One `read(2)`; `WouldBlock` comes back as an error, as the async reactor expects.
 pub fn read_fd(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {

@@ -9,6 +9,7 @@ use rmcp::model::{SubscribeRequestParams, UnsubscribeRequestParams};
 use rmcp::ServiceExt;
 use tokio::runtime::Handle;
 use uexec_core::{LocalBackend, SessionStore, StoreConfig};
+use uexec_mcp::server::Options;
 use uexec_mcp::stores::Stores;
 use uexec_mcp::UexecServer;
 
@@ -32,7 +33,12 @@ async fn eventually_alive_tasks(expected: usize, what: &str) {
 #[allow(deprecated)] // resources/subscribe: the legacy path
 async fn a_watcher_ends_with_its_last_uri_and_with_its_client() {
     let store = SessionStore::new(Arc::new(LocalBackend), StoreConfig::default());
-    let server = UexecServer::new(Stores::Single(store.clone()), Vec::new(), false);
+    let server = UexecServer::new(
+        Stores::Single(store.clone()),
+        Default::default(),
+        false,
+        Options::default(),
+    );
     let before = alive_tasks();
     let (server_end, client_end) = tokio::io::duplex(64 * 1024);
     let serving = tokio::spawn(async move {
@@ -83,7 +89,12 @@ async fn an_http_session_that_ends_leaves_no_watcher() {
 
     let make_store = || SessionStore::new(Arc::new(LocalBackend), StoreConfig::default());
     let stores = Stores::per_principal(make_store);
-    let server = UexecServer::new(stores.clone(), Vec::new(), false);
+    let server = UexecServer::new(
+        stores.clone(),
+        Default::default(),
+        false,
+        Options::default(),
+    );
     let service = StreamableHttpService::new(
         move || Ok(server.for_connection()),
         Arc::new(LocalSessionManager::default()),

@@ -91,6 +91,7 @@ impl ProcessControl for RemoteControl {
                 process_id: self.process_id.clone(),
                 signal: match signal {
                     Signal::Interrupt => SignalName::Interrupt,
+                    Signal::Terminate => SignalName::Terminate,
                 },
             };
             let timeout = Some(self.session.config().request_timeout);
@@ -112,6 +113,14 @@ impl ProcessControl for RemoteControl {
 
     fn kill_leftovers(&self) {
         self.send_terminate();
+    }
+
+    fn close_stdin(&self) -> BoxFuture<'_, Result<WriteOutcome, BackendError>> {
+        Box::pin(async {
+            Err(BackendError::new(
+                "the exec-server protocol cannot close a remote process's stdin: eof works on local sessions (send the input's own end marker instead)",
+            ))
+        })
     }
 }
 

@@ -110,14 +110,15 @@ impl ProcessHandle {
         }
     }
 
-    /// SIGINT to the process group, unless the process already exited (its pid may be reused).
-    pub async fn interrupt(&self) -> Result<(), RpcError> {
+    /// A signal to the process group, unless the process already exited (its pid may be
+    /// reused).
+    pub async fn signal(&self, signal: Signal) -> Result<(), RpcError> {
         if self.has_exited() {
             return Ok(());
         }
         self.0
             .control
-            .signal(Signal::Interrupt)
+            .signal(signal)
             .await
             .map_err(|e| RpcError::internal(e.message))
     }

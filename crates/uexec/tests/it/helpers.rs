@@ -19,6 +19,8 @@ pub const UEXEC: &str = env!("CARGO_BIN_EXE_uexec");
 pub struct Recorder {
     pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
     pub updated: Arc<Mutex<Vec<String>>>,
+    /// `notifications/tools/list_changed` heard.
+    pub tools_changed: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl ClientHandler for Recorder {
@@ -36,6 +38,11 @@ impl ClientHandler for Recorder {
         _context: NotificationContext<RoleClient>,
     ) {
         self.updated.lock().unwrap().push(params.uri);
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
 

@@ -6,11 +6,16 @@
 mod helpers;
 mod net_support;
 
+mod attach;
+mod cli;
+mod daemon;
 mod fuzz_corpus;
 mod last_will;
 mod mcp_call_ids;
 mod mcp_cancel;
 mod mcp_environments;
+mod mcp_environments_file;
+mod mcp_fewer_polls;
 mod mcp_http;
 mod mcp_listen;
 mod mcp_progress;

@@ -96,3 +96,53 @@ async fn without_environments_the_argument_does_not_exist() {
     );
     client.cancel().await.unwrap();
 }
+
+/// Wait conditions, the timeout and piped stdin work the same on a remote environment: the
+/// engine watches the output, wherever the process runs.
+#[tokio::test]
+async fn conditions_timeouts_and_piped_stdin_on_a_remote_environment() {
+    let server = exec_server();
+    let env_arg = format!("remote={}", server.url);
+    let (client, _, _) = stdio_client(&["--extended", "--environment", &env_arg]).await;
+    let r = call(
+        &client,
+        "exec_command",
+        json!({"cmd": "sleep 0.3; echo 'listening on 8080'; exec sleep 30", "login": false,
+               "yield_time_ms": 30000, "environment_id": "remote",
+               "until": {"pattern": "listening on [0-9]+"}}),
+    )
+    .await;
+    let s = structured(&r);
+    assert_eq!(s["reason"], "matched", "{}", text(&r));
+    let id = s["session_id"].as_i64().expect("running");
+    call(&client, "terminate_session", json!({"session_id": id})).await;
+
+    let t = call(
+        &client,
+        "exec_command",
+        json!({"cmd": "exec sleep 30", "login": false, "yield_time_ms": 10000,
+               "environment_id": "remote", "timeout_ms": 300}),
+    )
+    .await;
+    assert_eq!(structured(&t)["exit_code"], 124, "{}", text(&t));
+
+    let p = call(
+        &client,
+        "exec_command",
+        json!({"cmd": "head -n1", "login": false, "yield_time_ms": 250,
+               "environment_id": "remote", "stdin": "pipe"}),
+    )
+    .await;
+    let id = structured(&p)["session_id"]
+        .as_i64()
+        .expect("waiting for input");
+    let w = call(
+        &client,
+        "write_stdin",
+        json!({"session_id": id, "chars": "first\nsecond\n", "yield_time_ms": 5000}),
+    )
+    .await;
+    assert_eq!(structured(&w)["output"], "first\n", "{}", text(&w));
+    assert_eq!(structured(&w)["exit_code"], 0);
+    client.cancel().await.unwrap();
+}

@@ -30,7 +30,9 @@ async fn tools_and_server_info() {
             "exec_command",
             "write_stdin",
             "list_sessions",
-            "terminate_session"
+            "terminate_session",
+            "wait",
+            "read_output"
         ]
     );
     assert!(tools.iter().take(2).all(|t| t.output_schema.is_some()));

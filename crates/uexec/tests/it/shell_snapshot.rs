@@ -61,4 +61,14 @@ fn the_switch_is_in_help_and_takes_no_value() {
         assert!(!out.status.success(), "{face} accepted a value");
         assert!(stderr.contains("--no-shell-snapshot"), "{face}: {stderr}");
     }
+    let out = std::process::Command::new(UEXEC)
+        .args(["mcp", "--daemon", "--no-shell-snapshot"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "mcp --daemon accepted --no-shell-snapshot"
+    );
+    assert!(stderr.contains("--no-shell-snapshot"), "{stderr}");
 }

@@ -93,6 +93,7 @@ pub fn write(session_id: i32, chars: &str, yield_ms: i64) -> WriteRequest {
         chars: chars.into(),
         yield_time_ms: Some(yield_ms),
         max_output_tokens: Some(MAX_TOKENS),
+        ..WriteRequest::default()
     }
 }
 

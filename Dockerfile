@@ -1,0 +1,49 @@
+# syntax=docker/dockerfile:1
+# uexec as a pod: `uexec serve` (the Codex-compatible exec server) over wss://, with the
+# token and the TLS pair read from mounted files. See deploy/kubernetes/ and the README's
+# "Running on Kubernetes".
+#
+#   docker build -t uexec:dev .
+#   docker build --build-arg RUNTIME_IMAGE=my-toolchain:latest -t uexec:mine .
+#
+# The binary is static (musl): the runtime stage may be any image with the shell and tools
+# your agents' commands need (the default has bash, coreutils, git and CA certificates).
+# CI cannot run `docker build` (no engine): it builds and smoke-tests the same binary with
+# the same script (deploy/build-static.sh, deploy/smoke_test.py).
+
+ARG RUST_IMAGE=rust:1.95-bookworm
+ARG RUNTIME_IMAGE=debian:bookworm-slim
+
+FROM ${RUST_IMAGE} AS build
+WORKDIR /src
+COPY . .
+RUN bash deploy/build-static.sh > /tmp/binary-path \
+ && install -D -m 0755 "$(cat /tmp/binary-path)" /out/uexec
+
+FROM ${RUNTIME_IMAGE}
+# A shell and the everyday tools of coding agents; one unprivileged user (10001) whose home
+# is the workspace (with /tmp, the only writable places).
+RUN set -eux; \
+    if command -v apt-get >/dev/null; then \
+      apt-get update; \
+      apt-get install -y --no-install-recommends bash ca-certificates git procps; \
+      rm -rf /var/lib/apt/lists/*; \
+    fi; \
+    (getent group 10001 || groupadd --gid 10001 uexec); \
+    (getent passwd 10001 || useradd --uid 10001 --gid 10001 --home-dir /workspace --no-create-home --shell /bin/bash uexec); \
+    install -d -o 10001 -g 10001 -m 0750 /workspace
+COPY --from=build /out/uexec /usr/local/bin/uexec
+
+USER 10001:10001
+WORKDIR /workspace
+ENV HOME=/workspace \
+    SHELL=/bin/bash
+# The workspace and /tmp are the writable volumes; run with a read-only root filesystem.
+VOLUME ["/workspace", "/tmp"]
+EXPOSE 9000
+# /readyz on the same port answers 200 without a token (the probes use it).
+ENTRYPOINT ["/usr/local/bin/uexec", "serve", \
+            "--listen", "wss://0.0.0.0:9000", \
+            "--token-file", "/etc/uexec/token/token", \
+            "--tls-cert", "/etc/uexec/tls/tls.crt", \
+            "--tls-key", "/etc/uexec/tls/tls.key"]

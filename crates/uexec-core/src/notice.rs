@@ -1,0 +1,81 @@
+//! Exit notices: a stored session that exits while no call watches it is announced, once,
+//! in the next result its owner gets, whatever the tool (so an agent need not poll for it).
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::limits::TIMEOUT_EXIT_CODE;
+
+/// Longest command shown in a notice, in characters.
+const NOTICE_COMMAND_CHARS: usize = 60;
+
+/// A session exited with no call watching.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExitNotice {
+    pub session_id: i32,
+    pub command: String,
+    pub exit_code: Option<i32>,
+    /// Set when a backend or a policy failed the process.
+    pub failure: Option<String>,
+    pub timed_out_ms: Option<u64>,
+    pub exited_at: Instant,
+}
+
+impl ExitNotice {
+    /// How long ago it exited.
+    pub fn age(&self) -> Duration {
+        self.exited_at.elapsed()
+    }
+
+    /// `Session 48213 (npm test) exited with code 1, 2.1 s ago`.
+    pub fn text(&self) -> String {
+        let mut command: String = self.command.chars().take(NOTICE_COMMAND_CHARS).collect();
+        if command.len() < self.command.len() {
+            command.push('\u{2026}');
+        }
+        let how = match (&self.failure, self.timed_out_ms, self.exit_code) {
+            (Some(message), _, _) => format!("failed: {message}"),
+            (None, Some(ms), _) => {
+                format!("timed out after {ms} ms (exit code {TIMEOUT_EXIT_CODE})")
+            }
+            (None, None, Some(code)) => format!("exited with code {code}"),
+            (None, None, None) => "exited".to_owned(),
+        };
+        format!(
+            "Session {} ({command}) {how}, {:.1} s ago",
+            self.session_id,
+            self.age().as_secs_f64()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_names_session_command_and_code() {
+        let n = ExitNotice {
+            session_id: 48213,
+            command: "npm test".into(),
+            exit_code: Some(1),
+            failure: None,
+            timed_out_ms: None,
+            exited_at: Instant::now(),
+        };
+        let text = n.text();
+        assert!(
+            text.starts_with("Session 48213 (npm test) exited with code 1, 0."),
+            "{text}"
+        );
+        assert!(text.ends_with(" s ago"), "{text}");
+        let long = ExitNotice {
+            command: "x".repeat(100),
+            ..n
+        };
+        assert!(long
+            .text()
+            .contains(&format!("({}\u{2026})", "x".repeat(60))));
+    }
+}

@@ -1,0 +1,587 @@
+//! Transcripts on disk: every byte a session prints, not just the 1 MiB head and tail a call
+//! returns, so a model (`read_output`) or a person can go back to what was cut.
+//!
+//! Layout, one directory per session under the root (0700; files 0600):
+//! - `output.000000`, `output.000001`, …: the raw bytes, in segments of a quarter of the
+//!   per-session cap; segment `k` holds session offsets `[k·S, (k+1)·S)`;
+//! - `timing`: `<seconds since start> <bytes>` per write, merged within 10 ms (the format
+//!   `scriptreplay` reads, and what an asciicast export needs);
+//! - `meta`: the session id, command, working directory and whether it has a terminal.
+//!
+//! Rotation: a session keeps at most its cap (four segments); when a fifth starts, the
+//! oldest is deleted and its range is reported as rotated away. Across sessions, when a new
+//! transcript starts and the root holds more than the total cap, whole session directories
+//! are deleted, least recently written first, sparing any written in the last minute.
+//! Input is never recorded (what a terminal echoes is output; with echo off, a typed
+//! password is not echoed, hence never written).
+//!
+//! A transcript never fails its session: a write error (a full disk) is logged once and the
+//! transcript stops, marked incomplete.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+/// Segments a session keeps (its cap is split into this many).
+const SEGMENTS: u64 = 4;
+/// Timing lines closer than this are merged.
+const TIMING_MERGE: Duration = Duration::from_millis(10);
+/// Session directories written this recently are never deleted by the total cap.
+const RECENT: Duration = Duration::from_secs(60);
+
+/// Where transcripts go and how much they may hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TranscriptConfig {
+    /// One directory per session goes here.
+    pub root: PathBuf,
+    /// Most bytes kept per session (the newest; older ones rotate away).
+    pub session_max_bytes: u64,
+    /// Most bytes kept under `root`, all sessions together.
+    pub total_max_bytes: u64,
+}
+
+impl TranscriptConfig {
+    /// Default cap per session: 256 MiB.
+    pub const DEFAULT_SESSION_MAX_BYTES: u64 = 256 << 20;
+    /// Default cap for all sessions: 2 GiB.
+    pub const DEFAULT_TOTAL_MAX_BYTES: u64 = 2 << 30;
+
+    /// `$XDG_STATE_HOME/uexec/sessions`, else `~/.local/state/uexec/sessions`.
+    pub fn default_root() -> Option<PathBuf> {
+        let state = std::env::var_os("XDG_STATE_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .map(PathBuf::from)
+                    .filter(|p| p.is_absolute())
+                    .map(|h| h.join(".local/state"))
+            })?;
+        Some(state.join("uexec").join("sessions"))
+    }
+
+    pub fn at(root: PathBuf) -> Self {
+        Self {
+            root,
+            session_max_bytes: Self::DEFAULT_SESSION_MAX_BYTES,
+            total_max_bytes: Self::DEFAULT_TOTAL_MAX_BYTES,
+        }
+    }
+
+    fn segment_bytes(&self) -> u64 {
+        (self.session_max_bytes / SEGMENTS).max(4096)
+    }
+}
+
+/// What a session's transcript holds now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TranscriptInfo {
+    pub dir: PathBuf,
+    /// Bytes written so far (the session offset of the next byte).
+    pub total: u64,
+    /// Bytes before this offset were rotated away.
+    pub first_kept: u64,
+    /// A write failed: bytes from `total` on are missing.
+    pub incomplete: bool,
+}
+
+/// Appends a session's output to its transcript.
+#[derive(Debug)]
+pub(crate) struct TranscriptWriter {
+    dir: PathBuf,
+    segment_bytes: u64,
+    segment: File,
+    segment_index: u64,
+    written: u64,
+    first_kept: u64,
+    timing: File,
+    started: Instant,
+    timing_at: Option<Instant>,
+    timing_pending: u64,
+    failed: bool,
+}
+
+impl TranscriptWriter {
+    /// Starts the transcript of session `id` (the total cap is enforced first).
+    pub fn create(
+        config: &TranscriptConfig,
+        id: i32,
+        command: &str,
+        cwd: &Path,
+        tty: bool,
+    ) -> io::Result<Self> {
+        private_dir(&config.root)?;
+        enforce_total_cap_soon(&config.root, config.total_max_bytes);
+        let dir = loop {
+            let candidate = config
+                .root
+                .join(format!("{id}-{:06x}", rand::random::<u32>() & 0xff_ffff));
+            match fs::DirBuilder::new().mode(0o700).create(&candidate) {
+                Ok(()) => break candidate,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        };
+        let mut meta = private_file(&dir.join("meta"))?;
+        let started_unix = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        writeln!(
+            meta,
+            "session_id={id}\ntty={tty}\nstarted_unix={started_unix}\ncwd={}\ncommand={}",
+            cwd.display(),
+            command.replace('\n', "\\n")
+        )?;
+        Ok(Self {
+            segment: private_file(&segment_path(&dir, 0))?,
+            timing: private_file(&dir.join("timing"))?,
+            dir,
+            segment_bytes: config.segment_bytes(),
+            segment_index: 0,
+            written: 0,
+            first_kept: 0,
+            started: Instant::now(),
+            timing_at: None,
+            timing_pending: 0,
+            failed: false,
+        })
+    }
+
+    #[cfg(test)]
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn info(&self) -> TranscriptInfo {
+        TranscriptInfo {
+            dir: self.dir.clone(),
+            total: self.written,
+            first_kept: self.first_kept,
+            incomplete: self.failed,
+        }
+    }
+
+    /// Appends `bytes`; a failure stops the transcript (logged once).
+    pub fn append(&mut self, bytes: &[u8]) {
+        if self.failed || bytes.is_empty() {
+            return;
+        }
+        if let Err(e) = self.try_append(bytes) {
+            self.failed = true;
+            tracing::warn!(dir = %self.dir.display(), "transcript stopped: {e}");
+        }
+    }
+
+    fn try_append(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        let now = Instant::now();
+        while !bytes.is_empty() {
+            let end = (self.segment_index + 1) * self.segment_bytes;
+            if self.written == end {
+                self.rotate()?;
+                continue;
+            }
+            let room = usize::try_from(end - self.written).unwrap_or(usize::MAX);
+            let take = room.min(bytes.len());
+            self.segment.write_all(&bytes[..take])?;
+            self.written += take as u64;
+            self.timing_pending += take as u64;
+            bytes = &bytes[take..];
+        }
+        if self
+            .timing_at
+            .is_none_or(|at| now.duration_since(at) >= TIMING_MERGE)
+        {
+            self.flush_timing(now)?;
+        }
+        Ok(())
+    }
+
+    fn flush_timing(&mut self, now: Instant) -> io::Result<()> {
+        if self.timing_pending == 0 {
+            return Ok(());
+        }
+        let secs = now.duration_since(self.started).as_secs_f64();
+        writeln!(self.timing, "{secs:.6} {}", self.timing_pending)?;
+        self.timing_pending = 0;
+        self.timing_at = Some(now);
+        Ok(())
+    }
+
+    /// Starts the next segment, deleting the oldest beyond the cap.
+    fn rotate(&mut self) -> io::Result<()> {
+        self.segment_index += 1;
+        self.segment = private_file(&segment_path(&self.dir, self.segment_index))?;
+        if self.segment_index >= SEGMENTS {
+            let gone = self.segment_index - SEGMENTS;
+            fs::remove_file(segment_path(&self.dir, gone))?;
+            self.first_kept = (gone + 1) * self.segment_bytes;
+        }
+        Ok(())
+    }
+
+    /// Writes the last timing line (the session ended).
+    pub fn finish(&mut self) {
+        if !self.failed {
+            if let Err(e) = self.flush_timing(Instant::now()) {
+                tracing::debug!("transcript timing: {e}");
+            }
+        }
+    }
+}
+
+fn segment_path(dir: &Path, index: u64) -> PathBuf {
+    dir.join(format!("output.{index:06}"))
+}
+
+fn private_file(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// Makes sure transcripts can go under `root` (created 0700 if missing; refused if another
+/// user owns it or others may enter it).
+pub fn prepare_root(root: &Path) -> io::Result<()> {
+    private_dir(root)
+}
+
+/// Creates `dir` (0700) if needed; refuses one that is not ours or is open to others.
+fn private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let meta = fs::metadata(dir)?;
+    if meta.uid() != crate::sys::effective_uid() || meta.mode() & 0o077 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} must be a directory of this user with mode 0700 (it has {:o})",
+                dir.display(),
+                meta.mode() & 0o777
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Enforces the total cap in the background, at most once a minute per process: scanning
+/// every session directory is not something a spawn should wait for.
+fn enforce_total_cap_soon(root: &Path, max: u64) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let last = LAST.load(Ordering::Relaxed);
+    if last != 0 && now.saturating_sub(last) < RECENT.as_secs() {
+        return;
+    }
+    if LAST
+        .compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed)
+        .is_err()
+    {
+        return;
+    }
+    let root = root.to_path_buf();
+    let spawned = std::thread::Builder::new()
+        .name("uexec-transcript-cap".into())
+        .spawn(move || enforce_total_cap(&root, max));
+    if let Err(e) = spawned {
+        tracing::debug!("transcript cap not enforced now: {e}");
+    }
+}
+
+/// Deletes whole session directories, least recently written first, until the root holds at
+/// most `max` bytes; never one written in the last minute.
+fn enforce_total_cap(root: &Path, max: u64) {
+    let Ok(entries) = fs::read_dir(root) else {
+        return;
+    };
+    let mut dirs: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
+    let mut total = 0;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let (mut size, mut newest) = (0, SystemTime::UNIX_EPOCH);
+        for file in fs::read_dir(&path).into_iter().flatten().flatten() {
+            if let Ok(meta) = file.metadata() {
+                size += meta.len();
+                newest = newest.max(meta.modified().unwrap_or(SystemTime::UNIX_EPOCH));
+            }
+        }
+        total += size;
+        dirs.push((newest, size, path));
+    }
+    if total <= max {
+        return;
+    }
+    dirs.sort();
+    for (written, size, path) in dirs {
+        if total <= max {
+            break;
+        }
+        if written.elapsed().is_ok_and(|age| age < RECENT) {
+            continue;
+        }
+        if fs::remove_dir_all(&path).is_ok() {
+            total = total.saturating_sub(size);
+        }
+    }
+}
+
+/// Chunks in flight to a transcript's writer thread: at most this many reads (64 KiB each)
+/// wait; a session that prints faster than the disk takes them waits for the disk.
+const WRITER_QUEUE_CHUNKS: usize = 16;
+
+/// A session's transcript: a writer thread fed in output order, so the disk write overlaps
+/// the next read instead of adding to it.
+#[derive(Debug)]
+pub(crate) struct Transcript {
+    dir: PathBuf,
+    shared: std::sync::Arc<Shared>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    total: std::sync::atomic::AtomicU64,
+    first_kept: std::sync::atomic::AtomicU64,
+    failed: std::sync::atomic::AtomicBool,
+}
+
+/// The pump's end of a transcript: send each read, in order; [`TranscriptFeed::close`]
+/// waits until everything sent is written.
+#[derive(Debug)]
+pub(crate) struct TranscriptFeed {
+    tx: tokio::sync::mpsc::Sender<bytes::Bytes>,
+    written: tokio::sync::oneshot::Receiver<()>,
+}
+
+impl TranscriptFeed {
+    /// Sends one read; false once the writer is gone.
+    pub async fn send(&self, chunk: bytes::Bytes) -> bool {
+        self.tx.send(chunk).await.is_ok()
+    }
+
+    /// Ends the transcript and waits for its last write.
+    pub async fn close(self) {
+        drop(self.tx);
+        let _ = self.written.await;
+    }
+}
+
+impl Transcript {
+    /// Starts the writer thread; the feed's drop ends it (after the last write).
+    pub fn start(mut writer: TranscriptWriter) -> io::Result<(Self, TranscriptFeed)> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(WRITER_QUEUE_CHUNKS);
+        let (done, written) = tokio::sync::oneshot::channel();
+        let shared = std::sync::Arc::new(Shared::default());
+        let dir = writer.dir.clone();
+        let theirs = shared.clone();
+        std::thread::Builder::new()
+            .name("uexec-transcript".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                while let Some(chunk) = rx.blocking_recv() {
+                    writer.append(&chunk);
+                    let info = writer.info();
+                    theirs.first_kept.store(info.first_kept, Relaxed);
+                    theirs.failed.store(info.incomplete, Relaxed);
+                    theirs.total.store(info.total, Relaxed);
+                }
+                writer.finish();
+                let _ = done.send(());
+            })?;
+        Ok((Self { dir, shared }, TranscriptFeed { tx, written }))
+    }
+
+    /// What is on disk now.
+    pub fn info(&self) -> TranscriptInfo {
+        use std::sync::atomic::Ordering::Relaxed;
+        TranscriptInfo {
+            dir: self.dir.clone(),
+            total: self.shared.total.load(Relaxed),
+            first_kept: self.shared.first_kept.load(Relaxed),
+            incomplete: self.shared.failed.load(Relaxed),
+        }
+    }
+}
+
+/// A slice of a transcript.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TranscriptSlice {
+    /// Session offset of the first byte returned.
+    pub offset: u64,
+    pub bytes: Vec<u8>,
+    /// What the transcript held when read.
+    pub total: u64,
+    pub first_kept: u64,
+}
+
+/// Reads up to `limit` bytes from session offset `offset` (moved up to the first byte still
+/// kept); `total` and `first_kept` say what exists.
+pub fn read_slice(
+    info: &TranscriptInfo,
+    segment_bytes: u64,
+    offset: u64,
+    limit: usize,
+) -> io::Result<TranscriptSlice> {
+    let start = offset.max(info.first_kept).min(info.total);
+    let end = start.saturating_add(limit as u64).min(info.total);
+    let mut bytes = Vec::with_capacity(usize::try_from(end - start).unwrap_or(0));
+    let mut at = start;
+    while at < end {
+        let index = at / segment_bytes;
+        let within = at % segment_bytes;
+        let take = (segment_bytes - within).min(end - at);
+        let mut file = File::open(segment_path(&info.dir, index))?;
+        file.seek(SeekFrom::Start(within))?;
+        let got = file.take(take).read_to_end(&mut bytes).map(|n| n as u64)?;
+        if got == 0 {
+            break;
+        }
+        at += got;
+    }
+    Ok(TranscriptSlice {
+        offset: start,
+        bytes,
+        total: info.total,
+        first_kept: info.first_kept,
+    })
+}
+
+/// What a transcript directory holds, from its files (a session that is gone).
+pub fn info_of(dir: &Path, segment_bytes: u64) -> io::Result<TranscriptInfo> {
+    let mut indexes: Vec<u64> = fs::read_dir(dir)?
+        .flatten()
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix("output."))
+                .and_then(|n| n.parse().ok())
+        })
+        .collect();
+    indexes.sort_unstable();
+    let (Some(&first), Some(&last)) = (indexes.first(), indexes.last()) else {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            "no output segments",
+        ));
+    };
+    let last_len = fs::metadata(segment_path(dir, last))?.len();
+    Ok(TranscriptInfo {
+        dir: dir.to_path_buf(),
+        total: last * segment_bytes + last_len,
+        first_kept: first * segment_bytes,
+        incomplete: false,
+    })
+}
+
+/// Segment size for a configuration (what [`read_slice`] needs).
+pub fn segment_bytes(config: &TranscriptConfig) -> u64 {
+    config.segment_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(dir: &Path, session_max: u64) -> TranscriptConfig {
+        TranscriptConfig {
+            root: dir.to_path_buf(),
+            session_max_bytes: session_max,
+            total_max_bytes: u64::MAX,
+        }
+    }
+
+    fn temp() -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("uexec-transcript-{:08x}", rand::random::<u32>()));
+        fs::create_dir_all(&dir).expect("temp dir");
+        dir
+    }
+
+    #[test]
+    fn every_byte_is_kept_and_read_back_across_segments() {
+        let root = temp().join("sessions");
+        let cfg = config(&root, 4 * 4096);
+        let mut w =
+            TranscriptWriter::create(&cfg, 1000, "cmd", Path::new("/"), false).expect("create");
+        let data: Vec<u8> = (0..12_000u32).map(|i| (i % 251) as u8).collect();
+        for chunk in data.chunks(1000) {
+            w.append(chunk);
+        }
+        let info = w.info();
+        assert_eq!((info.total, info.first_kept), (12_000, 0));
+        let all = read_slice(&info, cfg.segment_bytes(), 0, 1 << 20).expect("read");
+        assert_eq!(all.bytes, data);
+        let mid = read_slice(&info, cfg.segment_bytes(), 4000, 200).expect("read");
+        assert_eq!(mid.bytes, data[4000..4200]);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(w.dir().join("output.000000"))
+            .expect("meta")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn the_oldest_segment_rotates_away_past_the_cap() {
+        let root = temp().join("sessions");
+        let cfg = config(&root, 4 * 4096);
+        let mut w =
+            TranscriptWriter::create(&cfg, 1000, "cmd", Path::new("/"), false).expect("create");
+        let data: Vec<u8> = (0..4 * 4096 + 10).map(|i| (i % 7) as u8).collect();
+        w.append(&data);
+        let info = w.info();
+        assert_eq!(info.first_kept, 4096);
+        assert!(!w.dir().join("output.000000").exists());
+        let slice = read_slice(&info, cfg.segment_bytes(), 0, 100).expect("read");
+        assert_eq!(slice.offset, 4096, "moved up to what is kept");
+        assert_eq!(slice.bytes, data[4096..4196]);
+    }
+
+    #[test]
+    fn the_total_cap_deletes_the_least_recently_written_sessions_but_not_recent_ones() {
+        let root = temp();
+        let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+        for (name, age_hours, bytes) in [("old", 3, 3000), ("older", 5, 3000), ("new", 0, 3000)] {
+            let dir = root.join(name);
+            fs::create_dir_all(&dir).expect("dir");
+            let file = File::create(dir.join("output.000000")).expect("file");
+            file.set_len(bytes).expect("size");
+            if age_hours > 0 {
+                let when = hour_ago - Duration::from_secs(3600 * (age_hours - 1));
+                file.set_modified(when).expect("mtime");
+            }
+        }
+        enforce_total_cap(&root, 6500);
+        assert!(
+            !root.join("older").exists(),
+            "least recently written goes first"
+        );
+        assert!(root.join("old").exists() && root.join("new").exists());
+        enforce_total_cap(&root, 10);
+        assert!(!root.join("old").exists());
+        assert!(
+            root.join("new").exists(),
+            "written within the minute: spared"
+        );
+    }
+
+    #[test]
+    fn a_root_open_to_others_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = temp();
+        fs::set_permissions(&root, fs::Permissions::from_mode(0o777)).expect("chmod");
+        let err = TranscriptWriter::create(&config(&root, 1 << 20), 1, "x", Path::new("/"), false)
+            .expect_err("refused");
+        assert!(err.to_string().contains("mode 0700"), "{err}");
+    }
+}

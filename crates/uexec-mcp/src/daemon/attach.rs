@@ -1,0 +1,148 @@
+//! `uexec attach` on the daemon's side: redraw the session's screen, then carry its output
+//! to the person and (with the lease) their keys and terminal size to the session.
+//!
+//! The screen is rebuilt in a `vt100` emulator from the last [`SEED_BYTES`] the session
+//! printed, at the person's size: a full-screen program or a shell prompt comes back as it
+//! looks. A person whose terminal falls behind the output is not queued for without end:
+//! the feed drops chunks, and the screen is redrawn from the output buffer instead.
+
+use std::num::NonZeroU16;
+
+use base64::Engine as _;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use uexec_core::store::Attachment;
+
+use super::handshake::AttachFrame;
+
+/// Output a redraw is rebuilt from.
+pub const SEED_BYTES: usize = 256 * 1024;
+/// Longest frame a client may send (a paste of keys).
+const MAX_FRAME_BYTES: u64 = 1 << 20;
+
+/// Escape codes that draw the screen `seed` leaves on a `rows`×`cols` terminal (for a PTY
+/// session), or the seed itself (a pipe session's log).
+pub fn redraw(seed: &[u8], rows: u16, cols: u16, tty: bool) -> Vec<u8> {
+    if !tty {
+        return seed.to_vec();
+    }
+    let one = NonZeroU16::MIN;
+    let mut parser = vt100::Parser::new(
+        NonZeroU16::new(rows).unwrap_or(one),
+        NonZeroU16::new(cols).unwrap_or(one),
+        0,
+    );
+    parser.process(seed);
+    let screen = parser.screen();
+    let mut out = b"\x1b[H\x1b[2J".to_vec();
+    out.extend_from_slice(screen.state_formatted().as_bytes());
+    let (row, col) = screen.cursor_position();
+    out.extend_from_slice(format!("\x1b[{};{}H", row + 1, col + 1).as_bytes());
+    out
+}
+
+enum Event {
+    Output(Option<bytes::Bytes>),
+    Frame(std::io::Result<usize>),
+    Exited(uexec_core::Outcome),
+}
+
+/// Serves one attached person until they detach, the session ends, or the daemon stops.
+pub async fn serve(
+    mut attachment: Attachment,
+    mut from: impl AsyncBufRead + Unpin,
+    mut to: impl AsyncWriteExt + Unpin,
+    (mut rows, mut cols): (u16, u16),
+) -> anyhow::Result<()> {
+    let tty = attachment.tty();
+    let id = attachment.session_id();
+    let seed = std::mem::take(&mut attachment.watch.seed);
+    to.write_all(&redraw(&seed, rows, cols, tty)).await?;
+    to.flush().await?;
+    let exited = attachment.exit_future();
+    tokio::pin!(exited);
+    let mut line = Vec::new();
+    loop {
+        let event = {
+            // A frame may arrive in pieces across turns: `line` keeps them, bounded.
+            let room = MAX_FRAME_BYTES.saturating_sub(line.len() as u64);
+            let mut limited = (&mut from).take(room);
+            tokio::select! {
+                chunk = attachment.watch.output.recv() => Event::Output(chunk),
+                read = limited.read_until(b'\n', &mut line) => Event::Frame(read),
+                outcome = &mut exited => Event::Exited(outcome),
+            }
+        };
+        match event {
+            Event::Output(None) => break,
+            Event::Output(Some(bytes)) => {
+                if attachment.lagged() {
+                    let seed = attachment.resync(SEED_BYTES);
+                    to.write_all(&redraw(&seed, rows, cols, tty)).await?;
+                } else {
+                    to.write_all(&bytes).await?;
+                }
+                to.flush().await?;
+            }
+            Event::Frame(read) => {
+                if read? == 0 {
+                    break; // detached
+                }
+                if line.last() != Some(&b'\n') {
+                    if line.len() as u64 >= MAX_FRAME_BYTES {
+                        anyhow::bail!("an attach frame over {MAX_FRAME_BYTES} bytes");
+                    }
+                    continue;
+                }
+                let frame: AttachFrame = serde_json::from_slice(&line)
+                    .map_err(|e| anyhow::anyhow!("a bad attach frame: {e}"))?;
+                line.clear();
+                match frame {
+                    AttachFrame::Input(b64) => {
+                        let keys = base64::engine::general_purpose::STANDARD
+                            .decode(b64)
+                            .map_err(|e| anyhow::anyhow!("a bad attach frame: {e}"))?;
+                        attachment.write(keys).await?;
+                    }
+                    AttachFrame::Resize(r, c) => {
+                        (rows, cols) = (r.max(1), c.max(1));
+                        attachment.resize(rows, cols)?;
+                    }
+                }
+            }
+            Event::Exited(outcome) => {
+                // What it printed last, then how it ended.
+                while let Ok(bytes) = attachment.watch.output.try_recv() {
+                    to.write_all(&bytes).await?;
+                }
+                let how = match (outcome.failure, outcome.exit_code) {
+                    (Some(f), _) => format!("failed: {f}"),
+                    (None, Some(code)) => format!("exited with code {code}"),
+                    (None, None) => "exited".to_owned(),
+                };
+                to.write_all(format!("\r\n[uexec: session {id} {how}]\r\n").as_bytes())
+                    .await?;
+                to.flush().await?;
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_screen_is_redrawn_with_its_cursor() {
+        let out = redraw(b"first line\r\nPassword: ", 24, 80, true);
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.starts_with("\x1b[H\x1b[2J"));
+        assert!(
+            text.contains("first line") && text.contains("Password: "),
+            "{text:?}"
+        );
+        assert!(text.ends_with("\x1b[2;11H"), "{text:?}");
+        assert_eq!(redraw(b"log\n", 24, 80, false), b"log\n");
+    }
+}

@@ -1,0 +1,188 @@
+//! The client side of the daemon: connect (starting a daemon if none runs), say hello, then
+//! carry bytes. `uexec mcp --daemon` is this plus a copy of stdin and stdout.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+
+use super::handshake::{Hello, Reply, Settings};
+use crate::serve::McpArgs;
+
+/// How long a started daemon has to open its socket.
+const START_DEADLINE: Duration = Duration::from_secs(10);
+
+/// `uexec mcp --daemon`: the MCP conversation on stdin/stdout, carried to the daemon.
+pub async fn run_mcp(args: &McpArgs) -> anyhow::Result<()> {
+    let socket = match &args.daemon_socket {
+        Some(path) => path.clone(),
+        None => super::default_socket()?,
+    };
+    let owner = match &args.owner {
+        Some(owner) => owner.clone(),
+        None => format!("mcp:{}", std::env::current_dir()?.display()),
+    };
+    let settings = Settings {
+        shell: args.shell.clone(),
+        max_output_tokens: args.max_output_tokens,
+        env_keep: args.env_keep.clone(),
+        env_set: args.env_set.clone(),
+        env_drop: args.env_drop.clone(),
+        strip_ansi: args.strip_ansi,
+        collapse_cr: args.collapse_cr,
+        deterministic_ids: std::env::var("UEXEC_DETERMINISTIC_IDS").is_ok_and(|v| v == "1"),
+        extended: args.extended,
+        codex_tools_only: args.codex_tools_only,
+        allow_secret_input: args.allow_secret_input,
+    };
+    let hello = Hello::here(owner, settings)?;
+    let stream = connect(&socket, &hello, true).await?;
+    let (mut from_daemon, mut to_daemon) = stream.into_split();
+    let mut stdin = tokio::io::stdin();
+    let mut stdout = tokio::io::stdout();
+    // Until either side ends: the client's EOF ends the conversation (the daemon keeps the
+    // sessions); the daemon's EOF means it went away.
+    let up = async {
+        let r = tokio::io::copy(&mut stdin, &mut to_daemon).await;
+        let _ = to_daemon.shutdown().await;
+        r
+    };
+    let down = async {
+        let r = tokio::io::copy(&mut from_daemon, &mut stdout).await;
+        let _ = stdout.flush().await;
+        r
+    };
+    let gone = "the uexec daemon closed the connection (it was stopped or killed); the next start brings a new one";
+    tokio::select! {
+        // A failed write up is the daemon gone too: stdin itself does not fail.
+        r = up => r.context(gone).map(|_| ()),
+        r = down => {
+            r.context(gone)?;
+            anyhow::bail!(gone);
+        }
+    }
+}
+
+/// Connects and says hello; with `start`, starts a daemon when none answers.
+pub async fn connect(socket: &Path, hello: &Hello, start: bool) -> anyhow::Result<UnixStream> {
+    let stream = match UnixStream::connect(socket).await {
+        Ok(stream) => stream,
+        Err(e)
+            if start
+                && matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                ) =>
+        {
+            start_daemon(socket).await?
+        }
+        Err(e) => {
+            return Err(e)
+                .with_context(|| format!("cannot reach the uexec daemon at {}", socket.display()))
+        }
+    };
+    say_hello(stream, hello).await
+}
+
+async fn say_hello(mut stream: UnixStream, hello: &Hello) -> anyhow::Result<UnixStream> {
+    let mut line = serde_json::to_vec(hello)?;
+    line.push(b'\n');
+    stream.write_all(&line).await?;
+    // Byte by byte: what follows the reply (an attached screen) is not ours to buffer.
+    let mut reply = Vec::new();
+    let read_line = async {
+        let mut byte = [0u8; 1];
+        while reply.len() < 64 * 1024 {
+            if stream.read(&mut byte).await? == 0 {
+                break;
+            }
+            if byte[0] == b'\n' {
+                break;
+            }
+            reply.push(byte[0]);
+        }
+        Ok::<_, std::io::Error>(())
+    };
+    tokio::time::timeout(Duration::from_secs(10), read_line)
+        .await
+        .context("the uexec daemon did not answer the hello within 10 s")??;
+    let reply: Reply = serde_json::from_slice(&reply).with_context(|| {
+        format!(
+            "the uexec daemon answered something else than a reply: {:?}",
+            String::from_utf8_lossy(&reply)
+        )
+    })?;
+    if !reply.ok {
+        anyhow::bail!(
+            "the uexec daemon (version {}) refused: {}",
+            reply.version,
+            reply.error.unwrap_or_default()
+        );
+    }
+    Ok(stream)
+}
+
+/// Starts `uexec daemon` in its own session, logging to the state directory, and waits for
+/// its socket.
+async fn start_daemon(socket: &Path) -> anyhow::Result<UnixStream> {
+    let exe = std::env::current_exe().context("cannot find the uexec executable")?;
+    let log = log_path();
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.arg("daemon").arg("--socket").arg(socket);
+    if let Some(log) = &log {
+        cmd.arg("--log-file").arg(log);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .kill_on_drop(false);
+    let mut child = cmd.spawn().context("cannot start the uexec daemon")?;
+    let deadline = tokio::time::Instant::now() + START_DEADLINE;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match UnixStream::connect(socket).await {
+            Ok(stream) => {
+                // Reaped by a task: the daemon outlives us, its exit status is not ours.
+                tokio::spawn(async move { child.wait().await });
+                return Ok(stream);
+            }
+            Err(e) => {
+                if let Some(status) = child.try_wait()? {
+                    // Another client may have started one at the same time: it won the lock.
+                    if let Ok(stream) = UnixStream::connect(socket).await {
+                        return Ok(stream);
+                    }
+                    anyhow::bail!(
+                        "the uexec daemon exited at start ({status}); see {}",
+                        log.map_or("its log".to_owned(), |l| l.display().to_string())
+                    );
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(e).context("the uexec daemon did not open its socket within 10 s");
+                }
+            }
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
+    }
+}
+
+/// `$XDG_STATE_HOME/uexec/daemon.log`, else `~/.local/state/uexec/daemon.log`.
+fn log_path() -> Option<PathBuf> {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .map(|h| h.join(".local/state"))
+        })?
+        .join("uexec");
+    std::fs::create_dir_all(&state).ok()?;
+    Some(state.join("daemon.log"))
+}

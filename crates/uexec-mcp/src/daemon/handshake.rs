@@ -1,0 +1,262 @@
+//! The first line of a daemon connection: who the client is and how its sessions run; the
+//! daemon answers one line, then the connection speaks MCP (newline-delimited JSON-RPC).
+//!
+//! Versioned: the protocol name carries a number, and the daemon also checks the client's
+//! uexec version, so a client of another build gets a clear error instead of a conversation
+//! in a dialect it does not speak.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::PathBuf;
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use uexec_core::env::{EnvPolicy, Environment};
+use uexec_core::StoreConfig;
+
+/// Name and version of the daemon protocol.
+pub const PROTOCOL: &str = "uexec-daemon/1";
+/// This build's version; client and daemon must match.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// Longest hello accepted (an environment can be large, not this large).
+pub const MAX_HELLO_BYTES: usize = 4 << 20;
+/// The owner name of people (the CLI): they see every session.
+pub const PERSON: &str = "@person";
+
+/// This executable's identity: device, inode, size and modification time of the file the
+/// process runs (a rebuild or a reinstall changes it).
+pub fn build_id() -> String {
+    use std::os::unix::fs::MetadataExt;
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        std::fs::metadata("/proc/self/exe")
+            .map(|m| {
+                format!(
+                    "{}:{}:{}:{}",
+                    m.dev(),
+                    m.ino(),
+                    m.size(),
+                    m.mtime_nsec() + m.mtime() * 1_000_000_000
+                )
+            })
+            .unwrap_or_else(|_| "unknown".to_owned())
+    })
+    .clone()
+}
+
+/// What a client says first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hello {
+    pub protocol: String,
+    pub version: String,
+    /// Which build of that version (see [`build_id`]): two builds of one version may still
+    /// speak differently.
+    pub build: String,
+    /// Whose sessions: one owner lists, polls and kills only its own.
+    pub owner: String,
+    /// The client's working directory: the default workdir of its commands.
+    pub cwd: PathBuf,
+    /// The client's environment, base64 of the raw bytes (names and values need not be
+    /// UTF-8): commands start from it, as they would in the client's own process.
+    pub env: Vec<(String, String)>,
+    pub settings: Settings,
+    /// Instead of MCP: join a person's terminal to a session (`uexec attach`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attach: Option<AttachRequest>,
+}
+
+/// `uexec attach`: which session, whether to type into it, and the person's terminal size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttachRequest {
+    pub session_id: i32,
+    pub write: bool,
+    pub rows: u16,
+    pub cols: u16,
+}
+
+/// What an attached client sends, one JSON line each.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum AttachFrame {
+    /// Keys typed (base64 of the bytes).
+    Input(String),
+    /// The person's terminal changed size: rows, cols.
+    Resize(u16, u16),
+}
+
+/// The store settings a client brings (`uexec mcp` flags).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub shell: Option<String>,
+    pub max_output_tokens: Option<u64>,
+    pub env_keep: Vec<String>,
+    pub env_set: Vec<(String, String)>,
+    pub env_drop: Vec<String>,
+    pub strip_ansi: bool,
+    pub collapse_cr: bool,
+    pub deterministic_ids: bool,
+    pub extended: bool,
+    pub codex_tools_only: bool,
+    #[serde(default)]
+    pub allow_secret_input: bool,
+}
+
+/// The daemon's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reply {
+    pub ok: bool,
+    pub version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Reply {
+    pub fn ok() -> Self {
+        Self {
+            ok: true,
+            version: VERSION.to_owned(),
+            error: None,
+        }
+    }
+
+    pub fn refuse(error: impl Into<String>) -> Self {
+        Self {
+            ok: false,
+            version: VERSION.to_owned(),
+            error: Some(error.into()),
+        }
+    }
+}
+
+impl Hello {
+    /// This process as a client: its cwd and environment.
+    pub fn here(owner: String, settings: Settings) -> std::io::Result<Self> {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        Ok(Self {
+            protocol: PROTOCOL.to_owned(),
+            version: VERSION.to_owned(),
+            build: build_id(),
+            owner,
+            cwd: std::env::current_dir()?,
+            attach: None,
+            env: std::env::vars_os()
+                .map(|(k, v)| (b64.encode(k.as_bytes()), b64.encode(v.as_bytes())))
+                .collect(),
+            settings,
+        })
+    }
+
+    /// Why the daemon cannot serve this client, if it cannot.
+    pub fn incompatibility(&self) -> Option<String> {
+        if self.protocol != PROTOCOL {
+            return Some(format!(
+                "this daemon speaks {PROTOCOL}, the client {}: restart the daemon with the same uexec",
+                self.protocol
+            ));
+        }
+        if self.version != VERSION {
+            return Some(format!(
+                "this daemon is uexec {VERSION}, the client uexec {}: stop the daemon (it exits when idle, or kill it) so the new one starts",
+                self.version
+            ));
+        }
+        if self.build != build_id() {
+            return Some(format!(
+                "this daemon runs another build of uexec {VERSION} than the client (rebuilt or reinstalled since it started): stop it with `uexec daemon --stop`, and the next client starts a new one"
+            ));
+        }
+        if self.owner.is_empty() {
+            return Some("the owner name is empty".to_owned());
+        }
+        None
+    }
+
+    /// The client's environment as bytes.
+    pub fn environment(&self) -> Result<Environment, String> {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        self.env
+            .iter()
+            .map(|(k, v)| {
+                let k = b64.decode(k).map_err(|e| format!("env: {e}"))?;
+                let v = b64.decode(v).map_err(|e| format!("env: {e}"))?;
+                Ok((OsString::from_vec(k), OsString::from_vec(v)))
+            })
+            .collect()
+    }
+
+    /// The store configuration of this client's sessions, over the daemon's `base`.
+    pub fn store_config(&self, base: &StoreConfig) -> Result<StoreConfig, String> {
+        let s = &self.settings;
+        let mut config = base.clone();
+        config.cwd = self.cwd.clone();
+        config.base_env = Some(self.environment()?);
+        config.default_shell = s.shell.clone();
+        if let Some(max) = s.max_output_tokens {
+            config.output_token_policy_max = max;
+        }
+        config.env_policy = EnvPolicy {
+            keep: s.env_keep.clone(),
+            set: s.env_set.clone(),
+            drop: s.env_drop.clone(),
+        };
+        config.hygiene.strip_ansi = s.strip_ansi;
+        config.hygiene.collapse_cr = s.collapse_cr;
+        config.deterministic_ids = s.deterministic_ids;
+        config.allow_secret_input = s.allow_secret_input;
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_non_utf8_environment_survives_the_trip() {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let hello = Hello {
+            protocol: PROTOCOL.into(),
+            version: VERSION.into(),
+            build: build_id(),
+            owner: "o".into(),
+            cwd: "/".into(),
+            env: vec![(b64.encode(b"K\xff"), b64.encode(b"v\xfe"))],
+            settings: Settings::default(),
+            attach: None,
+        };
+        let line = serde_json::to_string(&hello).expect("json");
+        let back: Hello = serde_json::from_str(&line).expect("parse");
+        let env = back.environment().expect("decoded");
+        assert_eq!(
+            env.get(&OsString::from_vec(b"K\xff".to_vec())),
+            Some(&OsString::from_vec(b"v\xfe".to_vec()))
+        );
+    }
+
+    #[test]
+    fn another_version_or_protocol_is_refused_by_name() {
+        let mut hello = Hello {
+            protocol: PROTOCOL.into(),
+            version: "0.0.0-other".into(),
+            build: build_id(),
+            owner: "o".into(),
+            cwd: "/".into(),
+            env: Vec::new(),
+            settings: Settings::default(),
+            attach: None,
+        };
+        let why = hello.incompatibility().expect("refused");
+        assert!(why.contains("the client uexec 0.0.0-other"), "{why}");
+        hello.version = VERSION.into();
+        hello.protocol = "uexec-daemon/99".into();
+        assert!(hello
+            .incompatibility()
+            .expect("refused")
+            .contains("uexec-daemon/99"));
+        hello.protocol = PROTOCOL.into();
+        assert_eq!(hello.incompatibility(), None);
+    }
+}

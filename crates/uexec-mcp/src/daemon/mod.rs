@@ -1,0 +1,390 @@
+//! `uexec daemon`: one per user, owning the sessions so they outlive the MCP servers and
+//! terminals that started them.
+//!
+//! - **Where**: a Unix socket (0600) in a private runtime directory,
+//!   `$XDG_RUNTIME_DIR/uexec/`, else `<temp dir>/uexec-<uid>/`. The directory must be 0700 and
+//!   this user's, or the daemon refuses to start; a peer of another uid is refused
+//!   (`SO_PEERCRED`). One daemon per directory: it holds `daemon.lock`.
+//! - **Protocol**: one JSON line each way ([`handshake`]: protocol, version, owner, the
+//!   client's cwd and environment), then MCP on the same stream: the daemon serves the same
+//!   tools as `uexec mcp`, on the owner's store.
+//! - **Owners**: each owner has its own store (an agent sees only its sessions); the stores
+//!   share one id space, so a person can name any session by its id alone.
+//! - **Lifetime**: started on demand by `uexec mcp --daemon`; exits after `--idle-timeout`
+//!   with no session and no client, or on SIGTERM/SIGINT, killing whatever is left. If it is
+//!   SIGKILLed, its last-will watchdog kills every session's process group.
+
+pub mod attach;
+pub mod client;
+pub mod handshake;
+
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use rmcp::ServiceExt;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use uexec_core::store::IdSpace;
+use uexec_core::{LocalBackend, SessionStore, StoreConfig};
+use uexec_server::shutdown_signal;
+
+use crate::serve::TranscriptArgs;
+use crate::server::{Options, UexecServer};
+use crate::stores::{OwnerTable, Stores};
+use handshake::{Hello, Reply, MAX_HELLO_BYTES};
+
+/// Arguments of `uexec daemon`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DaemonArgs {
+    /// The socket to listen on (default: $XDG_RUNTIME_DIR/uexec/daemon.sock, else
+    /// <temp dir>/uexec-<uid>/daemon.sock). Its directory must be this user's, mode 0700.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Exit after this many seconds with no session and no client; 0 never exits.
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    pub idle_timeout: u64,
+    /// Stop the running daemon (SIGTERM: its sessions are killed) and wait for it to go.
+    #[arg(long)]
+    pub stop: bool,
+    #[command(flatten)]
+    pub transcripts: TranscriptArgs,
+}
+
+/// The default socket path.
+pub fn default_socket() -> io::Result<PathBuf> {
+    Ok(runtime_dir()?.join("daemon.sock"))
+}
+
+/// This user's private runtime directory, made if missing; refused when it is not this
+/// user's or others may enter it.
+pub fn runtime_dir() -> io::Result<PathBuf> {
+    let dir = match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        Some(base) if base.is_absolute() => base.join("uexec"),
+        _ => std::env::temp_dir().join(format!("uexec-{}", uexec_core::sys::effective_uid())),
+    };
+    private_dir(&dir)?;
+    Ok(dir)
+}
+
+/// Makes `dir` (0700) if it does not exist, and checks it: a real directory, this user's,
+/// closed to others.
+pub fn private_dir(dir: &Path) -> io::Result<()> {
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", dir.display()))),
+    }
+    let meta = std::fs::symlink_metadata(dir)?;
+    let uid = uexec_core::sys::effective_uid();
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} must be a directory owned by uid {uid} with mode 0700 (it is {}, uid {}, mode {:o}); refusing to use it",
+                dir.display(),
+                if meta.is_dir() { "a directory" } else { "not a directory" },
+                meta.uid(),
+                meta.mode() & 0o7777
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The sessions of every owner.
+struct Daemon {
+    ids: Arc<IdSpace>,
+    base: StoreConfig,
+    owners: Arc<OwnerTable>,
+    clients: AtomicUsize,
+}
+
+impl Daemon {
+    fn store_of(&self, hello: &Hello) -> Result<Arc<SessionStore>, String> {
+        self.owners.get_or_make(&hello.owner, || {
+            let config = hello.store_config(&self.base)?;
+            Ok(SessionStore::with_id_space(
+                Arc::new(LocalBackend),
+                config,
+                Default::default(),
+                self.ids.clone(),
+            ))
+        })
+    }
+
+    fn sessions(&self) -> usize {
+        self.owners
+            .all()
+            .iter()
+            .map(|(_, s)| s.list_sessions().len())
+            .sum()
+    }
+
+    fn shutdown(&self) {
+        for (_, store) in self.owners.all() {
+            store.shutdown();
+        }
+    }
+}
+
+/// Runs the daemon until it is idle for `--idle-timeout`, or a signal.
+pub async fn run(args: DaemonArgs) -> anyhow::Result<()> {
+    if args.stop {
+        return stop(&args).await;
+    }
+    args.transcripts.check()?;
+    let socket = match &args.socket {
+        Some(path) => {
+            let dir = path
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .context("--socket needs a directory part")?;
+            private_dir(dir)?;
+            path.clone()
+        }
+        None => default_socket()?,
+    };
+    let dir = socket.parent().map(Path::to_path_buf).unwrap_or_default();
+    let lock_path = dir.join("daemon.lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&lock_path)
+        .with_context(|| format!("cannot open {}", lock_path.display()))?;
+    if lock.try_lock().is_err() {
+        anyhow::bail!(
+            "a uexec daemon already runs for {} (it holds {})",
+            socket.display(),
+            lock_path.display()
+        );
+    }
+    // The lock is ours: a socket file left there is a dead daemon's.
+    let _ = std::fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket)
+        .with_context(|| format!("cannot listen on {}", socket.display()))?;
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
+    {
+        use std::io::Write as _;
+        let mut pid = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .mode(0o600)
+            .open(dir.join("daemon.pid"))?;
+        writeln!(pid, "{}", std::process::id())?;
+    }
+    let mut base = StoreConfig::from_env();
+    base.transcripts = args.transcripts.config();
+    let daemon = Arc::new(Daemon {
+        ids: Arc::default(),
+        base,
+        owners: Arc::default(),
+        clients: AtomicUsize::new(0),
+    });
+    tracing::info!(socket = %socket.display(), "uexec daemon listening");
+    println!("{}", socket.display());
+    let idle_limit = Duration::from_secs(args.idle_timeout);
+    let check = Duration::from_secs(args.idle_timeout.clamp(1, 5));
+    let mut idle_since = tokio::time::Instant::now();
+    let mut ticks = tokio::time::interval(check);
+    let result = loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let daemon = daemon.clone();
+                    tokio::spawn(async move {
+                        daemon.clients.fetch_add(1, Ordering::SeqCst);
+                        if let Err(e) = serve_client(&daemon, stream).await {
+                            tracing::info!("client: {e:#}");
+                        }
+                        daemon.clients.fetch_sub(1, Ordering::SeqCst);
+                    });
+                }
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            _ = ticks.tick() => {
+                let busy = daemon.clients.load(Ordering::SeqCst) > 0 || daemon.sessions() > 0;
+                if busy {
+                    idle_since = tokio::time::Instant::now();
+                } else if args.idle_timeout > 0 && idle_since.elapsed() >= idle_limit {
+                    tracing::info!("idle for {} s: exiting", args.idle_timeout);
+                    break Ok(());
+                }
+            }
+            signal = shutdown_signal() => break signal,
+        }
+    };
+    daemon.shutdown();
+    let _ = std::fs::remove_file(&socket);
+    let _ = std::fs::remove_file(dir.join("daemon.pid"));
+    drop(lock);
+    result
+}
+
+/// `uexec daemon --stop`: SIGTERM to the daemon that holds the lock, then wait for its lock.
+async fn stop(args: &DaemonArgs) -> anyhow::Result<()> {
+    let socket = match &args.socket {
+        Some(path) => path.clone(),
+        None => default_socket()?,
+    };
+    let dir = socket.parent().map(Path::to_path_buf).unwrap_or_default();
+    let lock_path = dir.join("daemon.lock");
+    let lock = match std::fs::File::open(&lock_path) {
+        Ok(lock) => lock,
+        Err(_) => {
+            println!("no uexec daemon runs for {}", socket.display());
+            return Ok(());
+        }
+    };
+    if lock.try_lock_shared().is_ok() {
+        println!("no uexec daemon runs for {}", socket.display());
+        return Ok(());
+    }
+    let pid: u32 = std::fs::read_to_string(dir.join("daemon.pid"))
+        .ok()
+        .and_then(|p| p.trim().parse().ok())
+        .context("the daemon holds its lock but wrote no daemon.pid")?;
+    uexec_core::sys::kill_process(pid, uexec_core::sys::SIGTERM);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while lock.try_lock_shared().is_err() {
+        if tokio::time::Instant::now() >= deadline {
+            anyhow::bail!("the uexec daemon (pid {pid}) did not stop within 10 s");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!("stopped the uexec daemon (pid {pid})");
+    Ok(())
+}
+
+/// One client: peer check, hello, then MCP on the owner's store.
+async fn serve_client(daemon: &Daemon, stream: UnixStream) -> anyhow::Result<()> {
+    let uid = uexec_core::sys::effective_uid();
+    let peer = stream.peer_cred()?.uid();
+    let (read, mut write) = stream.into_split();
+    if peer != uid {
+        let reply = Reply::refuse(format!(
+            "uid {peer} may not use the uexec daemon of uid {uid}"
+        ));
+        write_reply(&mut write, &reply).await?;
+        anyhow::bail!("refused a peer of uid {peer}");
+    }
+    let mut read = BufReader::new(read);
+    let mut line = Vec::new();
+    let got = tokio::time::timeout(
+        Duration::from_secs(10),
+        (&mut read)
+            .take(MAX_HELLO_BYTES as u64)
+            .read_until(b'\n', &mut line),
+    )
+    .await
+    .context("no hello within 10 s")??;
+    if got == 0 || line.last() != Some(&b'\n') {
+        write_reply(
+            &mut write,
+            &Reply::refuse("the hello line is missing or too long"),
+        )
+        .await?;
+        anyhow::bail!("bad hello");
+    }
+    let hello: Hello = match serde_json::from_slice(&line) {
+        Ok(hello) => hello,
+        Err(e) => {
+            let reply = Reply::refuse(format!(
+                "not a {} hello ({e}): is this client another uexec version?",
+                handshake::PROTOCOL
+            ));
+            write_reply(&mut write, &reply).await?;
+            anyhow::bail!("bad hello: {e}");
+        }
+    };
+    if let Some(why) = hello.incompatibility() {
+        write_reply(&mut write, &Reply::refuse(why.clone())).await?;
+        anyhow::bail!("{why}");
+    }
+    if let Some(req) = hello.attach.clone() {
+        return attach_client(daemon, &hello, req, read, write).await;
+    }
+    let store = match daemon.store_of(&hello) {
+        Ok(store) => store,
+        Err(why) => {
+            write_reply(&mut write, &Reply::refuse(why.clone())).await?;
+            anyhow::bail!("{why}");
+        }
+    };
+    write_reply(&mut write, &Reply::ok()).await?;
+    let options = Options {
+        codex_tools_only: hello.settings.codex_tools_only,
+        extended: hello.settings.extended,
+        config: store.config().clone(),
+    };
+    let stores = if hello.owner == handshake::PERSON {
+        Stores::Person {
+            own: store,
+            owners: daemon.owners.clone(),
+        }
+    } else {
+        Stores::Single(store)
+    };
+    let server = UexecServer::new(stores, Default::default(), false, options);
+    let running = server
+        .serve((read, write))
+        .await
+        .context("MCP handshake failed")?;
+    let quit = running.waiting().await;
+    tracing::debug!(owner = %hello.owner, ?quit, "client went away; its sessions stay");
+    Ok(())
+}
+
+/// `uexec attach`: a person only; the session is found in any owner's store.
+async fn attach_client(
+    daemon: &Daemon,
+    hello: &Hello,
+    req: handshake::AttachRequest,
+    read: BufReader<tokio::net::unix::OwnedReadHalf>,
+    mut write: tokio::net::unix::OwnedWriteHalf,
+) -> anyhow::Result<()> {
+    let refuse = |why: String| Reply::refuse(why);
+    if hello.owner != handshake::PERSON {
+        write_reply(
+            &mut write,
+            &refuse("only people attach (owner @person)".into()),
+        )
+        .await?;
+        anyhow::bail!("attach by an agent");
+    }
+    let Some((_, store)) = daemon.owners.find(req.session_id) else {
+        let why = format!("Unknown process id {}", req.session_id);
+        write_reply(&mut write, &refuse(why.clone())).await?;
+        anyhow::bail!(why);
+    };
+    let attachment = match store.attach(req.session_id, req.write, attach::SEED_BYTES) {
+        Ok(a) => a,
+        Err(e) => {
+            write_reply(&mut write, &refuse(e.to_string())).await?;
+            anyhow::bail!(e);
+        }
+    };
+    if req.write {
+        attachment.resize(req.rows.max(1), req.cols.max(1))?;
+    }
+    write_reply(&mut write, &Reply::ok()).await?;
+    attach::serve(attachment, read, write, (req.rows.max(1), req.cols.max(1))).await
+}
+
+async fn write_reply(write: &mut (impl AsyncWriteExt + Unpin), reply: &Reply) -> io::Result<()> {
+    let mut line = serde_json::to_vec(reply).map_err(io::Error::other)?;
+    line.push(b'\n');
+    write.write_all(&line).await?;
+    write.flush().await
+}

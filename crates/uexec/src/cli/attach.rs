@@ -1,0 +1,180 @@
+//! `uexec attach ID [--write]`: the session's screen in this terminal, live.
+//!
+//! Read-only unless `--write`, which takes the session's input lease (the model's writes are
+//! refused until this detaches) and makes the session's terminal follow this one's size.
+//! The detach key (Ctrl-\ unless `--detach-key`) leaves the session running.
+
+use std::io::{IsTerminal, Write};
+use std::os::fd::AsRawFd;
+use std::process::ExitCode;
+
+use base64::Engine as _;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use uexec_mcp::daemon::handshake::{AttachFrame, AttachRequest, Hello, Settings, PERSON};
+
+use super::conn::Target;
+use super::Failure;
+
+/// `uexec attach`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AttachArgs {
+    /// The session.
+    pub id: i32,
+    /// Type into the session (takes its input lease; a tty session only).
+    #[arg(long)]
+    pub write: bool,
+    /// The key that detaches: ^X (Ctrl-X) for X one of A-Z, \, ], ^, _ (default ^\).
+    #[arg(long, value_name = "KEY", default_value = "^\\", value_parser = parse_key)]
+    pub detach_key: u8,
+}
+
+fn parse_key(s: &str) -> Result<u8, String> {
+    let rest = s
+        .strip_prefix('^')
+        .or_else(|| s.strip_prefix("ctrl-"))
+        .or_else(|| s.strip_prefix("C-"))
+        .ok_or_else(|| format!("{s:?}: give a control key as ^X, e.g. ^\\ or ^]"))?;
+    match rest.as_bytes() {
+        [c] if c.is_ascii_alphabetic() || b"\\]^_@[".contains(c) => {
+            Ok(c.to_ascii_uppercase() & 0x1f)
+        }
+        _ => Err(format!("{s:?}: give a control key as ^X, e.g. ^\\ or ^]")),
+    }
+}
+
+/// Puts the terminal back when dropped.
+struct RawGuard(Option<uexec_core::sys::SavedTerminal>);
+
+impl Drop for RawGuard {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.0 {
+            uexec_core::sys::restore_terminal(std::io::stdin().as_raw_fd(), saved);
+        }
+    }
+}
+
+pub async fn attach(target: &Target, args: AttachArgs) -> Result<ExitCode, Failure> {
+    let interactive = std::io::stdin().is_terminal();
+    if args.write && !interactive {
+        return Err(Failure {
+            code: 2,
+            message: "--write needs a terminal on stdin".to_owned(),
+        });
+    }
+    let (rows, cols) = uexec_core::sys::window_size(std::io::stdout().as_raw_fd())
+        .ok()
+        .filter(|(r, c)| *r > 0 && *c > 0)
+        .unwrap_or((24, 80));
+    let socket = match &target.socket {
+        Some(path) => path.clone(),
+        None => uexec_mcp::daemon::default_socket().map_err(anyhow::Error::from)?,
+    };
+    let mut hello =
+        Hello::here(PERSON.to_owned(), Settings::default()).map_err(anyhow::Error::from)?;
+    hello.attach = Some(AttachRequest {
+        session_id: args.id,
+        write: args.write,
+        rows,
+        cols,
+    });
+    let stream = uexec_mcp::daemon::client::connect(&socket, &hello, false)
+        .await
+        .map_err(|e| {
+            let message = format!("{e:#}");
+            let code = if message.contains("Unknown process id") {
+                super::EXIT_NO_SESSION
+            } else {
+                super::EXIT_UEXEC
+            };
+            Failure { code, message }
+        })?;
+    let (mut from_daemon, mut to_daemon) = stream.into_split();
+    let _raw = RawGuard(if interactive {
+        uexec_core::sys::make_raw(std::io::stdin().as_raw_fd()).ok()
+    } else {
+        None
+    });
+    let mut winch = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::window_change())
+        .map_err(anyhow::Error::from)?;
+    let mut stdin = tokio::io::stdin();
+    let mut stdout = tokio::io::stdout();
+    let mut from_buf = vec![0u8; 64 * 1024];
+    let mut key_buf = vec![0u8; 4096];
+    let mut stdin_open = interactive;
+    let detached = loop {
+        tokio::select! {
+            n = from_daemon.read(&mut from_buf) => {
+                let n = n.map_err(anyhow::Error::from)?;
+                if n == 0 {
+                    break false;
+                }
+                stdout.write_all(&from_buf[..n]).await.map_err(anyhow::Error::from)?;
+                stdout.flush().await.map_err(anyhow::Error::from)?;
+            }
+            n = stdin.read(&mut key_buf), if stdin_open => {
+                let n = n.map_err(anyhow::Error::from)?;
+                if n == 0 {
+                    stdin_open = false;
+                    continue;
+                }
+                let keys = &key_buf[..n];
+                let (before, detach) = match keys.iter().position(|k| *k == args.detach_key) {
+                    Some(at) => (&keys[..at], true),
+                    None => (keys, false),
+                };
+                if args.write && !before.is_empty() {
+                    send(&mut to_daemon, &AttachFrame::Input(
+                        base64::engine::general_purpose::STANDARD.encode(before),
+                    )).await?;
+                }
+                if detach {
+                    break true;
+                }
+            }
+            _ = winch.recv() => {
+                if let Ok((r, c)) = uexec_core::sys::window_size(std::io::stdout().as_raw_fd()) {
+                    send(&mut to_daemon, &AttachFrame::Resize(r, c)).await?;
+                }
+            }
+        }
+    };
+    drop(_raw);
+    let _ = to_daemon.shutdown().await;
+    let mut err = std::io::stderr();
+    if detached {
+        let _ = writeln!(
+            err,
+            "\r\n[detached from session {}: it keeps running]\r",
+            args.id
+        );
+    }
+    let _ = err.flush();
+    // The blocking read of stdin cannot be cancelled: leave without waiting for a key.
+    std::process::exit(0);
+}
+
+async fn send(
+    to: &mut tokio::net::unix::OwnedWriteHalf,
+    frame: &AttachFrame,
+) -> Result<(), Failure> {
+    let mut line = serde_json::to_vec(frame).map_err(anyhow::Error::from)?;
+    line.push(b'\n');
+    to.write_all(&line)
+        .await
+        .map_err(|e| anyhow::anyhow!("the uexec daemon closed the connection: {e}"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_key;
+
+    #[test]
+    fn detach_keys() {
+        assert_eq!(parse_key("^\\"), Ok(0x1c));
+        assert_eq!(parse_key("^]"), Ok(0x1d));
+        assert_eq!(parse_key("ctrl-a"), Ok(0x01));
+        assert!(parse_key("q").is_err());
+        assert!(parse_key("^ab").is_err());
+    }
+}

@@ -1,0 +1,145 @@
+//! The CLI's connection to the daemon: the hello as a person, then a small MCP client
+//! (initialize, tools/call) over the same stream.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use uexec_mcp::daemon::handshake::{Hello, Settings, PERSON, VERSION};
+
+/// Longest line accepted from the daemon (a result carries at most a token budget of
+/// output, and a transcript page 256 KiB: this is far above both).
+const MAX_LINE_BYTES: usize = 64 << 20;
+
+/// Where the daemon is and what this person's commands get.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Target {
+    /// The daemon's socket (default: $XDG_RUNTIME_DIR/uexec/daemon.sock, else a per-user
+    /// directory under the temp dir). A daemon is started if none runs.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+}
+
+/// A tool's answer.
+#[derive(Debug, Clone)]
+pub struct ToolResult {
+    pub is_error: bool,
+    pub text: String,
+    pub structured: Value,
+}
+
+/// A daemon connection speaking MCP.
+pub struct Conn {
+    reader: BufReader<OwnedReadHalf>,
+    writer: OwnedWriteHalf,
+    next_id: u64,
+}
+
+impl Conn {
+    /// Connects as a person (starting the daemon if needed) and initializes.
+    pub async fn open(target: &Target, env_set: Vec<(String, String)>) -> anyhow::Result<Self> {
+        let socket = match &target.socket {
+            Some(path) => path.clone(),
+            None => uexec_mcp::daemon::default_socket()?,
+        };
+        let settings = Settings {
+            env_set,
+            extended: true,
+            deterministic_ids: std::env::var("UEXEC_DETERMINISTIC_IDS").is_ok_and(|v| v == "1"),
+            ..Settings::default()
+        };
+        let hello = Hello::here(PERSON.to_owned(), settings)?;
+        let stream = uexec_mcp::daemon::client::connect(&socket, &hello, true).await?;
+        let (read, writer) = stream.into_split();
+        let mut conn = Self {
+            reader: BufReader::new(read),
+            writer,
+            next_id: 1,
+        };
+        conn.request(
+            "initialize",
+            json!({
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "uexec-cli", "version": VERSION}
+            }),
+        )
+        .await
+        .context("the daemon did not complete the MCP handshake")?;
+        conn.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await?;
+        Ok(conn)
+    }
+
+    /// Calls a tool.
+    pub async fn call(&mut self, tool: &str, arguments: Value) -> anyhow::Result<ToolResult> {
+        let result = self
+            .request("tools/call", json!({"name": tool, "arguments": arguments}))
+            .await?;
+        let text = result["content"]
+            .as_array()
+            .map(|blocks| {
+                blocks
+                    .iter()
+                    .filter_map(|b| b["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default();
+        Ok(ToolResult {
+            is_error: result["isError"].as_bool().unwrap_or(false),
+            text,
+            structured: result
+                .get("structuredContent")
+                .cloned()
+                .unwrap_or(Value::Null),
+        })
+    }
+
+    async fn send(&mut self, message: &Value) -> anyhow::Result<()> {
+        let mut line = serde_json::to_vec(message)?;
+        line.push(b'\n');
+        self.writer
+            .write_all(&line)
+            .await
+            .context("the uexec daemon closed the connection")
+    }
+
+    /// Sends a request and reads until its answer (notifications in between are skipped).
+    async fn request(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await?;
+        loop {
+            let mut line = Vec::new();
+            let n = (&mut self.reader)
+                .take(MAX_LINE_BYTES as u64)
+                .read_until(b'\n', &mut line)
+                .await?;
+            if n == 0 {
+                anyhow::bail!("the uexec daemon closed the connection");
+            }
+            let message: Value = serde_json::from_slice(&line).with_context(|| {
+                format!(
+                    "the daemon sent something else than JSON: {:?}",
+                    String::from_utf8_lossy(&line)
+                )
+            })?;
+            if message.get("id").and_then(Value::as_u64) != Some(id) {
+                continue;
+            }
+            if let Some(error) = message.get("error") {
+                anyhow::bail!(
+                    "{method} failed: {}",
+                    error["message"].as_str().unwrap_or("unknown error")
+                );
+            }
+            return Ok(message.get("result").cloned().unwrap_or(Value::Null));
+        }
+    }
+}
+
+use tokio::io::AsyncReadExt as _;

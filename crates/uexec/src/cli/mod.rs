@@ -1,0 +1,472 @@
+//! The CLI for people: short verbs over the daemon, `--json` on everything that prints,
+//! errors on stderr, and exit codes that mean something:
+//!
+//! - `run` and `wait` exit with the command's own code;
+//! - 0 for success otherwise; 2 for bad usage (clap);
+//! - 3 when the session does not exist (any more);
+//! - 125 when uexec itself failed (the daemon unreachable or refusing).
+//!
+//! Nothing is coloured, so `NO_COLOR` has nothing to turn off.
+
+pub mod attach;
+pub mod conn;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use conn::{Conn, Target, ToolResult};
+
+/// The session does not exist (any more).
+pub const EXIT_NO_SESSION: u8 = 3;
+/// uexec itself failed.
+pub const EXIT_UEXEC: u8 = 125;
+
+/// `uexec run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// Run in a pseudo-terminal (24x80), so it can be typed into (`uexec send`).
+    #[arg(long)]
+    pub tty: bool,
+    /// How long to watch before returning, in ms (250 to 30000; default 10000). A command
+    /// still running then stays in the daemon as a session.
+    #[arg(long = "yield", value_name = "MS", default_value_t = 10_000, value_parser = clap::value_parser!(i64).range(250..=30_000))]
+    pub yield_ms: i64,
+    /// Working directory (default: the current one).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
+    /// Set NAME=VALUE for the command. Repeatable.
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_assignment)]
+    pub env: Vec<(String, String)>,
+    /// Run the shell without a login (`-c`, no profiles) instead of `-lc`.
+    #[arg(long)]
+    pub no_login: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The command and its arguments (one argument is taken as a shell command line).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD"
+    )]
+    pub command: Vec<String>,
+}
+
+/// `uexec ls`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LsArgs {
+    /// Print the sessions as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `uexec logs`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LogsArgs {
+    /// The session (running, or recently exited).
+    pub id: i32,
+    /// Keep printing what it prints until it exits.
+    #[arg(short, long)]
+    pub follow: bool,
+    /// Only the last N lines (1 to 10000).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..=10_000))]
+    pub tail: Option<i64>,
+    /// Print pages as JSON lines (offset, text) instead of raw output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `uexec send`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SendArgs {
+    /// The session.
+    pub id: i32,
+    /// Text to type; a newline (Enter) is added unless --no-newline.
+    #[arg(required_unless_present_any = ["ctrl_c", "eof"])]
+    pub text: Option<String>,
+    /// Do not add the newline.
+    #[arg(short = 'n', long)]
+    pub no_newline: bool,
+    /// Send Ctrl-C (an interrupt) instead of text.
+    #[arg(long, conflicts_with_all = ["text", "eof"])]
+    pub ctrl_c: bool,
+    /// Close the session's stdin pipe (after the text, if any).
+    #[arg(long)]
+    pub eof: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `uexec poll`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PollArgs {
+    /// The session.
+    pub id: i32,
+    /// How long to wait for output, in ms (5000 to 300000; returns early at the exit).
+    #[arg(long = "yield", value_name = "MS", default_value_t = 5_000)]
+    pub yield_ms: i64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `uexec wait`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WaitArgs {
+    /// The session.
+    pub id: i32,
+    /// Give up after this many seconds (exit 124); default: wait as long as it runs.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `uexec kill`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct KillArgs {
+    /// The session.
+    pub id: i32,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_assignment(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("expected NAME=VALUE, got {s:?}")),
+    }
+}
+
+/// A failure, with the exit code it means.
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Self {
+            code: EXIT_UEXEC,
+            message: format!("{e:#}"),
+        }
+    }
+}
+
+/// A tool error as a failure: an unknown session is [`EXIT_NO_SESSION`].
+fn tool_failure(result: &ToolResult) -> Failure {
+    let code = if result.text.contains("Unknown process id") {
+        EXIT_NO_SESSION
+    } else {
+        EXIT_UEXEC
+    };
+    Failure {
+        code,
+        message: result.text.clone(),
+    }
+}
+
+async fn call(conn: &mut Conn, tool: &str, args: Value) -> Result<ToolResult, Failure> {
+    let result = conn.call(tool, args).await?;
+    if result.is_error {
+        return Err(tool_failure(&result));
+    }
+    Ok(result)
+}
+
+fn print_json(v: &Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+/// Quotes `args` into one shell command line (one argument is a command line already).
+fn command_line(args: &[String]) -> String {
+    if let [one] = args {
+        return one.clone();
+    }
+    args.iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub async fn run(target: &Target, args: RunArgs) -> Result<ExitCode, Failure> {
+    let mut conn = Conn::open(target, args.env.clone()).await?;
+    let mut call_args = json!({
+        "cmd": command_line(&args.command),
+        "tty": args.tty,
+        "yield_time_ms": args.yield_ms,
+        "login": !args.no_login,
+    });
+    if let Some(cwd) = &args.cwd {
+        call_args["workdir"] = json!(cwd);
+    }
+    let result = call(&mut conn, "exec_command", call_args).await?;
+    let s = &result.structured;
+    if args.json {
+        print_json(s);
+    } else {
+        print!("{}", s["output"].as_str().unwrap_or_default());
+    }
+    if let Some(id) = s["session_id"].as_i64() {
+        if !args.json {
+            eprintln!("uexec: still running as session {id}: `uexec logs -f {id}` follows it, `uexec wait {id}` waits for it, `uexec kill {id}` stops it");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    Ok(exit_code_of(s["exit_code"].as_i64()))
+}
+
+fn exit_code_of(code: Option<i64>) -> ExitCode {
+    match code {
+        Some(c) => ExitCode::from(u8::try_from(c.clamp(0, 255)).unwrap_or(1)),
+        None => ExitCode::from(1),
+    }
+}
+
+pub async fn ls(target: &Target, args: LsArgs) -> Result<ExitCode, Failure> {
+    let mut conn = Conn::open(target, Vec::new()).await?;
+    let result = call(&mut conn, "list_sessions", json!({})).await?;
+    let sessions = result.structured["sessions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if args.json {
+        print_json(&json!({ "sessions": sessions }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if sessions.is_empty() {
+        println!("no sessions");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<7} {:<24} {:<8} {:<5} {:>8}  {:<24} {:<32} LAST LINE",
+        "ID", "OWNER", "STATE", "TTY", "AGE", "CWD", "COMMAND"
+    );
+    for s in &sessions {
+        println!(
+            "{:<7} {:<24} {:<8} {:<5} {:>8}  {:<24} {:<32} {}",
+            s["session_id"],
+            clip(s["owner"].as_str().unwrap_or(""), 24),
+            s["state"].as_str().unwrap_or(""),
+            if s["tty"].as_bool().unwrap_or(false) {
+                "yes"
+            } else {
+                "no"
+            },
+            age(s["running_seconds"].as_f64().unwrap_or(0.0)),
+            clip(s["cwd"].as_str().unwrap_or(""), 24),
+            clip(s["command"].as_str().unwrap_or(""), 32),
+            clip(s["last_line"].as_str().unwrap_or(""), 60),
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn clip(s: &str, n: usize) -> String {
+    let one_line = s.replace(['\n', '\t'], " ");
+    if one_line.chars().count() <= n {
+        return one_line;
+    }
+    let mut out: String = one_line.chars().take(n.saturating_sub(1)).collect();
+    out.push('\u{2026}');
+    out
+}
+
+fn age(secs: f64) -> String {
+    let s = secs as u64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+pub async fn logs(target: &Target, args: LogsArgs) -> Result<ExitCode, Failure> {
+    use std::io::Write as _;
+    let mut conn = Conn::open(target, Vec::new()).await?;
+    let mut offset = match args.tail {
+        Some(n) => {
+            let page = call(
+                &mut conn,
+                "read_output",
+                json!({"session_id": args.id, "tail_lines": n}),
+            )
+            .await?;
+            emit_page(&page.structured, args.json);
+            page.structured["next_offset"].as_u64().unwrap_or(0)
+        }
+        None => 0,
+    };
+    let mut quiet_since = tokio::time::Instant::now();
+    loop {
+        let page = call(
+            &mut conn,
+            "read_output",
+            json!({"session_id": args.id, "offset": offset, "limit": 262_144}),
+        )
+        .await?;
+        let next = page.structured["next_offset"].as_u64().unwrap_or(offset);
+        if next > offset {
+            emit_page(&page.structured, args.json);
+            let _ = std::io::stdout().flush();
+            offset = next;
+            quiet_since = tokio::time::Instant::now();
+            continue;
+        }
+        if !args.follow {
+            return Ok(ExitCode::SUCCESS);
+        }
+        // Caught up: stop once the session is over, else look again shortly (as `tail -f`).
+        if quiet_since.elapsed() >= Duration::from_millis(500) {
+            let listed = call(&mut conn, "list_sessions", json!({})).await?;
+            let alive = listed.structured["sessions"].as_array().is_some_and(|all| {
+                all.iter().any(|s| {
+                    s["session_id"].as_i64() == Some(i64::from(args.id)) && s["state"] == "running"
+                })
+            });
+            if !alive {
+                // One last read: what it printed before the exit.
+                let last = call(
+                    &mut conn,
+                    "read_output",
+                    json!({"session_id": args.id, "offset": offset, "limit": 262_144}),
+                )
+                .await?;
+                if last.structured["next_offset"].as_u64().unwrap_or(offset) > offset {
+                    emit_page(&last.structured, args.json);
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            quiet_since = tokio::time::Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn emit_page(page: &Value, json: bool) {
+    if json {
+        println!(
+            "{}",
+            json!({"offset": page["offset"], "next_offset": page["next_offset"], "text": page["text"]})
+        );
+    } else {
+        print!("{}", page["text"].as_str().unwrap_or_default());
+    }
+}
+
+pub async fn send(target: &Target, args: SendArgs) -> Result<ExitCode, Failure> {
+    let mut conn = Conn::open(target, Vec::new()).await?;
+    let chars = if args.ctrl_c {
+        "\u{3}".to_owned()
+    } else {
+        let mut text = args.text.clone().unwrap_or_default();
+        if !args.no_newline && args.text.is_some() {
+            // Enter: a carriage return on a terminal, a newline on a pipe.
+            let listed = call(&mut conn, "list_sessions", json!({})).await?;
+            let tty = listed.structured["sessions"].as_array().is_some_and(|all| {
+                all.iter().any(|s| {
+                    s["session_id"].as_i64() == Some(i64::from(args.id)) && s["tty"] == true
+                })
+            });
+            text.push(if tty { '\r' } else { '\n' });
+        }
+        text
+    };
+    let result = call(
+        &mut conn,
+        "send_input",
+        json!({"session_id": args.id, "chars": chars, "eof": args.eof}),
+    )
+    .await?;
+    if args.json {
+        print_json(&result.structured);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn poll(target: &Target, args: PollArgs) -> Result<ExitCode, Failure> {
+    let mut conn = Conn::open(target, Vec::new()).await?;
+    let result = call(
+        &mut conn,
+        "write_stdin",
+        json!({"session_id": args.id, "yield_time_ms": args.yield_ms}),
+    )
+    .await?;
+    let s = &result.structured;
+    if args.json {
+        print_json(s);
+    } else {
+        print!("{}", s["output"].as_str().unwrap_or_default());
+    }
+    if s.get("exit_code").is_some() {
+        return Ok(exit_code_of(s["exit_code"].as_i64()));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn wait(target: &Target, args: WaitArgs) -> Result<ExitCode, Failure> {
+    let mut conn = Conn::open(target, Vec::new()).await?;
+    let deadline = args
+        .timeout
+        .map(|s| tokio::time::Instant::now() + Duration::from_secs(s));
+    loop {
+        let chunk = match deadline {
+            Some(d) => d
+                .saturating_duration_since(tokio::time::Instant::now())
+                .min(Duration::from_secs(300)),
+            None => Duration::from_secs(300),
+        };
+        let result = call(
+            &mut conn,
+            "await_exit",
+            json!({"session_id": args.id, "yield_time_ms": chunk.as_millis() as u64}),
+        )
+        .await?;
+        let s = &result.structured;
+        if s["exited"] == true {
+            if args.json {
+                print_json(s);
+            }
+            return Ok(exit_code_of(s["exit_code"].as_i64()));
+        }
+        if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+            if args.json {
+                print_json(s);
+            } else {
+                eprintln!(
+                    "uexec: session {} still runs after {} s",
+                    args.id,
+                    args.timeout.unwrap_or(0)
+                );
+            }
+            return Ok(ExitCode::from(124));
+        }
+    }
+}
+
+pub async fn kill(target: &Target, args: KillArgs) -> Result<ExitCode, Failure> {
+    let mut conn = Conn::open(target, Vec::new()).await?;
+    let result = call(
+        &mut conn,
+        "terminate_session",
+        json!({"session_id": args.id}),
+    )
+    .await?;
+    if args.json {
+        print_json(&json!({"session_id": args.id, "terminated": true}));
+    } else {
+        println!("{}", result.text);
+    }
+    Ok(ExitCode::SUCCESS)
+}

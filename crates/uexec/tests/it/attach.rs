@@ -1,0 +1,224 @@
+//! `uexec attach`, the way a person uses it: tmux runs it (send-keys types, capture-pane
+//! reads the screen) while an agent's MCP client owns the session.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use rmcp::transport::TokioChildProcess;
+use rmcp::ServiceExt;
+use serde_json::json;
+
+use crate::helpers::{call, rand_suffix, structured, text, Client, Recorder, UEXEC};
+
+struct Place {
+    runtime: PathBuf,
+    cwd: PathBuf,
+    tmux: String,
+}
+
+impl Place {
+    fn new() -> Self {
+        let root = std::env::temp_dir().join(format!("uexec-it-attach-{}", rand_suffix()));
+        let runtime = root.join("run");
+        let cwd = root.join("work");
+        std::fs::create_dir_all(&runtime).unwrap();
+        std::fs::create_dir_all(cwd.join("home")).unwrap();
+        std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).unwrap();
+        Self {
+            runtime,
+            cwd,
+            tmux: format!("uexec-it-{}", rand_suffix()),
+        }
+    }
+
+    async fn agent(&self) -> Client {
+        let mut cmd = tokio::process::Command::new(UEXEC);
+        cmd.args(["mcp", "--daemon", "--extended", "--owner", "agent"])
+            .current_dir(&self.cwd)
+            .env("XDG_RUNTIME_DIR", &self.runtime)
+            .env("HOME", self.cwd.join("home"));
+        Recorder::default()
+            .serve(TokioChildProcess::new(cmd).unwrap())
+            .await
+            .unwrap()
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.tmux, "-f", "/dev/null"])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `uexec attach ARGS` in a 120x30 tmux window.
+    fn attach_in_tmux(&self, args: &str) {
+        let line = format!(
+            "env XDG_RUNTIME_DIR={} HOME={} {UEXEC} attach {args}",
+            self.runtime.display(),
+            self.cwd.join("home").display()
+        );
+        self.tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            "120",
+            "-y",
+            "30",
+            &line,
+        ]);
+        self.tmux(&["set-option", "-t", "t", "remain-on-exit", "on"]);
+    }
+
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-t", "t"])
+    }
+
+    async fn screen_shows(&self, what: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let screen = self.screen();
+            if screen.contains(what) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the screen never showed {what:?}:\n{screen}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.tmux, "kill-server"])
+            .output();
+        let _ = Command::new(UEXEC)
+            .args(["daemon", "--stop"])
+            .env("XDG_RUNTIME_DIR", &self.runtime)
+            .output();
+    }
+}
+
+#[tokio::test]
+async fn a_person_answers_the_password_prompt_the_agent_may_not_type() {
+    let place = Place::new();
+    let agent = place.agent().await;
+    let r = call(
+        &agent,
+        "exec_command",
+        json!({"cmd": "echo deploying; read -s -p 'Password: ' x; echo; echo got-${#x}; stty size; exec sleep 30",
+               "tty": true, "login": false, "yield_time_ms": 30000, "until": {"prompt": true}}),
+    )
+    .await;
+    let s = structured(&r);
+    assert_eq!(s["awaiting_secret"], true, "{}", text(&r));
+    assert!(text(&r).contains("A password prompt waits"), "{}", text(&r));
+    let id = s["session_id"].as_i64().expect("running");
+    let refused = call(
+        &agent,
+        "write_stdin",
+        json!({"session_id": id, "chars": "guess\r"}),
+    )
+    .await;
+    assert!(
+        text(&refused).contains("waits for a secret"),
+        "{}",
+        text(&refused)
+    );
+
+    // The person attaches: the screen is redrawn with the prompt on it.
+    place.attach_in_tmux(&format!("{id} --write"));
+    place.screen_shows("Password:").await;
+    assert!(place.screen().contains("deploying"), "{}", place.screen());
+    // While they hold the lease, the model cannot type.
+    let busy = call(
+        &agent,
+        "write_stdin",
+        json!({"session_id": id, "chars": "\r"}),
+    )
+    .await;
+    assert!(
+        text(&busy).contains("a person is typing"),
+        "{}",
+        text(&busy)
+    );
+    // They type the password (never echoed), see the result, and detach.
+    place.tmux(&["send-keys", "-t", "t", "hunter2", "Enter"]);
+    place.screen_shows("got-7").await;
+    assert!(!place.screen().contains("hunter2"), "{}", place.screen());
+    // The session follows the person's terminal (not 24x80 any more).
+    place.screen_shows(" 120").await;
+    place.tmux(&["send-keys", "-t", "t", "C-\\"]);
+    place.screen_shows("detached from session").await;
+
+    // The session lives on, and the agent reads everything itself.
+    let mut seen = String::new();
+    for _ in 0..10 {
+        let p = call(
+            &agent,
+            "write_stdin",
+            json!({"session_id": id, "yield_time_ms": 5000}),
+        )
+        .await;
+        seen.push_str(structured(&p)["output"].as_str().unwrap_or_default());
+        if seen.contains("got-7") {
+            break;
+        }
+    }
+    assert!(seen.contains("got-7"), "{seen:?}");
+    let listed = call(&agent, "list_sessions", json!({})).await;
+    assert_eq!(structured(&listed)["sessions"][0]["session_id"], id);
+    // The lease went with the person: the model may type again.
+    let typed = call(
+        &agent,
+        "write_stdin",
+        json!({"session_id": id, "chars": "\r"}),
+    )
+    .await;
+    assert!(
+        !text(&typed).contains("a person is typing"),
+        "{}",
+        text(&typed)
+    );
+    call(&agent, "terminate_session", json!({"session_id": id})).await;
+    agent.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_pipe_session_attaches_read_only_as_a_live_log() {
+    let place = Place::new();
+    let agent = place.agent().await;
+    let r = call(
+        &agent,
+        "exec_command",
+        json!({"cmd": "echo line-one; while [ ! -e go ]; do sleep 0.1; done; echo line-two; exec sleep 30",
+               "login": false, "yield_time_ms": 500}),
+    )
+    .await;
+    let id = structured(&r)["session_id"].as_i64().expect("running");
+    place.attach_in_tmux(&id.to_string());
+    place.screen_shows("line-one").await;
+    std::fs::write(place.cwd.join("go"), "").unwrap();
+    place.screen_shows("line-two").await;
+    // Keys go nowhere without --write; the detach key still detaches.
+    place.tmux(&["send-keys", "-t", "t", "typed-by-mistake", "Enter"]);
+    place.tmux(&["send-keys", "-t", "t", "C-\\"]);
+    place.screen_shows("detached from session").await;
+    let p = call(
+        &agent,
+        "write_stdin",
+        json!({"session_id": id, "yield_time_ms": 5000}),
+    )
+    .await;
+    assert!(!text(&p).contains("typed-by-mistake"), "{}", text(&p));
+    call(&agent, "terminate_session", json!({"session_id": id})).await;
+    agent.cancel().await.unwrap();
+}

@@ -1,0 +1,326 @@
+//! `uexec daemon` and `uexec mcp --daemon`: sessions that outlive their MCP server, a socket
+//! only this user can use, a versioned hello, and nothing left behind when it is killed.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use rmcp::transport::TokioChildProcess;
+use rmcp::ServiceExt;
+use serde_json::{json, Value};
+
+use crate::helpers::{
+    call, eventually, marker, procs_with, rand_suffix, structured, text, Client, Recorder, UEXEC,
+};
+
+/// A private runtime directory (0700) and a working directory for one test.
+struct Place {
+    runtime: PathBuf,
+    cwd: PathBuf,
+}
+
+impl Place {
+    fn new() -> Self {
+        let root = std::env::temp_dir().join(format!("uexec-it-daemon-{}", rand_suffix()));
+        let runtime = root.join("run");
+        let cwd = root.join("work");
+        std::fs::create_dir_all(&runtime).unwrap();
+        std::fs::create_dir_all(cwd.join("home")).unwrap();
+        std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).unwrap();
+        Self { runtime, cwd }
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.runtime.join("uexec").join("daemon.sock")
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(UEXEC);
+        cmd.args(args)
+            .current_dir(&self.cwd)
+            .env("XDG_RUNTIME_DIR", &self.runtime)
+            .env("HOME", self.cwd.join("home"))
+            .env_remove("UEXEC_DAEMON");
+        cmd
+    }
+
+    /// `uexec mcp --daemon` as an MCP client sees it.
+    async fn client(&self, extra: &[&str]) -> Client {
+        let mut cmd = tokio::process::Command::new(UEXEC);
+        cmd.args(["mcp", "--daemon"])
+            .args(extra)
+            .current_dir(&self.cwd)
+            .env("XDG_RUNTIME_DIR", &self.runtime)
+            .env("HOME", self.cwd.join("home"));
+        Recorder::default()
+            .serve(TokioChildProcess::new(cmd).unwrap())
+            .await
+            .unwrap()
+    }
+
+    fn daemon_pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.runtime.join("uexec").join("daemon.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    fn stop(&self) {
+        let out = self.command(&["daemon", "--stop"]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+async fn start_sleeper(client: &Client) -> (i64, String) {
+    let m = marker();
+    let r = call(
+        client,
+        "exec_command",
+        json!({"cmd": format!("echo up; sleep {m}"), "login": false, "yield_time_ms": 500}),
+    )
+    .await;
+    let id = structured(&r)["session_id"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("running: {}", text(&r)));
+    (id, m)
+}
+
+#[tokio::test]
+async fn a_session_outlives_its_mcp_server_and_the_next_one_finds_it() {
+    let place = Place::new();
+    let client = place.client(&[]).await;
+    let (id, m) = start_sleeper(&client).await;
+    client.cancel().await.unwrap(); // the agent's MCP server exits
+    assert_eq!(procs_with(&m).len(), 1, "the session runs on in the daemon");
+
+    let again = place.client(&[]).await;
+    let listed = call(&again, "list_sessions", json!({})).await;
+    let ids: Vec<i64> = structured(&listed)["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["session_id"].as_i64())
+        .collect();
+    assert_eq!(
+        ids,
+        [id],
+        "same owner (same working directory): {}",
+        text(&listed)
+    );
+    // Another owner sees nothing of it.
+    let other = place.client(&["--owner", "someone-else"]).await;
+    let listed = call(&other, "list_sessions", json!({})).await;
+    assert_eq!(structured(&listed)["sessions"], json!([]));
+    let r = call(&other, "terminate_session", json!({"session_id": id})).await;
+    assert!(
+        text(&r).contains(&format!("Unknown process id {id}")),
+        "{}",
+        text(&r)
+    );
+
+    call(&again, "terminate_session", json!({"session_id": id})).await;
+    eventually(
+        "the session's process to go",
+        Duration::from_secs(10),
+        || procs_with(&m).is_empty(),
+    )
+    .await;
+    again.cancel().await.unwrap();
+    other.cancel().await.unwrap();
+    place.stop();
+}
+
+#[tokio::test]
+async fn commands_get_the_clients_directory_and_environment() {
+    let place = Place::new();
+    let mut cmd = tokio::process::Command::new(UEXEC);
+    cmd.args(["mcp", "--daemon"])
+        .current_dir(&place.cwd)
+        .env("XDG_RUNTIME_DIR", &place.runtime)
+        .env("HOME", place.cwd.join("home"))
+        .env("UEXEC_IT_CLIENT_VAR", "from-the-client")
+        .env("UEXEC_IT_API_KEY", "must-not-leak");
+    let client = Recorder::default()
+        .serve(TokioChildProcess::new(cmd).unwrap())
+        .await
+        .unwrap();
+    let r = call(
+        &client,
+        "exec_command",
+        json!({"cmd": "pwd; echo \"$UEXEC_IT_CLIENT_VAR\"; echo \"key=${UEXEC_IT_API_KEY:-absent}\"", "login": false}),
+    )
+    .await;
+    let want = format!(
+        "{}\nfrom-the-client\nkey=absent\n",
+        place.cwd.canonicalize().unwrap().display()
+    );
+    assert_eq!(structured(&r)["output"], want.as_str(), "{}", text(&r));
+    client.cancel().await.unwrap();
+    place.stop();
+}
+
+#[tokio::test]
+async fn killing_the_daemon_kills_its_sessions_and_a_new_one_starts() {
+    let place = Place::new();
+    let client = place.client(&[]).await;
+    let (_, m) = start_sleeper(&client).await;
+    let pid = place.daemon_pid().expect("the daemon wrote its pid");
+    crate::helpers::send_signal(pid, "KILL");
+    eventually(
+        "the last will to kill the session",
+        Duration::from_secs(10),
+        || procs_with(&m).is_empty(),
+    )
+    .await;
+    // The client's next call fails clearly (its daemon is gone)...
+    let gone = client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("list_sessions")
+                .with_arguments(crate::helpers::args(json!({}))),
+        )
+        .await;
+    assert!(gone.is_err(), "the connection to the dead daemon is closed");
+    // ...and the next client starts a new daemon.
+    let fresh = place.client(&[]).await;
+    let r = call(
+        &fresh,
+        "exec_command",
+        json!({"cmd": "echo again", "login": false}),
+    )
+    .await;
+    assert_eq!(structured(&r)["output"], "again\n");
+    assert_ne!(place.daemon_pid(), Some(pid));
+    fresh.cancel().await.unwrap();
+    place.stop();
+}
+
+/// Sends one raw hello line to the socket; the daemon's reply.
+fn raw_hello(socket: &Path, hello: &Value) -> Value {
+    let mut s = UnixStream::connect(socket).unwrap();
+    s.write_all(format!("{hello}\n").as_bytes()).unwrap();
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line).unwrap();
+    serde_json::from_str(&line).unwrap()
+}
+
+#[tokio::test]
+async fn another_version_or_garbage_gets_a_clear_refusal() {
+    let place = Place::new();
+    let client = place.client(&[]).await; // starts the daemon
+    let socket = place.socket();
+    let mut hello = json!({
+        "protocol": "uexec-daemon/1", "version": "0.0.1-old", "build": "x", "owner": "o",
+        "cwd": "/", "env": [], "settings": {
+            "shell": null, "max_output_tokens": null, "env_keep": [], "env_set": [],
+            "env_drop": [], "strip_ansi": false, "collapse_cr": false,
+            "deterministic_ids": false, "extended": false, "codex_tools_only": false}
+    });
+    let reply = raw_hello(&socket, &hello);
+    assert_eq!(reply["ok"], false);
+    assert!(
+        reply["error"]
+            .as_str()
+            .unwrap()
+            .contains("the client uexec 0.0.1-old"),
+        "{reply}"
+    );
+    hello["protocol"] = json!("uexec-daemon/2");
+    let reply = raw_hello(&socket, &hello);
+    assert!(
+        reply["error"].as_str().unwrap().contains("uexec-daemon/2"),
+        "{reply}"
+    );
+    let reply = raw_hello(&socket, &json!({"jsonrpc": "2.0", "method": "initialize"}));
+    assert!(
+        reply["error"]
+            .as_str()
+            .unwrap()
+            .contains("not a uexec-daemon/1 hello"),
+        "{reply}"
+    );
+    // The daemon is still there for real clients.
+    let r = call(
+        &client,
+        "exec_command",
+        json!({"cmd": "echo fine", "login": false}),
+    )
+    .await;
+    assert_eq!(structured(&r)["output"], "fine\n");
+    client.cancel().await.unwrap();
+    place.stop();
+}
+
+#[tokio::test]
+async fn another_user_cannot_use_the_daemon() {
+    let place = Place::new();
+    let client = place.client(&[]).await; // starts the daemon
+    let socket = place.socket();
+    let connect_as_nobody = |path: &Path| {
+        let script = "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect(sys.argv[1])\nexcept OSError as e:\n    print('refused', e.errno); sys.exit(0)\ns.sendall(b'{}\\n')\nprint('reply', s.makefile().readline().strip())\n";
+        let out = Command::new("runuser")
+            .args(["-u", "nobody", "--", "python3", "-c", script])
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    // The directory (0700) keeps others out.
+    let answer = connect_as_nobody(&socket);
+    assert!(answer.starts_with("refused"), "{answer}");
+    // Were the directory and socket opened up by mistake, the peer check still refuses.
+    let dir = socket.parent().unwrap();
+    std::fs::set_permissions(&place.runtime, std::fs::Permissions::from_mode(0o711)).unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o711)).unwrap();
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let answer = connect_as_nobody(&socket);
+    assert!(
+        answer.contains("may not use the uexec daemon of uid"),
+        "{answer}"
+    );
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    client.cancel().await.unwrap();
+    place.stop();
+}
+
+#[test]
+fn a_runtime_directory_open_to_others_is_refused() {
+    let place = Place::new();
+    let dir = place.runtime.join("uexec");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = place.command(&["daemon"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("mode 0700") && err.contains("refusing"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_idle_daemon_exits_by_itself() {
+    let place = Place::new();
+    let out = place
+        .command(&["daemon", "--idle-timeout", "1"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!place.socket().exists(), "it removed its socket");
+}

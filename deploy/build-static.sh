@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds the static uexec binary that the container image copies (musl, no shared
+# libraries: it runs on any base image, distroless or not). The Dockerfile and CI both run
+# this script, so CI smoke-tests exactly what the image ships. Prints the binary's path.
+#
+# Needs: rustup (adds the musl target) and musl-gcc (Debian: musl-tools; ring compiles C).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+TARGET=x86_64-unknown-linux-musl
+
+if ! rustup target list --installed | grep -qx "$TARGET"; then
+  rustup target add "$TARGET" >&2
+fi
+if ! command -v musl-gcc >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    (apt-get update -qq && apt-get install -y -qq --no-install-recommends musl-tools) >&2
+  else
+    echo "build-static.sh: musl-gcc not found (Debian/Ubuntu: apt-get install musl-tools)" >&2
+    exit 1
+  fi
+fi
+CC_x86_64_unknown_linux_musl=musl-gcc \
+  cargo build --release --locked -p uexec --target "$TARGET" >&2
+echo "$PWD/target/$TARGET/release/uexec"
