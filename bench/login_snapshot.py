@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -104,6 +105,7 @@ def main() -> None:
     rows["uexec mcp --no-shell-snapshot, login: true"] = median_ms(
         lambda: real.exec_ms({"cmd": "true", "login": True}), slow_runs)
     real.close()
+    shutil.rmtree(home, ignore_errors=True)
 
     nonlogin = rows["uexec mcp, login: false"]
     print(f"first login call (builds the snapshot): {first:.1f} ms")
