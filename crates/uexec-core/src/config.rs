@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use crate::env::EnvPolicy;
 use crate::limits::{MAX_SESSIONS, OUTPUT_TOKEN_POLICY_MAX};
+use crate::shell_snapshot::ShellSnapshots;
 
 /// How a store starts commands.
 #[derive(Debug, Clone)]
@@ -30,6 +31,9 @@ pub struct StoreConfig {
     pub base_env: Option<crate::env::Environment>,
     /// Sandbox defaults and the launcher (see [`crate::sandbox`]).
     pub sandbox: crate::sandbox::SandboxConfig,
+    /// Login commands from a shell snapshot instead of a profile run each time; `None` =
+    /// off (every `login: true` command is a real login shell).
+    pub shell_snapshots: Option<ShellSnapshots>,
 }
 
 /// Output hygiene of a snapshot body.
@@ -79,6 +83,7 @@ impl Default for StoreConfig {
             base_env: None,
             allow_secret_input: false,
             sandbox: crate::sandbox::SandboxConfig::default(),
+            shell_snapshots: Some(ShellSnapshots::default()),
         }
     }
 }

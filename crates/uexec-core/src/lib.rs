@@ -21,6 +21,7 @@ pub mod prune;
 pub mod request;
 pub mod sandbox;
 mod session;
+pub mod shell_snapshot;
 pub mod snapshot;
 pub mod store;
 pub mod text;

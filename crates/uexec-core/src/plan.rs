@@ -27,6 +27,8 @@ pub struct Plan {
     pub hygiene: Hygiene,
     /// The session's sandbox, when one applies.
     pub sandbox: Option<crate::sandbox::SandboxSession>,
+    /// A local login shell: a shell snapshot may stand in for its profile.
+    local_login: bool,
 }
 
 impl Plan {
@@ -70,6 +72,7 @@ impl Plan {
         }
         let requested_shell = req.shell.clone().filter(|s| !s.is_empty());
         let remote = matches!(placement, Placement::Remote { .. });
+        let local = matches!(placement, Placement::Local);
         let (cwd, shell, env, env_mode) = match placement {
             Placement::Local => {
                 let cwd = workdir.map_or_else(|| config.cwd.clone(), |d| config.cwd.join(d));
@@ -114,11 +117,8 @@ impl Plan {
                 (cwd, shell, config.env_policy.overrides(), mode)
             }
         };
-        let flag = if req.login.unwrap_or(true) {
-            "-lc"
-        } else {
-            "-c"
-        };
+        let login = req.login.unwrap_or(true);
+        let flag = if login { "-lc" } else { "-c" };
         let mut spec = SpawnSpec {
             argv: vec![shell, flag.to_owned(), req.cmd.clone()],
             arg0: None,
@@ -138,7 +138,16 @@ impl Plan {
             condition,
             timeout,
             hygiene: config.hygiene.with(req.hygiene),
+            local_login: local && login,
         })
+    }
+
+    /// A local login command runs from its shell's snapshot when the config has them and
+    /// one is ready (or can be built in time); see [`crate::shell_snapshot`].
+    pub async fn use_shell_snapshot(&mut self, config: &StoreConfig) {
+        if let (true, Some(snapshots)) = (self.local_login, &config.shell_snapshots) {
+            snapshots.apply(&mut self.spec).await;
+        }
     }
 }
 

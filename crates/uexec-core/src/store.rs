@@ -185,7 +185,8 @@ impl SessionStore {
             .prepare()
             .await
             .map_err(|e| ExecError::Spawn(e.message))?;
-        let plan = Plan::new(&self.config, &req, backend.placement())?;
+        let mut plan = Plan::new(&self.config, &req, backend.placement())?;
+        plan.use_shell_snapshot(&self.config).await;
         let mut monitors = monitors;
         monitors.extend(plan.sandbox.as_ref().and_then(|s| s.take_monitor()));
         let reservation = self.reserve_id()?;

@@ -109,6 +109,12 @@ pub struct McpArgs {
     /// Default shell for commands (default: $SHELL, else /bin/bash, else /bin/sh).
     #[arg(long, value_name = "PATH")]
     pub shell: Option<String>,
+    /// Run every login: true command as a real login shell, reading the profile each time,
+    /// instead of from a snapshot of what the profile set up (environment, functions,
+    /// aliases, options), taken once and rebuilt when a profile file changes. Not with
+    /// --daemon (the daemon keeps its own snapshots).
+    #[arg(long, conflicts_with = "daemon")]
+    pub no_shell_snapshot: bool,
     /// Cap on max_output_tokens (default 10000).
     #[arg(long, value_name = "TOKENS")]
     pub max_output_tokens: Option<u64>,
@@ -212,6 +218,9 @@ impl McpArgs {
     fn store_config(&self) -> StoreConfig {
         let mut config = StoreConfig::from_env();
         config.default_shell = self.shell.clone();
+        if self.no_shell_snapshot {
+            config.shell_snapshots = None;
+        }
         if let Some(max) = self.max_output_tokens {
             config.output_token_policy_max = max;
         }

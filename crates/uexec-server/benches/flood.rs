@@ -50,8 +50,23 @@ fn decoded_len(b64: &str) -> u64 {
     (b64.len() as u64 / 4) * 3 - pad
 }
 
-/// Starts `argv` (which prints its ws:// URL first), streams the flood through it.
-async fn through_server(argv: &[String], home: &std::path::Path) -> f64 {
+/// CPU time (user + system) of a process so far, in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(") ")
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    // utime and stime: fields 14 and 15 of stat (11 and 12 after the command name).
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 / 100.0
+}
+
+/// Starts `argv` (which prints its ws:// URL first), streams the flood through it; returns
+/// the rate and the server's CPU milliseconds per MiB streamed.
+async fn through_server(argv: &[String], home: &std::path::Path) -> (f64, f64) {
     let mut server = Command::new(&argv[0])
         .args(&argv[1..])
         .env("HOME", home)
@@ -89,6 +104,7 @@ async fn through_server(argv: &[String], home: &std::path::Path) -> f64 {
         "env": {"PATH": std::env::var("PATH").unwrap_or_default()},
         "tty": false,
     });
+    let cpu_before = cpu_seconds(server.id());
     let t = Instant::now();
     ws.send(call(2, "process/start", params)).await.unwrap();
     let mut total = 0u64;
@@ -108,10 +124,11 @@ async fn through_server(argv: &[String], home: &std::path::Path) -> f64 {
         }
     }
     let rate = FLOOD_BYTES as f64 / t.elapsed().as_secs_f64();
+    let cpu_ms_per_mib = (cpu_seconds(server.id()) - cpu_before) * 1e3 / (FLOOD_BYTES >> 20) as f64;
     assert_eq!(total, FLOOD_BYTES, "{}: bytes delivered", argv[0]);
     let _ = server.kill();
     let _ = server.wait();
-    rate
+    (rate, cpu_ms_per_mib)
 }
 
 #[tokio::main]
@@ -122,32 +139,34 @@ async fn main() {
     let uexec = std::env::var("UEXEC_BIN").unwrap_or_else(|_| "../../target/release/uexec".into());
     let listen = ["--listen".to_string(), "ws://127.0.0.1:0".to_string()];
     let direct = direct_pipe().await;
-    let ours = through_server(
+    let (ours, ours_cpu) = through_server(
         &[vec![uexec, "serve".into()], listen.to_vec()].concat(),
         &home,
     )
     .await;
-    println!("| 256 MiB flood, Rust client | MiB/s | x direct pipe |");
-    println!("|---|---|---|");
+    println!("| 256 MiB flood, Rust client | MiB/s | x direct pipe | server CPU ms/MiB |");
+    println!("|---|---|---|---|");
     println!(
-        "| direct pipe read of the same stream | {:.0} | 1.00 |",
+        "| direct pipe read of the same stream | {:.0} | 1.00 | |",
         mib(direct)
     );
     println!(
-        "| uexec serve, process/output notifications | {:.0} | {:.2} |",
+        "| uexec serve, process/output notifications | {:.0} | {:.2} | {:.2} |",
         mib(ours),
-        ours / direct
+        ours / direct,
+        ours_cpu
     );
     if let Ok(codex) = std::env::var("UEXEC_CODEX_BIN") {
-        let theirs = through_server(
+        let (theirs, theirs_cpu) = through_server(
             &[vec![codex, "exec-server".into()], listen.to_vec()].concat(),
             &home,
         )
         .await;
         println!(
-            "| codex exec-server 0.171.0, same | {:.0} | {:.2} |",
+            "| codex exec-server 0.171.0, same | {:.0} | {:.2} | {:.2} |",
             mib(theirs),
-            theirs / direct
+            theirs / direct,
+            theirs_cpu
         );
     }
     let _ = std::fs::remove_dir_all(&home);

@@ -45,6 +45,9 @@ pub struct ServerConfig {
     pub max_frame_bytes: usize,
     pub ping_interval: Duration,
     pub idle_timeout: Duration,
+    /// `[bash|sh, "-lc", cmd]` starts from a shell snapshot of the profile instead of
+    /// running it each time (`uexec_core::shell_snapshot`); `--no-shell-snapshot` turns it off.
+    pub shell_snapshot: bool,
 }
 
 impl Default for ServerConfig {
@@ -58,6 +61,7 @@ impl Default for ServerConfig {
             max_frame_bytes: MAX_FRAME_BYTES,
             ping_interval: Duration::from_millis(PING_INTERVAL_MS),
             idle_timeout: Duration::from_millis(IDLE_TIMEOUT_MS),
+            shell_snapshot: true,
         }
     }
 }

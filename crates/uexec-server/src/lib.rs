@@ -69,6 +69,12 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub listener: net::ListenerArgs,
+
+    /// Run every `-lc` login of bash or sh as a real login shell, reading the profile each
+    /// time, instead of from a snapshot of what the profile set up (environment, functions,
+    /// aliases, options), taken once and rebuilt when a profile file changes.
+    #[arg(long)]
+    pub no_shell_snapshot: bool,
 }
 
 /// Runs the exec server until its transport ends or SIGINT/SIGTERM arrives, then kills every
@@ -79,7 +85,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(path) => Some(net::secret::read_token_file("--token-file", path)?),
         None => args.token.clone().filter(|t| !t.is_empty()),
     };
-    let server = ExecServer::new(ServerConfig::default(), Arc::new(LocalBackend));
+    let config = ServerConfig {
+        shell_snapshot: !args.no_shell_snapshot,
+        ..ServerConfig::default()
+    };
+    let server = ExecServer::new(config, Arc::new(LocalBackend));
     let result = tokio::select! {
         result = run(server.clone(), listen, token, &args.listener) => result,
         signal = shutdown_signal() => signal,

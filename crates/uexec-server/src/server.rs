@@ -8,6 +8,8 @@
 
 use std::sync::Arc;
 
+use uexec_core::backend::Placement;
+use uexec_core::shell_snapshot::ShellSnapshots;
 use uexec_core::Backend;
 use uexec_protocol::EnvironmentInfo;
 
@@ -22,6 +24,8 @@ pub struct ExecServer {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) config: ServerConfig,
     pub(crate) environment: EnvironmentInfo,
+    /// Present when the config allows snapshots and processes run on this machine.
+    pub(crate) shell_snapshots: Option<ShellSnapshots>,
 }
 
 impl std::fmt::Debug for ExecServer {
@@ -36,8 +40,11 @@ impl std::fmt::Debug for ExecServer {
 impl ExecServer {
     /// A server running processes on `backend`.
     pub fn new(config: ServerConfig, backend: Arc<dyn Backend>) -> Arc<Self> {
+        let shell_snapshots = (config.shell_snapshot && backend.placement() == Placement::Local)
+            .then(ShellSnapshots::default);
         Arc::new(Self {
             registry: Arc::new(Registry::new(config.detached_session_ttl)),
+            shell_snapshots,
             backend,
             config,
             environment: crate::environment::detect(),

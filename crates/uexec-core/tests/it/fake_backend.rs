@@ -121,6 +121,8 @@ pub fn fake_store(
         default_shell: Some("/bin/sh".into()),
         deterministic_ids: true,
         max_sessions,
+        // The fake runs no shell: nothing to snapshot.
+        shell_snapshots: None,
         ..StoreConfig::default()
     };
     (

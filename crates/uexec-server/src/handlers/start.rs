@@ -4,7 +4,8 @@
 //!    `cwd` (`-32602`).
 //! 2. Reserve the process id in the session (`-32600 process X already exists`, also while an
 //!    exited process is retained).
-//! 3. Build the environment (exact `env`, or `envPolicy` + `env`) and spawn through the
+//! 3. Build the environment (exact `env`, or `envPolicy` + `env`), let a shell snapshot stand
+//!    in for a `-lc` login's profile (`uexec_core::shell_snapshot`), and spawn through the
 //!    backend, on this runtime worker thread (the parent-death signal is tied to the thread
 //!    that forks). A failure frees the id and is `-32603`, with `data.kind = "spawnNotFound"`
 //!    when the program or the directory does not exist and `"spawnPermissionDenied"` when the
@@ -41,7 +42,7 @@ pub async fn handle(
         RpcError::invalid_request(format!("process {} already exists", params.process_id))
     })?;
 
-    let spec = SpawnSpec {
+    let mut spec = SpawnSpec {
         argv: params.argv,
         arg0: params.arg0,
         cwd,
@@ -50,6 +51,9 @@ pub async fn handle(
         tty: params.tty,
         pipe_stdin: params.pipe_stdin,
     };
+    if let Some(snapshots) = &conn.server.shell_snapshots {
+        snapshots.apply(&mut spec).await;
+    }
     let spawned = conn.server.backend.spawn(spec).await.map_err(|e| {
         let error = RpcError::internal(e.message.clone());
         match e.kind {

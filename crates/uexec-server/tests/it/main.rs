@@ -23,6 +23,7 @@ mod remote_ordering;
 mod remote_spawn;
 mod resume;
 mod retention;
+mod shell_snapshot;
 mod signals;
 mod stdin;
 mod stdio;

@@ -24,3 +24,4 @@ mod net_hardening;
 mod net_peer_user;
 mod net_tls;
 mod sandbox;
+mod shell_snapshot;

@@ -1,0 +1,74 @@
+//! `--no-shell-snapshot` on both faces, and login commands through `uexec mcp` running the
+//! profile once.
+
+use serde_json::json;
+
+use crate::helpers::{call, marker, stdio_client, text, UEXEC};
+
+fn profile_home() -> std::path::PathBuf {
+    let home = std::env::temp_dir().join(format!("uexec-it-snap-{}", marker()));
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join(".bash_profile"),
+        "echo run >> \"$HOME/runs\"\nexport PROFILE_VAR=from-profile\n",
+    )
+    .unwrap();
+    home
+}
+
+fn runs(home: &std::path::Path) -> usize {
+    std::fs::read_to_string(home.join("runs"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+#[tokio::test]
+async fn mcp_logins_run_the_profile_once_unless_snapshots_are_off() {
+    for (flags, expected_runs) in [(&[][..], 1), (&["--no-shell-snapshot"][..], 3)] {
+        let home = profile_home();
+        let set_home = format!("HOME={}", home.display());
+        let mut args = vec!["--shell", "/bin/bash", "--env-set", &set_home];
+        args.extend_from_slice(flags);
+        let (client, _, _) = stdio_client(&args).await;
+        for _ in 0..3 {
+            let r = call(&client, "exec_command", json!({"cmd": "echo $PROFILE_VAR"})).await;
+            assert!(text(&r).contains("from-profile"), "{flags:?}: {}", text(&r));
+        }
+        assert_eq!(runs(&home), expected_runs, "{flags:?}");
+        client.cancel().await.unwrap();
+        std::fs::remove_dir_all(&home).unwrap();
+    }
+}
+
+#[test]
+fn the_switch_is_in_help_and_takes_no_value() {
+    for face in ["mcp", "serve"] {
+        let out = std::process::Command::new(UEXEC)
+            .args([face, "--help"])
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            help.contains("--no-shell-snapshot"),
+            "{face} --help: {help}"
+        );
+        let out = std::process::Command::new(UEXEC)
+            .args([face, "--no-shell-snapshot=yes"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{face} accepted a value");
+        assert!(stderr.contains("--no-shell-snapshot"), "{face}: {stderr}");
+    }
+    let out = std::process::Command::new(UEXEC)
+        .args(["mcp", "--daemon", "--no-shell-snapshot"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "mcp --daemon accepted --no-shell-snapshot"
+    );
+    assert!(stderr.contains("--no-shell-snapshot"), "{stderr}");
+}
