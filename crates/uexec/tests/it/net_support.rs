@@ -104,7 +104,12 @@ pub fn mcp_http(args: &[&str]) -> Served {
             .next()
             .expect("the server announces its address")
             .unwrap();
-        if let Some(rest) = line.split("://").nth(1) {
+        // The announcement only: a warning may name another URL first (an environment
+        // that is down).
+        if let Some(rest) = line
+            .strip_prefix("uexec mcp: serving streamable HTTP at ")
+            .and_then(|l| l.split("://").nth(1))
+        {
             break rest.trim_end_matches("/mcp").to_owned();
         }
     };
