@@ -124,16 +124,15 @@ impl Snapshot {
         }
         extra.push_str(&self.reason_text());
         extra.push('\n');
-        if let Some(dir) = &self.transcript {
-            match &self.omitted_range {
-                Some(r) => extra.push_str(&format!(
-                    "Transcript: {} (bytes {}..{} left out here; read_output has them)\n",
-                    dir.display(),
-                    r.start,
-                    r.end
-                )),
-                None => extra.push_str(&format!("Transcript: {}\n", dir.display())),
-            }
+        // Where the rest is, when this result left bytes out (the structured form always
+        // names the transcript): a line the model needs then, and only then.
+        if let (Some(dir), Some(r)) = (&self.transcript, &self.omitted_range) {
+            extra.push_str(&format!(
+                "Transcript: {} (bytes {}..{} left out here; read_output has them)\n",
+                dir.display(),
+                r.start,
+                r.end
+            ));
         }
         if self.awaiting_secret && self.session_id.is_some() {
             extra.push_str(

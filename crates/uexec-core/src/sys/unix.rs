@@ -657,6 +657,9 @@ pub fn make_mounts_private() -> io::Result<()> {
 
 /// Bind-mounts `path` onto itself, read-only (a file or a directory). The remount keeps the
 /// flags the kernel locks in a user namespace (nosuid, nodev, noexec, atime), or it fails.
+/// `ST_RELATIME` from statvfs(3): the libc crate has it for glibc only.
+const ST_RELATIME: libc::c_ulong = 0x1000;
+
 pub fn bind_read_only(path: &CStr) -> io::Result<()> {
     // SAFETY: mount and statvfs on a valid NUL-terminated path; statvfs fills a plain struct.
     unsafe {
@@ -676,7 +679,7 @@ pub fn bind_read_only(path: &CStr) -> io::Result<()> {
             (libc::ST_NOEXEC, libc::MS_NOEXEC),
             (libc::ST_NOATIME, libc::MS_NOATIME),
             (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
-            (libc::ST_RELATIME, libc::MS_RELATIME),
+            (ST_RELATIME, libc::MS_RELATIME),
         ] {
             if st.f_flag & st_flag != 0 {
                 flags |= ms_flag;
@@ -705,9 +708,13 @@ pub fn loopback_up() -> io::Result<()> {
         for (i, b) in b"lo".iter().enumerate() {
             req.ifr_name[i] = *b as libc::c_char;
         }
-        check(libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req))?;
+        check(libc::ioctl(
+            fd.as_raw_fd(),
+            libc::SIOCGIFFLAGS as _,
+            &mut req,
+        ))?;
         req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-        check(libc::ioctl(fd.as_raw_fd(), libc::SIOCSIFFLAGS, &req))
+        check(libc::ioctl(fd.as_raw_fd(), libc::SIOCSIFFLAGS as _, &req))
     }
 }
 

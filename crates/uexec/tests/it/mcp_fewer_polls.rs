@@ -91,6 +91,9 @@ async fn extended_calls_return_at_the_match_and_say_why() {
         "{}",
         text(&r)
     );
+    // Nothing was left out: the transcript is named in the data, not in the text.
+    assert!(s["transcript"].is_string(), "{s}");
+    assert!(!text(&r).contains("Transcript:"), "{}", text(&r));
     let id = s["session_id"].as_i64().expect("running");
     call(&client, "terminate_session", json!({"session_id": id})).await;
 
