@@ -421,24 +421,7 @@ impl SessionStore {
             session_id: id,
             message,
         };
-        let work = async {
-            let mut outcome = WriteOutcome::Accepted;
-            if !req.chars.is_empty() {
-                outcome = session
-                    .control()
-                    .write(req.chars.clone().into_bytes())
-                    .await
-                    .map_err(|e| failed(e.message))?;
-            }
-            if req.eof && outcome == WriteOutcome::Accepted {
-                outcome = session
-                    .control()
-                    .close_stdin()
-                    .await
-                    .map_err(|e| failed(e.message))?;
-            }
-            Ok::<_, ExecError>(outcome)
-        };
+        let work = write_then_close(session, req.chars.as_bytes(), req.eof);
         match tokio::time::timeout(window, work).await {
             Ok(Ok(WriteOutcome::Accepted)) => Ok(()),
             Ok(Ok(WriteOutcome::StdinClosed)) => Err(failed(
@@ -692,24 +675,7 @@ impl SessionStore {
         if !session.info.tty && !session.info.pipe_stdin {
             return Err(ExecError::StdinClosed { session_id: id });
         }
-        let write = async {
-            let mut outcome = WriteOutcome::Accepted;
-            if !chars.is_empty() {
-                outcome = session
-                    .control()
-                    .write(chars.as_bytes().to_vec())
-                    .await
-                    .map_err(|e| failed(e.message))?;
-            }
-            if eof && outcome == WriteOutcome::Accepted {
-                outcome = session
-                    .control()
-                    .close_stdin()
-                    .await
-                    .map_err(|e| failed(e.message))?;
-            }
-            Ok::<_, ExecError>(outcome)
-        };
+        let write = write_then_close(&session, chars.as_bytes(), eof);
         match tokio::time::timeout(Duration::from_secs(30), write).await {
             Ok(Ok(WriteOutcome::Accepted)) => {
                 self.events.publish(
@@ -1141,6 +1107,35 @@ impl Drop for FirstCall {
         let store = self.store.clone();
         tokio::spawn(async move { finish_unstored(&store, &session).await });
     }
+}
+
+/// Writes `chars` (if any) to a session's stdin, then closes it when `eof` is asked and the
+/// write went in.
+async fn write_then_close(
+    session: &Session,
+    chars: &[u8],
+    eof: bool,
+) -> Result<WriteOutcome, ExecError> {
+    let failed = |message: String| ExecError::Write {
+        session_id: session.id(),
+        message,
+    };
+    let mut outcome = WriteOutcome::Accepted;
+    if !chars.is_empty() {
+        outcome = session
+            .control()
+            .write(chars.to_vec())
+            .await
+            .map_err(|e| failed(e.message))?;
+    }
+    if eof && outcome == WriteOutcome::Accepted {
+        outcome = session
+            .control()
+            .close_stdin()
+            .await
+            .map_err(|e| failed(e.message))?;
+    }
+    Ok(outcome)
 }
 
 /// Ends a session that was never stored: End once settled, leftovers killed, id released.

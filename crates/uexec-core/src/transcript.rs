@@ -31,6 +31,20 @@ const TIMING_MERGE: Duration = Duration::from_millis(10);
 /// Session directories written this recently are never deleted by the total cap.
 const RECENT: Duration = Duration::from_secs(60);
 
+/// uexec's state directory: `$XDG_STATE_HOME/uexec`, else `~/.local/state/uexec`.
+pub fn state_dir() -> Option<PathBuf> {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .map(|h| h.join(".local/state"))
+        })?;
+    Some(state.join("uexec"))
+}
+
 /// Where transcripts go and how much they may hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TranscriptConfig {
@@ -50,16 +64,7 @@ impl TranscriptConfig {
 
     /// `$XDG_STATE_HOME/uexec/sessions`, else `~/.local/state/uexec/sessions`.
     pub fn default_root() -> Option<PathBuf> {
-        let state = std::env::var_os("XDG_STATE_HOME")
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-            .or_else(|| {
-                std::env::var_os("HOME")
-                    .map(PathBuf::from)
-                    .filter(|p| p.is_absolute())
-                    .map(|h| h.join(".local/state"))
-            })?;
-        Some(state.join("uexec").join("sessions"))
+        state_dir().map(|d| d.join("sessions"))
     }
 
     pub fn at(root: PathBuf) -> Self {

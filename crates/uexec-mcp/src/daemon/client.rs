@@ -171,18 +171,9 @@ async fn start_daemon(socket: &Path) -> anyhow::Result<UnixStream> {
     }
 }
 
-/// `$XDG_STATE_HOME/uexec/daemon.log`, else `~/.local/state/uexec/daemon.log`.
+/// `daemon.log` in uexec's state directory.
 fn log_path() -> Option<PathBuf> {
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .filter(|p| p.is_absolute())
-                .map(|h| h.join(".local/state"))
-        })?
-        .join("uexec");
+    let state = uexec_core::transcript::state_dir()?;
     std::fs::create_dir_all(&state).ok()?;
     Some(state.join("daemon.log"))
 }

@@ -1,48 +1,38 @@
 //! `uexec attach`, the way a person uses it: tmux runs it (send-keys types, capture-pane
 //! reads the screen) while an agent's MCP client owns the session.
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use rmcp::transport::TokioChildProcess;
-use rmcp::ServiceExt;
 use serde_json::json;
 
-use crate::helpers::{call, rand_suffix, structured, text, Client, Recorder, UEXEC};
+use crate::helpers::{call, rand_suffix, structured, text, Client, UEXEC};
+use crate::place::DaemonPlace;
 
 struct Place {
-    runtime: PathBuf,
-    cwd: PathBuf,
+    daemon: DaemonPlace,
     tmux: String,
+}
+
+impl std::ops::Deref for Place {
+    type Target = DaemonPlace;
+    fn deref(&self) -> &DaemonPlace {
+        &self.daemon
+    }
 }
 
 impl Place {
     fn new() -> Self {
-        let root = std::env::temp_dir().join(format!("uexec-it-attach-{}", rand_suffix()));
-        let runtime = root.join("run");
-        let cwd = root.join("work");
-        std::fs::create_dir_all(&runtime).unwrap();
-        std::fs::create_dir_all(cwd.join("home")).unwrap();
-        std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).unwrap();
         Self {
-            runtime,
-            cwd,
+            daemon: DaemonPlace::new("attach"),
             tmux: format!("uexec-it-{}", rand_suffix()),
         }
     }
 
     async fn agent(&self) -> Client {
-        let mut cmd = tokio::process::Command::new(UEXEC);
-        cmd.args(["mcp", "--daemon", "--extended", "--owner", "agent"])
-            .current_dir(&self.cwd)
-            .env("XDG_RUNTIME_DIR", &self.runtime)
-            .env("HOME", self.cwd.join("home"));
-        Recorder::default()
-            .serve(TokioChildProcess::new(cmd).unwrap())
+        self.daemon
+            .client(&["--extended", "--owner", "agent"])
             .await
-            .unwrap()
     }
 
     fn tmux(&self, args: &[&str]) -> String {
@@ -99,10 +89,6 @@ impl Drop for Place {
     fn drop(&mut self) {
         let _ = Command::new("tmux")
             .args(["-L", &self.tmux, "kill-server"])
-            .output();
-        let _ = Command::new(UEXEC)
-            .args(["daemon", "--stop"])
-            .env("XDG_RUNTIME_DIR", &self.runtime)
             .output();
     }
 }

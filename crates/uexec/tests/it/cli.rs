@@ -1,60 +1,22 @@
 //! The CLI for people, against a real daemon: run, ls, logs, send, poll, wait, kill.
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
-use rmcp::transport::TokioChildProcess;
-use rmcp::ServiceExt;
 use serde_json::{json, Value};
 
-use crate::helpers::{call, rand_suffix, structured, text, Client, Recorder, UEXEC};
+use crate::helpers::{call, structured, text, Client};
+use crate::place::DaemonPlace as Place;
 
-struct Place {
-    runtime: PathBuf,
-    cwd: PathBuf,
+fn uexec(place: &Place, args: &[&str]) -> Output {
+    place
+        .command(args)
+        .env("UEXEC_DETERMINISTIC_IDS", "1")
+        .output()
+        .unwrap()
 }
 
-impl Place {
-    fn new() -> Self {
-        let root = std::env::temp_dir().join(format!("uexec-it-cli-{}", rand_suffix()));
-        let runtime = root.join("run");
-        let cwd = root.join("work");
-        std::fs::create_dir_all(&runtime).unwrap();
-        std::fs::create_dir_all(cwd.join("home")).unwrap();
-        std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).unwrap();
-        Self { runtime, cwd }
-    }
-
-    fn uexec(&self, args: &[&str]) -> Output {
-        Command::new(UEXEC)
-            .args(args)
-            .current_dir(&self.cwd)
-            .env("XDG_RUNTIME_DIR", &self.runtime)
-            .env("HOME", self.cwd.join("home"))
-            .env("UEXEC_DETERMINISTIC_IDS", "1")
-            .env_remove("UEXEC_DAEMON")
-            .output()
-            .unwrap()
-    }
-
-    async fn agent(&self) -> Client {
-        let mut cmd = tokio::process::Command::new(UEXEC);
-        cmd.args(["mcp", "--daemon", "--owner", "agent-1"])
-            .current_dir(&self.cwd)
-            .env("XDG_RUNTIME_DIR", &self.runtime)
-            .env("HOME", self.cwd.join("home"));
-        Recorder::default()
-            .serve(TokioChildProcess::new(cmd).unwrap())
-            .await
-            .unwrap()
-    }
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        let _ = self.uexec(&["daemon", "--stop"]);
-    }
+async fn agent(place: &Place) -> Client {
+    place.client(&["--owner", "agent-1"]).await
 }
 
 fn stdout(o: &Output) -> String {
@@ -71,24 +33,30 @@ fn json_of(o: &Output) -> Value {
 
 #[test]
 fn run_exits_with_the_commands_code_or_leaves_a_session() {
-    let place = Place::new();
-    let done = place.uexec(&["run", "--", "sh", "-c", "echo out; echo err >&2; exit 7"]);
+    let place = Place::new("cli");
+    let done = uexec(
+        &place,
+        &["run", "--", "sh", "-c", "echo out; echo err >&2; exit 7"],
+    );
     assert_eq!(done.status.code(), Some(7), "{}", stderr(&done));
     // Two pipes, one stream: their order is the kernel's.
     let mut lines: Vec<String> = stdout(&done).lines().map(str::to_owned).collect();
     lines.sort();
     assert_eq!(lines, ["err", "out"]);
 
-    let json = place.uexec(&["run", "--json", "--", "echo", "it's quoted"]);
+    let json = uexec(&place, &["run", "--json", "--", "echo", "it's quoted"]);
     assert_eq!(json_of(&json)["output"], "it's quoted\n");
 
-    let long = place.uexec(&[
-        "run",
-        "--yield",
-        "300",
-        "--",
-        "echo first; sleep 1; echo second; exit 5",
-    ]);
+    let long = uexec(
+        &place,
+        &[
+            "run",
+            "--yield",
+            "300",
+            "--",
+            "echo first; sleep 1; echo second; exit 5",
+        ],
+    );
     assert_eq!(long.status.code(), Some(0));
     assert_eq!(stdout(&long), "first\n");
     let err = stderr(&long);
@@ -101,24 +69,24 @@ fn run_exits_with_the_commands_code_or_leaves_a_session() {
         .collect();
     assert!(!id.is_empty(), "{err}");
 
-    let listed = json_of(&place.uexec(&["ls", "--json"]));
+    let listed = json_of(&uexec(&place, &["ls", "--json"]));
     let me = &listed["sessions"][0];
     assert_eq!(me["session_id"].to_string(), id);
     assert_eq!(me["owner"], "@person");
 
     // logs -f prints everything, to the end, without taking it from the session.
-    let logs = place.uexec(&["logs", "-f", &id]);
+    let logs = uexec(&place, &["logs", "-f", &id]);
     assert_eq!(stdout(&logs), "first\nsecond\n", "{}", stderr(&logs));
-    let waited = place.uexec(&["wait", &id]);
+    let waited = uexec(&place, &["wait", &id]);
     assert_eq!(waited.status.code(), Some(5), "{}", stderr(&waited));
-    let tail = place.uexec(&["logs", "--tail", "1", &id]);
+    let tail = uexec(&place, &["logs", "--tail", "1", &id]);
     assert_eq!(stdout(&tail), "second\n");
 }
 
 #[tokio::test]
 async fn a_person_sees_types_into_and_kills_an_agents_session() {
-    let place = Place::new();
-    let agent = place.agent().await;
+    let place = Place::new("cli");
+    let agent = agent(&place).await;
     let r = call(
         &agent,
         "exec_command",
@@ -127,7 +95,7 @@ async fn a_person_sees_types_into_and_kills_an_agents_session() {
     )
     .await;
     let id = structured(&r)["session_id"].as_i64().expect("running");
-    let listed = json_of(&place.uexec(&["ls", "--json"]));
+    let listed = json_of(&uexec(&place, &["ls", "--json"]));
     let row = listed["sessions"]
         .as_array()
         .unwrap()
@@ -138,7 +106,7 @@ async fn a_person_sees_types_into_and_kills_an_agents_session() {
     assert_eq!(row["owner"], "agent-1");
     assert_eq!(row["tty"], true);
 
-    let sent = place.uexec(&["send", &id.to_string(), "hello from a person"]);
+    let sent = uexec(&place, &["send", &id.to_string(), "hello from a person"]);
     assert!(sent.status.success(), "{}", stderr(&sent));
     // The agent still gets what the session printed: the person took nothing.
     let mut seen = String::new();
@@ -155,14 +123,14 @@ async fn a_person_sees_types_into_and_kills_an_agents_session() {
         }
     }
     assert!(seen.contains("got hello from a person"), "{seen:?}");
-    let logs = place.uexec(&["logs", &id.to_string()]);
+    let logs = uexec(&place, &["logs", &id.to_string()]);
     assert!(
         stdout(&logs).contains("got hello from a person"),
         "{}",
         stdout(&logs)
     );
 
-    let killed = place.uexec(&["kill", &id.to_string()]);
+    let killed = uexec(&place, &["kill", &id.to_string()]);
     assert!(killed.status.success(), "{}", stderr(&killed));
     let after = call(&agent, "write_stdin", json!({"session_id": id})).await;
     assert!(
@@ -176,7 +144,7 @@ async fn a_person_sees_types_into_and_kills_an_agents_session() {
 
 #[test]
 fn bad_input_is_refused_with_a_clear_error_and_a_meaningful_code() {
-    let place = Place::new();
+    let place = Place::new("cli");
     let cases: [(&[&str], i32, &str); 5] = [
         (&["logs", "not-a-number"], 2, "invalid value 'not-a-number'"),
         (&["run", "--yield", "10", "--", "true"], 2, "--yield"),
@@ -185,7 +153,7 @@ fn bad_input_is_refused_with_a_clear_error_and_a_meaningful_code() {
         (&["wait", "99999"], 3, "Unknown process id 99999"),
     ];
     for (args, code, says) in cases {
-        let out = place.uexec(args);
+        let out = uexec(&place, args);
         assert_eq!(out.status.code(), Some(code), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
         assert!(stdout(&out).is_empty(), "{args:?}: errors go to stderr");
@@ -194,34 +162,37 @@ fn bad_input_is_refused_with_a_clear_error_and_a_meaningful_code() {
 
 #[test]
 fn completions_are_printed_for_the_usual_shells() {
-    let place = Place::new();
+    let place = Place::new("cli");
     for shell in ["bash", "zsh", "fish"] {
-        let out = place.uexec(&["completions", shell]);
+        let out = uexec(&place, &["completions", shell]);
         assert!(out.status.success());
         assert!(stdout(&out).contains("logs"), "{shell}");
     }
-    let bad = place.uexec(&["completions", "tcsh"]);
+    let bad = uexec(&place, &["completions", "tcsh"]);
     assert_eq!(bad.status.code(), Some(2));
 }
 
 #[test]
 fn a_transcript_exports_as_an_asciicast_recording() {
-    let place = Place::new();
-    let run = place.uexec(&[
-        "run",
-        "--json",
-        "--no-login",
-        "--",
-        "printf 'h\\303\\251llo\\n'; sleep 0.3; printf 'world\\n'",
-    ]);
+    let place = Place::new("cli");
+    let run = uexec(
+        &place,
+        &[
+            "run",
+            "--json",
+            "--no-login",
+            "--",
+            "printf 'h\\303\\251llo\\n'; sleep 0.3; printf 'world\\n'",
+        ],
+    );
     let code = json_of(&run)["exit_code"].clone();
     assert_eq!(code, 0);
-    let id = json_of(&place.uexec(&["ls", "--json"]))["sessions"]
+    let id = json_of(&uexec(&place, &["ls", "--json"]))["sessions"]
         .as_array()
         .map(Vec::len);
     assert_eq!(id, Some(0), "it exited");
     // The person's own sessions are found by id after their exit too.
-    let cast = place.uexec(&["logs", "--asciicast", "1000"]);
+    let cast = uexec(&place, &["logs", "--asciicast", "1000"]);
     let out = stdout(&cast);
     let mut lines = out.lines();
     let header: Value = serde_json::from_str(lines.next().unwrap_or("{}")).unwrap();

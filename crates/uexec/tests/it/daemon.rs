@@ -13,71 +13,9 @@ use rmcp::ServiceExt;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    call, eventually, marker, procs_with, rand_suffix, structured, text, Client, Recorder, UEXEC,
+    call, eventually, marker, procs_with, structured, text, Client, Recorder, UEXEC,
 };
-
-/// A private runtime directory (0700) and a working directory for one test.
-struct Place {
-    runtime: PathBuf,
-    cwd: PathBuf,
-}
-
-impl Place {
-    fn new() -> Self {
-        let root = std::env::temp_dir().join(format!("uexec-it-daemon-{}", rand_suffix()));
-        let runtime = root.join("run");
-        let cwd = root.join("work");
-        std::fs::create_dir_all(&runtime).unwrap();
-        std::fs::create_dir_all(cwd.join("home")).unwrap();
-        std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).unwrap();
-        Self { runtime, cwd }
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.runtime.join("uexec").join("daemon.sock")
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(UEXEC);
-        cmd.args(args)
-            .current_dir(&self.cwd)
-            .env("XDG_RUNTIME_DIR", &self.runtime)
-            .env("HOME", self.cwd.join("home"))
-            .env_remove("UEXEC_DAEMON");
-        cmd
-    }
-
-    /// `uexec mcp --daemon` as an MCP client sees it.
-    async fn client(&self, extra: &[&str]) -> Client {
-        let mut cmd = tokio::process::Command::new(UEXEC);
-        cmd.args(["mcp", "--daemon"])
-            .args(extra)
-            .current_dir(&self.cwd)
-            .env("XDG_RUNTIME_DIR", &self.runtime)
-            .env("HOME", self.cwd.join("home"));
-        Recorder::default()
-            .serve(TokioChildProcess::new(cmd).unwrap())
-            .await
-            .unwrap()
-    }
-
-    fn daemon_pid(&self) -> Option<u32> {
-        std::fs::read_to_string(self.runtime.join("uexec").join("daemon.pid"))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
-    }
-
-    fn stop(&self) {
-        let out = self.command(&["daemon", "--stop"]).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
+use crate::place::DaemonPlace as Place;
 
 async fn start_sleeper(client: &Client) -> (i64, String) {
     let m = marker();
@@ -95,7 +33,7 @@ async fn start_sleeper(client: &Client) -> (i64, String) {
 
 #[tokio::test]
 async fn a_session_outlives_its_mcp_server_and_the_next_one_finds_it() {
-    let place = Place::new();
+    let place = Place::new("daemon");
     let client = place.client(&[]).await;
     let (id, m) = start_sleeper(&client).await;
     client.cancel().await.unwrap(); // the agent's MCP server exits
@@ -140,7 +78,7 @@ async fn a_session_outlives_its_mcp_server_and_the_next_one_finds_it() {
 
 #[tokio::test]
 async fn commands_get_the_clients_directory_and_environment() {
-    let place = Place::new();
+    let place = Place::new("daemon");
     let mut cmd = tokio::process::Command::new(UEXEC);
     cmd.args(["mcp", "--daemon"])
         .current_dir(&place.cwd)
@@ -169,7 +107,7 @@ async fn commands_get_the_clients_directory_and_environment() {
 
 #[tokio::test]
 async fn killing_the_daemon_kills_its_sessions_and_a_new_one_starts() {
-    let place = Place::new();
+    let place = Place::new("daemon");
     let client = place.client(&[]).await;
     let (_, m) = start_sleeper(&client).await;
     let pid = place.daemon_pid().expect("the daemon wrote its pid");
@@ -213,7 +151,7 @@ fn raw_hello(socket: &Path, hello: &Value) -> Value {
 
 #[tokio::test]
 async fn another_version_or_garbage_gets_a_clear_refusal() {
-    let place = Place::new();
+    let place = Place::new("daemon");
     let client = place.client(&[]).await; // starts the daemon
     let socket = place.socket();
     let mut hello = json!({
@@ -260,7 +198,7 @@ async fn another_version_or_garbage_gets_a_clear_refusal() {
 
 #[tokio::test]
 async fn another_user_cannot_use_the_daemon() {
-    let place = Place::new();
+    let place = Place::new("daemon");
     let client = place.client(&[]).await; // starts the daemon
     let socket = place.socket();
     let connect_as_nobody = |path: &Path| {
@@ -297,7 +235,7 @@ async fn another_user_cannot_use_the_daemon() {
 
 #[test]
 fn a_runtime_directory_open_to_others_is_refused() {
-    let place = Place::new();
+    let place = Place::new("daemon");
     let dir = place.runtime.join("uexec");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -312,7 +250,7 @@ fn a_runtime_directory_open_to_others_is_refused() {
 
 #[test]
 fn an_idle_daemon_exits_by_itself() {
-    let place = Place::new();
+    let place = Place::new("daemon");
     let out = place
         .command(&["daemon", "--idle-timeout", "1"])
         .output()
@@ -337,7 +275,7 @@ fn peak_rss_kib(pid: u32) -> u64 {
 
 #[test]
 fn a_1_gib_flood_is_kept_byte_for_byte_in_bounded_memory_and_a_small_cap_rotates() {
-    let place = Place::new();
+    let place = Place::new("daemon");
     let transcripts = place.cwd.join("transcripts");
     let transcripts_arg = transcripts.display().to_string();
     let mut daemon = place
@@ -435,7 +373,7 @@ fn a_1_gib_flood_is_kept_byte_for_byte_in_bounded_memory_and_a_small_cap_rotates
 
 #[tokio::test]
 async fn a_session_in_the_daemon_may_ask_for_a_sandbox() {
-    let place = Place::new();
+    let place = Place::new("daemon");
     let client = place.client(&["--extended"]).await;
     let r = call(
         &client,

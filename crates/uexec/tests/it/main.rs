@@ -23,5 +23,6 @@ mod mcp_stdio;
 mod net_hardening;
 mod net_peer_user;
 mod net_tls;
+mod place;
 mod sandbox;
 mod shell_snapshot;

@@ -1,0 +1,81 @@
+//! A private place for one daemon: a runtime directory (0700), a working directory with an
+//! empty HOME, and the commands and clients that use them.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::Command;
+
+use rmcp::transport::TokioChildProcess;
+use rmcp::ServiceExt;
+
+use crate::helpers::{rand_suffix, Client, Recorder, UEXEC};
+
+/// A private runtime directory (0700) and a working directory for one test.
+pub struct DaemonPlace {
+    pub runtime: PathBuf,
+    pub cwd: PathBuf,
+}
+
+impl DaemonPlace {
+    pub fn new(kind: &str) -> Self {
+        let root = std::env::temp_dir().join(format!("uexec-it-{kind}-{}", rand_suffix()));
+        let runtime = root.join("run");
+        let cwd = root.join("work");
+        std::fs::create_dir_all(&runtime).unwrap();
+        std::fs::create_dir_all(cwd.join("home")).unwrap();
+        std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).unwrap();
+        Self { runtime, cwd }
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.runtime.join("uexec").join("daemon.sock")
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(UEXEC);
+        cmd.args(args)
+            .current_dir(&self.cwd)
+            .env("XDG_RUNTIME_DIR", &self.runtime)
+            .env("HOME", self.cwd.join("home"))
+            .env_remove("UEXEC_DAEMON");
+        cmd
+    }
+
+    /// `uexec mcp --daemon` as an MCP client sees it.
+    pub async fn client(&self, extra: &[&str]) -> Client {
+        let mut cmd = tokio::process::Command::new(UEXEC);
+        cmd.args(["mcp", "--daemon"])
+            .args(extra)
+            .current_dir(&self.cwd)
+            .env("XDG_RUNTIME_DIR", &self.runtime)
+            .env("HOME", self.cwd.join("home"));
+        Recorder::default()
+            .serve(TokioChildProcess::new(cmd).unwrap())
+            .await
+            .unwrap()
+    }
+
+    pub fn daemon_pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.runtime.join("uexec").join("daemon.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    pub fn stop(&self) {
+        let out = self.command(&["daemon", "--stop"]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for DaemonPlace {
+    fn drop(&mut self) {
+        // Whatever the test did, no daemon outlives it.
+        let _ = self.command(&["daemon", "--stop"]).output();
+    }
+}
