@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt as _, AsyncWriteExt, BufReader};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use uexec_mcp::daemon::handshake::{Hello, Settings, PERSON, VERSION};
 
@@ -141,5 +141,3 @@ impl Conn {
         }
     }
 }
-
-use tokio::io::AsyncReadExt as _;
