@@ -44,6 +44,11 @@ pub struct RunArgs {
     /// Run the shell without a login (`-c`, no profiles) instead of `-lc`.
     #[arg(long)]
     pub no_login: bool,
+    #[command(flatten)]
+    pub until: UntilArgs,
+    /// Hard timeout in ms (100 to 86400000): SIGTERM, then SIGKILL 2 s later; exit code 124.
+    #[arg(long, value_name = "MS")]
+    pub timeout: Option<i64>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -55,6 +60,39 @@ pub struct RunArgs {
         value_name = "CMD"
     )]
     pub command: Vec<String>,
+}
+
+/// Wait conditions of `run` and `poll` (the window stays the cap).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct UntilArgs {
+    /// Return as soon as the output matches this regex.
+    #[arg(long, value_name = "REGEX")]
+    pub until_pattern: Option<String>,
+    /// Return once the output has been quiet this many ms (after some output).
+    #[arg(long, value_name = "MS")]
+    pub until_idle: Option<i64>,
+    /// Return when the command waits for input (a prompt).
+    #[arg(long)]
+    pub until_prompt: bool,
+}
+
+impl UntilArgs {
+    fn json(&self) -> Option<Value> {
+        if self.until_pattern.is_none() && self.until_idle.is_none() && !self.until_prompt {
+            return None;
+        }
+        let mut until = json!({});
+        if let Some(p) = &self.until_pattern {
+            until["pattern"] = json!(p);
+        }
+        if let Some(ms) = self.until_idle {
+            until["idle_ms"] = json!(ms);
+        }
+        if self.until_prompt {
+            until["prompt"] = json!(true);
+        }
+        Some(until)
+    }
 }
 
 /// `uexec ls`.
@@ -114,6 +152,8 @@ pub struct PollArgs {
     /// How long to wait for output, in ms (5000 to 300000; returns early at the exit).
     #[arg(long = "yield", value_name = "MS", default_value_t = 5_000)]
     pub yield_ms: i64,
+    #[command(flatten)]
+    pub until: UntilArgs,
     #[arg(long)]
     pub json: bool,
 }
@@ -161,10 +201,13 @@ impl From<anyhow::Error> for Failure {
     }
 }
 
-/// A tool error as a failure: an unknown session is [`EXIT_NO_SESSION`].
+/// A tool error as a failure: an unknown session is [`EXIT_NO_SESSION`], a bad argument a
+/// usage error (2).
 fn tool_failure(result: &ToolResult) -> Failure {
     let code = if result.text.contains("Unknown process id") {
         EXIT_NO_SESSION
+    } else if result.text.contains("invalid arguments: ") {
+        2
     } else {
         EXIT_UEXEC
     };
@@ -216,6 +259,12 @@ pub async fn run(target: &Target, args: RunArgs) -> Result<ExitCode, Failure> {
     });
     if let Some(cwd) = &args.cwd {
         call_args["workdir"] = json!(cwd);
+    }
+    if let Some(until) = args.until.json() {
+        call_args["until"] = until;
+    }
+    if let Some(ms) = args.timeout {
+        call_args["timeout_ms"] = json!(ms);
     }
     let result = call(&mut conn, "exec_command", call_args).await?;
     let s = &result.structured;
@@ -498,12 +547,11 @@ pub async fn send(target: &Target, args: SendArgs) -> Result<ExitCode, Failure> 
 
 pub async fn poll(target: &Target, args: PollArgs) -> Result<ExitCode, Failure> {
     let mut conn = Conn::open(target, Vec::new()).await?;
-    let result = call(
-        &mut conn,
-        "write_stdin",
-        json!({"session_id": args.id, "yield_time_ms": args.yield_ms}),
-    )
-    .await?;
+    let mut poll_args = json!({"session_id": args.id, "yield_time_ms": args.yield_ms});
+    if let Some(until) = args.until.json() {
+        poll_args["until"] = until;
+    }
+    let result = call(&mut conn, "write_stdin", poll_args).await?;
     let s = &result.structured;
     if args.json {
         print_json(s);

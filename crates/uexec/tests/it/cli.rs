@@ -210,3 +210,46 @@ fn a_transcript_exports_as_an_asciicast_recording() {
     assert_eq!(text, "héllo\nworld\n");
     assert!(last_t >= 0.2, "the pause is in the timing: {last_t}");
 }
+
+#[test]
+fn run_and_poll_take_wait_conditions_and_a_hard_timeout() {
+    let place = Place::new("cli");
+    let ready = uexec(
+        &place,
+        &[
+            "run",
+            "--json",
+            "--no-login",
+            "--yield",
+            "30000",
+            "--until-pattern",
+            "ready on :[0-9]+",
+            "--",
+            "sleep 0.3; echo 'ready on :3000'; exec sleep 30",
+        ],
+    );
+    let r = json_of(&ready);
+    assert_eq!(r["reason"], "matched", "{r}");
+    let id = r["session_id"].as_i64().expect("still running");
+    assert_eq!(
+        uexec(&place, &["kill", &id.to_string()]).status.code(),
+        Some(0)
+    );
+
+    let timed = uexec(
+        &place,
+        &[
+            "run",
+            "--no-login",
+            "--timeout",
+            "300",
+            "--",
+            "exec sleep 30",
+        ],
+    );
+    assert_eq!(timed.status.code(), Some(124), "{}", stderr(&timed));
+
+    let bad = uexec(&place, &["run", "--until-pattern", "(", "--", "true"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("until.pattern"), "{}", stderr(&bad));
+}
