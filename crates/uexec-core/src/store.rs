@@ -951,24 +951,12 @@ impl SessionStore {
         hygiene: Hygiene,
         reason: Reason,
     ) -> Result<Snapshot, ExecError> {
-        let annotate = |mut snapshot: Snapshot| {
+        // What every snapshot of this call says besides its output.
+        let annotate = |mut snapshot: Snapshot, omitted: Option<std::ops::Range<u64>>| {
             snapshot.reason = reason;
             if reason == Reason::Matched {
                 snapshot.matched = session.matched();
             }
-            snapshot
-        };
-        if !session.lifecycle().exited() {
-            let (drained, omitted) = session.drain_located(true);
-            let mut snapshot = annotate(Snapshot::cleaned(
-                &drained,
-                max_output_tokens,
-                hygiene,
-                window_start.elapsed(),
-                None,
-                Some(session.id()),
-            ));
-            snapshot.awaiting_secret = session.awaiting_secret();
             snapshot.transcript = session.transcript().map(|t| t.dir);
             snapshot.omitted_range = omitted;
             snapshot.sandbox = session
@@ -976,6 +964,22 @@ impl SessionStore {
                 .sandbox
                 .as_ref()
                 .map(|s| s.judge(&snapshot.output));
+            snapshot
+        };
+        if !session.lifecycle().exited() {
+            let (drained, omitted) = session.drain_located(true);
+            let mut snapshot = annotate(
+                Snapshot::cleaned(
+                    &drained,
+                    max_output_tokens,
+                    hygiene,
+                    window_start.elapsed(),
+                    None,
+                    Some(session.id()),
+                ),
+                omitted,
+            );
+            snapshot.awaiting_secret = session.awaiting_secret();
             return Ok(snapshot);
         }
         let outcome = session
@@ -1007,26 +1011,22 @@ impl SessionStore {
                 message,
             });
         }
-        let mut snapshot = annotate(Snapshot::cleaned(
-            &drained,
-            max_output_tokens,
-            hygiene,
-            wall_time,
-            outcome.exit_code,
-            None,
-        ));
+        let mut snapshot = annotate(
+            Snapshot::cleaned(
+                &drained,
+                max_output_tokens,
+                hygiene,
+                wall_time,
+                outcome.exit_code,
+                None,
+            ),
+            omitted,
+        );
         // Whatever ended the wait, the process is gone: that is what the caller acts on.
         if reason == Reason::Window {
             snapshot.reason = Reason::Exited;
         }
         snapshot.timed_out_ms = outcome.timed_out_ms;
-        snapshot.transcript = session.transcript().map(|t| t.dir);
-        snapshot.omitted_range = omitted;
-        snapshot.sandbox = session
-            .info
-            .sandbox
-            .as_ref()
-            .map(|s| s.judge(&snapshot.output));
         Ok(snapshot)
     }
 }

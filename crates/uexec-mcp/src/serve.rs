@@ -21,7 +21,6 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
-use uexec_core::env::EnvPolicy;
 use uexec_core::transcript::TranscriptConfig;
 use uexec_core::{Backend, LocalBackend, SessionStore, StoreConfig};
 use uexec_server::client::{ClientConfig, RemoteBackend};
@@ -215,24 +214,30 @@ fn parse_assignment(s: &str) -> Result<(String, String), String> {
 }
 
 impl McpArgs {
+    /// The settings a store of this server gets (sent to the daemon with --daemon).
+    pub fn settings(&self) -> crate::daemon::handshake::Settings {
+        crate::daemon::handshake::Settings {
+            shell: self.shell.clone(),
+            max_output_tokens: self.max_output_tokens,
+            env_keep: self.env_keep.clone(),
+            env_set: self.env_set.clone(),
+            env_drop: self.env_drop.clone(),
+            strip_ansi: self.strip_ansi,
+            collapse_cr: self.collapse_cr,
+            deterministic_ids: std::env::var("UEXEC_DETERMINISTIC_IDS").is_ok_and(|v| v == "1"),
+            extended: self.extended,
+            codex_tools_only: self.codex_tools_only,
+            allow_secret_input: self.allow_secret_input,
+        }
+    }
+
     fn store_config(&self) -> StoreConfig {
         let mut config = StoreConfig::from_env();
-        config.default_shell = self.shell.clone();
+        self.settings().apply(&mut config);
         if self.no_shell_snapshot {
             config.shell_snapshots = None;
         }
-        if let Some(max) = self.max_output_tokens {
-            config.output_token_policy_max = max;
-        }
-        config.env_policy = EnvPolicy {
-            keep: self.env_keep.clone(),
-            set: self.env_set.clone(),
-            drop: self.env_drop.clone(),
-        };
-        config.hygiene.strip_ansi = self.strip_ansi;
-        config.hygiene.collapse_cr = self.collapse_cr;
         config.transcripts = self.transcripts.config();
-        config.allow_secret_input = self.allow_secret_input;
         config.sandbox = uexec_core::sandbox::SandboxConfig {
             // This binary is the launcher (`uexec __sandbox-exec`).
             launcher: std::env::current_exe().ok(),

@@ -9,7 +9,7 @@ use anyhow::Context;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
-use super::handshake::{Hello, Reply, Settings};
+use super::handshake::{Hello, Reply};
 use crate::serve::McpArgs;
 
 /// How long a started daemon has to open its socket.
@@ -25,20 +25,7 @@ pub async fn run_mcp(args: &McpArgs) -> anyhow::Result<()> {
         Some(owner) => owner.clone(),
         None => format!("mcp:{}", std::env::current_dir()?.display()),
     };
-    let settings = Settings {
-        shell: args.shell.clone(),
-        max_output_tokens: args.max_output_tokens,
-        env_keep: args.env_keep.clone(),
-        env_set: args.env_set.clone(),
-        env_drop: args.env_drop.clone(),
-        strip_ansi: args.strip_ansi,
-        collapse_cr: args.collapse_cr,
-        deterministic_ids: std::env::var("UEXEC_DETERMINISTIC_IDS").is_ok_and(|v| v == "1"),
-        extended: args.extended,
-        codex_tools_only: args.codex_tools_only,
-        allow_secret_input: args.allow_secret_input,
-    };
-    let hello = Hello::here(owner, settings)?;
+    let hello = Hello::here(owner, args.settings())?;
     let stream = connect(&socket, &hello, true).await?;
     let (mut from_daemon, mut to_daemon) = stream.into_split();
     let mut stdin = tokio::io::stdin();

@@ -193,20 +193,28 @@ impl Hello {
         let mut config = base.clone();
         config.cwd = self.cwd.clone();
         config.base_env = Some(self.environment()?);
-        config.default_shell = s.shell.clone();
-        if let Some(max) = s.max_output_tokens {
+        s.apply(&mut config);
+        Ok(config)
+    }
+}
+
+impl Settings {
+    /// These settings over `config` (the same whether the store runs in the MCP server's
+    /// own process or in the daemon).
+    pub fn apply(&self, config: &mut StoreConfig) {
+        config.default_shell = self.shell.clone();
+        if let Some(max) = self.max_output_tokens {
             config.output_token_policy_max = max;
         }
         config.env_policy = EnvPolicy {
-            keep: s.env_keep.clone(),
-            set: s.env_set.clone(),
-            drop: s.env_drop.clone(),
+            keep: self.env_keep.clone(),
+            set: self.env_set.clone(),
+            drop: self.env_drop.clone(),
         };
-        config.hygiene.strip_ansi = s.strip_ansi;
-        config.hygiene.collapse_cr = s.collapse_cr;
-        config.deterministic_ids = s.deterministic_ids;
-        config.allow_secret_input = s.allow_secret_input;
-        Ok(config)
+        config.hygiene.strip_ansi = self.strip_ansi;
+        config.hygiene.collapse_cr = self.collapse_cr;
+        config.deterministic_ids = self.deterministic_ids;
+        config.allow_secret_input = self.allow_secret_input;
     }
 }
 
