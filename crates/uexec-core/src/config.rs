@@ -34,6 +34,8 @@ pub struct StoreConfig {
     /// Login commands from a shell snapshot instead of a profile run each time; `None` =
     /// off (every `login: true` command is a real login shell).
     pub shell_snapshots: Option<ShellSnapshots>,
+    /// A terminal emulator kept per PTY session for people who attach (`None`: none kept).
+    pub screens: Option<crate::screen::ScreenFactory>,
 }
 
 /// Output hygiene of a snapshot body.
@@ -84,6 +86,7 @@ impl Default for StoreConfig {
             allow_secret_input: false,
             sandbox: crate::sandbox::SandboxConfig::default(),
             shell_snapshots: Some(ShellSnapshots::default()),
+            screens: None,
         }
     }
 }

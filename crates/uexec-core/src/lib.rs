@@ -20,6 +20,7 @@ pub mod plan;
 pub mod prune;
 pub mod request;
 pub mod sandbox;
+pub mod screen;
 mod session;
 pub mod shell_snapshot;
 pub mod snapshot;

@@ -23,8 +23,8 @@ use crate::buffer::{Drained, HeadTailBuffer};
 use crate::config::Hygiene;
 use crate::events::{lock, EndStatus, EventBus, EventKind};
 use crate::limits::{
-    LATE_FAILURE_GRACE_MS, OUTPUT_BUFFER_MAX_BYTES, OUTPUT_DELTA_MAX_BYTES, TIMEOUT_EXIT_CODE,
-    TIMEOUT_KILL_GRACE_MS,
+    LATE_FAILURE_GRACE_MS, OUTPUT_BUFFER_MAX_BYTES, OUTPUT_DELTA_MAX_BYTES, PTY_COLS, PTY_ROWS,
+    TIMEOUT_EXIT_CODE, TIMEOUT_KILL_GRACE_MS,
 };
 use crate::snapshot::Body;
 use crate::text::strip_ansi;
@@ -124,6 +124,8 @@ pub(crate) struct Session {
     ended: Mutex<bool>,
     /// A person holds the input lease (`uexec attach --write`).
     lease: std::sync::atomic::AtomicBool,
+    /// The keeper of a PTY session's screen (faces that attach people configure one).
+    screen: std::sync::OnceLock<crate::screen::KeeperHandle>,
     events: Arc<EventBus>,
 }
 
@@ -142,24 +144,84 @@ struct OutputBuffers {
     taps: Vec<Tap>,
 }
 
-/// One live watcher's feed: bounded; a watcher that falls behind is marked lagged and
-/// catches up from the buffer instead (its chunks are dropped, never queued without end).
+/// One live watcher's feed: bounded in bytes; a watcher that falls behind is marked lagged
+/// and catches up from the buffer instead (what does not fit is dropped, never queued
+/// without end).
 struct Tap {
-    tx: mpsc::Sender<bytes::Bytes>,
+    tx: mpsc::UnboundedSender<bytes::Bytes>,
+    /// Bytes sent and not yet received.
+    queued: Arc<std::sync::atomic::AtomicUsize>,
     lagged: Arc<std::sync::atomic::AtomicBool>,
 }
 
-/// Chunks a live watcher may have in flight before it is marked lagged.
-const TAP_CHUNKS: usize = 64;
+impl Tap {
+    fn offer(&self, chunk: &bytes::Bytes) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let queued = self.queued.load(SeqCst);
+        if queued + chunk.len() > TAP_MAX_QUEUED_BYTES || self.lagged.load(SeqCst) {
+            self.lagged.store(true, SeqCst);
+            return;
+        }
+        self.queued.fetch_add(chunk.len(), SeqCst);
+        if self.tx.send(chunk.clone()).is_err() {
+            self.queued.fetch_sub(chunk.len(), SeqCst);
+        }
+    }
+}
+
+/// Bytes a live watcher may have in flight before it is marked lagged: a burst a terminal
+/// emulator takes a moment to parse fits; a flood it cannot follow does not.
+const TAP_MAX_QUEUED_BYTES: usize = 1 << 20;
+
+/// The receiving end of a live watcher's feed.
+pub struct TapReceiver {
+    rx: mpsc::UnboundedReceiver<bytes::Bytes>,
+    queued: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl TapReceiver {
+    /// The next chunk; `None` once the session is gone.
+    pub async fn recv(&mut self) -> Option<bytes::Bytes> {
+        let chunk = self.rx.recv().await?;
+        self.queued
+            .fetch_sub(chunk.len(), std::sync::atomic::Ordering::SeqCst);
+        Some(chunk)
+    }
+
+    /// The next chunk if one is queued.
+    pub fn try_recv(&mut self) -> Result<bytes::Bytes, mpsc::error::TryRecvError> {
+        let chunk = self.rx.try_recv()?;
+        self.queued
+            .fetch_sub(chunk.len(), std::sync::atomic::Ordering::SeqCst);
+        Ok(chunk)
+    }
+}
 
 /// A live view of a session's output: where it stands now, then what follows.
 pub struct OutputWatch {
     /// The last bytes printed before the watch began (to redraw a screen from).
     pub seed: Vec<u8>,
     /// Every byte printed since, in order, unless [`OutputWatch::lagged`].
-    pub output: mpsc::Receiver<bytes::Bytes>,
+    pub output: TapReceiver,
     /// Set when chunks were dropped: call [`Session::resync`] (through the store).
     pub lagged: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// Registers a live watcher: the last `seed_bytes` printed, then every byte after.
+fn add_tap(out: &mut OutputBuffers, seed_bytes: usize) -> OutputWatch {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let lagged = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    out.taps.push(Tap {
+        tx,
+        queued: queued.clone(),
+        lagged: lagged.clone(),
+    });
+    OutputWatch {
+        seed: out.aggregated.last_bytes(seed_bytes),
+        output: TapReceiver { rx, queued },
+        lagged,
+    }
 }
 
 /// A policy monitor watches a session and may fail it (SPEC §7).
@@ -230,6 +292,7 @@ impl Session {
         monitors: Vec<Box<dyn PolicyMonitor>>,
         timeout: Option<Duration>,
         transcript: Option<TranscriptWriter>,
+        screen: Option<crate::screen::ScreenFactory>,
     ) -> Arc<Self> {
         let SpawnedProcess {
             pid,
@@ -259,8 +322,13 @@ impl Session {
             interaction: tokio::sync::Mutex::new(()),
             ended: Mutex::new(false),
             lease: std::sync::atomic::AtomicBool::new(false),
+            screen: std::sync::OnceLock::new(),
             events,
         });
+        if let (Some(factory), true) = (screen, session.info.tty) {
+            let keeper = crate::screen::start(&session, factory, (PTY_ROWS, PTY_COLS));
+            let _ = session.screen.set(keeper);
+        }
         let feed = transcript.and_then(|writer| match Transcript::start(writer) {
             Ok((transcript, feed)) => {
                 lock(&session.output).transcript = Some(transcript);
@@ -355,9 +423,7 @@ impl Session {
                 out.taps.retain(|t| !t.tx.is_closed());
                 let chunk = bytes::Bytes::copy_from_slice(bytes);
                 for tap in &out.taps {
-                    if tap.tx.try_send(chunk.clone()).is_err() {
-                        tap.lagged.store(true, std::sync::atomic::Ordering::SeqCst);
-                    }
+                    tap.offer(&chunk);
                 }
             }
             let offset = out.total;
@@ -641,18 +707,37 @@ impl Session {
     /// Starts a live view: the last `seed_bytes` printed, then everything after, with no gap
     /// and no byte twice (both under the output lock).
     pub fn watch_output(&self, seed_bytes: usize) -> OutputWatch {
+        add_tap(&mut lock(&self.output), seed_bytes)
+    }
+
+    /// For a screen keeper, under the output lock: what is queued for its `tap` (or, when it
+    /// has none or it dropped chunks, a new tap to rebuild from), and a person's new feed.
+    pub(crate) fn sync_screen(&self, tap: Option<&mut OutputWatch>) -> crate::screen::Synced {
         let mut out = lock(&self.output);
-        let (tx, rx) = mpsc::channel(TAP_CHUNKS);
-        let lagged = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        out.taps.push(Tap {
-            tx,
-            lagged: lagged.clone(),
-        });
-        OutputWatch {
-            seed: out.aggregated.last_bytes(seed_bytes),
-            output: rx,
-            lagged,
+        let (queued, rebuilt_tap) = match tap {
+            Some(tap) if !tap.lagged.load(std::sync::atomic::Ordering::SeqCst) => {
+                let mut queued = Vec::new();
+                while let Ok(bytes) = tap.output.try_recv() {
+                    queued.push(bytes);
+                }
+                (queued, None)
+            }
+            _ => (
+                Vec::new(),
+                Some(add_tap(&mut out, crate::screen::REBUILD_SEED_BYTES)),
+            ),
+        };
+        let person = add_tap(&mut out, 0);
+        crate::screen::Synced {
+            queued,
+            rebuilt_tap,
+            person,
         }
+    }
+
+    /// The keeper of this session's screen, if it has one.
+    pub fn screen(&self) -> Option<&crate::screen::KeeperHandle> {
+        self.screen.get()
     }
 
     /// Catches a lagged watch up: drops what it has queued and returns a new seed (the last

@@ -246,6 +246,7 @@ impl SessionStore {
             monitors,
             plan.timeout,
             transcript,
+            self.config.screens.clone(),
         );
         // From here on the first-call guard owns the id: it stores the session or finishes it.
         reservation.hand_over();
@@ -695,10 +696,17 @@ impl SessionStore {
         }
     }
 
-    /// Joins a person to a session (`uexec attach`): the last `seed_bytes` printed and a live
-    /// feed of what follows; with `write`, the input lease (the model's writes are refused
-    /// until it is dropped). Pipe sessions attach read-only.
-    pub fn attach(&self, id: i32, write: bool, seed_bytes: usize) -> Result<Attachment, ExecError> {
+    /// Joins a person to a session (`uexec attach`): the screen as it is now (a PTY session
+    /// with a kept screen, at `size` when given: the screen takes it) or the last
+    /// `seed_bytes` printed, then a live feed of what follows; with `write`, the input lease
+    /// (the model's writes are refused until it is dropped). Pipe sessions attach read-only.
+    pub async fn attach(
+        &self,
+        id: i32,
+        write: bool,
+        seed_bytes: usize,
+        size: Option<(u16, u16)>,
+    ) -> Result<Attachment, ExecError> {
         let session = self.touch(id).ok_or(ExecError::UnknownProcess(id))?;
         let lease = if write {
             if !session.info.tty {
@@ -716,9 +724,17 @@ impl SessionStore {
         } else {
             None
         };
-        let watch = session.watch_output(seed_bytes);
+        let view = match session.screen() {
+            Some(keeper) => keeper.view(size).await,
+            None => None,
+        };
+        let (screen, watch) = match view {
+            Some(view) => (Some(view.screen), view.watch),
+            None => (None, session.watch_output(seed_bytes)),
+        };
         Ok(Attachment {
             session,
+            screen,
             watch,
             _lease: lease,
         })
@@ -1303,9 +1319,20 @@ fn read_page(
     ))
 }
 
+/// How an [`Attachment`] catches up after its feed lagged.
+pub enum CatchUp {
+    /// The kept screen, drawn.
+    Screen(Vec<u8>),
+    /// The last bytes printed, to draw from.
+    Seed(Vec<u8>),
+}
+
 /// A person joined to a session ([`SessionStore::attach`]).
 pub struct Attachment {
     session: Arc<Session>,
+    /// The kept screen as it was when the feed began (PTY sessions with a kept screen);
+    /// otherwise draw from the watch's seed.
+    pub screen: Option<Vec<u8>>,
     /// The output: a seed to redraw from, then the live feed.
     pub watch: crate::session::OutputWatch,
     _lease: Option<crate::session::Lease>,
@@ -1325,9 +1352,18 @@ impl Attachment {
         self.watch.lagged.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Catches up after [`Self::lagged`]: a new seed; the feed goes on from there.
-    pub fn resync(&mut self, seed_bytes: usize) -> Vec<u8> {
-        self.session.resync(&mut self.watch, seed_bytes)
+    /// Catches up after [`Self::lagged`]: the kept screen now (`Screen`) or a new seed
+    /// (`Seed`); the feed goes on from there.
+    pub async fn resync(&mut self, size: (u16, u16), seed_bytes: usize) -> CatchUp {
+        if let Some(keeper) = self.session.screen() {
+            // A reader sees the screen at the session's size; a writer has set it to theirs.
+            let size = self._lease.is_some().then_some(size);
+            if let Some(view) = keeper.view(size).await {
+                self.watch = view.watch;
+                return CatchUp::Screen(view.screen);
+            }
+        }
+        CatchUp::Seed(self.session.resync(&mut self.watch, seed_bytes))
     }
 
     /// Types into the session (only with the lease).
@@ -1354,13 +1390,18 @@ impl Attachment {
         if self._lease.is_none() {
             return Ok(());
         }
+        let (rows, cols) = (rows.max(1), cols.max(1));
         self.session
             .control()
-            .resize(rows.max(1), cols.max(1))
+            .resize(rows, cols)
             .map_err(|e| ExecError::Write {
                 session_id: self.session.id(),
                 message: e.message,
-            })
+            })?;
+        if let Some(keeper) = self.session.screen() {
+            keeper.resize(rows, cols);
+        }
+        Ok(())
     }
 
     /// Resolves with the outcome once the session exited and settled (its exit report stays

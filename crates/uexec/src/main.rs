@@ -222,6 +222,11 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     };
     if owns_sessions {
         last_will::install();
+    } else {
+        // A person's verbs print to pipes (`uexec ls | head -1`): like any Unix tool, they end
+        // quietly when the reader goes away, instead of failing on EPIPE mid-print. The
+        // faces that own sessions keep SIGPIPE ignored: a client gone is no reason to die.
+        uexec_core::sys::default_sigpipe();
     }
     let result = runtime.block_on(async move {
         let verb = match cli.command {

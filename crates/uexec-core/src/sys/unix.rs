@@ -341,6 +341,15 @@ pub fn reset_ignored_sigchld() {
     });
 }
 
+/// SIGPIPE back to its default (Rust programs start with it ignored): a write to a pipe
+/// nobody reads ends the process, as it does a C tool's.
+pub fn default_sigpipe() {
+    // SAFETY: setting one disposition to the default; no handler involved.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// Sends `signal` to a child through its pidfd: never reaches a recycled pid.
 pub fn pidfd_kill(pidfd: &OwnedFd, signal: i32) {
     // SAFETY: pidfd_send_signal on an fd we own; errors (the child is gone) are expected.

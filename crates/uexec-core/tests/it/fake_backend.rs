@@ -123,6 +123,7 @@ pub fn fake_store(
         max_sessions,
         // The fake runs no shell: nothing to snapshot.
         shell_snapshots: None,
+        screens: None,
         ..StoreConfig::default()
     };
     (

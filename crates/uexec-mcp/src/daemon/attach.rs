@@ -1,43 +1,76 @@
 //! `uexec attach` on the daemon's side: redraw the session's screen, then carry its output
 //! to the person and (with the lease) their keys and terminal size to the session.
 //!
-//! The screen is rebuilt in a `vt100` emulator from the last [`SEED_BYTES`] the session
-//! printed, at the person's size: a full-screen program or a shell prompt comes back as it
-//! looks. A person whose terminal falls behind the output is not queued for without end:
-//! the feed drops chunks, and the screen is redrawn from the output buffer instead.
+//! A PTY session's screen is kept in a `vt100` emulator for its whole life (see
+//! `uexec_core::screen`): a full-screen program or a shell prompt comes back as it looks,
+//! however long ago it was drawn. A person whose terminal falls behind the output is not
+//! queued for without end: the feed drops chunks, and the screen is redrawn instead.
 
 use std::num::NonZeroU16;
 
 use base64::Engine as _;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-use uexec_core::store::Attachment;
+use uexec_core::screen::{Screen, ScreenFactory};
+use uexec_core::store::{Attachment, CatchUp};
 
 use super::handshake::AttachFrame;
 
-/// Output a redraw is rebuilt from.
+/// Output a redraw is rebuilt from when no screen is kept (and a pipe session's log seed).
 pub const SEED_BYTES: usize = 256 * 1024;
 /// Longest frame a client may send (a paste of keys).
 const MAX_FRAME_BYTES: u64 = 1 << 20;
 
+/// The daemon's emulator for the screens it keeps.
+pub fn screens() -> ScreenFactory {
+    ScreenFactory::new(|rows, cols| Box::new(VtScreen::new(rows, cols)))
+}
+
+/// A `vt100` screen without scrollback.
+struct VtScreen(vt100::Parser);
+
+impl VtScreen {
+    fn new(rows: u16, cols: u16) -> Self {
+        let one = NonZeroU16::MIN;
+        Self(vt100::Parser::new(
+            NonZeroU16::new(rows).unwrap_or(one),
+            NonZeroU16::new(cols).unwrap_or(one),
+            0,
+        ))
+    }
+}
+
+impl Screen for VtScreen {
+    fn feed(&mut self, bytes: &[u8]) {
+        self.0.process(bytes);
+    }
+
+    fn resize(&mut self, rows: u16, cols: u16) {
+        let one = NonZeroU16::MIN;
+        self.0.set_size(
+            NonZeroU16::new(rows).unwrap_or(one),
+            NonZeroU16::new(cols).unwrap_or(one),
+        );
+    }
+
+    fn render(&self) -> Vec<u8> {
+        let screen = self.0.screen();
+        let mut out = b"\x1b[H\x1b[2J".to_vec();
+        out.extend_from_slice(screen.state_formatted().as_bytes());
+        let (row, col) = screen.cursor_position();
+        out.extend_from_slice(format!("\x1b[{};{}H", row + 1, col + 1).as_bytes());
+        out
+    }
+}
+
 /// Escape codes that draw the screen `seed` leaves on a `rows`×`cols` terminal (for a PTY
-/// session), or the seed itself (a pipe session's log).
+/// session whose screen is not kept), or the seed itself (a pipe session's log).
 pub fn redraw(seed: &[u8], rows: u16, cols: u16, tty: bool) -> Vec<u8> {
     if !tty {
         return seed.to_vec();
     }
-    let one = NonZeroU16::MIN;
-    let mut parser = vt100::Parser::new(
-        NonZeroU16::new(rows).unwrap_or(one),
-        NonZeroU16::new(cols).unwrap_or(one),
-        0,
-    );
-    parser.process(seed);
-    let screen = parser.screen();
-    let mut out = b"\x1b[H\x1b[2J".to_vec();
-    out.extend_from_slice(screen.state_formatted().as_bytes());
-    let (row, col) = screen.cursor_position();
-    out.extend_from_slice(format!("\x1b[{};{}H", row + 1, col + 1).as_bytes());
-    out
+    let mut screen = VtScreen::new(rows, cols);
+    screen.feed(seed);
+    screen.render()
 }
 
 enum Event {
@@ -55,8 +88,11 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let tty = attachment.tty();
     let id = attachment.session_id();
-    let seed = std::mem::take(&mut attachment.watch.seed);
-    to.write_all(&redraw(&seed, rows, cols, tty)).await?;
+    let first = match attachment.screen.take() {
+        Some(screen) => screen,
+        None => redraw(&std::mem::take(&mut attachment.watch.seed), rows, cols, tty),
+    };
+    to.write_all(&first).await?;
     to.flush().await?;
     let exited = attachment.exit_future();
     tokio::pin!(exited);
@@ -76,8 +112,11 @@ pub async fn serve(
             Event::Output(None) => break,
             Event::Output(Some(bytes)) => {
                 if attachment.lagged() {
-                    let seed = attachment.resync(SEED_BYTES);
-                    to.write_all(&redraw(&seed, rows, cols, tty)).await?;
+                    let screen = match attachment.resync((rows, cols), SEED_BYTES).await {
+                        CatchUp::Screen(screen) => screen,
+                        CatchUp::Seed(seed) => redraw(&seed, rows, cols, tty),
+                    };
+                    to.write_all(&screen).await?;
                 } else {
                     to.write_all(&bytes).await?;
                 }

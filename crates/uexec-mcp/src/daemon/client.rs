@@ -26,10 +26,11 @@ pub async fn run_mcp(args: &McpArgs) -> anyhow::Result<()> {
         None => format!("mcp:{}", std::env::current_dir()?.display()),
     };
     let hello = Hello::here(owner, args.settings())?;
-    let stream = connect(&socket, &hello, true).await?;
+    let Connected { stream, after } = connect(&socket, &hello, true, &[]).await?;
     let (mut from_daemon, mut to_daemon) = stream.into_split();
     let mut stdin = tokio::io::stdin();
     let mut stdout = tokio::io::stdout();
+    stdout.write_all(&after).await?;
     // Until either side ends: the client's EOF ends the conversation (the daemon keeps the
     // sessions); the daemon's EOF means it went away.
     let up = async {
@@ -53,8 +54,22 @@ pub async fn run_mcp(args: &McpArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Connects and says hello; with `start`, starts a daemon when none answers.
-pub async fn connect(socket: &Path, hello: &Hello, start: bool) -> anyhow::Result<UnixStream> {
+/// A connection past its hello.
+pub struct Connected {
+    pub stream: UnixStream,
+    /// What the daemon sent after its reply, read with it: the start of the conversation.
+    pub after: Vec<u8>,
+}
+
+/// Connects and says hello, followed at once by `early` (the first words of the
+/// conversation, so that they need not wait for the reply); with `start`, starts a daemon
+/// when none answers.
+pub async fn connect(
+    socket: &Path,
+    hello: &Hello,
+    start: bool,
+    early: &[u8],
+) -> anyhow::Result<Connected> {
     let stream = match UnixStream::connect(socket).await {
         Ok(stream) => stream,
         Err(e)
@@ -71,31 +86,50 @@ pub async fn connect(socket: &Path, hello: &Hello, start: bool) -> anyhow::Resul
                 .with_context(|| format!("cannot reach the uexec daemon at {}", socket.display()))
         }
     };
-    say_hello(stream, hello).await
+    say_hello(stream, hello, early).await
 }
 
-async fn say_hello(mut stream: UnixStream, hello: &Hello) -> anyhow::Result<UnixStream> {
+/// Longest hello reply read.
+const MAX_REPLY_BYTES: usize = 64 * 1024;
+
+async fn say_hello(
+    mut stream: UnixStream,
+    hello: &Hello,
+    early: &[u8],
+) -> anyhow::Result<Connected> {
     let mut line = serde_json::to_vec(hello)?;
     line.push(b'\n');
+    line.extend_from_slice(early);
     stream.write_all(&line).await?;
-    // Byte by byte: what follows the reply (an attached screen) is not ours to buffer.
+    // The reply is one line; what came with it is handed over, not dropped.
     let mut reply = Vec::new();
     let read_line = async {
-        let mut byte = [0u8; 1];
-        while reply.len() < 64 * 1024 {
-            if stream.read(&mut byte).await? == 0 {
-                break;
+        let mut buf = [0u8; 8192];
+        loop {
+            if let Some(end) = reply.iter().position(|b| *b == b'\n') {
+                return Ok::<_, std::io::Error>(Some(end));
             }
-            if byte[0] == b'\n' {
-                break;
+            if reply.len() >= MAX_REPLY_BYTES {
+                return Ok(None);
             }
-            reply.push(byte[0]);
+            let n = stream.read(&mut buf).await?;
+            if n == 0 {
+                return Ok(None);
+            }
+            reply.extend_from_slice(&buf[..n]);
         }
-        Ok::<_, std::io::Error>(())
     };
-    tokio::time::timeout(Duration::from_secs(10), read_line)
+    let end = tokio::time::timeout(Duration::from_secs(10), read_line)
         .await
         .context("the uexec daemon did not answer the hello within 10 s")??;
+    let after = match end {
+        Some(end) => {
+            let after = reply.split_off(end + 1);
+            reply.pop();
+            after
+        }
+        None => Vec::new(),
+    };
     let reply: Reply = serde_json::from_slice(&reply).with_context(|| {
         format!(
             "the uexec daemon answered something else than a reply: {:?}",
@@ -109,7 +143,7 @@ async fn say_hello(mut stream: UnixStream, hello: &Hello) -> anyhow::Result<Unix
             reply.error.unwrap_or_default()
         );
     }
-    Ok(stream)
+    Ok(Connected { stream, after })
 }
 
 /// Starts `uexec daemon` in its own session, logging to the state directory, and waits for

@@ -182,6 +182,7 @@ pub async fn run(args: DaemonArgs) -> anyhow::Result<()> {
     }
     let mut base = StoreConfig::from_env();
     base.transcripts = args.transcripts.config();
+    base.screens = Some(attach::screens());
     // Sessions that ask for a sandbox run through this binary's launcher.
     base.sandbox.launcher = std::env::current_exe().ok();
     let daemon = Arc::new(Daemon {
@@ -370,7 +371,12 @@ async fn attach_client(
         write_reply(&mut write, &refuse(why.clone())).await?;
         anyhow::bail!(why);
     };
-    let attachment = match store.attach(req.session_id, req.write, attach::SEED_BYTES) {
+    // With the lease the session takes the person's size; a reader sees it as it is.
+    let size = req.write.then_some((req.rows.max(1), req.cols.max(1)));
+    let attachment = match store
+        .attach(req.session_id, req.write, attach::SEED_BYTES, size)
+        .await
+    {
         Ok(a) => a,
         Err(e) => {
             write_reply(&mut write, &refuse(e.to_string())).await?;

@@ -77,7 +77,7 @@ pub async fn attach(target: &Target, args: AttachArgs) -> Result<ExitCode, Failu
         rows,
         cols,
     });
-    let stream = uexec_mcp::daemon::client::connect(&socket, &hello, false)
+    let connected = uexec_mcp::daemon::client::connect(&socket, &hello, false, &[])
         .await
         .map_err(|e| {
             let message = format!("{e:#}");
@@ -88,7 +88,7 @@ pub async fn attach(target: &Target, args: AttachArgs) -> Result<ExitCode, Failu
             };
             Failure { code, message }
         })?;
-    let (mut from_daemon, mut to_daemon) = stream.into_split();
+    let (mut from_daemon, mut to_daemon) = connected.stream.into_split();
     let _raw = RawGuard(if interactive {
         uexec_core::sys::make_raw(std::io::stdin().as_raw_fd()).ok()
     } else {
@@ -98,6 +98,12 @@ pub async fn attach(target: &Target, args: AttachArgs) -> Result<ExitCode, Failu
         .map_err(anyhow::Error::from)?;
     let mut stdin = tokio::io::stdin();
     let mut stdout = tokio::io::stdout();
+    // The screen's first bytes may have come with the reply.
+    stdout
+        .write_all(&connected.after)
+        .await
+        .map_err(anyhow::Error::from)?;
+    stdout.flush().await.map_err(anyhow::Error::from)?;
     let mut from_buf = vec![0u8; 64 * 1024];
     let mut key_buf = vec![0u8; 4096];
     let mut stdin_open = interactive;

@@ -30,9 +30,12 @@ pub struct ToolResult {
     pub structured: Value,
 }
 
+/// The id of the `initialize` request sent with the hello.
+const INITIALIZE_ID: u64 = 1;
+
 /// A daemon connection speaking MCP.
 pub struct Conn {
-    reader: BufReader<OwnedReadHalf>,
+    reader: BufReader<tokio::io::Chain<std::io::Cursor<Vec<u8>>, OwnedReadHalf>>,
     writer: OwnedWriteHalf,
     next_id: u64,
 }
@@ -51,26 +54,26 @@ impl Conn {
             ..Settings::default()
         };
         let hello = Hello::here(PERSON.to_owned(), settings)?;
-        let stream = uexec_mcp::daemon::client::connect(&socket, &hello, true).await?;
-        let (read, writer) = stream.into_split();
-        let mut conn = Self {
-            reader: BufReader::new(read),
-            writer,
-            next_id: 1,
-        };
-        conn.request(
-            "initialize",
-            json!({
+        // The MCP handshake goes with the hello: no round trip waits for another.
+        let mut early = Vec::new();
+        for message in [
+            json!({"jsonrpc": "2.0", "id": INITIALIZE_ID, "method": "initialize", "params": {
                 "protocolVersion": "2025-06-18",
                 "capabilities": {},
                 "clientInfo": {"name": "uexec-cli", "version": VERSION}
-            }),
-        )
-        .await
-        .context("the daemon did not complete the MCP handshake")?;
-        conn.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await?;
-        Ok(conn)
+            }}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        ] {
+            serde_json::to_writer(&mut early, &message)?;
+            early.push(b'\n');
+        }
+        let connected = uexec_mcp::daemon::client::connect(&socket, &hello, true, &early).await?;
+        let (read, writer) = connected.stream.into_split();
+        Ok(Self {
+            reader: BufReader::new(std::io::Cursor::new(connected.after).chain(read)),
+            writer,
+            next_id: INITIALIZE_ID + 1,
+        })
     }
 
     /// Calls a tool.
@@ -128,7 +131,16 @@ impl Conn {
                     String::from_utf8_lossy(&line)
                 )
             })?;
-            if message.get("id").and_then(Value::as_u64) != Some(id) {
+            let answers = message.get("id").and_then(Value::as_u64);
+            if answers == Some(INITIALIZE_ID) {
+                if let Some(error) = message.get("error") {
+                    anyhow::bail!(
+                        "the daemon did not complete the MCP handshake: {}",
+                        error["message"].as_str().unwrap_or("unknown error")
+                    );
+                }
+            }
+            if answers != Some(id) {
                 continue;
             }
             if let Some(error) = message.get("error") {

@@ -208,3 +208,32 @@ async fn a_pipe_session_attaches_read_only_as_a_live_log() {
     call(&agent, "terminate_session", json!({"session_id": id})).await;
     agent.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_screen_drawn_long_ago_is_redrawn_from_the_kept_emulator() {
+    // A full-screen program draws its header once, then updates one line for ~400 KiB: a
+    // screen rebuilt from the last 256 KiB printed would have lost both the alternate screen
+    // and the header.
+    let place = Place::new();
+    let agent = place.agent().await;
+    let r = call(
+        &agent,
+        "exec_command",
+        json!({"cmd": "printf '\\033[?1049h\\033[H\\033[2JHEADER-DRAWN-ONCE'; i=0; \
+                       while [ $i -lt 20000 ]; do printf '\\033[2;1Htick %08d' $i; i=$((i+1)); done; \
+                       printf '\\033[3;1Hdone-ticking'; exec sleep 30",
+               "tty": true, "login": false, "yield_time_ms": 30000,
+               "until": {"pattern": "done-ticking"}, "max_output_tokens": 10}),
+    )
+    .await;
+    let id = structured(&r)["session_id"].as_i64().expect("running");
+    place.attach_in_tmux(&id.to_string());
+    place.screen_shows("done-ticking").await;
+    let screen = place.screen();
+    assert!(screen.contains("HEADER-DRAWN-ONCE"), "{screen}");
+    assert!(screen.contains("tick 00019999"), "{screen}");
+    place.tmux(&["send-keys", "-t", "t", "C-\\"]);
+    place.screen_shows("detached from session").await;
+    call(&agent, "terminate_session", json!({"session_id": id})).await;
+    agent.cancel().await.unwrap();
+}

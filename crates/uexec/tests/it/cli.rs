@@ -253,3 +253,27 @@ fn run_and_poll_take_wait_conditions_and_a_hard_timeout() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("until.pattern"), "{}", stderr(&bad));
 }
+
+#[test]
+fn a_reader_that_stops_reading_ends_the_cli_quietly_as_with_any_unix_tool() {
+    // `uexec ls | head -1`, `uexec logs ID | head`: the reader goes away first.
+    let place = Place::new("cli");
+    let started = uexec(&place, &["run", "--yield", "250", "--", "exec sleep 30"]);
+    assert_eq!(started.status.code(), Some(0), "{}", stderr(&started));
+    let mut child = place
+        .command(&["ls", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // closed before anything was written
+    let out = child.wait_with_output().unwrap();
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(
+        out.status.signal(),
+        Some(13),
+        "{:?} (13: SIGPIPE)",
+        out.status
+    );
+}
