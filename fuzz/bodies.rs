@@ -4,11 +4,11 @@
 #![allow(dead_code)] // each fuzz target uses one body; the replay uses them all
 
 use serde_json::{Map, Value};
+use uexec_client::sequencer::Sequencer;
 use uexec_core::buffer::{Drained, HeadTailBuffer};
 use uexec_core::snapshot::{truncate, Body};
 use uexec_core::utf8::split_chunks;
 use uexec_protocol::jsonrpc::{parse, Incoming};
-use uexec_server::client::sequencer::Sequencer;
 
 /// A fuzz target's body: panics when a property does not hold.
 pub type TargetBody = fn(&[u8]);

@@ -21,13 +21,12 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
+use uexec_client::{ClientConfig, RemoteBackend};
 use uexec_core::transcript::TranscriptConfig;
 use uexec_core::{Backend, LocalBackend, SessionStore, StoreConfig};
-use uexec_server::client::{ClientConfig, RemoteBackend};
-use uexec_server::net::secret::read_token_file;
-use uexec_server::net::tls::ClientTrust;
-use uexec_server::net::{authorize, Access, HttpListener, ListenerArgs, Peer};
-use uexec_server::shutdown_signal;
+use uexec_net::secret::read_token_file;
+use uexec_net::tls::ClientTrust;
+use uexec_net::{authorize, shutdown_signal, Access, HttpListener, ListenerArgs, Peer};
 
 use crate::environments::backend::{Endpoint, EnvironmentBackend};
 use crate::environments::{self, Defaults, EnvironmentRegistry};
@@ -372,7 +371,7 @@ fn remote_tokens(args: &McpArgs, file_ids: &[&str]) -> anyhow::Result<HashMap<St
 async fn serve_stdio(server: UexecServer) -> anyhow::Result<()> {
     let running = tokio::select! {
         running = server.serve(rmcp::transport::stdio()) => running.context("MCP handshake over stdio failed")?,
-        signal = shutdown_signal() => return signal,
+        signal = shutdown_signal() => return Ok(signal?),
     };
     tokio::select! {
         quit = running.waiting() => {
@@ -394,7 +393,7 @@ async fn serve_http(args: &McpArgs, addr: SocketAddr, server: UexecServer) -> an
         tokens.push(read_token_file("--token-file", path)?);
     }
     let options = args.listener.options()?;
-    uexec_server::net::check_exposure(
+    uexec_net::check_exposure(
         addr,
         !tokens.is_empty(),
         options.tls.is_some(),
@@ -437,7 +436,7 @@ async fn serve_http(args: &McpArgs, addr: SocketAddr, server: UexecServer) -> an
     listener
         .serve(router, async move {
             if let Err(e) = shutdown_signal().await {
-                tracing::error!("{e:#}");
+                tracing::error!("{:#}", anyhow::Error::from(e));
             }
             stop.cancel();
         })
@@ -446,7 +445,7 @@ async fn serve_http(args: &McpArgs, addr: SocketAddr, server: UexecServer) -> an
 }
 
 /// Lets a request through when it carries one of the tokens, or, with no token configured,
-/// when it comes from this server's own user over loopback (see `uexec_server::net`). A
+/// when it comes from this server's own user over loopback (see `uexec_net`). A
 /// token's request runs as that token's [`Principal`] (its index, never the token itself).
 async fn check_access(tokens: &[String], mut req: Request, next: Next) -> Response {
     let peer = req.extensions().get::<Peer>();

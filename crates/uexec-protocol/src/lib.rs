@@ -1,6 +1,6 @@
 //! Wire types of the Codex exec-server dialect, shared by every uexec face that speaks it: the
-//! server (`uexec serve`) today, a client (the engine's remote backend) tomorrow. Every type
-//! here both serializes and deserializes, so either side can use it.
+//! server (`uexec serve`) and the client (`uexec-client`, the engine's remote backend). Every
+//! type here both serializes and deserializes, so either side can use it.
 //!
 //! The dialect is JSON-RPC 2.0 *without* the `"jsonrpc"` field, one message per WebSocket
 //! frame (or per line on stdio):
@@ -17,7 +17,7 @@
 //! counter per process, starting at 1; `closed` is always the last.
 //!
 //! Modules: [`jsonrpc`] (envelopes, ids, error codes, parsing), [`bounded`] (length-capped
-//! lists in params), [`method`] (method names),
+//! lists in params), [`limits`] (message and frame sizes), [`method`] (method names),
 //! [`session`] (`initialize`, `environment/info`), [`process`] (the `process/*` requests),
 //! [`events`] (the notifications), [`chunk`] (base64 byte chunks), [`file_uri`] (`file://`
 //! working directories).
@@ -28,6 +28,7 @@ pub mod events;
 #[cfg(unix)]
 pub mod file_uri;
 pub mod jsonrpc;
+pub mod limits;
 pub mod method;
 pub mod process;
 pub mod session;

@@ -11,11 +11,8 @@ pub const OUTPUT_CHUNK_MAX_BYTES: usize = 8 * 1024;
 pub const EXITED_PROCESS_RETENTION_MS: u64 = 30_000;
 /// How long a session outlives its dropped connection, waiting for `resumeSessionId`.
 pub const DETACHED_SESSION_TTL_MS: u64 = 30_000;
-/// Largest incoming message (a WebSocket message, a stdio line); tungstenite's default, as in
-/// Codex.
-pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
-/// Largest incoming WebSocket frame (a message may span frames).
-pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+/// The wire's message and frame limits live with the wire types: the client reads with them too.
+pub use uexec_protocol::limits::{MAX_FRAME_BYTES, MAX_MESSAGE_BYTES};
 /// Interval of WebSocket pings from the server.
 pub const PING_INTERVAL_MS: u64 = 30_000;
 /// A WebSocket peer silent this long (not even a pong) is considered gone.

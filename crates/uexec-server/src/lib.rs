@@ -18,18 +18,17 @@
 //!    `resumeSessionId`, then its processes are killed; closed processes stay readable 30 s;
 //! 6. stdin EOF (stdio), SIGINT or SIGTERM shut the server down, killing every process group.
 //!
-//! The other way round, [`client::RemoteBackend`] is the engine's backend on an exec server.
+//! The other way round, the engine's backend on an exec server is `uexec-client`'s
+//! `RemoteBackend`; the listener hardening both faces share is `uexec-net`.
 //!
 //! The face holds no process logic of its own: spawning, PTYs, process groups and reaping
 //! are the backend's.
 
-pub mod client;
 pub mod config;
 pub mod connection;
 pub mod env_policy;
 pub mod environment;
 mod handlers;
-pub mod net;
 pub mod outbound;
 pub mod process;
 pub mod registry;
@@ -41,6 +40,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use uexec_core::LocalBackend;
+use uexec_net::shutdown_signal;
 
 pub use config::ServerConfig;
 pub use server::ExecServer;
@@ -68,7 +68,7 @@ pub struct ServeArgs {
     pub token_file: Option<std::path::PathBuf>,
 
     #[command(flatten)]
-    pub listener: net::ListenerArgs,
+    pub listener: uexec_net::ListenerArgs,
 
     /// Run every `-lc` login of bash or sh as a real login shell, reading the profile each
     /// time, instead of from a snapshot of what the profile set up (environment, functions,
@@ -82,7 +82,7 @@ pub struct ServeArgs {
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listen = ListenAddr::parse(&args.listen)?;
     let token = match &args.token_file {
-        Some(path) => Some(net::secret::read_token_file("--token-file", path)?),
+        Some(path) => Some(uexec_net::secret::read_token_file("--token-file", path)?),
         None => args.token.clone().filter(|t| !t.is_empty()),
     };
     let config = ServerConfig {
@@ -92,7 +92,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let server = ExecServer::new(config, Arc::new(LocalBackend));
     let result = tokio::select! {
         result = run(server.clone(), listen, token, &args.listener) => result,
-        signal = shutdown_signal() => signal,
+        signal = shutdown_signal() => Ok(signal?),
     };
     server.shutdown();
     result
@@ -102,7 +102,7 @@ async fn run(
     server: Arc<ExecServer>,
     listen: ListenAddr,
     token: Option<String>,
-    listener_args: &net::ListenerArgs,
+    listener_args: &uexec_net::ListenerArgs,
 ) -> anyhow::Result<()> {
     match listen {
         ListenAddr::Stdio => {
@@ -122,7 +122,7 @@ async fn run(
                 );
             }
             let options = listener_args.options()?;
-            net::check_exposure(
+            uexec_net::check_exposure(
                 addr,
                 token.is_some(),
                 options.tls.is_some(),
@@ -146,17 +146,4 @@ fn announce(url: &str) -> anyhow::Result<()> {
     writeln!(stdout, "{url}")
         .and_then(|()| stdout.flush())
         .context("cannot write to stdout")
-}
-
-/// Resolves on SIGTERM or SIGINT (an error if they cannot be watched). Every face stops on
-/// it and kills what it started.
-pub async fn shutdown_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
-    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
-    }
-    Ok(())
 }

@@ -583,7 +583,7 @@ pub fn open_fd_count() -> io::Result<usize> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Process start-up hardening and peer identity (the network faces; see uexec-server's `net`).
+// Process start-up hardening and peer identity (the network faces; see `uexec-net`).
 // ---------------------------------------------------------------------------------------------
 
 /// The effective uid of this process (the user a same-user loopback peer must be).

@@ -31,7 +31,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use uexec_core::store::IdSpace;
 use uexec_core::{LocalBackend, SessionStore, StoreConfig};
-use uexec_server::shutdown_signal;
+use uexec_net::shutdown_signal;
 
 use crate::serve::TranscriptArgs;
 use crate::server::{Options, UexecServer};
@@ -225,7 +225,7 @@ pub async fn run(args: DaemonArgs) -> anyhow::Result<()> {
                     break Ok(());
                 }
             }
-            signal = shutdown_signal() => break signal,
+            signal = shutdown_signal() => break signal.map_err(anyhow::Error::from),
         }
     };
     daemon.shutdown();

@@ -19,11 +19,11 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio::sync::oneshot;
+use uexec_client::{ClientConfig, RemoteBackend};
 use uexec_core::backend::{
     Backend, BackendError, BackendErrorKind, Placement, ProcessControl, Signal, SpawnSpec,
     SpawnedProcess, WriteOutcome,
 };
-use uexec_server::client::{ClientConfig, RemoteBackend};
 
 /// Where and how to reach one environment's exec server.
 #[derive(Debug, Clone, PartialEq)]

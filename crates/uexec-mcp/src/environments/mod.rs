@@ -25,8 +25,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
 
+use uexec_client::ClientConfig;
 use uexec_core::{Backend, Environments};
-use uexec_server::client::ClientConfig;
 
 use backend::{Endpoint, EnvironmentBackend};
 use file::{Entry, FileError, Target};

@@ -1,12 +1,12 @@
 //! `--listen ws://IP:PORT`: the WebSocket listener (axum, as Codex's own server, behind the
-//! hardened accept loop of [`crate::net`]: TLS, connection cap, header-read timeout).
+//! hardened accept loop of [`uexec_net`]: TLS, connection cap, header-read timeout).
 //!
 //! HTTP side, matching Codex 0.171:
 //! 1. `GET /readyz` is `200` (no auth: it is a health check);
 //! 2. `GET /` with an `Origin` header is `403`, whatever the origin: browsers send one, and no
 //!    web page may drive a process server on localhost; with a configured token, a missing
 //!    or wrong `Authorization: Bearer` is `401`; without one, a peer that is not a loopback
-//!    socket of the server's own user is `403` (see [`crate::net`]); a `GET /` that is not an
+//!    socket of the server's own user is `403` (see [`uexec_net`]); a `GET /` that is not an
 //!    upgrade is `400`; other paths `404`, other methods `405`;
 //! 3. an upgraded socket becomes one [`Connection`](crate::connection::Connection).
 //!
@@ -35,8 +35,8 @@ use axum::{Extension, Router};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use tokio::sync::oneshot;
+use uexec_net::{authorize, HttpListener, ListenerOptions, Peer};
 
-use crate::net::{authorize, HttpListener, ListenerOptions, Peer};
 use crate::server::ExecServer;
 
 /// Most messages written between two flushes.

@@ -5,8 +5,8 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use uexec_client::RemoteBackend;
 use uexec_core::backend::Backend;
-use uexec_server::client::RemoteBackend;
 use uexec_server::ServerConfig;
 
 use crate::helpers::{eventually, TestServer};

@@ -12,8 +12,8 @@ use tokio::process::Command;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::frame::Frame;
 use tokio_tungstenite::tungstenite::Message;
+use uexec_client::RemoteBackend;
 use uexec_core::backend::Backend;
-use uexec_server::client::RemoteBackend;
 use uexec_server::config::{MAX_FRAME_BYTES, MAX_MESSAGE_BYTES};
 
 use crate::helpers::{TestServer, WAIT};

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use uexec_client::{ClientError, RemoteBackend};
 use uexec_core::ExecRequest;
-use uexec_server::client::{ClientError, RemoteBackend};
 use uexec_server::ServerConfig;
 
 use crate::helpers::TestServer;

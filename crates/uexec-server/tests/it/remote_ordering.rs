@@ -12,8 +12,8 @@ use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
+use uexec_client::{ClientConfig, RemoteBackend};
 use uexec_core::backend::{Backend, EnvMode, ExitReport, SpawnSpec, SpawnedProcess};
-use uexec_server::client::{ClientConfig, RemoteBackend};
 
 use crate::helpers::{b64, WAIT};
 

@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 
 use futures::{SinkExt, StreamExt};
 use tokio::net::{TcpListener, TcpStream};
+use uexec_client::RemoteBackend;
 use uexec_core::backend::{Backend, SpawnSpec};
-use uexec_server::client::RemoteBackend;
 
 use crate::helpers::{pid_alive, TestServer};
 use crate::remote_support::scenarios::{client_config, eventually, scratch_dir, spawn_spec};

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
+use uexec_client::{ClientConfig, RemoteBackend};
 use uexec_core::LocalBackend;
-use uexec_server::client::{ClientConfig, RemoteBackend};
-use uexec_server::net::tls::{server_config, ClientTrust};
-use uexec_server::net::ListenerOptions;
+use uexec_net::tls::{server_config, ClientTrust};
+use uexec_net::ListenerOptions;
 use uexec_server::transport::ws::WsListener;
 use uexec_server::{ExecServer, ServerConfig};
 

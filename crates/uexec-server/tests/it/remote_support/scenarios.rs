@@ -11,12 +11,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use uexec_client::{ClientConfig, RemoteBackend};
 use uexec_core::backend::{Backend, BackendErrorKind, EnvMode, Placement, SpawnSpec};
 use uexec_core::{
     EndStatus, EventKind, EventStream, ExecError, ExecRequest, LocalBackend, SessionStore,
     Snapshot, StoreConfig, WriteRequest,
 };
-use uexec_server::client::{ClientConfig, RemoteBackend};
 
 use super::proxy::{Admission, TcpProxy};
 

@@ -29,12 +29,12 @@ use uexec_protocol::{
     TerminateParams,
 };
 
-use super::control::RemoteControl;
-use super::error::ClientError;
-use super::feed::{self, FeedEvent, FeedHandle};
-use super::link::CallError;
-use super::remote_session::RemoteSession;
-use super::ClientConfig;
+use crate::control::RemoteControl;
+use crate::error::ClientError;
+use crate::feed::{self, FeedEvent, FeedHandle};
+use crate::link::CallError;
+use crate::remote_session::RemoteSession;
+use crate::ClientConfig;
 
 /// Runs the engine's processes on an exec server (`uexec serve` or `codex exec-server`).
 #[derive(Debug)]

@@ -27,7 +27,7 @@ use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tower_service::Service as _;
 
-use super::{Peer, HEADER_READ_TIMEOUT_MS, MAX_CONNECTIONS};
+use crate::{Peer, HEADER_READ_TIMEOUT_MS, MAX_CONNECTIONS};
 
 /// First wait after a failed accept; doubled up to [`ACCEPT_BACKOFF_MAX_MS`].
 const ACCEPT_BACKOFF_MS: u64 = 50;

@@ -2,6 +2,13 @@
 //! an exec server (`uexec serve`, or `codex exec-server`), with the same semantics as local
 //! ones.
 //!
+//! Who uses it: the remote environments of `uexec mcp` (`--environment`,
+//! `--environments-file`, in `uexec-mcp`), and any other face that runs commands on an exec
+//! server. A crate of its own, so such a face depends on the client alone, not on the exec
+//! server (`uexec-server`): the client needs only the wire types and limits
+//! (`uexec-protocol`), the engine's `Backend` trait (`uexec-core`), TLS trust for `wss://`
+//! (`uexec-net`) and a WebSocket client (`tokio-tungstenite`).
+//!
 //! Why this is more than a request per call: the server's events for a process arrive as
 //! notifications that share one `seq` counter but not one order (Codex may send `exited`
 //! with a lower seq than trailing output; only `closed` is last), a reconnect loses the
@@ -80,7 +87,7 @@ pub struct ClientConfig {
     pub ping_interval: Duration,
     pub idle_timeout: Duration,
     /// Whom `wss://` servers must be certified by.
-    pub trust: crate::net::tls::ClientTrust,
+    pub trust: uexec_net::tls::ClientTrust,
 }
 
 impl Default for ClientConfig {
@@ -97,7 +104,15 @@ impl Default for ClientConfig {
             feed_inbox_bytes: FEED_INBOX_BYTES,
             ping_interval: Duration::from_millis(PING_INTERVAL_MS),
             idle_timeout: Duration::from_millis(IDLE_TIMEOUT_MS),
-            trust: crate::net::tls::ClientTrust::default(),
+            trust: uexec_net::tls::ClientTrust::default(),
         }
     }
+}
+
+/// Locks a std mutex, ignoring poisoning: every critical section here leaves its data
+/// consistent, and a panicked task must not take the client down with it.
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

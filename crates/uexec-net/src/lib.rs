@@ -1,9 +1,14 @@
-//! Network security shared by both faces' HTTP listeners (`uexec serve`'s WebSocket and
-//! `uexec mcp --http`): who may connect, over what, and how many at once.
+//! Network hardening shared by every uexec face that listens or dials: who may connect, over
+//! what, how many at once, and when a face stops.
 //!
-//! Why a module of its own: both faces listen on TCP, and each of these holes was open on
-//! both — a token-less loopback listener any local user could drive, tokens and output in
-//! clear text, requests that could be half-sent forever until the fd limit was reached. So:
+//! Who uses it: `uexec serve`'s WebSocket listener (`uexec-server`), `uexec mcp --http` and the
+//! per-user daemon (`uexec-mcp`), and the exec-server client (`uexec-client`: TLS trust for
+//! `wss://`, token files). A crate of its own so that a face depending on it pulls in neither
+//! the exec server nor its client.
+//!
+//! Why it exists: both faces listen on TCP, and each of these holes was open on both — a
+//! token-less loopback listener any local user could drive, tokens and output in clear text,
+//! requests that could be half-sent forever until the fd limit was reached. So:
 //! 1. [`accept::HttpListener`] accepts with a connection cap and EMFILE back-off, optionally
 //!    wraps the socket in TLS ([`tls`]), and serves HTTP/1 with a header-read timeout (plain
 //!    `axum::serve` has none); every request carries the [`peer::Peer`] it came from;
@@ -12,11 +17,13 @@
 //!    in (`403` otherwise: "loopback" must not mean "any user of this machine");
 //! 3. [`check_exposure`] refuses a non-loopback listener without a token, or without TLS
 //!    unless `--insecure-plaintext` is given;
-//! 4. tokens come from argv, the environment or, better, a file ([`secret`]).
+//! 4. tokens come from argv, the environment or, better, a file ([`secret`]);
+//! 5. every face stops on SIGTERM or SIGINT ([`shutdown_signal`]) and kills what it started.
 
 pub mod accept;
 pub mod peer;
 pub mod secret;
+pub mod signal;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -28,6 +35,7 @@ use axum::response::{IntoResponse, Response};
 
 pub use accept::{HttpListener, ListenerOptions};
 pub use peer::Peer;
+pub use signal::{shutdown_signal, SignalError};
 
 /// Default longest wait for a request's headers (and for a TLS handshake).
 pub const HEADER_READ_TIMEOUT_MS: u64 = 10_000;

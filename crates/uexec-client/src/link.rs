@@ -4,7 +4,8 @@
 //!
 //! 1. [`Link::dial`]: a `ws://` URL, or `wss://` (rustls, trusting the system roots plus the
 //!    configured CA file), `Authorization: Bearer` when a token is given, TCP_NODELAY,
-//!    tungstenite's default message limits (64 MiB, as both servers use);
+//!    the wire's message and frame limits (`uexec_protocol::limits`: 64 MiB and 16 MiB, as
+//!    both servers use);
 //! 2. two tasks own the socket's halves, so a large answer being read never waits for a
 //!    write and the other way round: the *writer* drains an unbounded queue (a client sends
 //!    little) and pings every `ping_interval`; the *reader* parses frames, completes the
@@ -30,12 +31,13 @@ use tokio_tungstenite::tungstenite::http::header::{HeaderValue, AUTHORIZATION};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::Connector;
+use uexec_net::tls::ClientTrust;
 use uexec_protocol::jsonrpc::{self, encode_notification, encode_request, RawJson};
+use uexec_protocol::limits::{MAX_FRAME_BYTES, MAX_MESSAGE_BYTES};
 use uexec_protocol::{Incoming, RequestId, RpcError};
 
-use super::error::ClientError;
-use crate::config::lock;
-use crate::net::tls::ClientTrust;
+use crate::error::ClientError;
+use crate::lock;
 
 /// Where a link delivers the server's notifications.
 pub(crate) trait NotificationSink: Send + Sync + 'static {
@@ -140,7 +142,11 @@ impl Link {
         }
         let connect = tokio_tungstenite::connect_async_tls_with_config(
             request,
-            Some(WebSocketConfig::default()),
+            Some(
+                WebSocketConfig::default()
+                    .max_message_size(Some(MAX_MESSAGE_BYTES))
+                    .max_frame_size(Some(MAX_FRAME_BYTES)),
+            ),
             true,
             Some(connector),
         );

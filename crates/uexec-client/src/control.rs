@@ -23,8 +23,8 @@ use uexec_protocol::{
     WriteStatus,
 };
 
-use super::feed::{FeedEvent, FeedHandle};
-use super::remote_session::RemoteSession;
+use crate::feed::{FeedEvent, FeedHandle};
+use crate::remote_session::RemoteSession;
 
 /// The caller's side of one remote process.
 pub(crate) struct RemoteControl {

@@ -35,11 +35,11 @@ use uexec_protocol::{
     OutputNotification,
 };
 
-use super::error::ClientError;
-use super::feed::{engine_stream, FeedEvent, FeedHandle};
-use super::link::{CallError, Link, LinkTimers, NotificationSink};
-use super::ClientConfig;
-use crate::config::lock;
+use crate::error::ClientError;
+use crate::feed::{engine_stream, FeedEvent, FeedHandle};
+use crate::link::{CallError, Link, LinkTimers, NotificationSink};
+use crate::lock;
+use crate::ClientConfig;
 
 /// Where the session's link stands.
 #[derive(Debug, Clone)]
@@ -447,7 +447,7 @@ async fn resume(session: &RemoteSession, session_id: &str) -> Result<Arc<Link>, 
         }
         if attempt < config.reconnect_attempts {
             tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(super::RECONNECT_BACKOFF_MAX);
+            backoff = (backoff * 2).min(crate::RECONNECT_BACKOFF_MAX);
         }
     }
     Err(format!(

@@ -36,9 +36,9 @@ use tokio::time::Instant;
 use uexec_core::backend::{ExitReport, OutputChunk, Stream};
 use uexec_protocol::{Method, OutputStream, ReadParams, ReadResult};
 
-use super::error::ClientError;
-use super::remote_session::RemoteSession;
-use super::sequencer::{lost_output_events, ReadAccount, Sequencer};
+use crate::error::ClientError;
+use crate::remote_session::RemoteSession;
+use crate::sequencer::{lost_output_events, ReadAccount, Sequencer};
 
 /// Chunks in flight between a feed and the engine's session before the feed waits.
 const OUTPUT_CHANNEL_CHUNKS: usize = 64;
