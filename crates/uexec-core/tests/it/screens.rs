@@ -65,6 +65,9 @@ async fn the_kept_screen_has_every_byte_and_the_feed_goes_on_from_it() {
     let _ = std::fs::remove_file(&go);
 }
 
+// The gate is held across the call on purpose: the emulator must be stuck (on a worker
+// thread) while the output floods past it.
+#[allow(clippy::await_holding_lock)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_screen_the_output_outran_is_rebuilt_from_the_last_bytes() {
     let gate = Arc::new(Mutex::new(()));
