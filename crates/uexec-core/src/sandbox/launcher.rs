@@ -37,7 +37,7 @@ struct Launch {
     writable: Vec<PathBuf>,
     protect: Vec<PathBuf>,
     network_off: bool,
-    /// The allowlist proxy's Unix socket, bridged to 127.0.0.1:PROXY_PORT inside.
+    /// The allowlist proxy's Unix socket, where 127.0.0.1:PROXY_PORT of the namespace goes.
     proxy: Option<PathBuf>,
     arg0: Option<OsString>,
     argv: Vec<OsString>,
@@ -146,17 +146,13 @@ fn apply(launch: &Launch) -> Result<i32, (Layer, String)> {
             .map_err(|e| (Layer::NetworkNamespace, e.to_string()))?;
     }
     // Bound before the command starts, so its first connection finds the proxy.
-    let bridge = match &launch.proxy {
+    match &launch.proxy {
         Some(socket) if has(Layer::NetworkNamespace) => {
-            let listener = std::net::TcpListener::bind((
-                std::net::Ipv4Addr::LOCALHOST,
-                super::proxy::PROXY_PORT,
-            ))
-            .map_err(|e| (Layer::NetworkNamespace, format!("the proxy's port: {e}")))?;
-            Some((listener, socket.clone()))
+            hand_over_proxy_port(socket).map_err(|e| (Layer::NetworkNamespace, e))?
         }
-        _ => None,
-    };
+        // Best effort without the network namespace: nothing to confine (the report says so).
+        _ => {}
+    }
     if has(Layer::Landlock) {
         injected(Layer::Landlock).map_err(|e| (Layer::Landlock, e.to_string()))?;
         super::landlock::restrict(&launch.writable).map_err(|e| (Layer::Landlock, e))?;
@@ -183,7 +179,7 @@ fn apply(launch: &Launch) -> Result<i32, (Layer, String)> {
                 sys::exit_now(LAUNCHER_FAILED_EXIT_CODE);
             }
             drop(alive_read);
-            sys::exit_now(init(launch, bridge))
+            sys::exit_now(init(launch))
         }
         Ok(Some(init)) => {
             drop(alive_read);
@@ -199,22 +195,8 @@ fn apply(launch: &Launch) -> Result<i32, (Layer, String)> {
     }
 }
 
-/// Pid 1: runs the command (and the proxy's bridge), reaps orphans, and ends with the
-/// command's status.
-fn init(launch: &Launch, bridge: Option<(std::net::TcpListener, PathBuf)>) -> i32 {
-    if let Some((listener, socket)) = bridge {
-        match sys::fork_process() {
-            Err(e) => {
-                eprintln!("uexec: sandbox: cannot start the proxy bridge: {e}");
-                return LAUNCHER_FAILED_EXIT_CODE;
-            }
-            Ok(None) => {
-                run_bridge(&listener, &socket);
-                sys::exit_now(0)
-            }
-            Ok(Some(_)) => drop(listener),
-        }
-    }
+/// Pid 1: runs the command, reaps orphans, and ends with the command's status.
+fn init(launch: &Launch) -> i32 {
     let command = match sys::fork_process() {
         Err(e) => {
             eprintln!("uexec: sandbox: cannot start the command: {e}");
@@ -303,48 +285,15 @@ pub(super) fn in_child(f: impl FnOnce() -> std::io::Result<()>) -> Result<(), St
     }
 }
 
-/// Relays every connection to 127.0.0.1:PROXY_PORT to uexec's proxy socket (two threads per
-/// connection; the process dies with the namespace).
-fn run_bridge(listener: &std::net::TcpListener, socket: &std::path::Path) {
-    for client in listener.incoming() {
-        let Ok(client) = client else { continue };
-        let socket = socket.to_path_buf();
-        let _ = std::thread::Builder::new().spawn(move || {
-            let Ok(upstream) = std::os::unix::net::UnixStream::connect(&socket) else {
-                return;
-            };
-            let (Ok(mut client_in), Ok(mut upstream_in)) =
-                (client.try_clone(), upstream.try_clone())
-            else {
-                return;
-            };
-            let (mut client_out, mut upstream_out) = (client, upstream);
-            let up = std::thread::Builder::new().spawn(move || {
-                relay(&mut client_in, &mut upstream_out);
-                let _ = upstream_out.shutdown(std::net::Shutdown::Write);
-            });
-            relay(&mut upstream_in, &mut client_out);
-            let _ = client_out.shutdown(std::net::Shutdown::Write);
-            if let Ok(up) = up {
-                let _ = up.join();
-            }
-        });
-    }
-}
-
-/// Copies until EOF or an error, with a large buffer (std's 8 KiB copy is slow here).
-fn relay(from: &mut impl std::io::Read, to: &mut impl std::io::Write) {
-    let mut buf = vec![0u8; super::proxy::RELAY_BUFFER_BYTES];
-    loop {
-        match from.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => {
-                if to.write_all(&buf[..n]).is_err() {
-                    return;
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return,
-        }
-    }
+/// Listens on 127.0.0.1:PROXY_PORT of the namespace and hands the listening socket to
+/// uexec over its proxy socket (`SCM_RIGHTS`): a socket keeps its network namespace, so uexec
+/// accepts the command's connections itself and relays each once, with no bridge in here.
+fn hand_over_proxy_port(socket: &std::path::Path) -> Result<(), String> {
+    let listener =
+        std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, super::proxy::PROXY_PORT))
+            .map_err(|e| format!("the proxy's port: {e}"))?;
+    let uexec = std::os::unix::net::UnixStream::connect(socket)
+        .map_err(|e| format!("the proxy socket {}: {e}", socket.display()))?;
+    sys::send_fd(uexec.as_raw_fd(), listener.as_raw_fd())
+        .map_err(|e| format!("handing the proxy's port to uexec: {e}"))
 }

@@ -10,7 +10,7 @@
 //!    drops the missing ones ([`Fallback`]), makes a private tmp for the session and rewrites
 //!    the spawn to go through the launcher, with the marker variables set;
 //! 2. the launcher ([`launcher`]) enters a user, pid and mount namespace (and a network
-//!    namespace when the network is off or an allowlist, whose proxy it bridges in:
+//!    namespace when the network is off or an allowlist, whose proxy port it hands to uexec:
 //!    [`proxy`]), makes `.git` and uexec's own directories
 //!    read-only, restricts the filesystem with Landlock and some syscalls with seccomp, then
 //!    forks the pid namespace's init, which runs the command: when the command exits, or

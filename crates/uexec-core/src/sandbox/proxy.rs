@@ -2,8 +2,12 @@
 //! session's network namespace, and the source of the engine's network-policy verdicts.
 //! 1. at plan time, uexec binds a Unix socket for the session ([`ProxySocket`]) and sets
 //!    `HTTP(S)_PROXY`, `ALL_PROXY` and friends to `http://127.0.0.1:PROXY_PORT`;
-//! 2. inside the namespace, the launcher listens on 127.0.0.1:[`PROXY_PORT`] and bridges
-//!    every connection to that socket (the namespace has no other way out);
+//! 2. inside the namespace, the launcher listens on 127.0.0.1:[`PROXY_PORT`] and hands the
+//!    listening socket to uexec through that Unix socket (`SCM_RIGHTS`), then runs the
+//!    command. A socket keeps the network namespace it was made in: uexec accepts the
+//!    command's connections directly, and each is relayed once, by uexec (a bridge in the
+//!    namespace relaying to a Unix socket halved a fast download's throughput). The first
+//!    handover closes the Unix socket, so nothing else can use it;
 //! 3. the session's policy monitor (the socket itself) serves the proxy: `CONNECT host:port`
 //!    and absolute-URI requests (`GET http://host/...`) to an allowed host are relayed;
 //!    any other gets a 403 and the monitor calls `fail_and_terminate("network access to
@@ -12,6 +16,7 @@
 //!    [`LATE_CONNECTION_GRACE_MS`] (below the engine's late-failure grace), so a denial that
 //!    races the exit is still seen.
 
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -170,7 +175,7 @@ impl Drop for ProxySocket {
 impl PolicyMonitor for ProxySocket {
     fn watch(mut self: Box<Self>, session: MonitorHandle) -> BoxFuture<'static, ()> {
         Box::pin(async move {
-            let Some(listener) = self
+            let Some(socket) = self
                 .listener
                 .take()
                 .and_then(|l| tokio::net::UnixListener::from_std(l).ok())
@@ -178,10 +183,32 @@ impl PolicyMonitor for ProxySocket {
                 session.fail_and_terminate("the network proxy could not start");
                 return;
             };
+            // Connections made before the exit are still judged (never relayed for long: the
+            // namespace is gone) until the grace after it ends.
+            let watching = {
+                let session = session.clone();
+                async move {
+                    session.exited().await;
+                    tokio::time::sleep(Duration::from_millis(LATE_CONNECTION_GRACE_MS)).await;
+                }
+            };
+            tokio::pin!(watching);
+            let listener = tokio::select! {
+                listener = receive_port(&socket) => listener,
+                _ = &mut watching => return,
+            };
+            // The one handover is in: nobody else may use the socket.
+            drop(socket);
+            let _ = std::fs::remove_file(&self.path);
+            let listener = match listener {
+                Ok(listener) => listener,
+                Err(e) => {
+                    session.fail_and_terminate(format!("the network proxy could not start: {e}"));
+                    return;
+                }
+            };
             let allow: Arc<[AllowEntry]> = std::mem::take(&mut self.allow).into();
             let mut verdicts = tokio::task::JoinSet::new();
-            let exited = session.exited();
-            tokio::pin!(exited);
             loop {
                 tokio::select! {
                     accepted = listener.accept() => {
@@ -189,32 +216,43 @@ impl PolicyMonitor for ProxySocket {
                             verdicts.spawn(serve(stream, allow.clone(), session.clone()));
                         }
                     }
-                    _ = &mut exited => break,
+                    _ = &mut watching => break,
                 }
             }
-            // Late connections: judged within the grace, relayed no further.
-            let grace = tokio::time::sleep(Duration::from_millis(LATE_CONNECTION_GRACE_MS));
-            tokio::pin!(grace);
-            loop {
-                tokio::select! {
-                    accepted = listener.accept() => {
-                        if let Ok((stream, _)) = accepted {
-                            verdicts.spawn(serve(stream, allow.clone(), session.clone()));
-                        }
-                    }
-                    _ = &mut grace => break,
-                }
-            }
-            // Relays of allowed connections end with the session (the namespace is gone).
             verdicts.abort_all();
-            drop(self);
         })
     }
 }
 
+/// The listening socket of 127.0.0.1:PROXY_PORT in the command's namespace, as the launcher
+/// hands it over: the first connection to the proxy socket, and the fd it carries.
+async fn receive_port(
+    socket: &tokio::net::UnixListener,
+) -> std::io::Result<tokio::net::TcpListener> {
+    let (stream, _) = socket.accept().await?;
+    let fd = loop {
+        stream.readable().await?;
+        match stream.try_io(tokio::io::Interest::READABLE, || {
+            crate::sys::recv_fd(stream.as_raw_fd())
+        }) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            other => break other?,
+        }
+    };
+    if !crate::sys::is_tcp_listener(fd.as_raw_fd()) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "the launcher handed over something other than a TCP listener",
+        ));
+    }
+    let listener = std::net::TcpListener::from(fd);
+    listener.set_nonblocking(true)?;
+    tokio::net::TcpListener::from_std(listener)
+}
+
 /// One client connection: read the request head, judge the host, relay or refuse.
 async fn serve(
-    mut client: tokio::net::UnixStream,
+    mut client: tokio::net::TcpStream,
     allow: Arc<[AllowEntry]>,
     session: MonitorHandle,
 ) {
