@@ -11,7 +11,9 @@
 //! 3. the session's policy monitor (the socket itself) serves the proxy: `CONNECT host:port`
 //!    and absolute-URI requests (`GET http://host/...`) to an allowed host are relayed;
 //!    any other gets a 403 and the monitor calls `fail_and_terminate("network access to
-//!    HOST denied by the allowlist")`: the End is failed, naming the host;
+//!    HOST denied by the allowlist")`: the End is failed, naming the host. With
+//!    [`OnDenial::Record`] it records the same verdict instead and the command runs on: the
+//!    next snapshot reports it (`denied: true`) and the End is failed with it;
 //! 4. after the exit, the monitor still serves what is queued for
 //!    [`LATE_CONNECTION_GRACE_MS`] (below the engine's late-failure grace), so a denial that
 //!    races the exit is still seen.
@@ -25,6 +27,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::OnDenial;
 use crate::{MonitorHandle, PolicyMonitor};
 
 /// The proxy's port on the namespace's loopback.
@@ -137,11 +140,12 @@ pub struct ProxySocket {
     listener: Option<UnixListener>,
     path: PathBuf,
     allow: Vec<AllowEntry>,
+    on_denial: OnDenial,
 }
 
 impl ProxySocket {
     /// Binds a fresh socket in `dir` (created 0700 when missing).
-    pub fn bind(dir: &Path, allow: Vec<AllowEntry>) -> std::io::Result<Self> {
+    pub fn bind(dir: &Path, allow: Vec<AllowEntry>, on_denial: OnDenial) -> std::io::Result<Self> {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -158,6 +162,7 @@ impl ProxySocket {
             listener: Some(listener),
             path,
             allow,
+            on_denial,
         })
     }
 
@@ -213,7 +218,7 @@ impl PolicyMonitor for ProxySocket {
                 tokio::select! {
                     accepted = listener.accept() => {
                         if let Ok((stream, _)) = accepted {
-                            verdicts.spawn(serve(stream, allow.clone(), session.clone()));
+                            verdicts.spawn(serve(stream, allow.clone(), self.on_denial, session.clone()));
                         }
                     }
                     _ = &mut watching => break,
@@ -254,6 +259,7 @@ async fn receive_port(
 async fn serve(
     mut client: tokio::net::TcpStream,
     allow: Arc<[AllowEntry]>,
+    on_denial: OnDenial,
     session: MonitorHandle,
 ) {
     let mut head = Vec::with_capacity(1024);
@@ -286,8 +292,11 @@ async fn serve(
             target.display()
         );
         let body = format!("uexec: {message}\r\n");
-        // The verdict first: by the time the client hears of it, the session is failed.
-        session.fail_and_terminate(message);
+        // The verdict first: by the time the client hears of it, the session knows.
+        match on_denial {
+            OnDenial::Terminate => session.fail_and_terminate(message),
+            OnDenial::Record => session.record_verdict(message),
+        }
         let _ = client
             .write_all(
                 format!(
