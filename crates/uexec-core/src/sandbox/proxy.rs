@@ -14,9 +14,14 @@
 //!    HOST denied by the allowlist")`: the End is failed, naming the host. With
 //!    [`OnDenial::Record`] it records the same verdict instead and the command runs on: the
 //!    next snapshot reports it (`denied: true`) and the End is failed with it;
-//! 4. after the exit, the monitor still serves what is queued for
-//!    [`LATE_CONNECTION_GRACE_MS`] (below the engine's late-failure grace), so a denial that
-//!    races the exit is still seen.
+//! 4. after the exit, the monitor still accepts what is queued for
+//!    [`LATE_CONNECTION_GRACE_MS`] (below the engine's late-failure grace) and lets every
+//!    judgement finish, so a denial that races the exit is still seen. Nothing in the
+//!    sandbox outlives the command (the pid namespace takes what it left behind before the
+//!    launcher exits), so all the proxy will ever judge is queued by the time uexec sees the
+//!    exit, and each judgement ends at once: the clients are gone. A request head cut short
+//!    by that end is judged on its request line, so a request sent as the sandbox dies is not
+//!    lost either.
 
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixListener;
@@ -26,6 +31,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::Instant;
 
 use super::OnDenial;
 use crate::{MonitorHandle, PolicyMonitor};
@@ -38,7 +44,7 @@ const LATE_CONNECTION_GRACE_MS: u64 = 60;
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// Buffer per direction of a relayed connection (tokio's default of 8 KiB costs a third of
 /// the throughput on a fast download).
-pub const RELAY_BUFFER_BYTES: usize = 256 * 1024;
+const RELAY_BUFFER_BYTES: usize = 256 * 1024;
 /// How long a client may take to send its request head.
 const HEAD_TIMEOUT_MS: u64 = 10_000;
 
@@ -188,19 +194,26 @@ impl PolicyMonitor for ProxySocket {
                 session.fail_and_terminate("the network proxy could not start");
                 return;
             };
-            // Connections made before the exit are still judged (never relayed for long: the
-            // namespace is gone) until the grace after it ends.
-            let watching = {
-                let session = session.clone();
-                async move {
-                    session.exited().await;
-                    tokio::time::sleep(Duration::from_millis(LATE_CONNECTION_GRACE_MS)).await;
+            let grace = Duration::from_millis(LATE_CONNECTION_GRACE_MS);
+            let exited = session.exited();
+            tokio::pin!(exited);
+            // Set once the exit is seen: until when queued connections are still taken.
+            let mut late_until = None;
+            let listener = {
+                let receiving = receive_port(&socket);
+                tokio::pin!(receiving);
+                tokio::select! {
+                    listener = &mut receiving => listener,
+                    // A command that exits at once: its handover may still be queued.
+                    _ = &mut exited => {
+                        let until = Instant::now() + grace;
+                        late_until = Some(until);
+                        match tokio::time::timeout_at(until, &mut receiving).await {
+                            Ok(listener) => listener,
+                            Err(_) => return,
+                        }
+                    }
                 }
-            };
-            tokio::pin!(watching);
-            let listener = tokio::select! {
-                listener = receive_port(&socket) => listener,
-                _ = &mut watching => return,
             };
             // The one handover is in: nobody else may use the socket.
             drop(socket);
@@ -212,19 +225,50 @@ impl PolicyMonitor for ProxySocket {
                     return;
                 }
             };
-            let allow: Arc<[AllowEntry]> = std::mem::take(&mut self.allow).into();
-            let mut verdicts = tokio::task::JoinSet::new();
-            loop {
+            let judge = Judge {
+                allow: std::mem::take(&mut self.allow).into(),
+                on_denial: self.on_denial,
+                session: session.clone(),
+            };
+            let mut judging = tokio::task::JoinSet::new();
+            let mut relaying = tokio::task::JoinSet::new();
+            while late_until.is_none() {
                 tokio::select! {
                     accepted = listener.accept() => {
-                        if let Ok((stream, _)) = accepted {
-                            verdicts.spawn(serve(stream, allow.clone(), self.on_denial, session.clone()));
+                        if let Ok((client, _)) = accepted {
+                            judging.spawn(judge.clone().judge(client));
                         }
                     }
-                    _ = &mut watching => break,
+                    Some(judged) = judging.join_next(), if !judging.is_empty() => {
+                        if let Ok(Some(admitted)) = judged {
+                            relaying.spawn(admitted.relay());
+                        }
+                    }
+                    _ = &mut exited => late_until = Some(Instant::now() + grace),
                 }
             }
-            verdicts.abort_all();
+            // Step 4: what is queued is judged, and relayed no further.
+            let grace = tokio::time::sleep_until(late_until.unwrap_or_else(Instant::now));
+            tokio::pin!(grace);
+            loop {
+                tokio::select! {
+                    biased;
+                    accepted = listener.accept() => {
+                        if let Ok((client, _)) = accepted {
+                            judging.spawn(judge.clone().judge(client));
+                        }
+                    }
+                    _ = &mut grace => break,
+                }
+            }
+            relaying.abort_all();
+            // Their clients are gone, so every judgement ends at once (at the end of input);
+            // past the engine's grace, a verdict would change nothing.
+            let _ = tokio::time::timeout(
+                Duration::from_millis(crate::limits::LATE_FAILURE_GRACE_MS),
+                async { while judging.join_next().await.is_some() {} },
+            )
+            .await;
         })
     }
 }
@@ -255,102 +299,159 @@ async fn receive_port(
     tokio::net::TcpListener::from_std(listener)
 }
 
-/// One client connection: read the request head, judge the host, relay or refuse.
-async fn serve(
-    mut client: tokio::net::TcpStream,
+/// What judges a connection: the allowlist, and what a denial does to the session.
+#[derive(Clone)]
+struct Judge {
     allow: Arc<[AllowEntry]>,
     on_denial: OnDenial,
     session: MonitorHandle,
-) {
-    let mut head = Vec::with_capacity(1024);
-    let read = tokio::time::timeout(Duration::from_millis(HEAD_TIMEOUT_MS), async {
-        let mut buf = [0u8; 4096];
-        loop {
-            if let Some(end) = find_head_end(&head) {
-                return Some(end);
+}
+
+/// A connection the allowlist lets through: its client, target and request head.
+struct Admitted {
+    client: tokio::net::TcpStream,
+    target: Target,
+    head: Vec<u8>,
+    /// Where the request head ends in `head` (what follows is the client's first data).
+    end: usize,
+}
+
+impl Judge {
+    /// Reads the request head and judges its host: a denied one gets its verdict and a 403;
+    /// an allowed one comes back to be relayed. A head cut short by the end of input (the
+    /// client died, as the sandbox's processes do at the exit) is judged too when its request
+    /// line got past the target: it tried to reach that host.
+    async fn judge(self, mut client: tokio::net::TcpStream) -> Option<Admitted> {
+        let mut head = Vec::with_capacity(1024);
+        let read = tokio::time::timeout(Duration::from_millis(HEAD_TIMEOUT_MS), async {
+            let mut buf = [0u8; 4096];
+            loop {
+                if let Some(end) = find_head_end(&head) {
+                    return Some(Head::Complete(end));
+                }
+                if head.len() > MAX_HEAD_BYTES {
+                    return None;
+                }
+                match client.read(&mut buf).await {
+                    Ok(0) => return Some(Head::Cut),
+                    Err(_) => return None,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
             }
-            if head.len() > MAX_HEAD_BYTES {
-                return None;
+        })
+        .await;
+        let Ok(Some(read)) = read else { return None };
+        let target = match read {
+            Head::Complete(end) => Target::parse(&head[..end]),
+            Head::Cut => Target::parse_cut(&head),
+        };
+        let Some(target) = target else {
+            let _ = client
+                .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                .await;
+            return None;
+        };
+        if !self
+            .allow
+            .iter()
+            .any(|a| a.allows(&target.host, target.port))
+        {
+            let message = format!(
+                "network access to {} denied by the allowlist",
+                target.display()
+            );
+            let body = format!("uexec: {message}\r\n");
+            // The verdict first: by the time the client hears of it, the session knows.
+            match self.on_denial {
+                OnDenial::Terminate => self.session.fail_and_terminate(message),
+                OnDenial::Record => self.session.record_verdict(message),
             }
-            match client.read(&mut buf).await {
-                Ok(0) | Err(_) => return None,
-                Ok(n) => head.extend_from_slice(&buf[..n]),
-            }
-        }
-    })
-    .await;
-    let Ok(Some(end)) = read else { return };
-    let Some(target) = Target::parse(&head[..end]) else {
-        let _ = client
-            .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
-            .await;
-        return;
-    };
-    if !allow.iter().any(|a| a.allows(&target.host, target.port)) {
-        let message = format!(
-            "network access to {} denied by the allowlist",
-            target.display()
-        );
-        let body = format!("uexec: {message}\r\n");
-        // The verdict first: by the time the client hears of it, the session knows.
-        match on_denial {
-            OnDenial::Terminate => session.fail_and_terminate(message),
-            OnDenial::Record => session.record_verdict(message),
-        }
-        let _ = client
-            .write_all(
-                format!(
-                    "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                )
-                .as_bytes(),
-            )
-            .await;
-        return;
-    }
-    let host = target
-        .host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_owned();
-    let mut upstream = match tokio::net::TcpStream::connect((host.as_str(), target.port)).await {
-        Ok(s) => s,
-        Err(e) => {
-            let body = format!("uexec: cannot reach {}: {e}\r\n", target.display());
             let _ = client
                 .write_all(
                     format!(
-                        "HTTP/1.1 502 Bad Gateway\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                         body.len()
                     )
                     .as_bytes(),
                 )
                 .await;
-            return;
+            return None;
         }
-    };
-    let rest = if target.tunnel {
-        if client
-            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            .await
-            .is_err()
-        {
-            return;
+        match read {
+            Head::Complete(end) => Some(Admitted {
+                client,
+                target,
+                head,
+                end,
+            }),
+            // An allowed request that never ended: nothing to relay.
+            Head::Cut => None,
         }
-        &head[end..]
-    } else {
-        &head[..] // a plain HTTP request goes on as it came (absolute form)
-    };
-    if upstream.write_all(rest).await.is_err() {
-        return;
     }
-    let _ = tokio::io::copy_bidirectional_with_sizes(
-        &mut client,
-        &mut upstream,
-        RELAY_BUFFER_BYTES,
-        RELAY_BUFFER_BYTES,
-    )
-    .await;
+}
+
+/// How reading a request head ended.
+enum Head {
+    /// The head ends at this offset.
+    Complete(usize),
+    /// The client ended its input first.
+    Cut,
+}
+
+impl Admitted {
+    /// Connects to the target and relays both ways until either side is done.
+    async fn relay(self) {
+        let Self {
+            mut client,
+            target,
+            head,
+            end,
+        } = self;
+        let host = target
+            .host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        let mut upstream = match tokio::net::TcpStream::connect((host.as_str(), target.port)).await
+        {
+            Ok(s) => s,
+            Err(e) => {
+                let body = format!("uexec: cannot reach {}: {e}\r\n", target.display());
+                let _ = client
+                    .write_all(
+                        format!(
+                            "HTTP/1.1 502 Bad Gateway\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        )
+                        .as_bytes(),
+                    )
+                    .await;
+                return;
+            }
+        };
+        let rest = if target.tunnel {
+            if client
+                .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                .await
+                .is_err()
+            {
+                return;
+            }
+            &head[end..]
+        } else {
+            &head[..] // a plain HTTP request goes on as it came (absolute form)
+        };
+        if upstream.write_all(rest).await.is_err() {
+            return;
+        }
+        let _ = tokio::io::copy_bidirectional_with_sizes(
+            &mut client,
+            &mut upstream,
+            RELAY_BUFFER_BYTES,
+            RELAY_BUFFER_BYTES,
+        )
+        .await;
+    }
 }
 
 fn find_head_end(buf: &[u8]) -> Option<usize> {
@@ -390,6 +491,16 @@ impl Target {
             port: port.unwrap_or(80),
             tunnel: false,
         })
+    }
+
+    /// The target of a head cut short: only when its request line got past the target (a
+    /// space after it), so that a name is never judged half-read.
+    fn parse_cut(head: &[u8]) -> Option<Self> {
+        let line = head.split(|&b| b == b'\r' || b == b'\n').next()?;
+        if line.split(|&b| b == b' ').count() < 3 {
+            return None;
+        }
+        Self::parse(line)
     }
 
     fn display(&self) -> String {
@@ -455,5 +566,11 @@ mod tests {
         assert_eq!(t.port, 80);
         assert!(Target::parse(b"GET /relative HTTP/1.1\r\n\r\n").is_none());
         assert!(Target::parse(b"CONNECT example.com HTTP/1.1\r\n\r\n").is_none());
+        // Cut short by the end of input: judged once the target is whole.
+        let t = Target::parse_cut(b"CONNECT example.com:443 HTTP/1.").expect("cut version");
+        assert_eq!((t.host.as_str(), t.port), ("example.com", 443));
+        assert!(Target::parse_cut(b"GET http://h.test/ \r\nHost: h").is_some());
+        assert!(Target::parse_cut(b"CONNECT example.com:44").is_none());
+        assert!(Target::parse_cut(b"GET http://exam").is_none());
     }
 }

@@ -538,3 +538,40 @@ async fn a_recorded_denial_lets_the_command_run_on_and_names_the_host() {
     assert!(out.contains("got-go") && out.contains("allowed"), "{out}");
     assert_eq!(structured(&r)["sandbox"]["denied"], false, "{out}");
 }
+
+/// The late-denial grace, end to end. Nothing in the sandbox outlives the command: when it
+/// exits, the pid namespace takes every process it left behind, before uexec sees the exit.
+/// So the latest a denied request can reach the proxy is as a leftover dies: here a job holds
+/// a connection whose request line (no line end yet) only ends when the namespace kills it
+/// and its socket closes, after the command's exit. The session must still fail, naming the
+/// host.
+#[tokio::test]
+async fn a_request_cut_short_by_the_exit_still_fails_the_session() {
+    let dir = scratch("late");
+    let allowed = http_server("allowed");
+    let denied = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    denied.set_nonblocking(true).unwrap();
+    let denied_port = denied.local_addr().unwrap().port();
+    let allow_flag = format!("127.0.0.1:{allowed}");
+    let (client, _) = server(&dir, &["--extended", "--network-allow", &allow_flag], &[]).await;
+    let job = marker();
+    let cmd = format!(
+        "mkfifo \"$TMPDIR/ready\"; \
+         ( exec 3<>/dev/tcp/127.0.0.1/3128; printf 'CONNECT 127.0.0.1:{denied_port} HTTP/1.1' >&3; \
+           echo sent; exec sleep {job} ) > \"$TMPDIR/ready\" & \
+         read line < \"$TMPDIR/ready\"; echo \"exiting after: $line\""
+    );
+    let e = exec_error(
+        &client,
+        json!({"cmd": cmd, "shell": "/bin/bash", "yield_time_ms": 10000}),
+    )
+    .await;
+    assert!(
+        e.contains(&format!(
+            "network access to 127.0.0.1:{denied_port} denied by the allowlist"
+        )),
+        "{e}"
+    );
+    assert!(denied.accept().is_err(), "the denied host was reached");
+    wait_all_gone(&[job], "the job the command left behind").await;
+}
