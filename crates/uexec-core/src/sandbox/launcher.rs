@@ -132,8 +132,12 @@ fn apply(launch: &Launch) -> Result<i32, (Layer, String)> {
     let fault = faults();
     let namespaced = has(Layer::Namespaces);
     if namespaced {
-        namespaces::enter(&launch.protect, fault.contains(&Layer::Namespaces))
-            .map_err(|e| (Layer::Namespaces, e.to_string()))?;
+        namespaces::enter(
+            &launch.protect,
+            namespaces::Mounts::AsNeeded,
+            fault.contains(&Layer::Namespaces),
+        )
+        .map_err(|e| (Layer::Namespaces, e.to_string()))?;
     }
     if has(Layer::NetworkNamespace) {
         if !namespaced {
@@ -195,15 +199,24 @@ fn apply(launch: &Launch) -> Result<i32, (Layer, String)> {
     }
 }
 
-/// Pid 1: runs the command, reaps orphans, and ends with the command's status.
+/// Pid 1: runs the command, reaps orphans, and ends with the command's status. The command
+/// is started as `posix_spawn` starts one (std's spawn: the child shares memory until its
+/// exec), not with a fork that copies page tables for an exec to throw away.
 fn init(launch: &Launch) -> i32 {
-    let command = match sys::fork_process() {
+    let mut command = std::process::Command::new(&launch.argv[0]);
+    command.args(&launch.argv[1..]);
+    if let Some(arg0) = &launch.arg0 {
+        command.arg0(arg0);
+    }
+    let command = match command.spawn() {
+        Ok(child) => child.id(),
         Err(e) => {
-            eprintln!("uexec: sandbox: cannot start the command: {e}");
-            return LAUNCHER_FAILED_EXIT_CODE;
+            eprintln!(
+                "uexec: sandbox: cannot execute {}: {e}",
+                launch.argv[0].to_string_lossy()
+            );
+            return EXEC_FAILED_EXIT_CODE;
         }
-        Ok(None) => sys::exit_now(exec(launch)),
-        Ok(Some(pid)) => pid,
     };
     loop {
         match sys::wait_child(None) {
@@ -243,12 +256,22 @@ pub fn probe() -> Vec<(Layer, Result<(), String>)> {
     vec![
         (
             Layer::Namespaces,
-            in_child(|| namespaces::enter(&[], fault.contains(&Layer::Namespaces))),
+            in_child(|| {
+                namespaces::enter(
+                    &[],
+                    namespaces::Mounts::Always,
+                    fault.contains(&Layer::Namespaces),
+                )
+            }),
         ),
         (
             Layer::NetworkNamespace,
             in_child(|| {
-                namespaces::enter(&[], fault.contains(&Layer::Namespaces))?;
+                namespaces::enter(
+                    &[],
+                    namespaces::Mounts::Always,
+                    fault.contains(&Layer::Namespaces),
+                )?;
                 namespaces::isolate_network(fault.contains(&Layer::NetworkNamespace))
             }),
         ),
