@@ -4,12 +4,13 @@
 //! Processes, when the namespaces layer applies:
 //! 1. the *launcher* (the process uexec started: the session's process-group leader, and
 //!    its PTY's session leader) enters the namespaces, restricts itself (Landlock, seccomp:
-//!    inherited by everything below), then forks;
+//!    inherited by everything below); with an allowlist, it binds the proxy's port in the
+//!    network namespace and hands the listener to uexec; then it forks;
 //! 2. the *init*, pid 1 of the new pid namespace, dies with the launcher
-//!    (`PR_SET_PDEATHSIG`), forks the command and reaps every orphan; when the command
+//!    (`PR_SET_PDEATHSIG`), spawns the command and reaps every orphan; when the command
 //!    exits, it exits with the command's status and the kernel kills whatever is left in
 //!    the namespace (`setsid` and double-forked processes too);
-//! 3. the *command* (pid 2) execs the argv.
+//! 3. the *command* (pid 2) is the argv.
 //!
 //! Signals: uexec signals the whole process group, which holds the command too, so the
 //! launcher and the init only survive SIGINT, SIGTERM, SIGQUIT and SIGHUP (a handler that
