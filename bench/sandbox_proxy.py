@@ -1,7 +1,10 @@
 """Throughput of the network allowlist's proxy: a 256 MiB download from a host-side loopback
 HTTP server, by curl run through `uexec mcp`, directly (network on) and through the proxy
 (network: {"allow": [...]}), alternated in one run. Prints MiB/s per run, the medians, and
-their ratio.
+their ratio; then the CPU time per GiB of uexec and the command (the relay runs in uexec, curl
+in its reaped children), a figure that machine load disturbs less than the throughput (on a
+busy machine a download waits for a core; its CPU cost stays the same). Resolution: one clock
+tick (10 ms) per run.
 
 usage: python3 bench/sandbox_proxy.py --uexec target/release/uexec [--mib 256] [--runs 3]
 Talks raw MCP (JSON-RPC lines over stdio): no client library needed.
@@ -36,6 +39,13 @@ def serve(mib: int) -> int:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server.server_address[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime + cutime + cstime of `pid` (children count once reaped)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 class Mcp:
@@ -85,19 +95,26 @@ def main() -> None:
         "proxy": {"allow": [f"127.0.0.1:{port}"]},
     }
     speeds: dict[str, list[float]] = {name: [] for name in variants}
+    cpu: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(args.runs):
         for name, network in variants.items():
+            before = cpu_seconds(mcp.proc.pid)
             r = mcp.request("tools/call", {"name": "exec_command", "arguments": {
                 "cmd": cmd, "login": False, "yield_time_ms": 30000, "network": network}})
             output = r["result"]["structuredContent"]["output"].strip()
             mib_s = float(output) / (1 << 20)
             speeds[name].append(mib_s)
-            print(f"{name:<7} {mib_s:8.1f} MiB/s")
+            cpu[name].append((cpu_seconds(mcp.proc.pid) - before) * 1024 / args.mib)
+            print(f"{name:<7} {mib_s:8.1f} MiB/s  {cpu[name][-1] * 1000:6.0f} ms CPU/GiB")
     mcp.close()
     direct = statistics.median(speeds["direct"])
     proxy = statistics.median(speeds["proxy"])
     print(f"{args.mib} MiB, median of {args.runs}: direct {direct:.1f} MiB/s, "
           f"proxy {proxy:.1f} MiB/s, proxy/direct {proxy / direct:.2f}")
+    cpu_direct = statistics.median(cpu["direct"])
+    cpu_proxy = statistics.median(cpu["proxy"])
+    print(f"CPU per GiB (uexec + command), median: direct {cpu_direct * 1000:.0f} ms, "
+          f"proxy {cpu_proxy * 1000:.0f} ms, proxy/direct {cpu_proxy / cpu_direct:.2f}")
 
 
 if __name__ == "__main__":

@@ -61,6 +61,11 @@ pub struct Lifecycle {
     pub first_call_active: bool,
     /// The hard timeout (`timeout_ms`) fired: the group got SIGTERM, then SIGKILL.
     pub timed_out_ms: Option<u64>,
+    /// Verdicts a monitor recorded without terminating ([`MonitorHandle::record_verdict`]),
+    /// in order.
+    pub verdicts: Vec<String>,
+    /// How many of `verdicts` a snapshot has already reported.
+    pub verdicts_reported: usize,
 }
 
 impl Lifecycle {
@@ -77,6 +82,9 @@ pub struct Outcome {
     pub failure: Option<String>,
     /// Killed by the hard timeout (the exit code is then [`TIMEOUT_EXIT_CODE`]).
     pub timed_out_ms: Option<u64>,
+    /// Verdicts recorded without terminating: the process ran on to its own exit, and the
+    /// End is failed all the same.
+    pub verdicts: Vec<String>,
 }
 
 /// Fixed facts about a session.
@@ -224,7 +232,8 @@ fn add_tap(out: &mut OutputBuffers, seed_bytes: usize) -> OutputWatch {
     }
 }
 
-/// A policy monitor watches a session and may fail it (SPEC §7).
+/// A policy monitor watches a session and may fail it, or record a verdict and let it run
+/// (SPEC §7).
 pub trait PolicyMonitor: Send + 'static {
     /// Runs until the monitor has nothing more to say. The session's End waits for it, at
     /// most `LATE_FAILURE_GRACE_MS` after the exit.
@@ -243,6 +252,15 @@ impl MonitorHandle {
     pub fn fail_and_terminate(&self, message: impl Into<String>) {
         if let Some(s) = self.session.upgrade() {
             s.fail_and_terminate(message.into());
+        }
+    }
+
+    /// Records `message` as a verdict and lets the process run on: the next snapshot of the
+    /// session reports it (once), and the End is failed with it, keeping the exit code.
+    pub fn record_verdict(&self, message: impl Into<String>) {
+        if let Some(s) = self.session.upgrade() {
+            let message = message.into();
+            s.state.send_modify(|s| s.verdicts.push(message));
         }
     }
 
@@ -509,6 +527,17 @@ impl Session {
             }
         });
         self.terminate();
+    }
+
+    /// The verdicts recorded since the last call to this (each is returned once).
+    pub fn take_new_verdicts(&self) -> Vec<String> {
+        let mut new = Vec::new();
+        self.state.send_if_modified(|s| {
+            new = s.verdicts[s.verdicts_reported..].to_vec();
+            s.verdicts_reported = s.verdicts.len();
+            false
+        });
+        new
     }
 
     /// Whether the `exec_command` that stored the session is still in its window.
@@ -876,6 +905,7 @@ impl Session {
                 },
                 failure: s.failure.clone(),
                 timed_out_ms: s.timed_out_ms,
+                verdicts: s.verdicts.clone(),
             });
             true
         });
@@ -937,13 +967,24 @@ impl Session {
         }
         *ended = true;
         let mut aggregated_output = self.aggregated_text(false);
-        let (status, exit_code) = match &outcome.failure {
+        let mut append = |message: &str| {
+            if !aggregated_output.is_empty() && !aggregated_output.ends_with('\n') {
+                aggregated_output.push('\n');
+            }
+            aggregated_output.push_str(message);
+        };
+        let mut failure = outcome.failure;
+        let (status, exit_code) = match &failure {
             Some(message) => {
-                if !aggregated_output.is_empty() && !aggregated_output.ends_with('\n') {
-                    aggregated_output.push('\n');
-                }
-                aggregated_output.push_str(message);
+                append(message);
                 (EndStatus::Failed, Some(-1))
+            }
+            // Recorded verdicts: the process ran to its own end, but never as a success.
+            None if !outcome.verdicts.is_empty() => {
+                let message = outcome.verdicts.join("\n");
+                append(&message);
+                failure = Some(message);
+                (EndStatus::Failed, outcome.exit_code)
             }
             None if outcome.exit_code == Some(0) => (EndStatus::Completed, outcome.exit_code),
             None => (EndStatus::Failed, outcome.exit_code),
@@ -956,7 +997,7 @@ impl Session {
                 status,
                 aggregated_output,
                 duration: self.started_at.elapsed(),
-                failure: outcome.failure,
+                failure,
                 transcript: self.transcript().map(|t| t.dir),
             },
         );

@@ -979,7 +979,7 @@ impl SessionStore {
                 .info
                 .sandbox
                 .as_ref()
-                .map(|s| s.judge(&snapshot.output));
+                .map(|s| s.judge(&snapshot.output, session.take_new_verdicts()));
             snapshot
         };
         if !session.lifecycle().exited() {

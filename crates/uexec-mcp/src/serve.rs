@@ -93,7 +93,7 @@ pub struct McpArgs {
     /// environment, as without --daemon.
     #[arg(long, env = "UEXEC_DAEMON", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false",
           conflicts_with_all = ["http", "tokens", "token_files", "allow_hosts", "environments", "environments_file", "remote_token", "remote_token_file", "environment_token_files", "remote_ca",
-                              "sandbox", "network", "network_allow", "writable_roots", "sandbox_fallback"])]
+                              "sandbox", "network", "network_allow", "writable_roots", "sandbox_fallback", "network_denial"])]
     pub daemon: bool,
     /// With --daemon: whose sessions these are. One owner sees (lists, polls, kills) only its
     /// own sessions; a restarted agent with the same owner finds them again (default:
@@ -176,6 +176,12 @@ pub struct McpArgs {
     /// default) or run it "best-effort" with the layers that work (results say which).
     #[arg(long, value_name = "refuse|best-effort", value_parser = parse_fallback)]
     pub sandbox_fallback: Option<uexec_core::sandbox::Fallback>,
+    /// What a request to a host off the allowlist (--network-allow, or a call's
+    /// {"allow": [...]}) does besides being refused: "terminate" the command (the default;
+    /// the result is an error naming the host) or "record" it and let the command run on
+    /// (its next result says denied: true and names the host; the End is failed).
+    #[arg(long, value_name = "terminate|record", value_parser = parse_on_denial)]
+    pub network_denial: Option<uexec_core::sandbox::OnDenial>,
 }
 
 fn parse_profile(s: &str) -> Result<uexec_core::sandbox::Profile, String> {
@@ -191,6 +197,10 @@ fn parse_allow_entry(s: &str) -> Result<uexec_core::sandbox::AllowEntry, String>
 }
 
 fn parse_fallback(s: &str) -> Result<uexec_core::sandbox::Fallback, String> {
+    s.parse()
+}
+
+fn parse_on_denial(s: &str) -> Result<uexec_core::sandbox::OnDenial, String> {
     s.parse()
 }
 
@@ -248,6 +258,7 @@ impl McpArgs {
             },
             writable_roots: self.writable_roots.clone(),
             fallback: self.sandbox_fallback.unwrap_or_default(),
+            on_denial: self.network_denial.unwrap_or_default(),
         };
         config
     }

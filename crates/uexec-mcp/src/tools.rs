@@ -109,8 +109,12 @@ fn hygiene_properties(props: &mut Value, config: &StoreConfig) {
 fn sandbox_properties(props: &mut Value, config: &StoreConfig) {
     let profile = config.sandbox.profile.as_str();
     let network = config.sandbox.network.as_str();
+    let denial = match config.sandbox.on_denial {
+        uexec_core::sandbox::OnDenial::Terminate => "another host fails the command and names the host",
+        uexec_core::sandbox::OnDenial::Record => "another host is refused and the result names it (sandbox.denied: true) while the command runs on",
+    };
     props["sandbox"] = json!({"type": "string", "enum": uexec_core::sandbox::Profile::NAMES, "default": profile, "description": format!("What the command may write: \"read-only\" (nothing but a private $TMPDIR), \"workspace-write\" (also the workdir and the server's writable roots, never .git), \"danger-full-access\" (no restriction). Default: {profile} (this server's setting). A result whose output shows a denial says so; ask the user before widening it.")});
-    props["network"] = json!({"oneOf": [{"type": "string", "enum": ["off", "on"]}, {"type": "object", "properties": {"allow": {"type": "array", "items": {"type": "string"}}}, "required": ["allow"], "additionalProperties": false}], "description": format!("\"off\": the command gets only a loopback of its own (IPv4/IPv6 sockets fail). {{\"allow\": [\"host\", \"*.domain\", \"host:port\"]}}: only those hosts, through a proxy uexec runs (HTTP_PROXY etc. are set); another host fails the command and names the host. Default: {network} (this server's setting).")});
+    props["network"] = json!({"oneOf": [{"type": "string", "enum": ["off", "on"]}, {"type": "object", "properties": {"allow": {"type": "array", "items": {"type": "string"}}}, "required": ["allow"], "additionalProperties": false}], "description": format!("\"off\": the command gets only a loopback of its own (IPv4/IPv6 sockets fail). {{\"allow\": [\"host\", \"*.domain\", \"host:port\"]}}: only those hosts, through a proxy uexec runs (HTTP_PROXY etc. are set); {denial}. Default: {network} (this server's setting).")});
 }
 
 /// What a server's tools offer beyond the SPEC.

@@ -4,12 +4,13 @@
 //! Processes, when the namespaces layer applies:
 //! 1. the *launcher* (the process uexec started: the session's process-group leader, and
 //!    its PTY's session leader) enters the namespaces, restricts itself (Landlock, seccomp:
-//!    inherited by everything below), then forks;
+//!    inherited by everything below); with an allowlist, it binds the proxy's port in the
+//!    network namespace and hands the listener to uexec; then it forks;
 //! 2. the *init*, pid 1 of the new pid namespace, dies with the launcher
-//!    (`PR_SET_PDEATHSIG`), forks the command and reaps every orphan; when the command
+//!    (`PR_SET_PDEATHSIG`), spawns the command and reaps every orphan; when the command
 //!    exits, it exits with the command's status and the kernel kills whatever is left in
 //!    the namespace (`setsid` and double-forked processes too);
-//! 3. the *command* (pid 2) execs the argv.
+//! 3. the *command* (pid 2) is the argv.
 //!
 //! Signals: uexec signals the whole process group, which holds the command too, so the
 //! launcher and the init only survive SIGINT, SIGTERM, SIGQUIT and SIGHUP (a handler that
@@ -37,7 +38,7 @@ struct Launch {
     writable: Vec<PathBuf>,
     protect: Vec<PathBuf>,
     network_off: bool,
-    /// The allowlist proxy's Unix socket, bridged to 127.0.0.1:PROXY_PORT inside.
+    /// The allowlist proxy's Unix socket, where 127.0.0.1:PROXY_PORT of the namespace goes.
     proxy: Option<PathBuf>,
     arg0: Option<OsString>,
     argv: Vec<OsString>,
@@ -132,8 +133,12 @@ fn apply(launch: &Launch) -> Result<i32, (Layer, String)> {
     let fault = faults();
     let namespaced = has(Layer::Namespaces);
     if namespaced {
-        namespaces::enter(&launch.protect, fault.contains(&Layer::Namespaces))
-            .map_err(|e| (Layer::Namespaces, e.to_string()))?;
+        namespaces::enter(
+            &launch.protect,
+            namespaces::Mounts::AsNeeded,
+            fault.contains(&Layer::Namespaces),
+        )
+        .map_err(|e| (Layer::Namespaces, e.to_string()))?;
     }
     if has(Layer::NetworkNamespace) {
         if !namespaced {
@@ -146,17 +151,13 @@ fn apply(launch: &Launch) -> Result<i32, (Layer, String)> {
             .map_err(|e| (Layer::NetworkNamespace, e.to_string()))?;
     }
     // Bound before the command starts, so its first connection finds the proxy.
-    let bridge = match &launch.proxy {
+    match &launch.proxy {
         Some(socket) if has(Layer::NetworkNamespace) => {
-            let listener = std::net::TcpListener::bind((
-                std::net::Ipv4Addr::LOCALHOST,
-                super::proxy::PROXY_PORT,
-            ))
-            .map_err(|e| (Layer::NetworkNamespace, format!("the proxy's port: {e}")))?;
-            Some((listener, socket.clone()))
+            hand_over_proxy_port(socket).map_err(|e| (Layer::NetworkNamespace, e))?
         }
-        _ => None,
-    };
+        // Best effort without the network namespace: nothing to confine (the report says so).
+        _ => {}
+    }
     if has(Layer::Landlock) {
         injected(Layer::Landlock).map_err(|e| (Layer::Landlock, e.to_string()))?;
         super::landlock::restrict(&launch.writable).map_err(|e| (Layer::Landlock, e))?;
@@ -183,7 +184,7 @@ fn apply(launch: &Launch) -> Result<i32, (Layer, String)> {
                 sys::exit_now(LAUNCHER_FAILED_EXIT_CODE);
             }
             drop(alive_read);
-            sys::exit_now(init(launch, bridge))
+            sys::exit_now(init(launch))
         }
         Ok(Some(init)) => {
             drop(alive_read);
@@ -199,29 +200,24 @@ fn apply(launch: &Launch) -> Result<i32, (Layer, String)> {
     }
 }
 
-/// Pid 1: runs the command (and the proxy's bridge), reaps orphans, and ends with the
-/// command's status.
-fn init(launch: &Launch, bridge: Option<(std::net::TcpListener, PathBuf)>) -> i32 {
-    if let Some((listener, socket)) = bridge {
-        match sys::fork_process() {
-            Err(e) => {
-                eprintln!("uexec: sandbox: cannot start the proxy bridge: {e}");
-                return LAUNCHER_FAILED_EXIT_CODE;
-            }
-            Ok(None) => {
-                run_bridge(&listener, &socket);
-                sys::exit_now(0)
-            }
-            Ok(Some(_)) => drop(listener),
-        }
+/// Pid 1: runs the command, reaps orphans, and ends with the command's status. The command
+/// is started as `posix_spawn` starts one (std's spawn: the child shares memory until its
+/// exec), not with a fork that copies page tables for an exec to throw away.
+fn init(launch: &Launch) -> i32 {
+    let mut command = std::process::Command::new(&launch.argv[0]);
+    command.args(&launch.argv[1..]);
+    if let Some(arg0) = &launch.arg0 {
+        command.arg0(arg0);
     }
-    let command = match sys::fork_process() {
+    let command = match command.spawn() {
+        Ok(child) => child.id(),
         Err(e) => {
-            eprintln!("uexec: sandbox: cannot start the command: {e}");
-            return LAUNCHER_FAILED_EXIT_CODE;
+            eprintln!(
+                "uexec: sandbox: cannot execute {}: {e}",
+                launch.argv[0].to_string_lossy()
+            );
+            return EXEC_FAILED_EXIT_CODE;
         }
-        Ok(None) => sys::exit_now(exec(launch)),
-        Ok(Some(pid)) => pid,
     };
     loop {
         match sys::wait_child(None) {
@@ -261,12 +257,22 @@ pub fn probe() -> Vec<(Layer, Result<(), String>)> {
     vec![
         (
             Layer::Namespaces,
-            in_child(|| namespaces::enter(&[], fault.contains(&Layer::Namespaces))),
+            in_child(|| {
+                namespaces::enter(
+                    &[],
+                    namespaces::Mounts::Always,
+                    fault.contains(&Layer::Namespaces),
+                )
+            }),
         ),
         (
             Layer::NetworkNamespace,
             in_child(|| {
-                namespaces::enter(&[], fault.contains(&Layer::Namespaces))?;
+                namespaces::enter(
+                    &[],
+                    namespaces::Mounts::Always,
+                    fault.contains(&Layer::Namespaces),
+                )?;
                 namespaces::isolate_network(fault.contains(&Layer::NetworkNamespace))
             }),
         ),
@@ -303,48 +309,15 @@ pub(super) fn in_child(f: impl FnOnce() -> std::io::Result<()>) -> Result<(), St
     }
 }
 
-/// Relays every connection to 127.0.0.1:PROXY_PORT to uexec's proxy socket (two threads per
-/// connection; the process dies with the namespace).
-fn run_bridge(listener: &std::net::TcpListener, socket: &std::path::Path) {
-    for client in listener.incoming() {
-        let Ok(client) = client else { continue };
-        let socket = socket.to_path_buf();
-        let _ = std::thread::Builder::new().spawn(move || {
-            let Ok(upstream) = std::os::unix::net::UnixStream::connect(&socket) else {
-                return;
-            };
-            let (Ok(mut client_in), Ok(mut upstream_in)) =
-                (client.try_clone(), upstream.try_clone())
-            else {
-                return;
-            };
-            let (mut client_out, mut upstream_out) = (client, upstream);
-            let up = std::thread::Builder::new().spawn(move || {
-                relay(&mut client_in, &mut upstream_out);
-                let _ = upstream_out.shutdown(std::net::Shutdown::Write);
-            });
-            relay(&mut upstream_in, &mut client_out);
-            let _ = client_out.shutdown(std::net::Shutdown::Write);
-            if let Ok(up) = up {
-                let _ = up.join();
-            }
-        });
-    }
-}
-
-/// Copies until EOF or an error, with a large buffer (std's 8 KiB copy is slow here).
-fn relay(from: &mut impl std::io::Read, to: &mut impl std::io::Write) {
-    let mut buf = vec![0u8; super::proxy::RELAY_BUFFER_BYTES];
-    loop {
-        match from.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => {
-                if to.write_all(&buf[..n]).is_err() {
-                    return;
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return,
-        }
-    }
+/// Listens on 127.0.0.1:PROXY_PORT of the namespace and hands the listening socket to
+/// uexec over its proxy socket (`SCM_RIGHTS`): a socket keeps its network namespace, so uexec
+/// accepts the command's connections itself and relays each once, with no bridge in here.
+fn hand_over_proxy_port(socket: &std::path::Path) -> Result<(), String> {
+    let listener =
+        std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, super::proxy::PROXY_PORT))
+            .map_err(|e| format!("the proxy's port: {e}"))?;
+    let uexec = std::os::unix::net::UnixStream::connect(socket)
+        .map_err(|e| format!("the proxy socket {}: {e}", socket.display()))?;
+    sys::send_fd(uexec.as_raw_fd(), listener.as_raw_fd())
+        .map_err(|e| format!("handing the proxy's port to uexec: {e}"))
 }

@@ -10,7 +10,7 @@
 //!    drops the missing ones ([`Fallback`]), makes a private tmp for the session and rewrites
 //!    the spawn to go through the launcher, with the marker variables set;
 //! 2. the launcher ([`launcher`]) enters a user, pid and mount namespace (and a network
-//!    namespace when the network is off or an allowlist, whose proxy it bridges in:
+//!    namespace when the network is off or an allowlist, whose proxy port it hands to uexec:
 //!    [`proxy`]), makes `.git` and uexec's own directories
 //!    read-only, restricts the filesystem with Landlock and some syscalls with seccomp, then
 //!    forks the pid namespace's init, which runs the command: when the command exits, or
@@ -155,6 +155,30 @@ impl FromStr for Fallback {
     }
 }
 
+/// What a request to a host off the allowlist does besides being refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnDenial {
+    /// Fail the session and terminate the command (the default).
+    #[default]
+    Terminate,
+    /// Record the denial and let the command run on: its snapshots report it (`denied:
+    /// true`, the host named), and its End is failed with it.
+    Record,
+}
+
+impl FromStr for OnDenial {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "terminate" => Ok(Self::Terminate),
+            "record" => Ok(Self::Record),
+            _ => Err(format!(
+                "unknown network denial action {s:?} (expected \"terminate\" or \"record\")"
+            )),
+        }
+    }
+}
+
 /// One mechanism of the sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Layer {
@@ -204,6 +228,8 @@ pub struct SandboxConfig {
     /// Writable under `workspace-write`, besides the workdir (must exist).
     pub writable_roots: Vec<PathBuf>,
     pub fallback: Fallback,
+    /// What a host off an allowlist does to the session.
+    pub on_denial: OnDenial,
 }
 
 /// Whether the output shows that the sandbox said no.
@@ -213,6 +239,7 @@ pub enum Denied {
     /// An EACCES/EPERM/EROFS-like message on a path outside the writable roots (or a
     /// network error with the network off): kept as evidence.
     Likely,
+    /// The sandbox's own verdict (the allowlist proxy refused a host).
     Yes,
 }
 
@@ -236,7 +263,7 @@ pub struct SandboxReport {
     /// Layers the policy needed that this machine lacks (best effort ran without them).
     pub missing: Vec<Layer>,
     pub denied: Denied,
-    /// The output lines that show a denial.
+    /// What shows a denial: the proxy's verdicts (certain), then output lines (likely).
     pub evidence: Vec<String>,
 }
 
@@ -268,15 +295,19 @@ pub struct SandboxSession {
 }
 
 impl SandboxSession {
-    /// The report for a snapshot whose body is `output`.
-    pub fn judge(&self, output: &str) -> SandboxReport {
-        let evidence = evidence::find(output, &self.writable, &self.report.network);
+    /// The report for a snapshot whose body is `output`, given the verdicts the session's
+    /// monitor recorded since the last snapshot (certain denials: they come first).
+    pub fn judge(&self, output: &str, verdicts: Vec<String>) -> SandboxReport {
+        let likely = evidence::find(output, &self.writable, &self.report.network);
+        let denied = match (verdicts.is_empty(), likely.is_empty()) {
+            (false, _) => Denied::Yes,
+            (true, false) => Denied::Likely,
+            (true, true) => Denied::No,
+        };
+        let mut evidence = verdicts;
+        evidence.extend(likely);
         SandboxReport {
-            denied: if evidence.is_empty() {
-                Denied::No
-            } else {
-                Denied::Likely
-            },
+            denied,
             evidence,
             ..self.report.clone()
         }
@@ -559,7 +590,7 @@ pub fn prepare(
         Network::On => {}
         Network::Off => argv.push("--network-off".to_owned()),
         Network::Allow(allow) => {
-            let socket = proxy::ProxySocket::bind(&runtime_base(), allow.clone())
+            let socket = proxy::ProxySocket::bind(&runtime_base(), allow.clone(), config.on_denial)
                 .map_err(|e| ExecError::Spawn(format!("cannot start the network proxy: {e}")))?;
             argv.push("--proxy".to_owned());
             argv.push(utf8(socket.path())?);
@@ -610,6 +641,9 @@ mod tests {
         assert_eq!("off".parse(), Ok(Network::Off));
         assert!("maybe".parse::<Network>().is_err());
         assert_eq!("best-effort".parse(), Ok(Fallback::BestEffort));
+        assert_eq!("record".parse(), Ok(OnDenial::Record));
+        let e = "ignore".parse::<OnDenial>().expect_err("unknown");
+        assert!(e.contains("\"terminate\" or \"record\""), "{e}");
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The namespace layers: a user namespace (no root needed) that owns a pid and a mount
 //! namespace, and a network namespace when the network is off.
-//! 1. `unshare` the user, pid and mount namespaces; map our uid and gid to themselves
-//!    (`setgroups` denied first, as the kernel requires);
+//! 1. `unshare` the user and pid namespaces, and a mount namespace when there is something
+//!    to protect (a copy of the mount table costs its making and its teardown, and a
+//!    `read-only` sandbox mounts nothing); map our uid and gid to themselves (`setgroups`
+//!    denied first, as the kernel requires);
 //! 2. make every mount private, then bind-mount the protected paths read-only over
 //!    themselves (`.git`, uexec's own directories): writes there fail with EROFS;
 //! 3. network off: `unshare` a network namespace and bring its `lo` up, nothing else;
@@ -14,16 +16,33 @@ use std::path::PathBuf;
 
 use crate::sys;
 
+/// Which namespaces [`enter`] makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mounts {
+    /// A mount namespace only when there are paths to protect.
+    AsNeeded,
+    /// Always (the probe: the layer must work for every policy).
+    Always,
+}
+
 /// Enters the namespaces (steps 1-2), failing with EPERM if `fail` says so.
-pub fn enter(protect: &[PathBuf], fail: bool) -> io::Result<()> {
+pub fn enter(protect: &[PathBuf], mounts: Mounts, fail: bool) -> io::Result<()> {
     if fail {
         return Err(io::Error::from_raw_os_error(libc::EPERM));
     }
     let (uid, gid) = sys::real_ids();
-    sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS)?;
+    let mount_namespace = mounts == Mounts::Always || !protect.is_empty();
+    let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWPID;
+    if mount_namespace {
+        flags |= libc::CLONE_NEWNS;
+    }
+    sys::unshare(flags)?;
     std::fs::write("/proc/self/setgroups", "deny")?;
     std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
     std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
+    if !mount_namespace {
+        return Ok(());
+    }
     sys::make_mounts_private()?;
     for path in protect {
         let c = CString::new(path.as_os_str().as_bytes())

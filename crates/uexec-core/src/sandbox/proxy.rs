@@ -2,16 +2,28 @@
 //! session's network namespace, and the source of the engine's network-policy verdicts.
 //! 1. at plan time, uexec binds a Unix socket for the session ([`ProxySocket`]) and sets
 //!    `HTTP(S)_PROXY`, `ALL_PROXY` and friends to `http://127.0.0.1:PROXY_PORT`;
-//! 2. inside the namespace, the launcher listens on 127.0.0.1:[`PROXY_PORT`] and bridges
-//!    every connection to that socket (the namespace has no other way out);
+//! 2. inside the namespace, the launcher listens on 127.0.0.1:[`PROXY_PORT`] and hands the
+//!    listening socket to uexec through that Unix socket (`SCM_RIGHTS`), then runs the
+//!    command. A socket keeps the network namespace it was made in: uexec accepts the
+//!    command's connections directly, and each is relayed once, by uexec (a bridge in the
+//!    namespace relaying to a Unix socket halved a fast download's throughput). The first
+//!    handover closes the Unix socket, so nothing else can use it;
 //! 3. the session's policy monitor (the socket itself) serves the proxy: `CONNECT host:port`
 //!    and absolute-URI requests (`GET http://host/...`) to an allowed host are relayed;
 //!    any other gets a 403 and the monitor calls `fail_and_terminate("network access to
-//!    HOST denied by the allowlist")`: the End is failed, naming the host;
-//! 4. after the exit, the monitor still serves what is queued for
-//!    [`LATE_CONNECTION_GRACE_MS`] (below the engine's late-failure grace), so a denial that
-//!    races the exit is still seen.
+//!    HOST denied by the allowlist")`: the End is failed, naming the host. With
+//!    [`OnDenial::Record`] it records the same verdict instead and the command runs on: the
+//!    next snapshot reports it (`denied: true`) and the End is failed with it;
+//! 4. after the exit, the monitor still accepts what is queued for
+//!    [`LATE_CONNECTION_GRACE_MS`] (below the engine's late-failure grace) and lets every
+//!    judgement finish, so a denial that races the exit is still seen. Nothing in the
+//!    sandbox outlives the command (the pid namespace takes what it left behind before the
+//!    launcher exits), so all the proxy will ever judge is queued by the time uexec sees the
+//!    exit, and each judgement ends at once: the clients are gone. A request head cut short
+//!    by that end is judged on its request line, so a request sent as the sandbox dies is not
+//!    lost either.
 
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,7 +31,9 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::Instant;
 
+use super::OnDenial;
 use crate::{MonitorHandle, PolicyMonitor};
 
 /// The proxy's port on the namespace's loopback.
@@ -30,7 +44,7 @@ const LATE_CONNECTION_GRACE_MS: u64 = 60;
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// Buffer per direction of a relayed connection (tokio's default of 8 KiB costs a third of
 /// the throughput on a fast download).
-pub const RELAY_BUFFER_BYTES: usize = 256 * 1024;
+const RELAY_BUFFER_BYTES: usize = 256 * 1024;
 /// How long a client may take to send its request head.
 const HEAD_TIMEOUT_MS: u64 = 10_000;
 
@@ -132,11 +146,12 @@ pub struct ProxySocket {
     listener: Option<UnixListener>,
     path: PathBuf,
     allow: Vec<AllowEntry>,
+    on_denial: OnDenial,
 }
 
 impl ProxySocket {
     /// Binds a fresh socket in `dir` (created 0700 when missing).
-    pub fn bind(dir: &Path, allow: Vec<AllowEntry>) -> std::io::Result<Self> {
+    pub fn bind(dir: &Path, allow: Vec<AllowEntry>, on_denial: OnDenial) -> std::io::Result<Self> {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -153,6 +168,7 @@ impl ProxySocket {
             listener: Some(listener),
             path,
             allow,
+            on_denial,
         })
     }
 
@@ -170,7 +186,7 @@ impl Drop for ProxySocket {
 impl PolicyMonitor for ProxySocket {
     fn watch(mut self: Box<Self>, session: MonitorHandle) -> BoxFuture<'static, ()> {
         Box::pin(async move {
-            let Some(listener) = self
+            let Some(socket) = self
                 .listener
                 .take()
                 .and_then(|l| tokio::net::UnixListener::from_std(l).ok())
@@ -178,132 +194,264 @@ impl PolicyMonitor for ProxySocket {
                 session.fail_and_terminate("the network proxy could not start");
                 return;
             };
-            let allow: Arc<[AllowEntry]> = std::mem::take(&mut self.allow).into();
-            let mut verdicts = tokio::task::JoinSet::new();
+            let grace = Duration::from_millis(LATE_CONNECTION_GRACE_MS);
             let exited = session.exited();
             tokio::pin!(exited);
-            loop {
+            // Set once the exit is seen: until when queued connections are still taken.
+            let mut late_until = None;
+            let listener = {
+                let receiving = receive_port(&socket);
+                tokio::pin!(receiving);
                 tokio::select! {
-                    accepted = listener.accept() => {
-                        if let Ok((stream, _)) = accepted {
-                            verdicts.spawn(serve(stream, allow.clone(), session.clone()));
+                    listener = &mut receiving => listener,
+                    // A command that exits at once: its handover may still be queued.
+                    _ = &mut exited => {
+                        let until = Instant::now() + grace;
+                        late_until = Some(until);
+                        match tokio::time::timeout_at(until, &mut receiving).await {
+                            Ok(listener) => listener,
+                            Err(_) => return,
                         }
                     }
-                    _ = &mut exited => break,
+                }
+            };
+            // The one handover is in: nobody else may use the socket.
+            drop(socket);
+            let _ = std::fs::remove_file(&self.path);
+            let listener = match listener {
+                Ok(listener) => listener,
+                Err(e) => {
+                    session.fail_and_terminate(format!("the network proxy could not start: {e}"));
+                    return;
+                }
+            };
+            let judge = Judge {
+                allow: std::mem::take(&mut self.allow).into(),
+                on_denial: self.on_denial,
+                session: session.clone(),
+            };
+            let mut judging = tokio::task::JoinSet::new();
+            let mut relaying = tokio::task::JoinSet::new();
+            while late_until.is_none() {
+                tokio::select! {
+                    accepted = listener.accept() => {
+                        if let Ok((client, _)) = accepted {
+                            judging.spawn(judge.clone().judge(client));
+                        }
+                    }
+                    Some(judged) = judging.join_next(), if !judging.is_empty() => {
+                        if let Ok(Some(admitted)) = judged {
+                            relaying.spawn(admitted.relay());
+                        }
+                    }
+                    _ = &mut exited => late_until = Some(Instant::now() + grace),
                 }
             }
-            // Late connections: judged within the grace, relayed no further.
-            let grace = tokio::time::sleep(Duration::from_millis(LATE_CONNECTION_GRACE_MS));
+            // Step 4: what is queued is judged, and relayed no further.
+            let grace = tokio::time::sleep_until(late_until.unwrap_or_else(Instant::now));
             tokio::pin!(grace);
             loop {
                 tokio::select! {
+                    biased;
                     accepted = listener.accept() => {
-                        if let Ok((stream, _)) = accepted {
-                            verdicts.spawn(serve(stream, allow.clone(), session.clone()));
+                        if let Ok((client, _)) = accepted {
+                            judging.spawn(judge.clone().judge(client));
                         }
                     }
                     _ = &mut grace => break,
                 }
             }
-            // Relays of allowed connections end with the session (the namespace is gone).
-            verdicts.abort_all();
-            drop(self);
+            relaying.abort_all();
+            // Their clients are gone, so every judgement ends at once (at the end of input);
+            // past the engine's grace, a verdict would change nothing.
+            let _ = tokio::time::timeout(
+                Duration::from_millis(crate::limits::LATE_FAILURE_GRACE_MS),
+                async { while judging.join_next().await.is_some() {} },
+            )
+            .await;
         })
     }
 }
 
-/// One client connection: read the request head, judge the host, relay or refuse.
-async fn serve(
-    mut client: tokio::net::UnixStream,
-    allow: Arc<[AllowEntry]>,
-    session: MonitorHandle,
-) {
-    let mut head = Vec::with_capacity(1024);
-    let read = tokio::time::timeout(Duration::from_millis(HEAD_TIMEOUT_MS), async {
-        let mut buf = [0u8; 4096];
-        loop {
-            if let Some(end) = find_head_end(&head) {
-                return Some(end);
-            }
-            if head.len() > MAX_HEAD_BYTES {
-                return None;
-            }
-            match client.read(&mut buf).await {
-                Ok(0) | Err(_) => return None,
-                Ok(n) => head.extend_from_slice(&buf[..n]),
-            }
+/// The listening socket of 127.0.0.1:PROXY_PORT in the command's namespace, as the launcher
+/// hands it over: the first connection to the proxy socket, and the fd it carries.
+async fn receive_port(
+    socket: &tokio::net::UnixListener,
+) -> std::io::Result<tokio::net::TcpListener> {
+    let (stream, _) = socket.accept().await?;
+    let fd = loop {
+        stream.readable().await?;
+        match stream.try_io(tokio::io::Interest::READABLE, || {
+            crate::sys::recv_fd(stream.as_raw_fd())
+        }) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            other => break other?,
         }
-    })
-    .await;
-    let Ok(Some(end)) = read else { return };
-    let Some(target) = Target::parse(&head[..end]) else {
-        let _ = client
-            .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
-            .await;
-        return;
     };
-    if !allow.iter().any(|a| a.allows(&target.host, target.port)) {
-        let message = format!(
-            "network access to {} denied by the allowlist",
-            target.display()
-        );
-        let body = format!("uexec: {message}\r\n");
-        // The verdict first: by the time the client hears of it, the session is failed.
-        session.fail_and_terminate(message);
-        let _ = client
-            .write_all(
-                format!(
-                    "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                )
-                .as_bytes(),
-            )
-            .await;
-        return;
+    if !crate::sys::is_tcp_listener(fd.as_raw_fd()) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "the launcher handed over something other than a TCP listener",
+        ));
     }
-    let host = target
-        .host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_owned();
-    let mut upstream = match tokio::net::TcpStream::connect((host.as_str(), target.port)).await {
-        Ok(s) => s,
-        Err(e) => {
-            let body = format!("uexec: cannot reach {}: {e}\r\n", target.display());
+    let listener = std::net::TcpListener::from(fd);
+    listener.set_nonblocking(true)?;
+    tokio::net::TcpListener::from_std(listener)
+}
+
+/// What judges a connection: the allowlist, and what a denial does to the session.
+#[derive(Clone)]
+struct Judge {
+    allow: Arc<[AllowEntry]>,
+    on_denial: OnDenial,
+    session: MonitorHandle,
+}
+
+/// A connection the allowlist lets through: its client, target and request head.
+struct Admitted {
+    client: tokio::net::TcpStream,
+    target: Target,
+    head: Vec<u8>,
+    /// Where the request head ends in `head` (what follows is the client's first data).
+    end: usize,
+}
+
+impl Judge {
+    /// Reads the request head and judges its host: a denied one gets its verdict and a 403;
+    /// an allowed one comes back to be relayed. A head cut short by the end of input (the
+    /// client died, as the sandbox's processes do at the exit) is judged too when its request
+    /// line got past the target: it tried to reach that host.
+    async fn judge(self, mut client: tokio::net::TcpStream) -> Option<Admitted> {
+        let mut head = Vec::with_capacity(1024);
+        let read = tokio::time::timeout(Duration::from_millis(HEAD_TIMEOUT_MS), async {
+            let mut buf = [0u8; 4096];
+            loop {
+                if let Some(end) = find_head_end(&head) {
+                    return Some(Head::Complete(end));
+                }
+                if head.len() > MAX_HEAD_BYTES {
+                    return None;
+                }
+                match client.read(&mut buf).await {
+                    Ok(0) => return Some(Head::Cut),
+                    Err(_) => return None,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+        })
+        .await;
+        let Ok(Some(read)) = read else { return None };
+        let target = match read {
+            Head::Complete(end) => Target::parse(&head[..end]),
+            Head::Cut => Target::parse_cut(&head),
+        };
+        let Some(target) = target else {
+            let _ = client
+                .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+                .await;
+            return None;
+        };
+        if !self
+            .allow
+            .iter()
+            .any(|a| a.allows(&target.host, target.port))
+        {
+            let message = format!(
+                "network access to {} denied by the allowlist",
+                target.display()
+            );
+            let body = format!("uexec: {message}\r\n");
+            // The verdict first: by the time the client hears of it, the session knows.
+            match self.on_denial {
+                OnDenial::Terminate => self.session.fail_and_terminate(message),
+                OnDenial::Record => self.session.record_verdict(message),
+            }
             let _ = client
                 .write_all(
                     format!(
-                        "HTTP/1.1 502 Bad Gateway\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                         body.len()
                     )
                     .as_bytes(),
                 )
                 .await;
-            return;
+            return None;
         }
-    };
-    let rest = if target.tunnel {
-        if client
-            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            .await
-            .is_err()
-        {
-            return;
+        match read {
+            Head::Complete(end) => Some(Admitted {
+                client,
+                target,
+                head,
+                end,
+            }),
+            // An allowed request that never ended: nothing to relay.
+            Head::Cut => None,
         }
-        &head[end..]
-    } else {
-        &head[..] // a plain HTTP request goes on as it came (absolute form)
-    };
-    if upstream.write_all(rest).await.is_err() {
-        return;
     }
-    let _ = tokio::io::copy_bidirectional_with_sizes(
-        &mut client,
-        &mut upstream,
-        RELAY_BUFFER_BYTES,
-        RELAY_BUFFER_BYTES,
-    )
-    .await;
+}
+
+/// How reading a request head ended.
+enum Head {
+    /// The head ends at this offset.
+    Complete(usize),
+    /// The client ended its input first.
+    Cut,
+}
+
+impl Admitted {
+    /// Connects to the target and relays both ways until either side is done.
+    async fn relay(self) {
+        let Self {
+            mut client,
+            target,
+            head,
+            end,
+        } = self;
+        let host = target
+            .host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        let mut upstream = match tokio::net::TcpStream::connect((host.as_str(), target.port)).await
+        {
+            Ok(s) => s,
+            Err(e) => {
+                let body = format!("uexec: cannot reach {}: {e}\r\n", target.display());
+                let _ = client
+                    .write_all(
+                        format!(
+                            "HTTP/1.1 502 Bad Gateway\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        )
+                        .as_bytes(),
+                    )
+                    .await;
+                return;
+            }
+        };
+        let rest = if target.tunnel {
+            if client
+                .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                .await
+                .is_err()
+            {
+                return;
+            }
+            &head[end..]
+        } else {
+            &head[..] // a plain HTTP request goes on as it came (absolute form)
+        };
+        if upstream.write_all(rest).await.is_err() {
+            return;
+        }
+        let _ = tokio::io::copy_bidirectional_with_sizes(
+            &mut client,
+            &mut upstream,
+            RELAY_BUFFER_BYTES,
+            RELAY_BUFFER_BYTES,
+        )
+        .await;
+    }
 }
 
 fn find_head_end(buf: &[u8]) -> Option<usize> {
@@ -343,6 +491,16 @@ impl Target {
             port: port.unwrap_or(80),
             tunnel: false,
         })
+    }
+
+    /// The target of a head cut short: only when its request line got past the target (a
+    /// space after it), so that a name is never judged half-read.
+    fn parse_cut(head: &[u8]) -> Option<Self> {
+        let line = head.split(|&b| b == b'\r' || b == b'\n').next()?;
+        if line.split(|&b| b == b' ').count() < 3 {
+            return None;
+        }
+        Self::parse(line)
     }
 
     fn display(&self) -> String {
@@ -408,5 +566,11 @@ mod tests {
         assert_eq!(t.port, 80);
         assert!(Target::parse(b"GET /relative HTTP/1.1\r\n\r\n").is_none());
         assert!(Target::parse(b"CONNECT example.com HTTP/1.1\r\n\r\n").is_none());
+        // Cut short by the end of input: judged once the target is whole.
+        let t = Target::parse_cut(b"CONNECT example.com:443 HTTP/1.").expect("cut version");
+        assert_eq!((t.host.as_str(), t.port), ("example.com", 443));
+        assert!(Target::parse_cut(b"GET http://h.test/ \r\nHost: h").is_some());
+        assert!(Target::parse_cut(b"CONNECT example.com:44").is_none());
+        assert!(Target::parse_cut(b"GET http://exam").is_none());
     }
 }

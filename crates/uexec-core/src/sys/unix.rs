@@ -825,3 +825,111 @@ pub fn die_of_signal(signal: i32) {
         libc::raise(signal);
     }
 }
+
+/// Sends `fd` over the connected Unix stream socket `socket` (`SCM_RIGHTS`), with one byte
+/// of data (a stream socket carries no ancillary data without any).
+pub fn send_fd(socket: RawFd, fd: RawFd) -> io::Result<()> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let fd_bytes = std::mem::size_of::<RawFd>() as libc::c_uint;
+    // A u64 buffer keeps the control message aligned as cmsghdr needs.
+    let mut control = [0u64; 8];
+    // SAFETY: the header points at live buffers; CMSG_SPACE of one fd fits in 64 bytes, and
+    // CMSG_FIRSTHDR of a message with that much control space is non-null.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = libc::CMSG_SPACE(fd_bytes) as _;
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(fd_bytes) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
+        loop {
+            if libc::sendmsg(socket, &msg, libc::MSG_NOSIGNAL) >= 0 {
+                return Ok(());
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// Receives one fd sent by [`send_fd`] on `socket` (close-on-exec). `WouldBlock` when
+/// nothing is there yet on a non-blocking socket; `UnexpectedEof` when the peer closed
+/// without sending one.
+pub fn recv_fd(socket: RawFd) -> io::Result<OwnedFd> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = [0u64; 8];
+    // SAFETY: as in send_fd; every control message the kernel returned lies within the
+    // buffer, and an SCM_RIGHTS one holds at least one fd, now ours.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control) as _;
+        let n = libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC);
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut received = None;
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
+                let count = ((*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
+                    / std::mem::size_of::<RawFd>();
+                for i in 0..count {
+                    let fd = OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i)));
+                    // The first is the one; any more are closed as they drop.
+                    if received.is_none() {
+                        received = Some(fd);
+                    }
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+        match received {
+            Some(fd) => Ok(fd),
+            None if n == 0 => Err(io::ErrorKind::UnexpectedEof.into()),
+            None => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a message without a file descriptor",
+            )),
+        }
+    }
+}
+
+/// Whether `fd` is a listening TCP socket (IPv4 or IPv6).
+pub fn is_tcp_listener(fd: RawFd) -> bool {
+    let int = |option| {
+        let mut value: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt of an int option into an int.
+        let r = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                option,
+                (&mut value as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        (r == 0).then_some(value)
+    };
+    int(libc::SO_ACCEPTCONN) == Some(1)
+        && int(libc::SO_TYPE) == Some(libc::SOCK_STREAM)
+        && matches!(int(libc::SO_DOMAIN), Some(libc::AF_INET | libc::AF_INET6))
+}

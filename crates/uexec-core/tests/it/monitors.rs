@@ -11,11 +11,13 @@ use uexec_core::{
 use crate::fake_backend::{fake_store, next_end, req, FakeControl};
 use crate::helpers::poll;
 
-/// Fails the session `delay_ms` after its exit (or at once when `on_start`).
+/// Fails the session `delay_ms` after its exit (or at once when `on_start`); records the
+/// verdicts without terminating when `record`.
 struct Verdict {
     delay_ms: u64,
     messages: Vec<&'static str>,
     on_start: bool,
+    record: bool,
 }
 
 impl PolicyMonitor for Verdict {
@@ -26,7 +28,11 @@ impl PolicyMonitor for Verdict {
             }
             tokio::time::sleep(Duration::from_millis(self.delay_ms)).await;
             for m in self.messages {
-                session.fail_and_terminate(m);
+                if self.record {
+                    session.record_verdict(m);
+                } else {
+                    session.fail_and_terminate(m);
+                }
             }
         })
     }
@@ -49,6 +55,14 @@ fn verdict(delay_ms: u64, messages: Vec<&'static str>, on_start: bool) -> Verdic
         delay_ms,
         messages,
         on_start,
+        record: false,
+    }
+}
+
+fn recorded(delay_ms: u64, messages: Vec<&'static str>, on_start: bool) -> Verdict {
+    Verdict {
+        record: true,
+        ..verdict(delay_ms, messages, on_start)
     }
 }
 
@@ -122,4 +136,56 @@ async fn the_first_failure_message_is_preserved() {
     };
     assert_eq!(failure.as_deref(), Some("first"));
     assert_eq!(exit_code, Some(-1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_recorded_verdict_lets_the_process_run_and_fails_the_end_with_its_own_code() {
+    let (store, id, control, mut events) =
+        monitored(recorded(100, vec!["denied: a", "denied: b"], true)).await;
+    // Past the verdicts: the process is still there and its output still comes.
+    let snap = store.write_stdin(poll(id, 5000)).await.unwrap();
+    assert_eq!(snap.session_id, Some(id));
+    assert!(!control.terminated());
+    control.print("later output").await;
+    control.exit(3);
+    control.close();
+    let snap = store.write_stdin(poll(id, 5000)).await.unwrap();
+    assert_eq!(
+        (snap.exit_code, snap.output.as_str()),
+        (Some(3), "later output")
+    );
+    let (_, end) = next_end(&mut events, id).await;
+    let EventKind::End {
+        exit_code,
+        status,
+        aggregated_output,
+        failure,
+        ..
+    } = end
+    else {
+        unreachable!()
+    };
+    assert_eq!(
+        status,
+        EndStatus::Failed,
+        "a denied process is never a success"
+    );
+    assert_eq!(exit_code, Some(3));
+    assert_eq!(failure.as_deref(), Some("denied: a\ndenied: b"));
+    assert_eq!(aggregated_output, "later output\ndenied: a\ndenied: b");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_verdict_recorded_10ms_after_exit_still_fails_the_end() {
+    let (_store, id, control, mut events) = monitored(recorded(10, vec!["late"], false)).await;
+    control.exit(0);
+    control.close();
+    let (_, end) = next_end(&mut events, id).await;
+    let EventKind::End {
+        status, exit_code, ..
+    } = end
+    else {
+        unreachable!()
+    };
+    assert_eq!((status, exit_code), (EndStatus::Failed, Some(0)));
 }

@@ -283,6 +283,7 @@ async fn bad_sandbox_input_names_the_field() {
             "--sandbox-fallback",
         ),
         (vec!["--network-allow", "http://x"], "--network-allow"),
+        (vec!["--network-denial", "ignore"], "--network-denial"),
     ] {
         let out = std::process::Command::new(UEXEC)
             .arg("mcp")
@@ -467,4 +468,110 @@ async fn job_control_works_in_a_sandboxed_pty() {
     assert!(text(&r).contains("Stopped"), "{}", text(&r));
     call(&client, "terminate_session", json!({"session_id": id})).await;
     wait_all_gone(&[m], "the stopped job").await;
+}
+
+/// `--network-denial record`: the denied request is refused, the command runs on, and its
+/// next result names the host (once); the exit is reported as a result, not an error.
+#[tokio::test]
+async fn a_recorded_denial_lets_the_command_run_on_and_names_the_host() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = scratch("record");
+    let allowed = http_server("allowed");
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    other.set_nonblocking(true).unwrap();
+    let other_port = other.local_addr().unwrap().port();
+    let allow_flag = format!("127.0.0.1:{allowed}");
+    let flags = [
+        "--extended",
+        "--network-allow",
+        &allow_flag,
+        "--network-denial",
+        "record",
+    ];
+    let (client, pid) = server(&dir, &flags, &[]).await;
+    let cmd = format!(
+        "curl -sS --noproxy '' -o /dev/null -w 'status=%{{http_code}}\\n' http://127.0.0.1:{other_port}/; \
+         echo survived; read line; echo got-$line; \
+         curl -sS --noproxy '' http://127.0.0.1:{allowed}/; exit 3"
+    );
+    let r = exec(
+        &client,
+        json!({"cmd": cmd, "tty": true, "yield_time_ms": 10000, "until": {"pattern": "survived"}}),
+    )
+    .await;
+    let out = text(&r);
+    let id = structured(&r)["session_id"]
+        .as_i64()
+        .expect("still running");
+    assert!(
+        out.contains("status=403") && out.contains("survived"),
+        "{out}"
+    );
+    let denial = format!("network access to 127.0.0.1:{other_port} denied by the allowlist");
+    assert!(out.contains(&format!("blocked this: {denial}")), "{out}");
+    let s = structured(&r)["sandbox"].clone();
+    assert_eq!(s["denied"], true, "{s}");
+    assert_eq!(s["evidence"][0], denial, "{s}");
+    assert!(other.accept().is_err(), "the denied host was reached");
+    // The launcher's handover closed the proxy socket: nothing else can use it.
+    let uid = std::fs::metadata(&dir).unwrap().uid();
+    let base = std::env::temp_dir().join(format!("uexec-sandbox-{uid}"));
+    let sockets: Vec<_> = std::fs::read_dir(&base)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("proxy-{pid}-"))
+        })
+        .collect();
+    assert!(sockets.is_empty(), "{sockets:?}");
+    // Later input and output still flow; the denial was reported once.
+    let r = call(
+        &client,
+        "write_stdin",
+        json!({"session_id": id, "chars": "go\n", "yield_time_ms": 10000}),
+    )
+    .await;
+    let out = text(&r);
+    assert_eq!(structured(&r)["exit_code"], 3, "{out}");
+    assert!(out.contains("got-go") && out.contains("allowed"), "{out}");
+    assert_eq!(structured(&r)["sandbox"]["denied"], false, "{out}");
+}
+
+/// The late-denial grace, end to end. Nothing in the sandbox outlives the command: when it
+/// exits, the pid namespace takes every process it left behind, before uexec sees the exit.
+/// So the latest a denied request can reach the proxy is as a leftover dies: here a job holds
+/// a connection whose request line (no line end yet) only ends when the namespace kills it
+/// and its socket closes, after the command's exit. The session must still fail, naming the
+/// host.
+#[tokio::test]
+async fn a_request_cut_short_by_the_exit_still_fails_the_session() {
+    let dir = scratch("late");
+    let allowed = http_server("allowed");
+    let denied = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    denied.set_nonblocking(true).unwrap();
+    let denied_port = denied.local_addr().unwrap().port();
+    let allow_flag = format!("127.0.0.1:{allowed}");
+    let (client, _) = server(&dir, &["--extended", "--network-allow", &allow_flag], &[]).await;
+    let job = marker();
+    let cmd = format!(
+        "mkfifo \"$TMPDIR/ready\"; \
+         ( exec 3<>/dev/tcp/127.0.0.1/3128; printf 'CONNECT 127.0.0.1:{denied_port} HTTP/1.1' >&3; \
+           echo sent; exec sleep {job} ) > \"$TMPDIR/ready\" & \
+         read line < \"$TMPDIR/ready\"; echo \"exiting after: $line\""
+    );
+    let e = exec_error(
+        &client,
+        json!({"cmd": cmd, "shell": "/bin/bash", "yield_time_ms": 10000}),
+    )
+    .await;
+    assert!(
+        e.contains(&format!(
+            "network access to 127.0.0.1:{denied_port} denied by the allowlist"
+        )),
+        "{e}"
+    );
+    assert!(denied.accept().is_err(), "the denied host was reached");
+    wait_all_gone(&[job], "the job the command left behind").await;
 }
