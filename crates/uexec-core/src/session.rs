@@ -408,7 +408,7 @@ impl Session {
                         self.on_output(&chunk.bytes);
                         // In order, after the buffers: a disk slower than the output holds
                         // the pump here (and the process at its pipe), never memory.
-                        if let Some(feed) = &transcript {
+                        if let Some(feed) = &mut transcript {
                             if !feed.send(chunk.bytes).await {
                                 transcript = None;
                             }

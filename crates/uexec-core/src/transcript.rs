@@ -134,12 +134,13 @@ impl TranscriptWriter {
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default()
             .as_secs();
-        writeln!(
-            meta,
-            "session_id={id}\ntty={tty}\nstarted_unix={started_unix}\ncwd={}\ncommand={}",
+        // One write: a File is unbuffered, and `writeln!` writes piece by piece.
+        let text = format!(
+            "session_id={id}\ntty={tty}\nstarted_unix={started_unix}\ncwd={}\ncommand={}\n",
             cwd.display(),
             command.replace('\n', "\\n")
-        )?;
+        );
+        meta.write_all(text.as_bytes())?;
         Ok(Self {
             segment: private_file(&segment_path(&dir, 0))?,
             timing: private_file(&dir.join("timing"))?,
@@ -360,50 +361,98 @@ struct Shared {
 }
 
 /// The pump's end of a transcript: send each read, in order; [`TranscriptFeed::close`]
-/// waits until everything sent is written.
+/// waits until everything sent is written. The writer thread starts with the first read: a
+/// session that prints nothing (`true`) costs no thread.
 #[derive(Debug)]
 pub(crate) struct TranscriptFeed {
-    tx: tokio::sync::mpsc::Sender<bytes::Bytes>,
-    written: tokio::sync::oneshot::Receiver<()>,
+    state: FeedState,
+}
+
+#[derive(Debug)]
+enum FeedState {
+    /// Nothing printed yet.
+    Idle(Box<TranscriptWriter>, std::sync::Arc<Shared>),
+    Running {
+        tx: tokio::sync::mpsc::Sender<bytes::Bytes>,
+        written: tokio::sync::oneshot::Receiver<()>,
+    },
+    Gone,
 }
 
 impl TranscriptFeed {
     /// Sends one read; false once the writer is gone.
-    pub async fn send(&self, chunk: bytes::Bytes) -> bool {
-        self.tx.send(chunk).await.is_ok()
+    pub async fn send(&mut self, chunk: bytes::Bytes) -> bool {
+        if let FeedState::Idle(..) = self.state {
+            let FeedState::Idle(writer, shared) =
+                std::mem::replace(&mut self.state, FeedState::Gone)
+            else {
+                return false;
+            };
+            match start_writer(*writer, shared) {
+                Ok((tx, written)) => self.state = FeedState::Running { tx, written },
+                Err(e) => {
+                    tracing::warn!("no transcript writer: {e}");
+                    return false;
+                }
+            }
+        }
+        match &self.state {
+            FeedState::Running { tx, .. } => tx.send(chunk).await.is_ok(),
+            _ => false,
+        }
     }
 
     /// Ends the transcript and waits for its last write.
     pub async fn close(self) {
-        drop(self.tx);
-        let _ = self.written.await;
+        match self.state {
+            FeedState::Idle(mut writer, _) => writer.finish(),
+            FeedState::Running { tx, written } => {
+                drop(tx);
+                let _ = written.await;
+            }
+            FeedState::Gone => {}
+        }
     }
 }
 
+/// The writer thread of one transcript; it ends (after the last write) when `tx` is dropped.
+#[allow(clippy::type_complexity)]
+fn start_writer(
+    mut writer: TranscriptWriter,
+    shared: std::sync::Arc<Shared>,
+) -> io::Result<(
+    tokio::sync::mpsc::Sender<bytes::Bytes>,
+    tokio::sync::oneshot::Receiver<()>,
+)> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(WRITER_QUEUE_CHUNKS);
+    let (done, written) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("uexec-transcript".into())
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            while let Some(chunk) = rx.blocking_recv() {
+                writer.append(&chunk);
+                let info = writer.info();
+                shared.first_kept.store(info.first_kept, Relaxed);
+                shared.failed.store(info.incomplete, Relaxed);
+                shared.total.store(info.total, Relaxed);
+            }
+            writer.finish();
+            let _ = done.send(());
+        })?;
+    Ok((tx, written))
+}
+
 impl Transcript {
-    /// Starts the writer thread; the feed's drop ends it (after the last write).
-    pub fn start(mut writer: TranscriptWriter) -> io::Result<(Self, TranscriptFeed)> {
-        use std::sync::atomic::Ordering::Relaxed;
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(WRITER_QUEUE_CHUNKS);
-        let (done, written) = tokio::sync::oneshot::channel();
+    /// A transcript and its feed; the writer thread starts with the first read.
+    pub fn start(writer: TranscriptWriter) -> io::Result<(Self, TranscriptFeed)> {
         let shared = std::sync::Arc::new(Shared::default());
         let dir = writer.dir.clone();
-        let theirs = shared.clone();
-        std::thread::Builder::new()
-            .name("uexec-transcript".into())
-            .stack_size(64 * 1024)
-            .spawn(move || {
-                while let Some(chunk) = rx.blocking_recv() {
-                    writer.append(&chunk);
-                    let info = writer.info();
-                    theirs.first_kept.store(info.first_kept, Relaxed);
-                    theirs.failed.store(info.incomplete, Relaxed);
-                    theirs.total.store(info.total, Relaxed);
-                }
-                writer.finish();
-                let _ = done.send(());
-            })?;
-        Ok((Self { dir, shared }, TranscriptFeed { tx, written }))
+        let feed = TranscriptFeed {
+            state: FeedState::Idle(Box::new(writer), shared.clone()),
+        };
+        Ok((Self { dir, shared }, feed))
     }
 
     /// What is on disk now.

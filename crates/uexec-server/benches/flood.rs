@@ -5,7 +5,8 @@
 //! little next to the servers.
 //!
 //! Run: `cargo build --release -p uexec && cargo bench -p uexec-server --bench flood`
-//! (`UEXEC_BIN` picks the uexec binary, default `target/release/uexec`).
+//! (`UEXEC_BIN` picks the uexec binary, default `target/release/uexec`; `FLOOD_ROUNDS`, default
+//! 5, the interleaved rounds whose medians are printed).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
@@ -50,8 +51,8 @@ fn decoded_len(b64: &str) -> u64 {
     (b64.len() as u64 / 4) * 3 - pad
 }
 
-/// CPU time (user + system) of a process so far, in seconds.
-fn cpu_seconds(pid: u32) -> f64 {
+/// CPU time (user, system) of a process so far, in seconds.
+fn cpu_seconds(pid: u32) -> (f64, f64) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     let fields: Vec<&str> = stat
         .rsplit_once(") ")
@@ -60,13 +61,19 @@ fn cpu_seconds(pid: u32) -> f64 {
         .split_whitespace()
         .collect();
     // utime and stime: fields 14 and 15 of stat (11 and 12 after the command name).
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    ticks as f64 / 100.0
+    let tick = |i: usize| fields[i].parse::<u64>().unwrap() as f64 / 100.0;
+    (tick(11), tick(12))
 }
 
-/// Starts `argv` (which prints its ws:// URL first), streams the flood through it; returns
-/// the rate and the server's CPU milliseconds per MiB streamed.
-async fn through_server(argv: &[String], home: &std::path::Path) -> (f64, f64) {
+/// One streamed flood: its rate and the server's CPU per MiB (user, system; ms).
+struct Streamed {
+    rate: f64,
+    user_ms_per_mib: f64,
+    sys_ms_per_mib: f64,
+}
+
+/// Starts `argv` (which prints its ws:// URL first), streams the flood through it.
+async fn through_server(argv: &[String], home: &std::path::Path) -> Streamed {
     let mut server = Command::new(&argv[0])
         .args(&argv[1..])
         .env("HOME", home)
@@ -124,11 +131,21 @@ async fn through_server(argv: &[String], home: &std::path::Path) -> (f64, f64) {
         }
     }
     let rate = FLOOD_BYTES as f64 / t.elapsed().as_secs_f64();
-    let cpu_ms_per_mib = (cpu_seconds(server.id()) - cpu_before) * 1e3 / (FLOOD_BYTES >> 20) as f64;
+    let cpu_after = cpu_seconds(server.id());
+    let per_mib = |before: f64, after: f64| (after - before) * 1e3 / (FLOOD_BYTES >> 20) as f64;
     assert_eq!(total, FLOOD_BYTES, "{}: bytes delivered", argv[0]);
     let _ = server.kill();
     let _ = server.wait();
-    (rate, cpu_ms_per_mib)
+    Streamed {
+        rate,
+        user_ms_per_mib: per_mib(cpu_before.0, cpu_after.0),
+        sys_ms_per_mib: per_mib(cpu_before.1, cpu_after.1),
+    }
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
 }
 
 #[tokio::main]
@@ -137,36 +154,56 @@ async fn main() {
     std::fs::create_dir_all(&home).unwrap();
     let mib = |r: f64| r / f64::from(1 << 20);
     let uexec = std::env::var("UEXEC_BIN").unwrap_or_else(|_| "../../target/release/uexec".into());
+    let rounds: usize = std::env::var("FLOOD_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(5)
+        .max(1);
     let listen = ["--listen".to_string(), "ws://127.0.0.1:0".to_string()];
-    let direct = direct_pipe().await;
-    let (ours, ours_cpu) = through_server(
-        &[vec![uexec, "serve".into()], listen.to_vec()].concat(),
-        &home,
-    )
-    .await;
-    println!("| 256 MiB flood, Rust client | MiB/s | x direct pipe | server CPU ms/MiB |");
+    let mut servers = vec![(
+        "uexec serve, process/output notifications".to_string(),
+        [vec![uexec, "serve".into()], listen.to_vec()].concat(),
+    )];
+    if let Ok(codex) = std::env::var("UEXEC_CODEX_BIN") {
+        servers.push((
+            "codex exec-server 0.171.0, same".to_string(),
+            [vec![codex, "exec-server".into()], listen.to_vec()].concat(),
+        ));
+    }
+    // Interleaved rounds, so that the machine's moods fall on every row alike; each ratio is
+    // against the direct read of its own round.
+    let mut direct = Vec::new();
+    let mut rows: Vec<Vec<(Streamed, f64)>> = servers.iter().map(|_| Vec::new()).collect();
+    for _ in 0..rounds {
+        let base = direct_pipe().await;
+        direct.push(base);
+        for (row, (_, argv)) in rows.iter_mut().zip(&servers) {
+            let streamed = through_server(argv, &home).await;
+            let ratio = streamed.rate / base;
+            row.push((streamed, ratio));
+        }
+    }
+    println!("{rounds} rounds, medians:\n");
+    println!(
+        "| 256 MiB flood, Rust client | MiB/s | x direct pipe | server CPU ms/MiB (user + sys) |"
+    );
     println!("|---|---|---|---|");
     println!(
         "| direct pipe read of the same stream | {:.0} | 1.00 | |",
-        mib(direct)
+        mib(median(direct))
     );
-    println!(
-        "| uexec serve, process/output notifications | {:.0} | {:.2} | {:.2} |",
-        mib(ours),
-        ours / direct,
-        ours_cpu
-    );
-    if let Ok(codex) = std::env::var("UEXEC_CODEX_BIN") {
-        let (theirs, theirs_cpu) = through_server(
-            &[vec![codex, "exec-server".into()], listen.to_vec()].concat(),
-            &home,
-        )
-        .await;
+    for (row, (name, _)) in rows.iter().zip(&servers) {
+        let user = median(row.iter().map(|(s, _)| s.user_ms_per_mib).collect());
+        let sys = median(row.iter().map(|(s, _)| s.sys_ms_per_mib).collect());
+        let total = median(
+            row.iter()
+                .map(|(s, _)| s.user_ms_per_mib + s.sys_ms_per_mib)
+                .collect(),
+        );
         println!(
-            "| codex exec-server 0.171.0, same | {:.0} | {:.2} | {:.2} |",
-            mib(theirs),
-            theirs / direct,
-            theirs_cpu
+            "| {name} | {:.0} | {:.2} | {total:.2} ({user:.2} + {sys:.2}) |",
+            mib(median(row.iter().map(|(s, _)| s.rate).collect())),
+            median(row.iter().map(|(_, r)| *r).collect()),
         );
     }
     let _ = std::fs::remove_dir_all(&home);
