@@ -9,6 +9,39 @@ use uexec_core::{
 
 use crate::helpers::{collect, eventually, exec, poll, store, write};
 
+/// A file the test creates when a command may go on: `Gate::wait()` is the shell that waits
+/// for it, so what a command prints after it cannot race the first call's window however
+/// slow the machine is.
+struct Gate(std::path::PathBuf);
+
+impl Gate {
+    fn new() -> Self {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "uexec-until-gate-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_file(&path);
+        Self(path)
+    }
+
+    fn wait(&self) -> String {
+        format!("while [ ! -e '{}' ]; do sleep 0.02; done", self.0.display())
+    }
+
+    fn open(&self) {
+        std::fs::write(&self.0, "").unwrap();
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 fn until_pattern(p: &str) -> Option<Until> {
     Some(Until {
         pattern: Some(p.into()),
@@ -65,11 +98,16 @@ async fn a_match_spans_reads_and_ignores_escape_sequences() {
 #[tokio::test]
 async fn a_poll_matches_output_that_arrived_between_calls() {
     let store = store();
+    let gate = Gate::new();
     let s = store
-        .exec_command(exec("sleep 0.6; echo ready; exec sleep 30", 250))
+        .exec_command(exec(
+            &format!("{}; echo ready; exec sleep 30", gate.wait()),
+            250,
+        ))
         .await
         .unwrap();
     let id = s.session_id.expect("running");
+    gate.open();
     eventually("ready printed", Duration::from_secs(10), || {
         store
             .recent_output(id, 100)
@@ -389,11 +427,11 @@ async fn hygiene_strips_escapes_and_collapses_carriage_returns() {
 #[tokio::test]
 async fn an_unwatched_exit_is_noticed_once() {
     let store = store();
-    let s = store
-        .exec_command(exec("sleep 0.5; exit 3", 250))
-        .await
-        .unwrap();
+    let gate = Gate::new();
+    let command = format!("{}; exit 3", gate.wait());
+    let s = store.exec_command(exec(&command, 250)).await.unwrap();
     let id = s.session_id.expect("running");
+    gate.open();
     let mut notices = Vec::new();
     eventually("the exit notice", Duration::from_secs(10), || {
         notices.extend(store.take_exit_notices());
@@ -402,18 +440,20 @@ async fn an_unwatched_exit_is_noticed_once() {
     .await;
     assert_eq!(notices.len(), 1);
     assert_eq!((notices[0].session_id, notices[0].exit_code), (id, Some(3)));
-    assert_eq!(notices[0].command, "sleep 0.5; exit 3");
+    assert_eq!(notices[0].command, command);
     assert!(store.take_exit_notices().is_empty(), "once");
     // The session still reports its own exit to a poll.
     let p = store.write_stdin(poll(id, 5000)).await.unwrap();
     assert_eq!(p.exit_code, Some(3));
 
     // An exit a call watched is not noticed again.
+    let gate = Gate::new();
     let watched = store
-        .exec_command(exec("sleep 0.4; exit 4", 250))
+        .exec_command(exec(&format!("{}; exit 4", gate.wait()), 250))
         .await
         .unwrap();
     let id = watched.session_id.unwrap();
+    gate.open();
     let p = store.write_stdin(poll(id, 10_000)).await.unwrap();
     assert_eq!(p.exit_code, Some(4));
     let settled = store.exec_command(exec("true", 1000)).await.unwrap();
@@ -424,8 +464,12 @@ async fn an_unwatched_exit_is_noticed_once() {
 #[tokio::test]
 async fn wait_returns_at_the_first_condition_or_waits_for_all() {
     let store = store();
+    let gate = Gate::new();
     let a = store
-        .exec_command(exec("sleep 0.4; echo A-ready; exec sleep 30", 250))
+        .exec_command(exec(
+            &format!("{}; echo A-ready; exec sleep 30", gate.wait()),
+            250,
+        ))
         .await
         .unwrap()
         .session_id
@@ -436,6 +480,7 @@ async fn wait_returns_at_the_first_condition_or_waits_for_all() {
         .unwrap()
         .session_id
         .unwrap();
+    gate.open();
     let results = store
         .wait(WaitRequest {
             session_ids: vec![a, b],
@@ -455,18 +500,20 @@ async fn wait_returns_at_the_first_condition_or_waits_for_all() {
     assert_eq!(snaps[1].1.reason, Reason::Window);
     assert!(snaps[0].1.wall_time < Duration::from_secs(30));
 
+    let gate = Gate::new();
     let c = store
-        .exec_command(exec("sleep 0.8; exit 1", 250))
+        .exec_command(exec(&format!("{}; exit 1", gate.wait()), 250))
         .await
         .unwrap()
         .session_id
         .unwrap();
     let d = store
-        .exec_command(exec("sleep 1.2; exit 2", 250))
+        .exec_command(exec(&format!("{}; sleep 0.3; exit 2", gate.wait()), 250))
         .await
         .unwrap()
         .session_id
         .unwrap();
+    gate.open();
     let all = store
         .wait(WaitRequest {
             session_ids: vec![c, d],
@@ -483,12 +530,17 @@ async fn wait_returns_at_the_first_condition_or_waits_for_all() {
 #[tokio::test]
 async fn wait_refuses_bad_id_lists_before_touching_anything() {
     let store = store();
+    let gate = Gate::new();
     let a = store
-        .exec_command(exec("sleep 0.6; echo out; exec sleep 30", 250))
+        .exec_command(exec(
+            &format!("{}; echo out; exec sleep 30", gate.wait()),
+            250,
+        ))
         .await
         .unwrap()
         .session_id
         .unwrap();
+    gate.open();
     for (ids, want) in [(vec![], "session_ids"), (vec![a, a], "session_ids")] {
         let e = store
             .wait(WaitRequest {
