@@ -145,3 +145,36 @@ pub async fn wait_present(needle: &str) {
     )
     .await;
 }
+
+/// A file the test creates when a command may go on: `Gate::wait()` is the shell that waits
+/// for it, so what a command prints after it cannot race the first call's window however
+/// slow the machine is.
+pub struct Gate(std::path::PathBuf);
+
+impl Gate {
+    pub fn new() -> Self {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "uexec-until-gate-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_file(&path);
+        Self(path)
+    }
+
+    pub fn wait(&self) -> String {
+        format!("while [ ! -e '{}' ]; do sleep 0.02; done", self.0.display())
+    }
+
+    pub fn open(&self) {
+        std::fs::write(&self.0, "").unwrap();
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}

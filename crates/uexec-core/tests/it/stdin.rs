@@ -30,12 +30,14 @@ async fn ctrl_c_on_a_pipe_session_runs_the_trap_or_kills_with_130() {
 #[tokio::test]
 async fn a_pipe_session_refuses_input_and_keeps_running() {
     let store = store();
+    let gate = crate::helpers::Gate::new();
     let s = store
-        .exec_command(exec("sleep 0.5; echo still-here", 250))
+        .exec_command(exec(&format!("{}; echo still-here", gate.wait()), 250))
         .await
         .unwrap();
     let id = s.session_id.unwrap();
     let err = store.write_stdin(write(id, "abc", 250)).await.unwrap_err();
+    gate.open();
     assert_eq!(err, ExecError::StdinClosed { session_id: id });
     assert_eq!(
         err.to_string(),
