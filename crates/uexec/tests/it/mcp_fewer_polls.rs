@@ -198,10 +198,17 @@ async fn extended_bad_input_names_the_field_and_starts_nothing() {
 #[allow(deprecated)] // resources/subscribe: the legacy path, still what most clients use
 async fn an_unwatched_exit_is_announced_once_in_the_next_result() {
     let (client, recorder, _) = stdio_client(&["--extended"]).await;
+    // It exits when the test says so: after the subscription, however slow the machine.
+    let gate =
+        std::env::temp_dir().join(format!("uexec-it-gate-{}", crate::helpers::rand_suffix()));
+    let cmd = format!(
+        "while [ ! -e '{}' ]; do sleep 0.02; done; exit 3",
+        gate.display()
+    );
     let r = call(
         &client,
         "exec_command",
-        json!({"cmd": "sleep 0.6; exit 3", "login": false, "yield_time_ms": 250}),
+        json!({"cmd": cmd, "login": false, "yield_time_ms": 250}),
     )
     .await;
     let id = structured(&r)["session_id"].as_i64().expect("running");
@@ -210,6 +217,7 @@ async fn an_unwatched_exit_is_announced_once_in_the_next_result() {
         .subscribe(SubscribeRequestParams::new(uri.clone()))
         .await
         .unwrap();
+    std::fs::write(&gate, "").unwrap();
     let updated = recorder.updated.clone();
     eventually(
         "resources/updated for a silent session's exit",
@@ -232,14 +240,14 @@ async fn an_unwatched_exit_is_announced_once_in_the_next_result() {
     assert_eq!(notices[0]["session_id"], id, "{notices}");
     assert_eq!(notices[0]["exit_code"], 3);
     assert!(
-        listed_text.contains(&format!(
-            "Session {id} (sleep 0.6; exit 3) exited with code 3, "
-        )),
+        listed_text.contains(&format!("Session {id} (while [ ! -e "))
+            && listed_text.contains(") exited with code 3, "),
         "{listed_text}"
     );
     let again = call(&client, "list_sessions", json!({})).await;
     assert!(structured(&again).get("exit_notices").is_none(), "once");
     client.cancel().await.unwrap();
+    let _ = std::fs::remove_file(&gate);
 }
 
 #[tokio::test]
