@@ -17,7 +17,7 @@
 
 use std::sync::{Arc, Weak};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::session::{OutputWatch, Session};
 
@@ -62,27 +62,21 @@ pub struct ScreenView {
     pub watch: OutputWatch,
 }
 
-enum Request {
-    View {
-        size: Option<(u16, u16)>,
-        reply: oneshot::Sender<ScreenView>,
-    },
-    Resize(u16, u16),
+/// A person asking for the screen.
+struct ViewRequest {
+    size: Option<(u16, u16)>,
+    reply: oneshot::Sender<ScreenView>,
 }
+
+/// Views asked for and not yet drawn: people attaching, a handful at most; one more waits.
+const VIEW_QUEUE: usize = 8;
 
 /// A session's way to its keeper.
 #[derive(Debug, Clone)]
 pub struct KeeperHandle {
-    tx: mpsc::UnboundedSender<Request>,
-}
-
-impl std::fmt::Debug for Request {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::View { size, .. } => write!(f, "View({size:?})"),
-            Self::Resize(r, c) => write!(f, "Resize({r}, {c})"),
-        }
-    }
+    views: mpsc::Sender<ViewRequest>,
+    /// The terminal's latest size: resizes replace each other, nothing queues.
+    size: Arc<watch::Sender<(u16, u16)>>,
 }
 
 impl KeeperHandle {
@@ -90,24 +84,24 @@ impl KeeperHandle {
     /// there. `None` when the keeper is gone (the session is ending).
     pub async fn view(&self, size: Option<(u16, u16)>) -> Option<ScreenView> {
         let (reply, rx) = oneshot::channel();
-        self.tx.send(Request::View { size, reply }).ok()?;
+        self.views.send(ViewRequest { size, reply }).await.ok()?;
         rx.await.ok()
     }
 
     /// The session's terminal was resized.
     pub fn resize(&self, rows: u16, cols: u16) {
-        let _ = self.tx.send(Request::Resize(rows, cols));
+        self.size.send_replace((rows.max(1), cols.max(1)));
     }
 }
 
-/// Starts the keeper of `session`'s screen, `size` being its terminal's. Requests come one
-/// at a time from people attaching (a handful): the queue needs no bound.
+/// Starts the keeper of `session`'s screen, `size` being its terminal's.
 pub(crate) fn start(
     session: &Arc<Session>,
     factory: ScreenFactory,
     size: (u16, u16),
 ) -> KeeperHandle {
-    let (tx, rx) = mpsc::unbounded_channel();
+    let (views, view_rx) = mpsc::channel(VIEW_QUEUE);
+    let (size_tx, size_rx) = watch::channel(size);
     let keeper = Keeper {
         session: Arc::downgrade(session),
         screen: factory.make(size),
@@ -115,8 +109,11 @@ pub(crate) fn start(
         factory,
         tap: Some(session.watch_output(REBUILD_SEED_BYTES)),
     };
-    tokio::spawn(keeper.run(rx));
-    KeeperHandle { tx }
+    tokio::spawn(keeper.run(view_rx, size_rx));
+    KeeperHandle {
+        views,
+        size: Arc::new(size_tx),
+    }
 }
 
 struct Keeper {
@@ -129,7 +126,11 @@ struct Keeper {
 }
 
 impl Keeper {
-    async fn run(mut self, mut requests: mpsc::UnboundedReceiver<Request>) {
+    async fn run(
+        mut self,
+        mut views: mpsc::Receiver<ViewRequest>,
+        mut sizes: watch::Receiver<(u16, u16)>,
+    ) {
         if let Some(tap) = &mut self.tap {
             let seed = std::mem::take(&mut tap.seed);
             self.screen.feed(&seed);
@@ -142,13 +143,19 @@ impl Keeper {
                     // view rebuilds from the buffer if it must.
                     _ => self.tap = None,
                 },
-                request = requests.recv() => match request {
-                    None => return,
-                    Some(Request::Resize(rows, cols)) => {
-                        self.size = (rows.max(1), cols.max(1));
-                        self.screen.resize(self.size.0, self.size.1);
+                changed = sizes.changed() => {
+                    if changed.is_err() {
+                        return;
                     }
-                    Some(Request::View { size, reply }) => {
+                    let size = *sizes.borrow_and_update();
+                    if size != self.size {
+                        self.size = size;
+                        self.screen.resize(size.0, size.1);
+                    }
+                }
+                request = views.recv() => match request {
+                    None => return,
+                    Some(ViewRequest { size, reply }) => {
                         let Some(view) = self.view(size) else { return };
                         let _ = reply.send(view);
                     }

@@ -217,6 +217,8 @@ pub struct OutputWatch {
 
 /// Registers a live watcher: the last `seed_bytes` printed, then every byte after.
 fn add_tap(out: &mut OutputBuffers, seed_bytes: usize) -> OutputWatch {
+    // Unbounded in chunks, bounded in bytes: `Tap::offer` queues at most
+    // TAP_MAX_QUEUED_BYTES and marks the watcher lagged beyond.
     let (tx, rx) = mpsc::unbounded_channel();
     let lagged = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
