@@ -388,9 +388,13 @@ impl TranscriptFeed {
             else {
                 return false;
             };
-            match start_writer(*writer, shared) {
+            match start_writer(*writer, shared.clone()) {
                 Ok((tx, written)) => self.state = FeedState::Running { tx, written },
                 Err(e) => {
+                    // What was printed is not all on disk: say so to readers.
+                    shared
+                        .failed
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
                     tracing::warn!("no transcript writer: {e}");
                     return false;
                 }
