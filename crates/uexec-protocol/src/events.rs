@@ -6,10 +6,9 @@
 //! once every stream hit EOF *and* the exit is known. A client keys them by `seq` and fills
 //! gaps with `process/read` (output retained) after a reconnect.
 
-use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
-use crate::chunk::{ByteChunk, BASE64};
+use crate::chunk::ByteChunk;
 use crate::method::Method;
 use crate::process::OutputStream;
 
@@ -39,7 +38,7 @@ impl OutputNotification {
         out.push_str(r#","stream":""#);
         out.push_str(stream.as_str());
         out.push_str(r#"","chunk":""#);
-        BASE64.encode_string(bytes, &mut out);
+        base64_simd::STANDARD.encode_append(bytes, &mut out);
         out.push_str(r#""}}"#);
         out
     }
