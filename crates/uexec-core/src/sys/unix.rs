@@ -826,25 +826,39 @@ pub fn die_of_signal(signal: i32) {
     }
 }
 
+/// The one data byte an fd travels with (a stream socket carries no ancillary data
+/// without any).
+fn one_byte(byte: &mut [u8; 1]) -> libc::iovec {
+    libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    }
+}
+
+/// A message header over `iov` and the first `len` bytes of `control` (a u64 buffer keeps
+/// the control message aligned as cmsghdr needs). The header points into both: use it
+/// while they live.
+fn fd_message(iov: &mut libc::iovec, control: &mut [u64; 8], len: usize) -> libc::msghdr {
+    // SAFETY: msghdr is plain data; all zeroes is an empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = len.min(std::mem::size_of_val(control)) as _;
+    msg
+}
+
 /// Sends `fd` over the connected Unix stream socket `socket` (`SCM_RIGHTS`), with one byte
 /// of data (a stream socket carries no ancillary data without any).
 pub fn send_fd(socket: RawFd, fd: RawFd) -> io::Result<()> {
     let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
+    let mut iov = one_byte(&mut byte);
     let fd_bytes = std::mem::size_of::<RawFd>() as libc::c_uint;
-    // A u64 buffer keeps the control message aligned as cmsghdr needs.
     let mut control = [0u64; 8];
     // SAFETY: the header points at live buffers; CMSG_SPACE of one fd fits in 64 bytes, and
     // CMSG_FIRSTHDR of a message with that much control space is non-null.
     unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = libc::CMSG_SPACE(fd_bytes) as _;
+        let msg = fd_message(&mut iov, &mut control, libc::CMSG_SPACE(fd_bytes) as usize);
         let cmsg = libc::CMSG_FIRSTHDR(&msg);
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
@@ -867,19 +881,13 @@ pub fn send_fd(socket: RawFd, fd: RawFd) -> io::Result<()> {
 /// without sending one.
 pub fn recv_fd(socket: RawFd) -> io::Result<OwnedFd> {
     let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
+    let mut iov = one_byte(&mut byte);
     let mut control = [0u64; 8];
+    let len = std::mem::size_of_val(&control);
     // SAFETY: as in send_fd; every control message the kernel returned lies within the
     // buffer, and an SCM_RIGHTS one holds at least one fd, now ours.
     unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&control) as _;
+        let mut msg = fd_message(&mut iov, &mut control, len);
         let n = libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC);
         if n < 0 {
             return Err(io::Error::last_os_error());
