@@ -259,6 +259,8 @@ impl McpArgs {
             writable_roots: self.writable_roots.clone(),
             fallback: self.sandbox_fallback.unwrap_or_default(),
             on_denial: self.network_denial.unwrap_or_default(),
+            // One launcher is kept started ahead (`uexec_core::sandbox::warm`).
+            cold_launcher: false,
         };
         config
     }

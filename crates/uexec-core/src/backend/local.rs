@@ -222,7 +222,17 @@ struct Unclaimed {
 
 impl Unclaimed {
     fn spawn(spec: &sys::ChildSpec) -> io::Result<Self> {
-        let child = sys::spawn_child(spec)?;
+        // A sandboxed command goes to the launcher already waiting, when there is one.
+        let warm = match spec.argv.get(1) {
+            Some(sub) if sub.as_bytes() == crate::sandbox::LAUNCHER_SUBCOMMAND.as_bytes() => {
+                crate::sandbox::warm::launch(spec)?
+            }
+            _ => None,
+        };
+        let child = match warm {
+            Some(child) => child,
+            None => sys::spawn_child(spec)?,
+        };
         #[cfg(test)]
         tests::note_spawned(child.pid);
         Ok(Self { child: Some(child) })

@@ -46,7 +46,14 @@ struct Launch {
 
 /// Runs the launcher with its arguments (after the subcommand); returns the exit code.
 pub fn run(args: impl Iterator<Item = OsString>) -> i32 {
-    let args: Vec<OsString> = args.collect();
+    let mut args: Vec<OsString> = args.collect();
+    if args.first().is_some_and(|a| a == super::warm::WARM_FLAG) {
+        args = match super::warm::receive() {
+            Ok(Some(launch)) => launch.args,
+            Ok(None) => return 0,
+            Err(code) => return code,
+        };
+    }
     if args.first().is_some_and(|a| a == "--probe") {
         let mut out = String::new();
         for (layer, verdict) in probe() {

@@ -32,6 +32,8 @@ mod namespaces;
 pub mod proxy;
 #[cfg(target_os = "linux")]
 mod seccomp;
+#[cfg(target_os = "linux")]
+pub mod warm;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -230,6 +232,10 @@ pub struct SandboxConfig {
     pub fallback: Fallback,
     /// What a host off an allowlist does to the session.
     pub on_denial: OnDenial,
+    /// Exec the launcher for each command instead of keeping one started ahead
+    /// ([`warm`]). Per launcher path, for the whole process: a path any store runs warm
+    /// is warm for all.
+    pub cold_launcher: bool,
 }
 
 /// Whether the output shows that the sandbox said no.
@@ -521,6 +527,10 @@ pub fn prepare(
         }
     }
     let support = support_of(launcher).map_err(ExecError::Spawn)?;
+    #[cfg(target_os = "linux")]
+    if !config.cold_launcher {
+        warm::register(launcher);
+    }
     let mut layers = Vec::new();
     let mut missing = Vec::new();
     for layer in needed {

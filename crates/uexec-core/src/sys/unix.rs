@@ -164,15 +164,7 @@ pub fn spawn_child(spec: &ChildSpec) -> io::Result<SpawnedChild> {
         let mut status = 0;
         // SAFETY: waitpid on our own child.
         unsafe { libc::waitpid(pid, &mut status, 0) };
-        let stage = u32::from_ne_bytes([report[0], report[1], report[2], report[3]]);
-        let errno = i32::from_ne_bytes([report[4], report[5], report[6], report[7]]);
-        let err = io::Error::from_raw_os_error(errno);
-        let what = match stage {
-            STAGE_CHDIR => "changing to the working directory",
-            STAGE_EXEC => "executing the program",
-            _ => "setting up the process",
-        };
-        return Err(io::Error::new(err.kind(), format!("{what}: {err}")));
+        return Err(stage_error(report));
     }
     let pidfd = match pidfd_open(pid) {
         Ok(pidfd) => pidfd,
@@ -191,9 +183,32 @@ pub fn spawn_child(spec: &ChildSpec) -> io::Result<SpawnedChild> {
 /// `close_range` flag: mark the range close-on-exec instead of closing it (Linux 5.11).
 const CLOSE_RANGE_CLOEXEC: u32 = 1 << 2;
 
-const STAGE_SETUP: u32 = 1;
-const STAGE_CHDIR: u32 = 2;
-const STAGE_EXEC: u32 = 3;
+/// Where a child's start failed, as its 8-byte report says (`(stage, errno)`, native
+/// endianness; also what a warm sandbox launcher answers, see `crate::sandbox`).
+pub const STAGE_SETUP: u32 = 1;
+pub const STAGE_CHDIR: u32 = 2;
+pub const STAGE_EXEC: u32 = 3;
+
+/// The report of a failed start: `(stage, errno)`.
+pub fn stage_report(stage: u32, errno: i32) -> [u8; 8] {
+    let mut report = [0u8; 8];
+    report[..4].copy_from_slice(&stage.to_ne_bytes());
+    report[4..].copy_from_slice(&errno.to_ne_bytes());
+    report
+}
+
+/// The error a start's report describes.
+pub fn stage_error(report: [u8; 8]) -> io::Error {
+    let stage = u32::from_ne_bytes([report[0], report[1], report[2], report[3]]);
+    let errno = i32::from_ne_bytes([report[4], report[5], report[6], report[7]]);
+    let err = io::Error::from_raw_os_error(errno);
+    let what = match stage {
+        STAGE_CHDIR => "changing to the working directory",
+        STAGE_EXEC => "executing the program",
+        _ => "setting up the process",
+    };
+    io::Error::new(err.kind(), format!("{what}: {err}"))
+}
 
 extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` is the parent's `ChildArgs`, alive while the parent is suspended.
@@ -201,10 +216,7 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: async-signal-safe calls only, on memory prepared by the parent.
     unsafe {
         let fail = |stage: u32| -> ! {
-            let errno = *libc::__errno_location();
-            let mut report = [0u8; 8];
-            report[..4].copy_from_slice(&stage.to_ne_bytes());
-            report[4..].copy_from_slice(&errno.to_ne_bytes());
+            let report = stage_report(stage, *libc::__errno_location());
             libc::write(args.error_fd, report.as_ptr().cast(), report.len());
             libc::_exit(127)
         };
@@ -826,15 +838,6 @@ pub fn die_of_signal(signal: i32) {
     }
 }
 
-/// The one data byte an fd travels with (a stream socket carries no ancillary data
-/// without any).
-fn one_byte(byte: &mut [u8; 1]) -> libc::iovec {
-    libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    }
-}
-
 /// A message header over `iov` and the first `len` bytes of `control` (a u64 buffer keeps
 /// the control message aligned as cmsghdr needs). The header points into both: use it
 /// while they live.
@@ -848,25 +851,46 @@ fn fd_message(iov: &mut libc::iovec, control: &mut [u64; 8], len: usize) -> libc
     msg
 }
 
-/// Sends `fd` over the connected Unix stream socket `socket` (`SCM_RIGHTS`), with one byte
-/// of data (a stream socket carries no ancillary data without any).
-pub fn send_fd(socket: RawFd, fd: RawFd) -> io::Result<()> {
-    let mut byte = [0u8; 1];
-    let mut iov = one_byte(&mut byte);
-    let fd_bytes = std::mem::size_of::<RawFd>() as libc::c_uint;
+/// Most descriptors one message carries (what the 64-byte control buffer holds).
+pub const MAX_FDS_PER_MESSAGE: usize = 8;
+
+/// Sends `data` (at least one byte: a stream socket carries no ancillary data without any)
+/// over the connected Unix stream socket `socket`, with `fds` attached (`SCM_RIGHTS`).
+/// Returns how many bytes went out; the descriptors went with the first.
+pub fn send_with_fds(socket: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<usize> {
+    if data.is_empty() || fds.len() > MAX_FDS_PER_MESSAGE {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    let fd_bytes = std::mem::size_of_val(fds) as libc::c_uint;
     let mut control = [0u64; 8];
-    // SAFETY: the header points at live buffers; CMSG_SPACE of one fd fits in 64 bytes, and
-    // CMSG_FIRSTHDR of a message with that much control space is non-null.
+    // SAFETY: the header points at live buffers (sendmsg only reads the iovec's bytes); the
+    // CMSG_SPACE of at most 8 fds fits in 64 bytes, and CMSG_FIRSTHDR of a message with that
+    // much control space is non-null.
     unsafe {
-        let msg = fd_message(&mut iov, &mut control, libc::CMSG_SPACE(fd_bytes) as usize);
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(fd_bytes) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
+        let space = if fds.is_empty() {
+            0
+        } else {
+            libc::CMSG_SPACE(fd_bytes) as usize
+        };
+        let msg = fd_message(&mut iov, &mut control, space);
+        if !fds.is_empty() {
+            let cmsg = libc::CMSG_FIRSTHDR(&msg);
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(fd_bytes) as _;
+            let data = libc::CMSG_DATA(cmsg).cast::<RawFd>();
+            for (i, fd) in fds.iter().enumerate() {
+                std::ptr::write_unaligned(data.add(i), *fd);
+            }
+        }
         loop {
-            if libc::sendmsg(socket, &msg, libc::MSG_NOSIGNAL) >= 0 {
-                return Ok(());
+            let n = libc::sendmsg(socket, &msg, libc::MSG_NOSIGNAL);
+            if n >= 0 {
+                return Ok(n as usize);
             }
             let e = io::Error::last_os_error();
             if e.kind() != io::ErrorKind::Interrupted {
@@ -876,23 +900,31 @@ pub fn send_fd(socket: RawFd, fd: RawFd) -> io::Result<()> {
     }
 }
 
-/// Receives one fd sent by [`send_fd`] on `socket` (close-on-exec). `WouldBlock` when
-/// nothing is there yet on a non-blocking socket; `UnexpectedEof` when the peer closed
-/// without sending one.
-pub fn recv_fd(socket: RawFd) -> io::Result<OwnedFd> {
-    let mut byte = [0u8; 1];
-    let mut iov = one_byte(&mut byte);
+/// One `recvmsg` into `buf` on a Unix stream socket: the bytes read (0 at end of stream) and
+/// the descriptors that came with them (close-on-exec; any beyond the buffer's room are
+/// closed by the kernel). `WouldBlock` when nothing is there yet on a non-blocking socket.
+pub fn recv_with_fds(socket: RawFd, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
     let mut control = [0u64; 8];
     let len = std::mem::size_of_val(&control);
-    // SAFETY: as in send_fd; every control message the kernel returned lies within the
-    // buffer, and an SCM_RIGHTS one holds at least one fd, now ours.
+    // SAFETY: as in send_with_fds; every control message the kernel returned lies within the
+    // buffer, and an SCM_RIGHTS one holds whole fds, now ours.
     unsafe {
         let mut msg = fd_message(&mut iov, &mut control, len);
-        let n = libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC);
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let mut received = None;
+        let n = loop {
+            let n = libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC);
+            if n >= 0 {
+                break n as usize;
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        };
+        let mut fds = Vec::new();
         let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
         while !cmsg.is_null() {
             if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
@@ -900,23 +932,35 @@ pub fn recv_fd(socket: RawFd) -> io::Result<OwnedFd> {
                 let count = ((*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
                     / std::mem::size_of::<RawFd>();
                 for i in 0..count {
-                    let fd = OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i)));
-                    // The first is the one; any more are closed as they drop.
-                    if received.is_none() {
-                        received = Some(fd);
-                    }
+                    fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
                 }
             }
             cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
         }
-        match received {
-            Some(fd) => Ok(fd),
-            None if n == 0 => Err(io::ErrorKind::UnexpectedEof.into()),
-            None => Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "a message without a file descriptor",
-            )),
-        }
+        Ok((n, fds))
+    }
+}
+
+/// Sends `fd` over the connected Unix stream socket `socket` (`SCM_RIGHTS`), with one byte
+/// of data.
+pub fn send_fd(socket: RawFd, fd: RawFd) -> io::Result<()> {
+    send_with_fds(socket, &[0], &[fd]).map(drop)
+}
+
+/// Receives one fd sent by [`send_fd`] on `socket` (close-on-exec). `WouldBlock` when
+/// nothing is there yet on a non-blocking socket; `UnexpectedEof` when the peer closed
+/// without sending one.
+pub fn recv_fd(socket: RawFd) -> io::Result<OwnedFd> {
+    let mut byte = [0u8; 1];
+    let (n, fds) = recv_with_fds(socket, &mut byte)?;
+    // The first is the one; any more are closed as they drop.
+    match fds.into_iter().next() {
+        Some(fd) => Ok(fd),
+        None if n == 0 => Err(io::ErrorKind::UnexpectedEof.into()),
+        None => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "a message without a file descriptor",
+        )),
     }
 }
 

@@ -1,0 +1,444 @@
+//! Warm launchers: the sandbox launcher started before the command that will use it.
+//!
+//! A cold sandboxed spawn execs the 20 MB `uexec` binary before any layer applies: about 1 ms
+//! of page faults and relocations (`uexec --version` costs the same), paid on every command.
+//! Instead the engine keeps one launcher per launcher path started and waiting:
+//! `uexec __sandbox-exec --warm`, spawned exactly as a command is (the engine's own child,
+//! leader of its session and process group, dying with the spawning thread), with a Unix
+//! socket to the engine as stdin, `/dev/null` as stdout and stderr, `/` as its directory and
+//! an empty environment.
+//!
+//! A sandboxed spawn then:
+//! 1. takes the waiting launcher and sends it the rest of the launch: the launcher's
+//!    arguments, the command's environment and working directory, and its stdio
+//!    descriptors (`SCM_RIGHTS`: the three pipe ends, or the PTY slave);
+//! 2. the launcher moves the descriptors onto 0, 1 and 2, makes a PTY its controlling
+//!    terminal, changes directory, takes the environment and answers with the 8-byte report
+//!    a spawning child gives (`(stage, errno)`, zero when all is well), so a bad working
+//!    directory fails the spawn exactly as it does cold;
+//! 3. the launcher goes on as a cold one does; the engine starts the next warm one in the
+//!    background.
+//!
+//! A launcher that died while waiting (or whose socket fails) is reaped and the spawn goes
+//! cold. One whose engine went away reads the end of its socket and exits. Nothing here
+//! changes what runs: the same binary, the same arguments, the same process tree; only the
+//! moment of the exec moves off the command's path.
+
+use std::ffi::{CString, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use crate::sys;
+
+/// The launcher's first argument in warm mode.
+pub const WARM_FLAG: &str = "--warm";
+/// First bytes of a launch message (and its version).
+const MAGIC: [u8; 4] = *b"UXW1";
+/// Largest message body accepted (arguments and environment; the kernel's own limit on an
+/// exec's strings is lower).
+const MAX_BODY: usize = 16 << 20;
+
+/// What a warm launcher is handed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    /// The launcher's arguments (after the subcommand).
+    pub args: Vec<OsString>,
+    /// `NAME=value` strings.
+    pub env: Vec<OsString>,
+    pub cwd: OsString,
+    /// One descriptor (the PTY slave) instead of three.
+    pub tty: bool,
+}
+
+/// The message: magic, body length (u32 LE), then the body: tty (u8), the counts of
+/// arguments and environment strings (u32 LE each), and NUL-terminated strings: the working
+/// directory, the arguments, the environment (none can hold a NUL: they are C strings).
+fn encode(args: &[&[u8]], env: &[&[u8]], cwd: &[u8], tty: bool) -> Vec<u8> {
+    let mut body = vec![u8::from(tty)];
+    body.extend((args.len() as u32).to_le_bytes());
+    body.extend((env.len() as u32).to_le_bytes());
+    for s in std::iter::once(&cwd).chain(args).chain(env) {
+        body.extend_from_slice(s);
+        body.push(0);
+    }
+    let mut message = MAGIC.to_vec();
+    message.extend((body.len() as u32).to_le_bytes());
+    message.extend(body);
+    message
+}
+
+fn decode(body: &[u8]) -> Result<Launch, String> {
+    let count = |at: usize| -> Result<usize, String> {
+        let bytes = body.get(at..at + 4).ok_or("a truncated launch message")?;
+        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize)
+    };
+    let tty = match body.first() {
+        Some(0) => false,
+        Some(1) => true,
+        _ => return Err("a launch message without its tty flag".to_owned()),
+    };
+    let (nargs, nenv) = (count(1)?, count(5)?);
+    let strings = &body[9..];
+    // Every string is NUL-terminated: as many NULs as strings, the last byte one of them.
+    let terminated = strings.last() == Some(&0);
+    let found = strings.iter().filter(|b| **b == 0).count();
+    if !terminated || Some(found) != nargs.checked_add(nenv).and_then(|n| n.checked_add(1)) {
+        return Err("a launch message whose strings do not match its counts".to_owned());
+    }
+    let mut strings = strings[..strings.len() - 1]
+        .split(|b| *b == 0)
+        .map(|s| OsString::from_vec(s.to_vec()));
+    let cwd = strings.next().unwrap_or_default();
+    let args = strings.by_ref().take(nargs).collect();
+    let env = strings.collect();
+    Ok(Launch {
+        args,
+        env,
+        cwd,
+        tty,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The launcher's side (single-threaded: it may allocate).
+// ---------------------------------------------------------------------------------------------
+
+/// Waits on stdin for the launch, takes its descriptors, directory and environment, and
+/// acknowledges. `Ok(None)`: the engine went away before sending one (exit quietly).
+/// `Err(code)`: the launch failed and was reported; exit with `code`.
+pub fn receive() -> Result<Option<Launch>, i32> {
+    const FAILED: i32 = super::LAUNCHER_FAILED_EXIT_CODE;
+    // SAFETY: duplicating our stdin into a new close-on-exec descriptor we then own.
+    let control = unsafe { libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3) };
+    if control < 0 {
+        return Err(FAILED);
+    }
+    // SAFETY: a descriptor just made, owned by nothing else.
+    let control: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(control) };
+    let fd = control.as_raw_fd();
+    let mut header = [0u8; 8];
+    let mut got = 0;
+    let mut fds = Vec::new();
+    while got < header.len() {
+        match sys::recv_with_fds(fd, &mut header[got..]) {
+            Ok((0, _)) if got == 0 => return Ok(None),
+            Ok((0, _)) => return Err(FAILED),
+            Ok((n, more)) => {
+                got += n;
+                fds.extend(more);
+            }
+            Err(_) => return Err(FAILED),
+        }
+    }
+    let reply = |stage: u32, errno: i32| {
+        let _ = sys::write_fd(fd, &sys::stage_report(stage, errno));
+    };
+    let len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]) as usize;
+    if header[..4] != MAGIC || len > MAX_BODY {
+        reply(sys::STAGE_SETUP, libc::EPROTO);
+        return Err(FAILED);
+    }
+    let mut body = vec![0u8; len];
+    let mut got = 0;
+    while got < len {
+        match sys::read_fd(fd, &mut body[got..]) {
+            Ok(0) => return Err(FAILED),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Err(FAILED),
+        }
+    }
+    let launch = match decode(&body) {
+        Ok(launch) if fds.len() == if launch.tty { 1 } else { 3 } => launch,
+        _ => {
+            reply(sys::STAGE_SETUP, libc::EPROTO);
+            return Err(FAILED);
+        }
+    };
+    let stdio: [RawFd; 3] = if launch.tty {
+        [fds[0].as_raw_fd(); 3]
+    } else {
+        [fds[0].as_raw_fd(), fds[1].as_raw_fd(), fds[2].as_raw_fd()]
+    };
+    if let Err((stage, errno)) = take(&launch, stdio) {
+        reply(stage, errno);
+        return Err(FAILED);
+    }
+    drop(fds);
+    for pair in &launch.env {
+        let bytes = pair.as_encoded_bytes();
+        // A string without a name (`=x`, or no `=`) is no variable: exec would pass it on, but
+        // the command's start (std's spawn) only sees named ones.
+        if let Some(eq) = bytes.iter().position(|b| *b == b'=').filter(|at| *at > 0) {
+            let name = OsString::from_vec(bytes[..eq].to_vec());
+            let value = OsString::from_vec(bytes[eq + 1..].to_vec());
+            // The launcher is single-threaded: nothing reads the environment meanwhile.
+            std::env::set_var(name, value);
+        }
+    }
+    reply(0, 0);
+    Ok(Some(launch))
+}
+
+/// Steps of [`receive`] as a spawning child makes them: stdio, controlling terminal, working
+/// directory. `Err((stage, errno))`.
+fn take(launch: &Launch, stdio: [RawFd; 3]) -> Result<(), (u32, i32)> {
+    let errno = || {
+        io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+    };
+    for (target, source) in stdio.into_iter().enumerate() {
+        let target = target as RawFd;
+        // SAFETY: dup2 of descriptors we hold onto the standard ones.
+        if unsafe { libc::dup2(source, target) } < 0 {
+            return Err((sys::STAGE_SETUP, errno()));
+        }
+    }
+    // SAFETY: an ioctl without arguments on our stdin (the PTY slave).
+    if launch.tty && unsafe { libc::ioctl(0, libc::TIOCSCTTY as _, 0) } < 0 {
+        return Err((sys::STAGE_SETUP, errno()));
+    }
+    let cwd = CString::new(launch.cwd.clone().into_vec())
+        .map_err(|_| (sys::STAGE_CHDIR, libc::EINVAL))?;
+    // SAFETY: chdir to a NUL-terminated path.
+    if unsafe { libc::chdir(cwd.as_ptr()) } < 0 {
+        return Err((sys::STAGE_CHDIR, errno()));
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The engine's side.
+// ---------------------------------------------------------------------------------------------
+
+/// A launcher started and waiting for its launch.
+struct Waiting {
+    launcher: PathBuf,
+    child: sys::SpawnedChild,
+    control: OwnedFd,
+}
+
+impl Waiting {
+    /// Kills and reaps it (its launch never came, or failed).
+    fn discard(self) {
+        sys::pidfd_kill(&self.child.pidfd, sys::SIGKILL);
+        sys::kill_and_reap(self.child.pid);
+    }
+}
+
+/// The waiting launcher (one: sandboxed spawns come one at a time from a person or an agent;
+/// a second at the same moment goes cold).
+static WAITING: Mutex<Option<Waiting>> = Mutex::new(None);
+
+/// The launchers that may be started warm: those the sandbox probed (a program whose
+/// second argument happens to be the subcommand is not one).
+static KNOWN: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn waiting() -> std::sync::MutexGuard<'static, Option<Waiting>> {
+    WAITING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn known(launcher: &Path) -> bool {
+    KNOWN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .any(|k| k == launcher)
+}
+
+/// Registers `launcher` as one the sandbox runs (see [`super::prepare`], before each
+/// sandboxed spawn). The first time, starts one waiting, now (after the probe, which blocks
+/// for longer): the first sandboxed command finds it.
+pub fn register(launcher: &Path) {
+    {
+        let mut known = KNOWN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if known.iter().any(|k| k == launcher) {
+            return;
+        }
+        known.push(launcher.to_path_buf());
+    }
+    fill(launcher);
+}
+
+/// Starts a waiting launcher for `launcher` unless one is already there (on a worker
+/// thread of the runtime when there is one: the launcher dies with the thread that spawned
+/// it, see `sys`).
+fn refill(launcher: &Path) {
+    let launcher = launcher.to_path_buf();
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => drop(runtime.spawn(async move { fill(&launcher) })),
+        Err(_) => fill(&launcher),
+    }
+}
+
+/// Starts a waiting launcher for `launcher` unless one is already there.
+fn fill(launcher: &Path) {
+    if waiting().as_ref().is_some_and(|w| w.launcher == launcher) {
+        return;
+    }
+    // A spawn failure leaves the slot empty: the next command goes cold and tries again.
+    if let Ok(w) = start(launcher) {
+        if let Some(old) = waiting().replace(w) {
+            old.discard();
+        }
+    }
+}
+
+fn start(launcher: &Path) -> io::Result<Waiting> {
+    use std::os::unix::ffi::OsStrExt;
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+    let null = sys::dev_null()?;
+    let program = CString::new(launcher.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let child = sys::spawn_child(&sys::ChildSpec {
+        argv: vec![
+            program.clone(),
+            CString::new(super::LAUNCHER_SUBCOMMAND).map_err(io::Error::other)?,
+            CString::new(WARM_FLAG).map_err(io::Error::other)?,
+        ],
+        program,
+        envp: Vec::new(),
+        cwd: CString::new("/").map_err(io::Error::other)?,
+        stdio: [theirs.as_raw_fd(), null.as_raw_fd(), null.as_raw_fd()],
+        controlling_tty: false,
+    })?;
+    Ok(Waiting {
+        launcher: launcher.to_path_buf(),
+        child,
+        control: ours.into(),
+    })
+}
+
+/// Hands a launch to the waiting launcher for `spec.program`, if there is one: the started
+/// child, as [`sys::spawn_child`] would return it, or `None` when there is none (or it died
+/// waiting): spawn cold. `spec.argv` is the launcher's (`[launcher, subcommand, args...]`).
+/// Starts the next waiting launcher either way.
+pub fn launch(spec: &sys::ChildSpec) -> io::Result<Option<sys::SpawnedChild>> {
+    use std::os::unix::ffi::OsStrExt;
+    let launcher = PathBuf::from(std::ffi::OsStr::from_bytes(spec.program.as_bytes()));
+    if !known(&launcher) {
+        return Ok(None);
+    }
+    let taken = {
+        let mut slot = waiting();
+        match slot.take() {
+            Some(w) if w.launcher == launcher => Some(w),
+            other => {
+                *slot = other;
+                None
+            }
+        }
+    };
+    refill(&launcher);
+    let Some(w) = taken else {
+        return Ok(None);
+    };
+    let args: Vec<&[u8]> = spec.argv.iter().skip(2).map(|a| a.as_bytes()).collect();
+    let env: Vec<&[u8]> = spec.envp.iter().map(|e| e.as_bytes()).collect();
+    let message = encode(&args, &env, spec.cwd.as_bytes(), spec.controlling_tty);
+    let fds: &[RawFd] = if spec.controlling_tty {
+        &spec.stdio[..1]
+    } else {
+        &spec.stdio
+    };
+    match hand_over(&w.control, &message, fds) {
+        Ok(None) => Ok(Some(w.child)),
+        Ok(Some(report)) => {
+            w.discard();
+            Err(sys::stage_error(report))
+        }
+        // It died waiting, or its socket failed: cold.
+        Err(_) => {
+            w.discard();
+            Ok(None)
+        }
+    }
+}
+
+/// Sends the message with the descriptors and waits for the report: `None` when all is
+/// well, `Some(report)` of a failure.
+fn hand_over(control: &OwnedFd, message: &[u8], fds: &[RawFd]) -> io::Result<Option<[u8; 8]>> {
+    let fd = control.as_raw_fd();
+    let mut sent = sys::send_with_fds(fd, message, fds)?;
+    while sent < message.len() {
+        match sys::write_fd(fd, &message[sent..]) {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let mut report = [0u8; 8];
+    let mut got = 0;
+    while got < report.len() {
+        match sys::read_fd(fd, &mut report[got..]) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((report != [0; 8]).then_some(report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip() {
+        let message = encode(
+            &[b"--layers", b"namespaces", b"--", b"/bin/sh"],
+            &[b"A=1", b"EMPTY=", b"X=a=b"],
+            b"/work dir",
+            true,
+        );
+        assert_eq!(message[..4], MAGIC);
+        let body = &message[8..];
+        assert_eq!(
+            u32::from_le_bytes([message[4], message[5], message[6], message[7]]) as usize,
+            body.len()
+        );
+        let launch = decode(body).unwrap();
+        assert_eq!(
+            launch,
+            Launch {
+                args: ["--layers", "namespaces", "--", "/bin/sh"]
+                    .map(OsString::from)
+                    .to_vec(),
+                env: ["A=1", "EMPTY=", "X=a=b"].map(OsString::from).to_vec(),
+                cwd: "/work dir".into(),
+                tty: true,
+            }
+        );
+        let empty = encode(&[], &[], b"/", false);
+        assert_eq!(decode(&empty[8..]).unwrap().args, Vec::<OsString>::new());
+    }
+
+    #[test]
+    fn malformed_messages_are_refused() {
+        let good = encode(&[b"a", b"b"], &[b"E=1"], b"/", false);
+        let body = &good[8..];
+        for (bad, why) in [
+            (&body[..body.len() - 1], "last string unterminated"),
+            (&body[..body.len() - 4], "a string missing"),
+            (&body[..5], "counts truncated"),
+            (&[][..], "empty"),
+        ] {
+            assert!(decode(bad).is_err(), "{why}");
+        }
+        let mut extra = body.to_vec();
+        extra.extend(b"more\0");
+        assert!(decode(&extra).is_err(), "a string too many");
+        let mut flag = body.to_vec();
+        flag[0] = 7;
+        assert!(decode(&flag).is_err(), "a bad tty flag");
+    }
+}
