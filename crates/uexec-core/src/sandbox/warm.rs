@@ -220,6 +220,8 @@ struct Waiting {
     launcher: PathBuf,
     child: sys::SpawnedChild,
     control: OwnedFd,
+    /// Which start this is (a pid can come back; a start cannot).
+    generation: u64,
 }
 
 impl Waiting {
@@ -285,9 +287,39 @@ fn fill(launcher: &Path) {
         return;
     }
     // A spawn failure leaves the slot empty: the next command goes cold and tries again.
-    if let Ok(w) = start(launcher) {
-        if let Some(old) = waiting().replace(w) {
-            old.discard();
+    let Ok(w) = start(launcher) else {
+        return;
+    };
+    let generation = w.generation;
+    // SAFETY: duplicating a pidfd we own into a new descriptor we then own.
+    let watch = unsafe { libc::fcntl(w.child.pidfd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if let Some(old) = waiting().replace(w) {
+        old.discard();
+    }
+    if watch >= 0 {
+        // SAFETY: a descriptor just made, owned by nothing else.
+        let watch: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(watch) };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            drop(runtime.spawn(reap_if_it_dies(generation, watch)));
+        }
+    }
+}
+
+/// A waiting launcher that dies (killed, or a launcher that is not one) is reaped and its
+/// place emptied, rather than left a zombie until the next sandboxed spawn. Once taken by a
+/// launch, it is the session's to reap: the check under the slot's lock tells which.
+async fn reap_if_it_dies(generation: u64, pidfd: OwnedFd) {
+    let Ok(pidfd) = sys::async_fd(pidfd) else {
+        return;
+    };
+    if pidfd.readable().await.is_err() {
+        return;
+    }
+    let mut slot = waiting();
+    if slot.as_ref().is_some_and(|w| w.generation == generation) {
+        if let Some(dead) = slot.take() {
+            drop(slot);
+            dead.discard();
         }
     }
 }
@@ -310,10 +342,12 @@ fn start(launcher: &Path) -> io::Result<Waiting> {
         stdio: [theirs.as_raw_fd(), null.as_raw_fd(), null.as_raw_fd()],
         controlling_tty: false,
     })?;
+    static STARTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     Ok(Waiting {
         launcher: launcher.to_path_buf(),
         child,
         control: ours.into(),
+        generation: STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
     })
 }
 

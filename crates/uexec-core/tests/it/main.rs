@@ -15,6 +15,7 @@ mod id_space;
 mod inherited_fds;
 mod invalid_input;
 mod monitors;
+mod sandbox_launcher;
 mod screens;
 mod shell_snapshot;
 mod shutdown_races;

@@ -1,0 +1,111 @@
+//! The engine's side of the sandbox launcher, with a stand-in launcher (a shell script that
+//! answers the probe and runs what follows `--`): which start a sandboxed command gets.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use uexec_core::sandbox::{Profile, SandboxConfig};
+
+use crate::helpers::{collect, eventually, exec, store_with};
+
+/// A stand-in for `uexec __sandbox-exec` at a fresh path: `--probe` says every layer works,
+/// `--warm` appends `warm` to `log` and exits at once (a launcher that dies waiting),
+/// anything else appends `cold` and execs the command after `--`.
+fn fake_launcher(dir: &Path, log: &Path) -> PathBuf {
+    let path = dir.join("fake-uexec");
+    let script = format!(
+        "#!/bin/sh\n\
+         [ \"$1\" = __sandbox-exec ] || exit 126\n\
+         shift\n\
+         case \"$1\" in\n\
+           --probe) printf 'namespaces ok\\nnetwork-namespace ok\\nlandlock ok\\nseccomp ok\\n'; exit 0;;\n\
+           --warm) echo warm >> {0}; exit 0;;\n\
+         esac\n\
+         while [ \"$1\" != -- ]; do shift; done\n\
+         shift\n\
+         echo cold >> {0}\n\
+         exec \"$@\"\n",
+        log.display()
+    );
+    std::fs::write(&path, script).unwrap();
+    let mut perms = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&path, perms).unwrap();
+    path
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "uexec-core-launcher-{name}-{}-{}",
+        std::process::id(),
+        crate::helpers::marker()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Children of this process that died and were not reaped.
+fn my_zombies() -> Vec<u32> {
+    let me = std::process::id();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let mut fields = stat
+                .rsplit_once(')')
+                .map(|(_, r)| r)
+                .unwrap_or("")
+                .split_whitespace();
+            let state = fields.next();
+            let ppid = fields.next().and_then(|p| p.parse::<u32>().ok());
+            state == Some("Z") && ppid == Some(me)
+        })
+        .collect()
+}
+
+async fn run_sandboxed(launcher: PathBuf, cold_launcher: bool, times: usize) {
+    let store = store_with(|c| {
+        c.sandbox = SandboxConfig {
+            launcher: Some(launcher),
+            cold_launcher,
+            ..SandboxConfig::default()
+        }
+    });
+    for _ in 0..times {
+        let mut request = exec("echo \"ran under $UEXEC_SANDBOX\"", 10_000);
+        request.sandbox = Some(Profile::ReadOnly);
+        let first = store.exec_command(request).await.unwrap();
+        let (out, last) = collect(&store, first).await;
+        assert_eq!(last.exit_code, Some(0), "{out}");
+        assert!(out.contains("ran under read-only"), "{out}");
+    }
+}
+
+#[tokio::test]
+async fn a_launcher_that_dies_waiting_leaves_the_command_to_a_cold_start_and_no_zombie() {
+    let dir = scratch("dies");
+    let log = dir.join("log");
+    run_sandboxed(fake_launcher(&dir, &log), false, 3).await;
+    // Every command ran, each through a cold start of the launcher. The first was handed to
+    // the one started ahead at the probe, which had died (it said so first); later ones
+    // may find the place already emptied by the reaper.
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(log.matches("cold").count(), 3, "{log}");
+    assert!(log.starts_with("warm\n"), "{log}");
+    // The launchers started ahead and dead at once were reaped, not left as zombies.
+    eventually("no zombie children", Duration::from_secs(5), || {
+        my_zombies().is_empty()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cold_launcher_execs_the_launcher_for_each_command() {
+    let dir = scratch("cold");
+    let log = dir.join("log");
+    run_sandboxed(fake_launcher(&dir, &log), true, 2).await;
+    // None started ahead.
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "cold\n".repeat(2));
+}
