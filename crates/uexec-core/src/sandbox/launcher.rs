@@ -1,5 +1,7 @@
 //! `uexec __sandbox-exec`: the single-threaded launcher that applies the layers and runs the
-//! command (see the module docs of [`super`] for why it exists).
+//! command (see the module docs of [`super`] for why it exists). Started with `--warm`, it
+//! first waits for the rest of its arguments, its stdio, directory and environment from the
+//! engine ([`super::warm`]), then goes on as below.
 //!
 //! Processes, when the namespaces layer applies:
 //! 1. the *launcher* (the process uexec started: the session's process-group leader, and

@@ -18,6 +18,10 @@
 //! 3. every snapshot of the session carries a [`SandboxReport`]: the layers applied, and
 //!    whether the output shows a denial ([`SandboxSession::judge`]).
 //!
+//! The launcher is usually already running when a command comes: the engine keeps one
+//! started ahead and hands it the rest of the spawn ([`warm`]), so the exec of the `uexec`
+//! binary is off the command's path.
+//!
 //! The launcher applies exactly the layers it is given and fails (exit 126) if one of them
 //! cannot be applied: what the report says is what ran.
 

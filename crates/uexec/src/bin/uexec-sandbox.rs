@@ -1,5 +1,0 @@
-fn main() {
-    std::process::exit(uexec_core::sandbox::launcher::run(
-        std::env::args_os().skip(1),
-    ));
-}
