@@ -19,7 +19,8 @@
 //! 3. the launcher goes on as a cold one does; the engine starts the next warm one in the
 //!    background.
 //!
-//! A launcher that died while waiting (or whose socket fails) is reaped and the spawn goes
+//! A launcher that died while waiting (or whose socket fails, or that has not answered within
+//! 2 s: it is killed with its group) is reaped and the spawn goes
 //! cold. One whose engine went away reads the end of its socket and exits. Nothing here
 //! changes what runs: the same binary, the same arguments, the same process tree; only the
 //! moment of the exec moves off the command's path.
@@ -37,6 +38,8 @@ use crate::sys;
 pub const WARM_FLAG: &str = "--warm";
 /// First bytes of a launch message (and its version).
 const MAGIC: [u8; 4] = *b"UXW1";
+/// How long the engine waits for a launcher to take a launch and answer.
+const HAND_OVER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 /// Largest message body accepted (arguments and environment; the kernel's own limit on an
 /// exec's strings is lower).
 const MAX_BODY: usize = 16 << 20;
@@ -327,6 +330,10 @@ async fn reap_if_it_dies(generation: u64, pidfd: OwnedFd) {
 fn start(launcher: &Path) -> io::Result<Waiting> {
     use std::os::unix::ffi::OsStrExt;
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+    // A launcher that stops answering (stopped, starved) must not hold the spawning thread:
+    // past this, the spawn goes cold and the launcher is killed with its group.
+    ours.set_read_timeout(Some(HAND_OVER_TIMEOUT))?;
+    ours.set_write_timeout(Some(HAND_OVER_TIMEOUT))?;
     let null = sys::dev_null()?;
     let program = CString::new(launcher.as_os_str().as_bytes())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -389,7 +396,7 @@ pub fn launch(spec: &sys::ChildSpec) -> io::Result<Option<sys::SpawnedChild>> {
             w.discard();
             Err(sys::stage_error(report))
         }
-        // It died waiting, or its socket failed: cold.
+        // It died waiting, its socket failed, or it did not answer in time: cold.
         Err(_) => {
             w.discard();
             Ok(None)

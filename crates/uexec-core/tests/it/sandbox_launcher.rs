@@ -12,6 +12,12 @@ use crate::helpers::{collect, eventually, exec, store_with};
 /// `--warm` appends `warm` to `log` and exits at once (a launcher that dies waiting),
 /// anything else appends `cold` and execs the command after `--`.
 fn fake_launcher(dir: &Path, log: &Path) -> PathBuf {
+    stand_in(dir, log, "echo warm >> {log}; exit 0")
+}
+
+/// The stand-in with `warm` as its `--warm` branch (`{log}` stands for the log's path).
+fn stand_in(dir: &Path, log: &Path, warm: &str) -> PathBuf {
+    let warm = warm.replace("{log}", &log.display().to_string());
     let path = dir.join("fake-uexec");
     let script = format!(
         "#!/bin/sh\n\
@@ -19,13 +25,14 @@ fn fake_launcher(dir: &Path, log: &Path) -> PathBuf {
          shift\n\
          case \"$1\" in\n\
            --probe) printf 'namespaces ok\\nnetwork-namespace ok\\nlandlock ok\\nseccomp ok\\n'; exit 0;;\n\
-           --warm) echo warm >> {0}; exit 0;;\n\
+           --warm) {1};;\n\
          esac\n\
          while [ \"$1\" != -- ]; do shift; done\n\
          shift\n\
          echo cold >> {0}\n\
          exec \"$@\"\n",
-        log.display()
+        log.display(),
+        warm
     );
     std::fs::write(&path, script).unwrap();
     let mut perms = std::fs::metadata(&path).unwrap().permissions();
@@ -65,6 +72,10 @@ fn my_zombies() -> Vec<u32> {
         .collect()
 }
 
+/// The engine keeps one launcher started ahead for the whole process: these tests take
+/// turns, or one's start would replace another's.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn run_sandboxed(launcher: PathBuf, cold_launcher: bool, times: usize) {
     let store = store_with(|c| {
         c.sandbox = SandboxConfig {
@@ -85,6 +96,7 @@ async fn run_sandboxed(launcher: PathBuf, cold_launcher: bool, times: usize) {
 
 #[tokio::test]
 async fn a_launcher_that_dies_waiting_leaves_the_command_to_a_cold_start_and_no_zombie() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let dir = scratch("dies");
     let log = dir.join("log");
     run_sandboxed(fake_launcher(&dir, &log), false, 3).await;
@@ -103,9 +115,29 @@ async fn a_launcher_that_dies_waiting_leaves_the_command_to_a_cold_start_and_no_
 
 #[tokio::test]
 async fn cold_launcher_execs_the_launcher_for_each_command() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let dir = scratch("cold");
     let log = dir.join("log");
     run_sandboxed(fake_launcher(&dir, &log), true, 2).await;
     // None started ahead.
     assert_eq!(std::fs::read_to_string(&log).unwrap(), "cold\n".repeat(2));
+}
+
+#[tokio::test]
+async fn a_launcher_that_never_answers_is_killed_and_the_command_starts_cold() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let dir = scratch("mute");
+    let log = dir.join("log");
+    // Started ahead, it never reads its launch: the engine gives up on it after 2 s.
+    let launcher = stand_in(&dir, &log, "echo warm >> {log}; exec sleep 600");
+    run_sandboxed(launcher, false, 1).await;
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(log.matches("cold").count(), 1, "{log}");
+    assert!(log.starts_with("warm\n"), "{log}");
+    // It was killed and reaped (the next one started ahead sleeps on; it is this process's
+    // child, killed when the test process exits).
+    eventually("the mute launcher gone", Duration::from_secs(5), || {
+        my_zombies().is_empty()
+    })
+    .await;
 }
