@@ -3,7 +3,8 @@
 //! the network off, each with the launcher started ahead (the default) and exec'd per
 //! command (`cold_launcher`), interleaved so that machine noise hits every variant; medians
 //! of `UEXEC_BENCH_RUNS` (default 300) each, and their ratios to the unsandboxed one. The
-//! launcher is `UEXEC_BIN` (default `target/release/uexec`, built first).
+//! launcher is `UEXEC_BIN` (default `target/release/uexec`, built first);
+//! `UEXEC_BENCH_GAP_MS` (default 0: back to back) leaves that long between commands.
 //!
 //! Run: `cargo build --release -p uexec && cargo bench -p uexec-core --bench sandbox`
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -86,9 +87,20 @@ async fn main() {
             off(),
         ),
     ];
+    // Time left between commands (an agent's commands come seconds apart; back to back, a
+    // command may find the launcher started for it still starting).
+    let gap = Duration::from_millis(
+        std::env::var("UEXEC_BENCH_GAP_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+    );
     let mut samples: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); variants.len()];
     for round in 0..runs + 10 {
         for (i, (_, store, sandbox, network)) in variants.iter().enumerate() {
+            if !gap.is_zero() {
+                tokio::time::sleep(gap).await;
+            }
             let t = Instant::now();
             let s = store
                 .exec_command(request(*sandbox, network.clone()))
@@ -104,7 +116,10 @@ async fn main() {
     let _ = std::fs::remove_file(&copy);
     let medians: Vec<Duration> = samples.into_iter().map(median).collect();
     let base = medians[0].as_secs_f64();
-    println!("| exec_command `true`, median of {runs} | ms | x unsandboxed |");
+    println!(
+        "| exec_command `true`, median of {runs}, {} ms apart | ms | x unsandboxed |",
+        gap.as_millis()
+    );
     println!("|---|---|---|");
     for ((name, ..), m) in variants.iter().zip(&medians) {
         println!(
