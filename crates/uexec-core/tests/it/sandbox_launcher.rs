@@ -9,10 +9,10 @@ use uexec_core::sandbox::{Profile, SandboxConfig};
 use crate::helpers::{collect, eventually, exec, store_with};
 
 /// A stand-in for `uexec __sandbox-exec` at a fresh path: `--probe` says every layer works,
-/// `--warm` appends `warm` to `log` and exits at once (a launcher that dies waiting),
+/// `--warm` appends `warm PID` to `log` and exits at once (a launcher that dies waiting),
 /// anything else appends `cold` and execs the command after `--`.
 fn fake_launcher(dir: &Path, log: &Path) -> PathBuf {
-    stand_in(dir, log, "echo warm >> {log}; exit 0")
+    stand_in(dir, log, "echo warm $$ >> {log}; exit 0")
 }
 
 /// The stand-in with `warm` as its `--warm` branch (`{log}` stands for the log's path).
@@ -51,25 +51,18 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// Children of this process that died and were not reaped.
-fn my_zombies() -> Vec<u32> {
-    let me = std::process::id();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
-        .filter(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let mut fields = stat
-                .rsplit_once(')')
-                .map(|(_, r)| r)
-                .unwrap_or("")
-                .split_whitespace();
-            let state = fields.next();
-            let ppid = fields.next().and_then(|p| p.parse::<u32>().ok());
-            state == Some("Z") && ppid == Some(me)
-        })
+/// The pids of the launchers started ahead, as the log says (`warm PID` lines).
+fn warm_pids(log: &str) -> Vec<u32> {
+    log.lines()
+        .filter_map(|l| l.strip_prefix("warm "))
+        .filter_map(|pid| pid.trim().parse().ok())
         .collect()
+}
+
+/// Whether `pid` is gone: exited and reaped (a zombie still has its /proc entry). Other
+/// tests of this process may leave zombies of their own: only these pids are looked at.
+fn reaped(pid: u32) -> bool {
+    !std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// The engine keeps one launcher started ahead for the whole process: these tests take
@@ -103,12 +96,14 @@ async fn a_launcher_that_dies_waiting_leaves_the_command_to_a_cold_start_and_no_
     // Every command ran, each through a cold start of the launcher. The first was handed to
     // the one started ahead at the probe, which had died (it said so first); later ones
     // may find the place already emptied by the reaper.
-    let log = std::fs::read_to_string(&log).unwrap();
-    assert_eq!(log.matches("cold").count(), 3, "{log}");
-    assert!(log.starts_with("warm\n"), "{log}");
-    // The launchers started ahead and dead at once were reaped, not left as zombies.
-    eventually("no zombie children", Duration::from_secs(5), || {
-        my_zombies().is_empty()
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text.matches("cold").count(), 3, "{text}");
+    assert!(text.starts_with("warm "), "{text}");
+    // The launchers started ahead and dead at once were reaped, not left as zombies (the
+    // last one too, which no spawn came to take).
+    eventually("the dead launchers reaped", Duration::from_secs(5), || {
+        let text = std::fs::read_to_string(&log).unwrap();
+        warm_pids(&text).into_iter().all(reaped)
     })
     .await;
 }
@@ -129,15 +124,13 @@ async fn a_launcher_that_never_answers_is_killed_and_the_command_starts_cold() {
     let dir = scratch("mute");
     let log = dir.join("log");
     // Started ahead, it never reads its launch: the engine gives up on it after 2 s.
-    let launcher = stand_in(&dir, &log, "echo warm >> {log}; exec sleep 600");
+    let launcher = stand_in(&dir, &log, "echo warm $$ >> {log}; exec sleep 600");
     run_sandboxed(launcher, false, 1).await;
-    let log = std::fs::read_to_string(&log).unwrap();
-    assert_eq!(log.matches("cold").count(), 1, "{log}");
-    assert!(log.starts_with("warm\n"), "{log}");
-    // It was killed and reaped (the next one started ahead sleeps on; it is this process's
-    // child, killed when the test process exits).
-    eventually("the mute launcher gone", Duration::from_secs(5), || {
-        my_zombies().is_empty()
-    })
-    .await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text.matches("cold").count(), 1, "{text}");
+    assert!(text.starts_with("warm "), "{text}");
+    // It was killed and reaped (the next one started ahead sleeps on until the next test's
+    // start replaces it, or this process exits).
+    let mute = warm_pids(&text)[0];
+    assert!(reaped(mute), "the mute launcher {mute} is still there");
 }
