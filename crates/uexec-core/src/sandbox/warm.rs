@@ -26,9 +26,10 @@
 //! moment of the exec moves off the command's path.
 
 use std::ffi::{CString, OsString};
-use std::io;
+use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStringExt;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -121,6 +122,7 @@ pub fn receive() -> Result<Option<Launch>, i32> {
     }
     // SAFETY: a descriptor just made, owned by nothing else.
     let control: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(control) };
+    let control = UnixStream::from(control);
     let fd = control.as_raw_fd();
     let mut header = [0u8; 8];
     let mut got = 0;
@@ -137,7 +139,7 @@ pub fn receive() -> Result<Option<Launch>, i32> {
         }
     }
     let reply = |stage: u32, errno: i32| {
-        let _ = sys::write_fd(fd, &sys::stage_report(stage, errno));
+        let _ = (&control).write_all(&sys::stage_report(stage, errno));
     };
     let len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]) as usize;
     if header[..4] != MAGIC || len > MAX_BODY {
@@ -145,14 +147,8 @@ pub fn receive() -> Result<Option<Launch>, i32> {
         return Err(FAILED);
     }
     let mut body = vec![0u8; len];
-    let mut got = 0;
-    while got < len {
-        match sys::read_fd(fd, &mut body[got..]) {
-            Ok(0) => return Err(FAILED),
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return Err(FAILED),
-        }
+    if (&control).read_exact(&mut body).is_err() {
+        return Err(FAILED);
     }
     let launch = match decode(&body) {
         Ok(launch) if fds.len() == if launch.tty { 1 } else { 3 } => launch,
@@ -222,7 +218,7 @@ fn take(launch: &Launch, stdio: [RawFd; 3]) -> Result<(), (u32, i32)> {
 struct Waiting {
     launcher: PathBuf,
     child: sys::SpawnedChild,
-    control: OwnedFd,
+    control: UnixStream,
     /// Which start this is (a pid can come back; a start cannot).
     generation: u64,
 }
@@ -329,7 +325,7 @@ async fn reap_if_it_dies(generation: u64, pidfd: OwnedFd) {
 
 fn start(launcher: &Path) -> io::Result<Waiting> {
     use std::os::unix::ffi::OsStrExt;
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+    let (ours, theirs) = UnixStream::pair()?;
     // A launcher that stops answering (stopped, starved) must not hold the spawning thread:
     // past this, the spawn goes cold and the launcher is killed with its group.
     ours.set_read_timeout(Some(HAND_OVER_TIMEOUT))?;
@@ -353,7 +349,7 @@ fn start(launcher: &Path) -> io::Result<Waiting> {
     Ok(Waiting {
         launcher: launcher.to_path_buf(),
         child,
-        control: ours.into(),
+        control: ours,
         generation: STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
     })
 }
@@ -406,26 +402,12 @@ pub fn launch(spec: &sys::ChildSpec) -> io::Result<Option<sys::SpawnedChild>> {
 
 /// Sends the message with the descriptors and waits for the report: `None` when all is
 /// well, `Some(report)` of a failure.
-fn hand_over(control: &OwnedFd, message: &[u8], fds: &[RawFd]) -> io::Result<Option<[u8; 8]>> {
-    let fd = control.as_raw_fd();
-    let mut sent = sys::send_with_fds(fd, message, fds)?;
-    while sent < message.len() {
-        match sys::write_fd(fd, &message[sent..]) {
-            Ok(n) => sent += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
+fn hand_over(control: &UnixStream, message: &[u8], fds: &[RawFd]) -> io::Result<Option<[u8; 8]>> {
+    let sent = sys::send_with_fds(control.as_raw_fd(), message, fds)?;
+    let mut control = control;
+    control.write_all(&message[sent..])?;
     let mut report = [0u8; 8];
-    let mut got = 0;
-    while got < report.len() {
-        match sys::read_fd(fd, &mut report[got..]) {
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
+    control.read_exact(&mut report)?;
     Ok((report != [0; 8]).then_some(report))
 }
 
