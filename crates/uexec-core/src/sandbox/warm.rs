@@ -27,7 +27,7 @@
 
 use std::ffi::{CString, OsString};
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -115,13 +115,10 @@ fn decode(body: &[u8]) -> Result<Launch, String> {
 /// `Err(code)`: the launch failed and was reported; exit with `code`.
 pub fn receive() -> Result<Option<Launch>, i32> {
     const FAILED: i32 = super::LAUNCHER_FAILED_EXIT_CODE;
-    // SAFETY: duplicating our stdin into a new close-on-exec descriptor we then own.
-    let control = unsafe { libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3) };
-    if control < 0 {
+    // Our own copy of stdin (close-on-exec), which the launch's stdio will replace.
+    let Ok(control) = std::io::stdin().as_fd().try_clone_to_owned() else {
         return Err(FAILED);
-    }
-    // SAFETY: a descriptor just made, owned by nothing else.
-    let control: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(control) };
+    };
     let control = UnixStream::from(control);
     let fd = control.as_raw_fd();
     let mut header = [0u8; 8];
@@ -245,12 +242,10 @@ fn waiting() -> std::sync::MutexGuard<'static, Option<Waiting>> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn known(launcher: &Path) -> bool {
+fn known() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
     KNOWN
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .iter()
-        .any(|k| k == launcher)
 }
 
 /// Registers `launcher` as one the sandbox runs (see [`super::prepare`], before each
@@ -258,9 +253,7 @@ fn known(launcher: &Path) -> bool {
 /// for longer): the first sandboxed command finds it.
 pub fn register(launcher: &Path) {
     {
-        let mut known = KNOWN
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut known = known();
         if known.iter().any(|k| k == launcher) {
             return;
         }
@@ -290,14 +283,11 @@ fn fill(launcher: &Path) {
         return;
     };
     let generation = w.generation;
-    // SAFETY: duplicating a pidfd we own into a new descriptor we then own.
-    let watch = unsafe { libc::fcntl(w.child.pidfd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    let watch = w.child.pidfd.try_clone();
     if let Some(old) = waiting().replace(w) {
         old.discard();
     }
-    if watch >= 0 {
-        // SAFETY: a descriptor just made, owned by nothing else.
-        let watch: OwnedFd = unsafe { std::os::fd::FromRawFd::from_raw_fd(watch) };
+    if let Ok(watch) = watch {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             drop(runtime.spawn(reap_if_it_dies(generation, watch)));
         }
@@ -361,7 +351,7 @@ fn start(launcher: &Path) -> io::Result<Waiting> {
 pub fn launch(spec: &sys::ChildSpec) -> io::Result<Option<sys::SpawnedChild>> {
     use std::os::unix::ffi::OsStrExt;
     let launcher = PathBuf::from(std::ffi::OsStr::from_bytes(spec.program.as_bytes()));
-    if !known(&launcher) {
+    if !known().contains(&launcher) {
         return Ok(None);
     }
     let taken = {
