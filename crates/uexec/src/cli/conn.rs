@@ -33,16 +33,25 @@ pub struct ToolResult {
 /// The id of the `initialize` request sent with the hello.
 const INITIALIZE_ID: u64 = 1;
 
-/// A daemon connection speaking MCP.
+/// A daemon connection speaking MCP. It connects at its first call, which goes with the
+/// hello and the MCP handshake: a one-call verb (`uexec run`, `ls`, `kill`...) costs one
+/// round trip, not three.
 pub struct Conn {
-    reader: BufReader<tokio::io::Chain<std::io::Cursor<Vec<u8>>, OwnedReadHalf>>,
-    writer: OwnedWriteHalf,
+    socket: PathBuf,
+    hello: Hello,
+    stream: Option<Stream>,
     next_id: u64,
 }
 
+struct Stream {
+    reader: BufReader<tokio::io::Chain<std::io::Cursor<Vec<u8>>, OwnedReadHalf>>,
+    writer: OwnedWriteHalf,
+}
+
 impl Conn {
-    /// Connects as a person (starting the daemon if needed) and initializes.
-    pub async fn open(target: &Target, env_set: Vec<(String, String)>) -> anyhow::Result<Self> {
+    /// Prepares a connection as a person; the daemon is reached (and started if needed) at
+    /// the first call.
+    pub fn open(target: &Target, env_set: Vec<(String, String)>) -> anyhow::Result<Self> {
         let socket = match &target.socket {
             Some(path) => path.clone(),
             None => uexec_mcp::daemon::default_socket()?,
@@ -53,25 +62,10 @@ impl Conn {
             deterministic_ids: std::env::var("UEXEC_DETERMINISTIC_IDS").is_ok_and(|v| v == "1"),
             ..Settings::default()
         };
-        let hello = Hello::here(PERSON.to_owned(), settings)?;
-        // The MCP handshake goes with the hello: no round trip waits for another.
-        let mut early = Vec::new();
-        for message in [
-            json!({"jsonrpc": "2.0", "id": INITIALIZE_ID, "method": "initialize", "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "uexec-cli", "version": VERSION}
-            }}),
-            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        ] {
-            serde_json::to_writer(&mut early, &message)?;
-            early.push(b'\n');
-        }
-        let connected = uexec_mcp::daemon::client::connect(&socket, &hello, true, &early).await?;
-        let (read, writer) = connected.stream.into_split();
         Ok(Self {
-            reader: BufReader::new(std::io::Cursor::new(connected.after).chain(read)),
-            writer,
+            socket,
+            hello: Hello::here(PERSON.to_owned(), settings)?,
+            stream: None,
             next_id: INITIALIZE_ID + 1,
         })
     }
@@ -101,24 +95,52 @@ impl Conn {
         })
     }
 
-    async fn send(&mut self, message: &Value) -> anyhow::Result<()> {
-        let mut line = serde_json::to_vec(message)?;
-        line.push(b'\n');
-        self.writer
-            .write_all(&line)
-            .await
-            .context("the uexec daemon closed the connection")
-    }
-
     /// Sends a request and reads until its answer (notifications in between are skipped).
     async fn request(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
         let id = self.next_id;
         self.next_id += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await?;
+        let mut line = serde_json::to_vec(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        )?;
+        line.push(b'\n');
+        let stream = match &mut self.stream {
+            Some(stream) => {
+                stream
+                    .writer
+                    .write_all(&line)
+                    .await
+                    .context("the uexec daemon closed the connection")?;
+                stream
+            }
+            None => {
+                // The MCP handshake and this request go with the hello: no round trip
+                // waits for another. A refused hello is answered before any of it is read.
+                let mut early = Vec::new();
+                for message in [
+                    json!({"jsonrpc": "2.0", "id": INITIALIZE_ID, "method": "initialize", "params": {
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {},
+                        "clientInfo": {"name": "uexec-cli", "version": VERSION}
+                    }}),
+                    json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                ] {
+                    serde_json::to_writer(&mut early, &message)?;
+                    early.push(b'\n');
+                }
+                early.extend_from_slice(&line);
+                let connected =
+                    uexec_mcp::daemon::client::connect(&self.socket, &self.hello, true, &early)
+                        .await?;
+                let (read, writer) = connected.stream.into_split();
+                self.stream.insert(Stream {
+                    reader: BufReader::new(std::io::Cursor::new(connected.after).chain(read)),
+                    writer,
+                })
+            }
+        };
         loop {
             let mut line = Vec::new();
-            let n = (&mut self.reader)
+            let n = (&mut stream.reader)
                 .take(MAX_LINE_BYTES as u64)
                 .read_until(b'\n', &mut line)
                 .await?;

@@ -250,7 +250,7 @@ fn command_line(args: &[String]) -> String {
 }
 
 pub async fn run(target: &Target, args: RunArgs) -> Result<ExitCode, Failure> {
-    let mut conn = Conn::open(target, args.env.clone()).await?;
+    let mut conn = Conn::open(target, args.env.clone())?;
     let mut call_args = json!({
         "cmd": command_line(&args.command),
         "tty": args.tty,
@@ -290,7 +290,7 @@ fn exit_code_of(code: Option<i64>) -> ExitCode {
 }
 
 pub async fn ls(target: &Target, args: LsArgs) -> Result<ExitCode, Failure> {
-    let mut conn = Conn::open(target, Vec::new()).await?;
+    let mut conn = Conn::open(target, Vec::new())?;
     let result = call(&mut conn, "list_sessions", json!({})).await?;
     let sessions = result.structured["sessions"]
         .as_array()
@@ -348,7 +348,7 @@ fn age(secs: f64) -> String {
 }
 
 pub async fn logs(target: &Target, args: LogsArgs) -> Result<ExitCode, Failure> {
-    let mut conn = Conn::open(target, Vec::new()).await?;
+    let mut conn = Conn::open(target, Vec::new())?;
     if args.asciicast {
         let page = call(
             &mut conn,
@@ -516,7 +516,7 @@ fn emit_page(page: &Value, json: bool) {
 }
 
 pub async fn send(target: &Target, args: SendArgs) -> Result<ExitCode, Failure> {
-    let mut conn = Conn::open(target, Vec::new()).await?;
+    let mut conn = Conn::open(target, Vec::new())?;
     let chars = if args.ctrl_c {
         "\u{3}".to_owned()
     } else {
@@ -546,7 +546,7 @@ pub async fn send(target: &Target, args: SendArgs) -> Result<ExitCode, Failure> 
 }
 
 pub async fn poll(target: &Target, args: PollArgs) -> Result<ExitCode, Failure> {
-    let mut conn = Conn::open(target, Vec::new()).await?;
+    let mut conn = Conn::open(target, Vec::new())?;
     let mut poll_args = json!({"session_id": args.id, "yield_time_ms": args.yield_ms});
     if let Some(until) = args.until.json() {
         poll_args["until"] = until;
@@ -565,7 +565,7 @@ pub async fn poll(target: &Target, args: PollArgs) -> Result<ExitCode, Failure> 
 }
 
 pub async fn wait(target: &Target, args: WaitArgs) -> Result<ExitCode, Failure> {
-    let mut conn = Conn::open(target, Vec::new()).await?;
+    let mut conn = Conn::open(target, Vec::new())?;
     let deadline = args
         .timeout
         .map(|s| tokio::time::Instant::now() + Duration::from_secs(s));
@@ -605,7 +605,7 @@ pub async fn wait(target: &Target, args: WaitArgs) -> Result<ExitCode, Failure> 
 }
 
 pub async fn kill(target: &Target, args: KillArgs) -> Result<ExitCode, Failure> {
-    let mut conn = Conn::open(target, Vec::new()).await?;
+    let mut conn = Conn::open(target, Vec::new())?;
     let result = call(
         &mut conn,
         "terminate_session",
