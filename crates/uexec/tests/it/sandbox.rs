@@ -399,6 +399,71 @@ async fn an_allowed_host_is_reached_through_the_proxy() {
     assert!(!text(&r).contains("hello-from-host"), "{}", text(&r));
 }
 
+/// A host-side server that echoes what it reads until the client's end of input, then
+/// closes; its port.
+fn echo_server() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut back = stream.try_clone().unwrap();
+                let _ = std::io::copy(&mut stream, &mut back);
+            });
+        }
+    });
+    port
+}
+
+/// Bulk bytes both ways through a CONNECT tunnel, with a half close: 24 MiB go up, come back
+/// echoed, byte for byte (the relay's buffers grow under bulk: every size is crossed), and
+/// the client's end of input reaches the host (else the echo never ends).
+#[tokio::test]
+async fn a_tunnel_relays_bulk_bytes_both_ways_and_passes_a_half_close_on() {
+    let dir = scratch("tunnel");
+    let port = echo_server();
+    let (client, _) = server(&dir, &["--extended"], &[]).await;
+    let script = format!(
+        r#"
+import hashlib, random, socket, threading
+s = socket.create_connection(("127.0.0.1", 3128))
+s.sendall(b"CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n")
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+assert head.startswith(b"HTTP/1.1 200"), head
+data = random.Random(7).randbytes(24 << 20)
+def send():
+    s.sendall(data)
+    s.shutdown(socket.SHUT_WR)
+t = threading.Thread(target=send)
+t.start()
+got = hashlib.sha256()
+n = 0
+while chunk := s.recv(1 << 20):
+    got.update(chunk)
+    n += len(chunk)
+t.join()
+print("echoed", n, got.hexdigest() == hashlib.sha256(data).hexdigest())
+"#
+    );
+    std::fs::write(dir.join("tunnel.py"), script).unwrap();
+    let r = exec(
+        &client,
+        json!({
+            "cmd": "python3 tunnel.py",
+            "workdir": dir.display().to_string(),
+            "network": {"allow": [format!("127.0.0.1:{port}")]},
+            "yield_time_ms": 30000,
+        }),
+    )
+    .await;
+    let out = text(&r);
+    assert!(out.contains(&format!("echoed {} True", 24 << 20)), "{out}");
+    assert_eq!(structured(&r)["exit_code"], 0, "{out}");
+}
+
 #[tokio::test]
 async fn a_host_off_the_allowlist_fails_the_session_and_is_named() {
     let dir = scratch("deny");
