@@ -4,6 +4,11 @@
 //! `codex exec-server`, all in one run. The client only measures base64 lengths, so it costs
 //! little next to the servers.
 //!
+//! A *floor* row bounds what any server of this wire can spend: one thread of this process
+//! does only the work no server can skip (read the pipe, base64-encode the bytes, send them
+//! over loopback TCP, which also charges the receiver's softirq work to the sender, as it does
+//! to the servers) and its CPU per MiB is printed beside theirs.
+//!
 //! Run: `cargo build --release -p uexec && cargo bench -p uexec-server --bench flood`
 //! (`UEXEC_BIN` picks the uexec binary, default `target/release/uexec`; `FLOOD_ROUNDS`, default
 //! 5, the interleaved rounds whose medians are printed).
@@ -44,6 +49,73 @@ async fn direct_pipe() -> f64 {
     child.wait().await.unwrap();
     assert_eq!(total, FLOOD_BYTES);
     FLOOD_BYTES as f64 / t.elapsed().as_secs_f64()
+}
+
+/// CPU time (user, system) of the calling thread so far, in seconds.
+fn thread_cpu_seconds() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(") ")
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    let tick = |i: usize| fields[i].parse::<u64>().unwrap() as f64 / 100.0;
+    (tick(11), tick(12))
+}
+
+/// The floor: the flood read from its pipe, base64-encoded and sent over loopback TCP to a
+/// draining thread, by one thread, with nothing else (no JSON, no WebSocket, no runtime).
+fn floor() -> Streamed {
+    use std::io::{Read, Write};
+    use uexec_protocol::chunk::ByteChunk;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let drain = std::thread::spawn(move || {
+        let (mut socket, _) = listener.accept().unwrap();
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut total = 0u64;
+        loop {
+            let n = socket.read(&mut buf).unwrap();
+            if n == 0 {
+                return total;
+            }
+            total += n as u64;
+        }
+    });
+    let mut socket = std::net::TcpStream::connect(addr).unwrap();
+    let mut child = Command::new("/bin/sh")
+        .args(["-c", &script()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    let (mut sent, mut read) = (0u64, 0u64);
+    let cpu_before = thread_cpu_seconds();
+    let t = Instant::now();
+    loop {
+        let n = out.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        read += n as u64;
+        let b64 = ByteChunk::from(buf[..n].to_vec()).to_base64();
+        socket.write_all(b64.as_bytes()).unwrap();
+        sent += b64.len() as u64;
+    }
+    drop(socket);
+    let rate = FLOOD_BYTES as f64 / t.elapsed().as_secs_f64();
+    let cpu_after = thread_cpu_seconds();
+    child.wait().unwrap();
+    assert_eq!(read, FLOOD_BYTES);
+    assert_eq!(drain.join().unwrap(), sent);
+    let per_mib = |before: f64, after: f64| (after - before) * 1e3 / (FLOOD_BYTES >> 20) as f64;
+    Streamed {
+        rate,
+        user_ms_per_mib: per_mib(cpu_before.0, cpu_after.0),
+        sys_ms_per_mib: per_mib(cpu_before.1, cpu_after.1),
+    }
 }
 
 fn decoded_len(b64: &str) -> u64 {
@@ -174,9 +246,13 @@ async fn main() {
     // against the direct read of its own round.
     let mut direct = Vec::new();
     let mut rows: Vec<Vec<(Streamed, f64)>> = servers.iter().map(|_| Vec::new()).collect();
+    let mut floors = Vec::new();
     for _ in 0..rounds {
         let base = direct_pipe().await;
         direct.push(base);
+        let bound = tokio::task::spawn_blocking(floor).await.unwrap();
+        let ratio = bound.rate / base;
+        floors.push((bound, ratio));
         for (row, (_, argv)) in rows.iter_mut().zip(&servers) {
             let streamed = through_server(argv, &home).await;
             let ratio = streamed.rate / base;
@@ -192,7 +268,10 @@ async fn main() {
         "| direct pipe read of the same stream | {:.0} | 1.00 | |",
         mib(median(direct))
     );
-    for (row, (name, _)) in rows.iter().zip(&servers) {
+    let named_floor = "floor: read + base64 + loopback TCP send, one thread".to_string();
+    for (row, name) in std::iter::once((&floors, &named_floor))
+        .chain(rows.iter().zip(servers.iter().map(|(name, _)| name)))
+    {
         let user = median(row.iter().map(|(s, _)| s.user_ms_per_mib).collect());
         let sys = median(row.iter().map(|(s, _)| s.sys_ms_per_mib).collect());
         let total = median(
