@@ -51,19 +51,6 @@ async fn direct_pipe() -> f64 {
     FLOOD_BYTES as f64 / t.elapsed().as_secs_f64()
 }
 
-/// CPU time (user, system) of the calling thread so far, in seconds.
-fn thread_cpu_seconds() -> (f64, f64) {
-    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
-    let fields: Vec<&str> = stat
-        .rsplit_once(") ")
-        .unwrap()
-        .1
-        .split_whitespace()
-        .collect();
-    let tick = |i: usize| fields[i].parse::<u64>().unwrap() as f64 / 100.0;
-    (tick(11), tick(12))
-}
-
 /// The floor: the flood read from its pipe, base64-encoded and sent over loopback TCP to a
 /// draining thread, by one thread, with nothing else (no JSON, no WebSocket, no runtime).
 fn floor() -> Streamed {
@@ -123,9 +110,10 @@ fn decoded_len(b64: &str) -> u64 {
     (b64.len() as u64 / 4) * 3 - pad
 }
 
-/// CPU time (user, system) of a process so far, in seconds.
-fn cpu_seconds(pid: u32) -> (f64, f64) {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+/// CPU time (user, system) so far, in seconds, of the task whose `stat` file is `path`
+/// (`/proc/PID/stat` for a process, `/proc/thread-self/stat` for the calling thread).
+fn cpu_seconds_at(path: &str) -> (f64, f64) {
+    let stat = std::fs::read_to_string(path).unwrap();
     let fields: Vec<&str> = stat
         .rsplit_once(") ")
         .unwrap()
@@ -135,6 +123,14 @@ fn cpu_seconds(pid: u32) -> (f64, f64) {
     // utime and stime: fields 14 and 15 of stat (11 and 12 after the command name).
     let tick = |i: usize| fields[i].parse::<u64>().unwrap() as f64 / 100.0;
     (tick(11), tick(12))
+}
+
+fn cpu_seconds(pid: u32) -> (f64, f64) {
+    cpu_seconds_at(&format!("/proc/{pid}/stat"))
+}
+
+fn thread_cpu_seconds() -> (f64, f64) {
+    cpu_seconds_at("/proc/thread-self/stat")
 }
 
 /// One streamed flood: its rate and the server's CPU per MiB (user, system; ms).

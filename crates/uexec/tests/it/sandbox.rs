@@ -349,32 +349,40 @@ async fn workspace_write_in_the_tmp_dir_keeps_its_private_tmp_writable() {
     assert!(text(&r).contains("tmp-ok"), "{}", text(&r));
 }
 
-/// A host-side HTTP server on 127.0.0.1 that answers every request with `body`; its port.
-fn http_server(body: &'static str) -> u16 {
+/// A host-side server on 127.0.0.1 that runs `handle` on each connection, in a thread of
+/// its own; its port.
+fn host_server(handle: fn(std::net::TcpStream, &'static str), body: &'static str) -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            std::thread::spawn(move || {
-                use std::io::{Read, Write};
-                let mut buf = [0u8; 4096];
-                let mut head = Vec::new();
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buf) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let _ = write!(
-                    stream,
-                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-            });
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || handle(stream, body));
         }
     });
     port
+}
+
+/// A host-side HTTP server that answers every request with `body`; its port.
+fn http_server(body: &'static str) -> u16 {
+    host_server(
+        |mut stream, body| {
+            use std::io::{Read, Write};
+            let mut buf = [0u8; 4096];
+            let mut head = Vec::new();
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        },
+        body,
+    )
 }
 
 #[tokio::test]
@@ -402,18 +410,13 @@ async fn an_allowed_host_is_reached_through_the_proxy() {
 /// A host-side server that echoes what it reads until the client's end of input, then
 /// closes; its port.
 fn echo_server() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            std::thread::spawn(move || {
-                let mut back = stream.try_clone().unwrap();
-                let _ = std::io::copy(&mut stream, &mut back);
-            });
-        }
-    });
-    port
+    host_server(
+        |mut stream, _| {
+            let mut back = stream.try_clone().unwrap();
+            let _ = std::io::copy(&mut stream, &mut back);
+        },
+        "",
+    )
 }
 
 /// Bulk bytes both ways through a CONNECT tunnel, with a half close: 24 MiB go up, come back
