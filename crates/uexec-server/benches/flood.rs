@@ -28,12 +28,17 @@ fn script() -> String {
     format!("head -c {FLOOD_BYTES} /dev/zero | tr '\\0' a")
 }
 
+/// The flood as a command whose stdout is ours to read.
+fn flood_command() -> Command {
+    let mut command = Command::new("/bin/sh");
+    command.args(["-c", &script()]).stdout(Stdio::piped());
+    command
+}
+
 /// Direct pipe: the flood read by this process from the shell's stdout.
 async fn direct_pipe() -> f64 {
     let t = Instant::now();
-    let mut child = tokio::process::Command::new("/bin/sh")
-        .args(["-c", &script()])
-        .stdout(Stdio::piped())
+    let mut child = tokio::process::Command::from(flood_command())
         .spawn()
         .unwrap();
     let mut out = child.stdout.take().unwrap();
@@ -71,11 +76,7 @@ fn floor() -> Streamed {
         }
     });
     let mut socket = std::net::TcpStream::connect(addr).unwrap();
-    let mut child = Command::new("/bin/sh")
-        .args(["-c", &script()])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = flood_command().spawn().unwrap();
     let mut out = child.stdout.take().unwrap();
     let mut buf = vec![0u8; 64 * 1024];
     let (mut sent, mut read) = (0u64, 0u64);
