@@ -1,7 +1,9 @@
 """The daemon and the CLI, against baselines measured in the same run (medians).
 
   * `uexec run --no-login -- true` end to end (CLI -> daemon -> process -> back) against a
-    spawn+wait of `bash -c true` from this process; goal <= 2x;
+    spawn+wait of `bash -c true` from this process; goal <= 2x; beside it the same exchange
+    made by bench/minimal_client.rs (built here with rustc: it sends request bytes prepared
+    by this script and reads the answer, nothing else), the floor of any small client;
   * an exec_command round trip of `true` through `uexec mcp --daemon` against plain
     in-process `uexec mcp`, same MCP Python SDK client; goal <= 1.2x;
   * `uexec attach` of a 200x50 PTY session whose screen was drawn by 256 KiB of output: from
@@ -14,6 +16,7 @@ usage: python bench/people.py --uexec target/release/uexec [--runs N]
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import statistics
@@ -74,6 +77,44 @@ def attach_ms(uexec: str, env: dict, cwd: str, runs: int) -> float:
     return statistics.median(samples)
 
 
+def minimal_client_ms(uexec: str, env: dict, cwd: str, runs: int) -> float | None:
+    """`uexec run --no-login -- true`'s exchange made by the minimal client; None without rustc."""
+    work = tempfile.mkdtemp(prefix="uexec-bench-minimal-")
+    client = os.path.join(work, "minimal_client")
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "minimal_client.rs")
+    try:
+        subprocess.run(["rustc", "-O", "-C", "strip=symbols", source, "-o", client], check=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        print(f"(no minimal client: {e})")
+        return None
+    st = os.stat(uexec)
+    b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+    hello = {
+        "protocol": "uexec-daemon/1",
+        "version": subprocess.run([uexec, "--version"], capture_output=True, text=True, check=True).stdout.split()[1],
+        "build": f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}",
+        "owner": "@person",
+        "cwd": cwd,
+        "env": [[b64(os.fsencode(k)), b64(os.fsencode(v))] for k, v in env.items()],
+        "settings": {"shell": None, "max_output_tokens": None, "env_keep": [], "env_set": [], "env_drop": [],
+                     "strip_ansi": False, "collapse_cr": False, "deterministic_ids": False, "extended": True,
+                     "codex_tools_only": False},
+    }
+    messages = [
+        hello,
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "uexec-bench", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "exec_command", "arguments": {"cmd": "true", "login": False, "tty": False, "yield_time_ms": 10000}}},
+    ]
+    request = os.path.join(work, "request")
+    with open(request, "wb") as f:
+        f.write(b"".join(json.dumps(m, separators=(",", ":")).encode() + b"\n" for m in messages))
+    socket = os.path.join(env["XDG_RUNTIME_DIR"], "uexec", "daemon.sock")
+    return median_ms(lambda: subprocess.run([client, request, socket], env=env, cwd=cwd, check=True), runs)
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--uexec", required=True)
@@ -89,6 +130,7 @@ async def main() -> None:
 
     bash = median_ms(lambda: subprocess.run(["bash", "-c", "true"], check=True), a.runs)
     run = median_ms(lambda: subprocess.run([uexec, "run", "--no-login", "--", "true"], env=env, cwd=home, check=True), a.runs)
+    minimal = minimal_client_ms(uexec, env, home, a.runs)
     inproc = await mcp_roundtrip([uexec, "mcp"], env, home, a.runs)
     daemon = await mcp_roundtrip([uexec, "mcp", "--daemon"], env, home, a.runs)
     attach = attach_ms(uexec, env, home, max(20, a.runs // 10))
@@ -97,6 +139,8 @@ async def main() -> None:
     print(f"| benchmark (median of {a.runs}) | baseline | uexec | ratio | goal |")
     print("|---|---|---|---|---|")
     print(f"| `true` end to end | {bash:.2f} ms (`bash -c true` spawn+wait) | {run:.2f} ms (`uexec run --no-login -- true`) | {run / bash:.2f}x | <= 2x |")
+    if minimal is not None:
+        print(f"| `true` end to end, floor of a small client | {bash:.2f} ms | {minimal:.2f} ms (bench/minimal_client.rs, same exchange) | {minimal / bash:.2f}x | |")
     print(f"| exec_command `true`, MCP round trip | {inproc:.2f} ms (`uexec mcp`) | {daemon:.2f} ms (`uexec mcp --daemon`) | {daemon / inproc:.2f}x | <= 1.2x |")
     print(f"| `uexec attach` to a 200x50 screen, spawn to first screen bytes | | {attach:.2f} ms | | < 20 ms |")
 
