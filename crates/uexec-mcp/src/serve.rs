@@ -164,9 +164,10 @@ pub struct McpArgs {
     /// (only a loopback of their own; IPv4/IPv6 sockets fail) or "on" (the default).
     #[arg(long, value_name = "off|on", value_parser = parse_network)]
     pub network: Option<uexec_core::sandbox::Network>,
-    /// Let commands reach only these hosts, through a proxy uexec runs (HTTP_PROXY and
-    /// friends are set); any other host is refused and fails the session, naming the host.
-    /// HOST, *.DOMAIN (its subdomains), or either with :PORT. Repeatable.
+    /// Let commands reach only these hosts, through a proxy uexec runs at 127.0.0.1:3128
+    /// inside (HTTP and SOCKS5; HTTP_PROXY and friends are set); any other host is refused
+    /// and fails the session, naming the host. HOST, *.DOMAIN (its subdomains), or either
+    /// with :PORT. Repeatable.
     #[arg(long = "network-allow", value_name = "HOST[:PORT]", value_parser = parse_allow_entry, conflicts_with = "network")]
     pub network_allow: Vec<uexec_core::sandbox::AllowEntry>,
     /// Also writable under workspace-write (an existing directory). Repeatable.

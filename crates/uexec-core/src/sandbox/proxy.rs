@@ -8,9 +8,10 @@
 //!    command's connections directly, and each is relayed once, by uexec (a bridge in the
 //!    namespace relaying to a Unix socket halved a fast download's throughput). The first
 //!    handover closes the Unix socket, so nothing else can use it;
-//! 3. the session's policy monitor (the socket itself) serves the proxy: `CONNECT host:port`
-//!    and absolute-URI requests (`GET http://host/...`) to an allowed host are relayed;
-//!    any other gets a 403 and the monitor calls `fail_and_terminate("network access to
+//! 3. the session's policy monitor (the socket itself) serves the proxy: `CONNECT host:port`,
+//!    absolute-URI requests (`GET http://host/...`) and SOCKS5 `CONNECT`s (told apart by
+//!    their first byte) to an allowed host are relayed; any other gets a 403 (SOCKS5: "not
+//!    allowed by ruleset") and the monitor calls `fail_and_terminate("network access to
 //!    HOST denied by the allowlist")`: the End is failed, naming the host. With
 //!    [`OnDenial::Record`] it records the same verdict instead and the command runs on: the
 //!    next snapshot reports it (`denied: true`) and the End is failed with it;
@@ -327,29 +328,16 @@ impl Judge {
     /// line got past the target: it tried to reach that host.
     async fn judge(self, mut client: tokio::net::TcpStream) -> Option<Admitted> {
         let mut head = Vec::with_capacity(1024);
-        let read = tokio::time::timeout(Duration::from_millis(HEAD_TIMEOUT_MS), async {
-            let mut buf = [0u8; 4096];
-            loop {
-                if let Some(end) = find_head_end(&head) {
-                    return Some(Head::Complete(end));
-                }
-                if head.len() > MAX_HEAD_BYTES {
-                    return None;
-                }
-                match client.read(&mut buf).await {
-                    Ok(0) => return Some(Head::Cut),
-                    Err(_) => return None,
-                    Ok(n) => head.extend_from_slice(&buf[..n]),
-                }
-            }
-        })
+        let read = tokio::time::timeout(
+            Duration::from_millis(HEAD_TIMEOUT_MS),
+            read_request(&mut client, &mut head),
+        )
         .await;
-        let Ok(Some(read)) = read else { return None };
-        let target = match read {
-            Head::Complete(end) => Target::parse(&head[..end]),
-            Head::Cut => Target::parse_cut(&head),
+        let Ok(Some((target, read))) = read else {
+            return None;
         };
         let Some(target) = target else {
+            // (A SOCKS5 request this proxy does not take was refused as it was read.)
             let _ = client
                 .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
                 .await;
@@ -364,21 +352,23 @@ impl Judge {
                 "network access to {} denied by the allowlist",
                 target.display()
             );
-            let body = format!("uexec: {message}\r\n");
             // The verdict first: by the time the client hears of it, the session knows.
             match self.on_denial {
-                OnDenial::Terminate => self.session.fail_and_terminate(message),
-                OnDenial::Record => self.session.record_verdict(message),
+                OnDenial::Terminate => self.session.fail_and_terminate(message.clone()),
+                OnDenial::Record => self.session.record_verdict(message.clone()),
             }
-            let _ = client
-                .write_all(
+            let refusal = match target.via {
+                Via::Socks5 => socks5::reply(socks5::NOT_ALLOWED).to_vec(),
+                Via::Connect | Via::Forward => {
+                    let body = format!("uexec: {message}\r\n");
                     format!(
                         "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                         body.len()
                     )
-                    .as_bytes(),
-                )
-                .await;
+                    .into_bytes()
+                }
+            };
+            let _ = client.write_all(&refusal).await;
             return None;
         }
         match read {
@@ -390,6 +380,32 @@ impl Judge {
             }),
             // An allowed request that never ended: nothing to relay.
             Head::Cut => None,
+        }
+    }
+}
+
+/// Reads one request, HTTP or SOCKS5 (told apart by the first byte), into `head`: its
+/// target (`None`: an HTTP request this proxy does not take) and how reading ended. `None` when there
+/// is nothing to judge (an error, a head too long, input ended before any target).
+async fn read_request(
+    client: &mut tokio::net::TcpStream,
+    head: &mut Vec<u8>,
+) -> Option<(Option<Target>, Head)> {
+    let mut buf = [0u8; 4096];
+    loop {
+        if head.first() == Some(&socks5::VERSION) {
+            return socks5::read_request(client, head).await;
+        }
+        if let Some(end) = find_head_end(head) {
+            return Some((Target::parse(&head[..end]), Head::Complete(end)));
+        }
+        if head.len() > MAX_HEAD_BYTES {
+            return None;
+        }
+        match client.read(&mut buf).await {
+            Ok(0) => return Some((Target::parse_cut(head), Head::Cut)),
+            Err(_) => return None,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
         }
     }
 }
@@ -420,30 +436,32 @@ impl Admitted {
         {
             Ok(s) => s,
             Err(e) => {
-                let body = format!("uexec: cannot reach {}: {e}\r\n", target.display());
-                let _ = client
-                    .write_all(
+                let answer = match target.via {
+                    Via::Socks5 => socks5::reply(socks5::failure_of(&e)).to_vec(),
+                    Via::Connect | Via::Forward => {
+                        let body = format!("uexec: cannot reach {}: {e}\r\n", target.display());
                         format!(
                             "HTTP/1.1 502 Bad Gateway\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                             body.len()
                         )
-                        .as_bytes(),
-                    )
-                    .await;
+                        .into_bytes()
+                    }
+                };
+                let _ = client.write_all(&answer).await;
                 return;
             }
         };
-        let rest = if target.tunnel {
-            if client
-                .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                .await
-                .is_err()
-            {
-                return;
-            }
-            &head[end..]
-        } else {
-            &head[..] // a plain HTTP request goes on as it came (absolute form)
+        let established: &[u8] = match target.via {
+            Via::Connect => b"HTTP/1.1 200 Connection established\r\n\r\n",
+            Via::Socks5 => &socks5::reply(socks5::SUCCEEDED),
+            Via::Forward => b"",
+        };
+        if client.write_all(established).await.is_err() {
+            return;
+        }
+        let rest = match target.via {
+            Via::Connect | Via::Socks5 => &head[end..],
+            Via::Forward => &head[..], // a plain HTTP request goes on as it came (absolute form)
         };
         if upstream.write_all(rest).await.is_err() {
             return;
@@ -485,8 +503,18 @@ fn find_head_end(buf: &[u8]) -> Option<usize> {
 struct Target {
     host: String,
     port: u16,
-    /// `CONNECT` (a tunnel) rather than a plain HTTP request.
-    tunnel: bool,
+    via: Via,
+}
+
+/// How the client asked, hence how it is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// HTTP `CONNECT`: a tunnel.
+    Connect,
+    /// A plain HTTP request in absolute form, relayed as it came.
+    Forward,
+    /// A SOCKS5 `CONNECT`: a tunnel.
+    Socks5,
 }
 
 impl Target {
@@ -501,7 +529,7 @@ impl Target {
             return Some(Self {
                 host,
                 port: port?,
-                tunnel: true,
+                via: Via::Connect,
             });
         }
         let rest = uri.strip_prefix("http://")?;
@@ -511,7 +539,7 @@ impl Target {
         Some(Self {
             host,
             port: port.unwrap_or(80),
-            tunnel: false,
+            via: Via::Forward,
         })
     }
 
@@ -540,6 +568,160 @@ fn split_host_port(s: &str) -> Option<(String, Option<u16>)> {
         Some((h, p)) => Some((h.to_owned(), Some(p.parse().ok()?))),
         None if !s.is_empty() => Some((s.to_owned(), None)),
         None => None,
+    }
+}
+
+/// SOCKS5 (RFC 1928) on the proxy's port, `CONNECT` only, no authentication: what tools
+/// that speak SOCKS rather than HTTP (`ALL_PROXY=socks5h://127.0.0.1:3128`, `ssh -o
+/// ProxyCommand='nc -X 5 ...'`, database clients) need to reach an allowed host. The target
+/// is judged as an HTTP one is.
+mod socks5 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::{Head, Target, Via};
+
+    pub const VERSION: u8 = 5;
+    const NO_AUTHENTICATION: u8 = 0;
+    const NO_ACCEPTABLE_METHOD: u8 = 0xff;
+    const CONNECT: u8 = 1;
+    pub const SUCCEEDED: u8 = 0;
+    pub const GENERAL_FAILURE: u8 = 1;
+    pub const NOT_ALLOWED: u8 = 2;
+    const NETWORK_UNREACHABLE: u8 = 3;
+    const HOST_UNREACHABLE: u8 = 4;
+    const CONNECTION_REFUSED: u8 = 5;
+    const COMMAND_NOT_SUPPORTED: u8 = 7;
+    const ADDRESS_TYPE_NOT_SUPPORTED: u8 = 8;
+
+    /// A reply to a request; the bound address is not told (0.0.0.0:0).
+    pub fn reply(code: u8) -> [u8; 10] {
+        [VERSION, code, 0, 1, 0, 0, 0, 0, 0, 0]
+    }
+
+    /// The reply code for a failed connection to the target.
+    pub fn failure_of(e: &std::io::Error) -> u8 {
+        match e.raw_os_error() {
+            Some(libc::ECONNREFUSED) => CONNECTION_REFUSED,
+            Some(libc::ENETUNREACH) => NETWORK_UNREACHABLE,
+            Some(libc::EHOSTUNREACH | libc::ETIMEDOUT) => HOST_UNREACHABLE,
+            _ => GENERAL_FAILURE,
+        }
+    }
+
+    /// How a request in `bytes` (from its first byte) parses.
+    #[derive(Debug, PartialEq, Eq)]
+    pub enum Parsed {
+        /// More bytes are needed.
+        Short,
+        /// The target, and where the request ends.
+        Request(Target, usize),
+        /// Not one this proxy takes: the reply code that says why.
+        Refused(u8),
+    }
+
+    /// Parses a request (`VER CMD RSV ATYP DST.ADDR DST.PORT`).
+    pub fn parse_request(bytes: &[u8]) -> Parsed {
+        let [version, command, _, kind, rest @ ..] = bytes else {
+            return Parsed::Short;
+        };
+        if *version != VERSION {
+            return Parsed::Refused(GENERAL_FAILURE);
+        }
+        let (host, after) = match *kind {
+            1 => match rest {
+                [a, b, c, d, after @ ..] => (format!("{a}.{b}.{c}.{d}"), after),
+                _ => return Parsed::Short,
+            },
+            3 => {
+                let Some((&len, rest)) = rest.split_first() else {
+                    return Parsed::Short;
+                };
+                let Some(name) = rest.get(..usize::from(len)) else {
+                    return Parsed::Short;
+                };
+                match std::str::from_utf8(name) {
+                    Ok(name) if !name.is_empty() && name.bytes().all(|b| b.is_ascii_graphic()) => {
+                        (name.to_ascii_lowercase(), &rest[usize::from(len)..])
+                    }
+                    _ => return Parsed::Refused(GENERAL_FAILURE),
+                }
+            }
+            4 => {
+                let Some(octets) = rest.get(..16) else {
+                    return Parsed::Short;
+                };
+                let mut v6 = [0u8; 16];
+                v6.copy_from_slice(octets);
+                (format!("[{}]", std::net::Ipv6Addr::from(v6)), &rest[16..])
+            }
+            _ => return Parsed::Refused(ADDRESS_TYPE_NOT_SUPPORTED),
+        };
+        let [hi, lo, ..] = after else {
+            return Parsed::Short;
+        };
+        if *command != CONNECT {
+            return Parsed::Refused(COMMAND_NOT_SUPPORTED);
+        }
+        let end = bytes.len() - after.len() + 2;
+        let port = u16::from_be_bytes([*hi, *lo]);
+        if port == 0 {
+            return Parsed::Refused(GENERAL_FAILURE);
+        }
+        Parsed::Request(
+            Target {
+                host,
+                port,
+                via: Via::Socks5,
+            },
+            end,
+        )
+    }
+
+    /// The SOCKS5 exchange up to the request, `head` holding what was read so far (its
+    /// first byte the version): the method negotiation (no authentication, answered here),
+    /// then the request. The request's end in `head` is where the client's data starts.
+    pub async fn read_request(
+        client: &mut tokio::net::TcpStream,
+        head: &mut Vec<u8>,
+    ) -> Option<(Option<Target>, Head)> {
+        let mut buf = [0u8; 512];
+        // The greeting: VER NMETHODS METHODS.
+        let greeting = loop {
+            if let [_, n, methods @ ..] = head.as_slice() {
+                if methods.len() >= usize::from(*n) {
+                    break 2 + usize::from(*n);
+                }
+            }
+            match client.read(&mut buf).await {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        };
+        if !head[2..greeting].contains(&NO_AUTHENTICATION) {
+            let _ = client.write_all(&[VERSION, NO_ACCEPTABLE_METHOD]).await;
+            return None;
+        }
+        client.write_all(&[VERSION, NO_AUTHENTICATION]).await.ok()?;
+        loop {
+            match parse_request(&head[greeting..]) {
+                Parsed::Request(target, end) => {
+                    return Some((Some(target), Head::Complete(greeting + end)))
+                }
+                Parsed::Refused(code) => {
+                    let _ = client.write_all(&reply(code)).await;
+                    return None;
+                }
+                Parsed::Short => {}
+            }
+            if head.len() > super::MAX_HEAD_BYTES {
+                return None;
+            }
+            match client.read(&mut buf).await {
+                // Cut short before its target was whole: nothing to judge.
+                Ok(0) | Err(_) => return None,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
     }
 }
 
@@ -579,11 +761,14 @@ mod tests {
         let t =
             Target::parse(b"CONNECT example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n").expect("connect");
         assert_eq!(
-            (t.host.as_str(), t.port, t.tunnel),
-            ("example.com", 443, true)
+            (t.host.as_str(), t.port, t.via),
+            ("example.com", 443, Via::Connect)
         );
         let t = Target::parse(b"GET http://u@h.test:8080/p?q HTTP/1.1\r\n\r\n").expect("get");
-        assert_eq!((t.host.as_str(), t.port, t.tunnel), ("h.test", 8080, false));
+        assert_eq!(
+            (t.host.as_str(), t.port, t.via),
+            ("h.test", 8080, Via::Forward)
+        );
         let t = Target::parse(b"GET http://h.test/ HTTP/1.1\r\n\r\n").expect("default port");
         assert_eq!(t.port, 80);
         assert!(Target::parse(b"GET /relative HTTP/1.1\r\n\r\n").is_none());
@@ -594,5 +779,66 @@ mod tests {
         assert!(Target::parse_cut(b"GET http://h.test/ \r\nHost: h").is_some());
         assert!(Target::parse_cut(b"CONNECT example.com:44").is_none());
         assert!(Target::parse_cut(b"GET http://exam").is_none());
+    }
+
+    #[test]
+    fn socks5_requests_name_their_target() {
+        use socks5::{parse_request, Parsed};
+        let connect = |kind: u8, addr: &[u8]| {
+            let mut r = vec![5, 1, 0, kind];
+            r.extend_from_slice(addr);
+            r.extend_from_slice(&443u16.to_be_bytes());
+            r
+        };
+        let target = |bytes: &[u8]| match parse_request(bytes) {
+            Parsed::Request(t, end) => {
+                assert_eq!(end, bytes.len(), "the request ends where its port does");
+                (t.host, t.port)
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            target(&connect(1, &[10, 0, 0, 7])),
+            ("10.0.0.7".to_owned(), 443)
+        );
+        assert_eq!(
+            target(&connect(3, b"\x0bExample.COM")),
+            ("example.com".to_owned(), 443)
+        );
+        let mut v6 = [0u8; 16];
+        v6[15] = 1;
+        assert_eq!(target(&connect(4, &v6)), ("[::1]".to_owned(), 443));
+        // What follows the request is the client's first data, not part of it.
+        let mut with_data = connect(1, &[127, 0, 0, 1]);
+        let len = with_data.len();
+        with_data.extend_from_slice(b"hello");
+        assert!(matches!(parse_request(&with_data), Parsed::Request(_, end) if end == len));
+        // Every prefix is short: a name is never judged half-read.
+        let whole = connect(3, b"\x0bexample.com");
+        for cut in 0..whole.len() {
+            assert_eq!(parse_request(&whole[..cut]), Parsed::Short, "cut at {cut}");
+        }
+        let mut bind = connect(1, &[10, 0, 0, 7]);
+        bind[1] = 2;
+        assert_eq!(parse_request(&bind), Parsed::Refused(7), "BIND");
+        assert_eq!(
+            parse_request(&connect(9, &[0, 0, 0, 0])),
+            Parsed::Refused(8),
+            "an unknown address type"
+        );
+        assert_eq!(
+            parse_request(&connect(3, b"\x02\xff\xfe")),
+            Parsed::Refused(1),
+            "a name that is not UTF-8"
+        );
+        assert_eq!(
+            parse_request(&connect(3, b"\x05a\nb.c")),
+            Parsed::Refused(1),
+            "a name with a control character"
+        );
+        let mut port0 = connect(1, &[10, 0, 0, 7]);
+        let n = port0.len();
+        port0[n - 2..].copy_from_slice(&[0, 0]);
+        assert_eq!(parse_request(&port0), Parsed::Refused(1), "port 0");
     }
 }

@@ -142,9 +142,7 @@ async fn workspace_write_keeps_git_read_only() {
 #[tokio::test]
 async fn network_off_cannot_reach_a_host_loopback_listener() {
     let dir = scratch("net");
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
+    let (listener, port) = unreached_listener();
     let (client, _) = server(&dir, &["--extended"], &[]).await;
     let cmd = format!(
         "echo disabled=$UEXEC_SANDBOX_NETWORK_DISABLED; curl -sS -m 3 -o /dev/null http://127.0.0.1:{port}/; echo rc=$?"
@@ -349,6 +347,26 @@ async fn workspace_write_in_the_tmp_dir_keeps_its_private_tmp_writable() {
     assert!(text(&r).contains("tmp-ok"), "{}", text(&r));
 }
 
+/// A host-side listener that nobody may reach (accepts nothing by itself) and its port.
+fn unreached_listener() -> (std::net::TcpListener, u16) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    (listener, port)
+}
+
+/// The allowlist's words for a denial of that host port.
+fn denial_of(port: u16) -> String {
+    format!("network access to 127.0.0.1:{port} denied by the allowlist")
+}
+
+/// `error` names the denial of `denied`'s port, and nothing reached it.
+fn assert_denied(error: &str, denied: &std::net::TcpListener) {
+    let port = denied.local_addr().unwrap().port();
+    assert!(error.contains(&denial_of(port)), "{error}");
+    assert!(denied.accept().is_err(), "the denied host was reached");
+}
+
 /// A host-side server on 127.0.0.1 that runs `handle` on each connection, in a thread of
 /// its own; its port.
 fn host_server(handle: fn(std::net::TcpStream, &'static str), body: &'static str) -> u16 {
@@ -405,6 +423,40 @@ async fn an_allowed_host_is_reached_through_the_proxy() {
     let direct = format!("curl -sS -m 3 --noproxy '*' http://127.0.0.1:{port}/; echo rc=$?");
     let r = exec(&client, json!({"cmd": direct, "network": allow})).await;
     assert!(!text(&r).contains("hello-from-host"), "{}", text(&r));
+}
+
+/// SOCKS5 on the proxy's port: by address and by name (the proxy resolves it), and a host
+/// off the list is refused with SOCKS5's "not allowed by ruleset" and fails the session,
+/// named, as an HTTP request to it does.
+#[tokio::test]
+async fn socks5_reaches_an_allowed_host_and_a_denied_one_is_named() {
+    let dir = scratch("socks");
+    let port = http_server("hello-over-socks");
+    let (client, _) = server(&dir, &["--extended"], &[]).await;
+    let allow = json!({"allow": [format!("127.0.0.1:{port}"), format!("localhost:{port}")]});
+    let cmd = format!(
+        "curl -sS --noproxy '' -x socks5://127.0.0.1:3128 http://127.0.0.1:{port}/a; echo; \
+         curl -sS --noproxy '' -x socks5h://127.0.0.1:3128 http://localhost:{port}/b"
+    );
+    let r = exec(&client, json!({"cmd": cmd, "network": allow.clone()})).await;
+    assert_eq!(
+        text(&r).matches("hello-over-socks").count(),
+        2,
+        "{}",
+        text(&r)
+    );
+    let (other, other_port) = unreached_listener();
+    let m = marker();
+    let cmd = format!(
+        "curl -sS --noproxy '' -x socks5://127.0.0.1:3128 http://127.0.0.1:{other_port}/; sleep {m}"
+    );
+    let e = exec_error(
+        &client,
+        json!({"cmd": cmd, "network": allow, "yield_time_ms": 10000}),
+    )
+    .await;
+    assert_denied(&e, &other);
+    wait_all_gone(&[m], "the denied session to be terminated").await;
 }
 
 /// A host-side server that echoes what it reads until the client's end of input, then
@@ -471,21 +523,13 @@ print("echoed", n, got.hexdigest() == hashlib.sha256(data).hexdigest())
 async fn a_host_off_the_allowlist_fails_the_session_and_is_named() {
     let dir = scratch("deny");
     let allowed = http_server("allowed");
-    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    other.set_nonblocking(true).unwrap();
-    let other_port = other.local_addr().unwrap().port();
+    let (other, other_port) = unreached_listener();
     let allow_flag = format!("127.0.0.1:{allowed}");
     let (client, _) = server(&dir, &["--extended", "--network-allow", &allow_flag], &[]).await;
     let m = marker();
     let cmd = format!("curl -sS --noproxy '' http://127.0.0.1:{other_port}/; sleep {m}");
     let e = exec_error(&client, json!({"cmd": cmd, "yield_time_ms": 10000})).await;
-    assert!(
-        e.contains(&format!(
-            "network access to 127.0.0.1:{other_port} denied by the allowlist"
-        )),
-        "{e}"
-    );
-    assert!(other.accept().is_err(), "the denied host was reached");
+    assert_denied(&e, &other);
     wait_all_gone(&[m], "the denied session to be terminated").await;
 }
 
@@ -545,9 +589,7 @@ async fn a_recorded_denial_lets_the_command_run_on_and_names_the_host() {
     use std::os::unix::fs::MetadataExt;
     let dir = scratch("record");
     let allowed = http_server("allowed");
-    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    other.set_nonblocking(true).unwrap();
-    let other_port = other.local_addr().unwrap().port();
+    let (other, other_port) = unreached_listener();
     let allow_flag = format!("127.0.0.1:{allowed}");
     let flags = [
         "--extended",
@@ -575,7 +617,7 @@ async fn a_recorded_denial_lets_the_command_run_on_and_names_the_host() {
         out.contains("status=403") && out.contains("survived"),
         "{out}"
     );
-    let denial = format!("network access to 127.0.0.1:{other_port} denied by the allowlist");
+    let denial = denial_of(other_port);
     assert!(out.contains(&format!("blocked this: {denial}")), "{out}");
     let s = structured(&r)["sandbox"].clone();
     assert_eq!(s["denied"], true, "{s}");
@@ -617,9 +659,7 @@ async fn a_recorded_denial_lets_the_command_run_on_and_names_the_host() {
 async fn a_request_cut_short_by_the_exit_still_fails_the_session() {
     let dir = scratch("late");
     let allowed = http_server("allowed");
-    let denied = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    denied.set_nonblocking(true).unwrap();
-    let denied_port = denied.local_addr().unwrap().port();
+    let (denied, denied_port) = unreached_listener();
     let allow_flag = format!("127.0.0.1:{allowed}");
     let (client, _) = server(&dir, &["--extended", "--network-allow", &allow_flag], &[]).await;
     let job = marker();
@@ -634,13 +674,7 @@ async fn a_request_cut_short_by_the_exit_still_fails_the_session() {
         json!({"cmd": cmd, "shell": "/bin/bash", "yield_time_ms": 10000}),
     )
     .await;
-    assert!(
-        e.contains(&format!(
-            "network access to 127.0.0.1:{denied_port} denied by the allowlist"
-        )),
-        "{e}"
-    );
-    assert!(denied.accept().is_err(), "the denied host was reached");
+    assert_denied(&e, &denied);
     wait_all_gone(&[job], "the job the command left behind").await;
 }
 
