@@ -385,8 +385,9 @@ impl Judge {
 }
 
 /// Reads one request, HTTP or SOCKS5 (told apart by the first byte), into `head`: its
-/// target (`None`: an HTTP request this proxy does not take) and how reading ended. `None` when there
-/// is nothing to judge (an error, a head too long, input ended before any target).
+/// target (`None`: an HTTP request this proxy does not take) and how reading ended. `None`
+/// when there is nothing to judge (an error, a head too long, input ended before any
+/// target).
 async fn read_request(
     client: &mut tokio::net::TcpStream,
     head: &mut Vec<u8>,

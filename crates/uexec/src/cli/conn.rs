@@ -35,7 +35,7 @@ const INITIALIZE_ID: u64 = 1;
 
 /// A daemon connection speaking MCP. It connects at its first call, which goes with the
 /// hello and the MCP handshake: a one-call verb (`uexec run`, `ls`, `kill`...) costs one
-/// round trip, not three.
+/// round trip, not two.
 pub struct Conn {
     socket: PathBuf,
     hello: Hello,
