@@ -2,7 +2,8 @@
 //! same run, on the same machine.
 //!
 //! 1. overhead: `exec_command` of `true` (login=false, pipes) vs a bare tokio spawn+wait of
-//!    the same argv (`bash -c true`), medians of `UEXEC_BENCH_RUNS` (default 200) each;
+//!    the same argv (`bash -c true`), medians of `UEXEC_BENCH_RUNS` (default 200) each; and
+//!    the same with transcripts kept (the default of `uexec mcp` and the daemon), interleaved;
 //! 2. flood: 1 GiB through a session (`head -c 1G /dev/zero`, polled to its end) vs the
 //!    same stream into `cat > /dev/null`; peak RSS of this process afterwards;
 //! 3. transcripts: the same flood, and a program's flood (`seq`, ~500 MiB), with every byte
@@ -55,9 +56,14 @@ fn request(cmd: &str, yield_ms: i64) -> ExecRequest {
     }
 }
 
-async fn overhead(store: &Arc<SessionStore>, runs: usize) -> (Duration, Duration) {
+async fn overhead(
+    store: &Arc<SessionStore>,
+    kept: &Arc<SessionStore>,
+    runs: usize,
+) -> (Duration, Duration, Duration) {
     let mut bare = Vec::with_capacity(runs);
     let mut engine = Vec::with_capacity(runs);
+    let mut engine_kept = Vec::with_capacity(runs);
     for _ in 0..runs {
         let t = Instant::now();
         tokio::process::Command::new(shell())
@@ -70,8 +76,12 @@ async fn overhead(store: &Arc<SessionStore>, runs: usize) -> (Duration, Duration
         let s = store.exec_command(request("true", 10_000)).await.unwrap();
         engine.push(t.elapsed());
         assert_eq!(s.exit_code, Some(0));
+        let t = Instant::now();
+        let s = kept.exec_command(request("true", 10_000)).await.unwrap();
+        engine_kept.push(t.elapsed());
+        assert_eq!(s.exit_code, Some(0));
     }
-    (median(bare), median(engine))
+    (median(bare), median(engine), median(engine_kept))
 }
 
 /// A flood whose output is known: its command and its size.
@@ -155,16 +165,7 @@ async fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
     let store = SessionStore::new(Arc::new(LocalBackend), StoreConfig::default());
-    // Warm-up: first spawns pay for page faults and lazy runtime setup.
-    for _ in 0..10 {
-        store.exec_command(request("true", 10_000)).await.unwrap();
-    }
-    let (bare, engine) = overhead(&store, runs).await;
-    // A first flood for the RSS and the token accounting (the rates come from the rounds).
-    let (_, tokens) = session_rate(&store, &zero_flood()).await;
-    let rss = peak_rss_mib();
-    // The floods again, with every byte kept on disk (a temp dir on the same filesystem),
-    // interleaved with the same floods without, and with `tee` into a file beside it.
+    // Every byte kept on disk (a temp dir on the same filesystem) for the `kept` rows.
     let root = std::env::temp_dir().join(format!("uexec-bench-transcripts-{}", std::process::id()));
     let config = StoreConfig {
         transcripts: Some(uexec_core::transcript::TranscriptConfig {
@@ -175,6 +176,16 @@ async fn main() {
         ..StoreConfig::default()
     };
     let kept = SessionStore::new(Arc::new(LocalBackend), config);
+    // Warm-up: first spawns pay for page faults and lazy runtime setup.
+    for _ in 0..10 {
+        store.exec_command(request("true", 10_000)).await.unwrap();
+        kept.exec_command(request("true", 10_000)).await.unwrap();
+    }
+    let (bare, engine, engine_kept) = overhead(&store, &kept, runs).await;
+    // A first flood for the RSS and the token accounting (the rates come from the rounds).
+    let (_, tokens) = session_rate(&store, &zero_flood()).await;
+    let rss = peak_rss_mib();
+    // The floods again, kept and not, interleaved, and with `tee` into a file beside them.
     let tee_file = std::env::temp_dir().join(format!("uexec-bench-tee-{}", std::process::id()));
     let tee_sink = format!("tee {} > /dev/null", tee_file.display());
     let mut rounds: [Vec<f64>; 6] = Default::default();
@@ -197,6 +208,7 @@ async fn main() {
         .map(|f| f.metadata().unwrap().len())
         .sum();
     eprintln!("(transcripts: {kept_bytes} bytes on disk)");
+    // The `true`s printed nothing, so they add no byte.
     assert_eq!(kept_bytes, 3 * (zero_flood().bytes + seq_flood().bytes));
     let _ = std::fs::remove_dir_all(&root);
     let idle_cpu = idle(&store).await;
@@ -208,6 +220,12 @@ async fn main() {
         bare.as_secs_f64() * 1e3,
         engine.as_secs_f64() * 1e3,
         engine.as_secs_f64() / bare.as_secs_f64()
+    );
+    println!(
+        "| `true` spawn→exit, transcripts kept, median of {runs} | {:.2} ms (tokio spawn+wait) | {:.2} ms (exec_command) | {:.2}x | <= 1.5x |",
+        bare.as_secs_f64() * 1e3,
+        engine_kept.as_secs_f64() * 1e3,
+        engine_kept.as_secs_f64() / bare.as_secs_f64()
     );
     println!(
         "| 1 GiB pipe flood (median of 3) | {:.0} MiB/s (`cat > /dev/null`) | {:.0} MiB/s (session, polled) | {:.2}x | >= 0.5x |",

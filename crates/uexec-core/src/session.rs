@@ -28,7 +28,7 @@ use crate::limits::{
 };
 use crate::snapshot::Body;
 use crate::text::strip_ansi;
-use crate::transcript::{Transcript, TranscriptFeed, TranscriptInfo, TranscriptWriter};
+use crate::transcript::{Transcript, TranscriptFeed, TranscriptInfo, TranscriptPlan};
 use crate::until::{Condition, Match, Matcher, Reason, PROMPT_FIRST_CHECK_MS, PROMPT_QUIET_MS};
 use crate::utf8::{incomplete_suffix_len, split_chunks, Utf8Carry};
 
@@ -311,7 +311,7 @@ impl Session {
         events: Arc<EventBus>,
         monitors: Vec<Box<dyn PolicyMonitor>>,
         timeout: Option<Duration>,
-        transcript: Option<TranscriptWriter>,
+        transcript: Option<TranscriptPlan>,
         screen: Option<crate::screen::ScreenFactory>,
     ) -> Arc<Self> {
         let SpawnedProcess {
@@ -349,15 +349,10 @@ impl Session {
             let keeper = crate::screen::start(&session, factory, (PTY_ROWS, PTY_COLS));
             let _ = session.screen.set(keeper);
         }
-        let feed = transcript.and_then(|writer| match Transcript::start(writer) {
-            Ok((transcript, feed)) => {
-                lock(&session.output).transcript = Some(transcript);
-                Some(feed)
-            }
-            Err(e) => {
-                tracing::warn!(session_id = session.id(), "no transcript: {e}");
-                None
-            }
+        let feed = transcript.map(|plan| {
+            let (transcript, feed) = Transcript::start(plan);
+            lock(&session.output).transcript = Some(transcript);
+            feed
         });
         tokio::spawn(session.clone().pump(output, exit, feed));
         if let Some(limit) = timeout {
@@ -407,6 +402,13 @@ impl Session {
                 biased;
                 chunk = output.recv(), if output_open => match chunk {
                     Some(chunk) => {
+                        // The transcript's directory exists before the first byte shows:
+                        // a snapshot with output can name it.
+                        if let Some(feed) = &mut transcript {
+                            if !feed.begin().await {
+                                transcript = None;
+                            }
+                        }
                         self.on_output(&chunk.bytes);
                         // In order, after the buffers: a disk slower than the output holds
                         // the pump here (and the process at its pipe), never memory.
@@ -935,6 +937,15 @@ impl Session {
         lock(&self.output).transcript.as_ref().map(Transcript::info)
     }
 
+    /// Where the session's transcript is on disk: once it printed something (a session
+    /// that prints nothing has none there).
+    pub fn transcript_dir(&self) -> Option<std::path::PathBuf> {
+        lock(&self.output)
+            .transcript
+            .as_ref()
+            .and_then(Transcript::written_dir)
+    }
+
     /// The last `max_bytes` of everything the session printed, for people.
     pub fn recent_output(&self, max_bytes: usize) -> String {
         let all = self.aggregated_text(true);
@@ -1000,7 +1011,7 @@ impl Session {
                 aggregated_output,
                 duration: self.started_at.elapsed(),
                 failure,
-                transcript: self.transcript().map(|t| t.dir),
+                transcript: self.transcript_dir(),
             },
         );
         true

@@ -35,7 +35,7 @@ use crate::request::{
 };
 use crate::session::{PolicyMonitor, Session, SessionMetaInfo};
 use crate::snapshot::Snapshot;
-use crate::transcript::{self, TranscriptInfo, TranscriptWriter};
+use crate::transcript::{self, TranscriptInfo, TranscriptPlan};
 use crate::until::{Condition, Reason};
 
 /// Session ids in use, shared by the stores that must not reuse each other's.
@@ -67,12 +67,20 @@ struct StoreInner {
     /// give way to [`MAX_EXIT_NOTICES`] newer ones).
     notices: VecDeque<ExitNotice>,
     /// Transcripts of sessions no longer stored, newest last (bounded by
-    /// [`FINISHED_TRANSCRIPTS`]), for `read_output` after the exit.
-    finished: VecDeque<(i32, std::path::PathBuf)>,
+    /// [`FINISHED_TRANSCRIPTS`]), for `read_output` after the exit: where each is, or, for
+    /// a session that printed nothing, where it would have been.
+    finished: VecDeque<(i32, FinishedTranscript)>,
 }
 
 /// Sessions gone from the store whose transcripts `read_output` still finds by id.
 const FINISHED_TRANSCRIPTS: usize = 256;
+
+/// A gone session's transcript.
+struct FinishedTranscript {
+    dir: std::path::PathBuf,
+    /// False when the session printed nothing: then nothing is on disk.
+    written: bool,
+}
 
 impl StoreInner {
     /// Removes a session's entry and id, remembering where its transcript is.
@@ -100,7 +108,14 @@ impl StoreInner {
             if self.finished.len() >= FINISHED_TRANSCRIPTS {
                 self.finished.pop_front();
             }
-            self.finished.push_back((session.id(), t.dir));
+            let written = session.transcript_dir().is_some();
+            self.finished.push_back((
+                session.id(),
+                FinishedTranscript {
+                    dir: t.dir,
+                    written,
+                },
+            ));
         }
     }
 }
@@ -235,7 +250,7 @@ impl SessionStore {
             sandbox: plan.sandbox,
         };
         let transcript = self.config.transcripts.as_ref().and_then(|config| {
-            TranscriptWriter::create(config, id, &info.command, &info.cwd, info.tty)
+            TranscriptPlan::new(config, id, &info.command, &info.cwd, info.tty)
                 .map_err(|e| tracing::warn!(session_id = id, "no transcript: {e}"))
                 .ok()
         });
@@ -586,7 +601,10 @@ impl SessionStore {
                 .iter()
                 .rev()
                 .find(|(fid, _)| *fid == id)
-                .map(|(_, dir)| transcript::info_of(dir, segment))
+                .map(|(_, gone)| match gone.written {
+                    true => transcript::info_of(&gone.dir, segment),
+                    false => Ok(TranscriptInfo::empty(gone.dir.clone())),
+                })
                 .transpose()
                 .map_err(|e| {
                     ExecError::invalid(
@@ -775,7 +793,7 @@ impl SessionStore {
                     exited: s.lifecycle().exited(),
                     pid: s.pid,
                     last_line: s.last_line(),
-                    transcript: s.transcript().map(|t| t.dir),
+                    transcript: s.transcript_dir(),
                 }
             })
             .collect();
@@ -973,7 +991,7 @@ impl SessionStore {
             if reason == Reason::Matched {
                 snapshot.matched = session.matched();
             }
-            snapshot.transcript = session.transcript().map(|t| t.dir);
+            snapshot.transcript = session.transcript_dir();
             snapshot.omitted_range = omitted;
             snapshot.sandbox = session
                 .info

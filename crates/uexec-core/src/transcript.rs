@@ -92,6 +92,97 @@ pub struct TranscriptInfo {
     pub incomplete: bool,
 }
 
+impl TranscriptInfo {
+    /// The transcript of a session that printed nothing (none on disk).
+    pub fn empty(dir: PathBuf) -> Self {
+        Self {
+            dir,
+            total: 0,
+            first_kept: 0,
+            incomplete: false,
+        }
+    }
+}
+
+/// A transcript decided but not yet on disk: [`Transcript::start`] makes its directory and
+/// files in the background.
+#[derive(Debug)]
+pub(crate) struct TranscriptPlan {
+    root: PathBuf,
+    id: i32,
+    /// Where it will be (another name is taken if this one exists by then).
+    dir: PathBuf,
+    meta: String,
+    segment_bytes: u64,
+    /// The session's start: timing lines count from here.
+    started: Instant,
+}
+
+impl TranscriptPlan {
+    /// Plans the transcript of session `id`: the root is checked (made 0700 if missing,
+    /// refused if others may enter it) and the total cap enforced soon; nothing else is
+    /// written.
+    pub fn new(
+        config: &TranscriptConfig,
+        id: i32,
+        command: &str,
+        cwd: &Path,
+        tty: bool,
+    ) -> io::Result<Self> {
+        private_dir(&config.root)?;
+        enforce_total_cap_soon(&config.root, config.total_max_bytes);
+        let started_unix = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        Ok(Self {
+            root: config.root.clone(),
+            id,
+            dir: session_dir(&config.root, id),
+            meta: format!(
+                "session_id={id}\ntty={tty}\nstarted_unix={started_unix}\ncwd={}\ncommand={}\n",
+                cwd.display(),
+                command.replace('\n', "\\n")
+            ),
+            segment_bytes: config.segment_bytes(),
+            started: Instant::now(),
+        })
+    }
+
+    /// Makes the directory and its files.
+    fn open(mut self) -> io::Result<TranscriptWriter> {
+        loop {
+            match fs::DirBuilder::new().mode(0o700).create(&self.dir) {
+                Ok(()) => break,
+                // Ids repeat across restarts; the random part makes this rare.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    self.dir = session_dir(&self.root, self.id);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // One write: a File is unbuffered, and `writeln!` writes piece by piece.
+        private_file(&self.dir.join("meta"))?.write_all(self.meta.as_bytes())?;
+        Ok(TranscriptWriter {
+            segment: private_file(&segment_path(&self.dir, 0))?,
+            timing: private_file(&self.dir.join("timing"))?,
+            dir: self.dir,
+            segment_bytes: self.segment_bytes,
+            segment_index: 0,
+            written: 0,
+            first_kept: 0,
+            started: self.started,
+            timing_at: None,
+            timing_pending: 0,
+            failed: false,
+        })
+    }
+}
+
+fn session_dir(root: &Path, id: i32) -> PathBuf {
+    root.join(format!("{id}-{:06x}", rand::random::<u32>() & 0xff_ffff))
+}
+
 /// Appends a session's output to its transcript.
 #[derive(Debug)]
 pub(crate) struct TranscriptWriter {
@@ -109,51 +200,16 @@ pub(crate) struct TranscriptWriter {
 }
 
 impl TranscriptWriter {
-    /// Starts the transcript of session `id` (the total cap is enforced first).
-    pub fn create(
+    /// Starts the transcript of session `id` on disk at once.
+    #[cfg(test)]
+    fn create(
         config: &TranscriptConfig,
         id: i32,
         command: &str,
         cwd: &Path,
         tty: bool,
     ) -> io::Result<Self> {
-        private_dir(&config.root)?;
-        enforce_total_cap_soon(&config.root, config.total_max_bytes);
-        let dir = loop {
-            let candidate = config
-                .root
-                .join(format!("{id}-{:06x}", rand::random::<u32>() & 0xff_ffff));
-            match fs::DirBuilder::new().mode(0o700).create(&candidate) {
-                Ok(()) => break candidate,
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e),
-            }
-        };
-        let mut meta = private_file(&dir.join("meta"))?;
-        let started_unix = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
-        // One write: a File is unbuffered, and `writeln!` writes piece by piece.
-        let text = format!(
-            "session_id={id}\ntty={tty}\nstarted_unix={started_unix}\ncwd={}\ncommand={}\n",
-            cwd.display(),
-            command.replace('\n', "\\n")
-        );
-        meta.write_all(text.as_bytes())?;
-        Ok(Self {
-            segment: private_file(&segment_path(&dir, 0))?,
-            timing: private_file(&dir.join("timing"))?,
-            dir,
-            segment_bytes: config.segment_bytes(),
-            segment_index: 0,
-            written: 0,
-            first_kept: 0,
-            started: Instant::now(),
-            timing_at: None,
-            timing_pending: 0,
-            failed: false,
-        })
+        TranscriptPlan::new(config, id, command, cwd, tty)?.open()
     }
 
     #[cfg(test)]
@@ -345,16 +401,20 @@ fn enforce_total_cap(root: &Path, max: u64) {
 /// wait; a session that prints faster than the disk takes them waits for the disk.
 const WRITER_QUEUE_CHUNKS: usize = 16;
 
-/// A session's transcript: a writer thread fed in output order, so the disk write overlaps
-/// the next read instead of adding to it.
+/// A session's transcript: its files are made in the background as the session starts, then
+/// a writer thread is fed in output order, so the disk write overlaps the next read instead
+/// of adding to it.
 #[derive(Debug)]
 pub(crate) struct Transcript {
-    dir: PathBuf,
+    /// Where it is planned to be (where it is, once [`Shared::dir`] is set).
+    planned: PathBuf,
     shared: std::sync::Arc<Shared>,
 }
 
 #[derive(Debug, Default)]
 struct Shared {
+    /// Where it is: set when the first read reaches it (the directory exists by then).
+    dir: std::sync::OnceLock<PathBuf>,
     total: std::sync::atomic::AtomicU64,
     first_kept: std::sync::atomic::AtomicU64,
     failed: std::sync::atomic::AtomicBool,
@@ -362,16 +422,18 @@ struct Shared {
 
 /// The pump's end of a transcript: send each read, in order; [`TranscriptFeed::close`]
 /// waits until everything sent is written. The writer thread starts with the first read: a
-/// session that prints nothing (`true`) costs no thread.
+/// session that prints nothing (`true`) costs no thread, and its end waits for no disk.
 #[derive(Debug)]
 pub(crate) struct TranscriptFeed {
     state: FeedState,
 }
 
+type Opening = tokio::task::JoinHandle<io::Result<TranscriptWriter>>;
+
 #[derive(Debug)]
 enum FeedState {
-    /// Nothing printed yet.
-    Idle(Box<TranscriptWriter>, std::sync::Arc<Shared>),
+    /// Nothing printed yet; the files are being made (or are made).
+    Opening(Opening, std::sync::Arc<Shared>),
     Running {
         tx: tokio::sync::mpsc::Sender<bytes::Bytes>,
         written: tokio::sync::oneshot::Receiver<()>,
@@ -380,25 +442,42 @@ enum FeedState {
 }
 
 impl TranscriptFeed {
-    /// Sends one read; false once the writer is gone.
-    pub async fn send(&mut self, chunk: bytes::Bytes) -> bool {
-        if let FeedState::Idle(..) = self.state {
-            let FeedState::Idle(writer, shared) =
+    /// At the first read: waits until the files exist (usually long since) and starts the
+    /// writer, so that whatever shows this read can name the transcript. False once the
+    /// transcript is gone.
+    pub async fn begin(&mut self) -> bool {
+        if let FeedState::Opening(..) = self.state {
+            let FeedState::Opening(opening, shared) =
                 std::mem::replace(&mut self.state, FeedState::Gone)
             else {
                 return false;
             };
-            match start_writer(*writer, shared.clone()) {
-                Ok((tx, written)) => self.state = FeedState::Running { tx, written },
+            let opened = opening.await.unwrap_or_else(|e| Err(io::Error::other(e)));
+            match opened.and_then(|writer| {
+                let dir = writer.dir.clone();
+                start_writer(writer, shared.clone()).map(|running| (dir, running))
+            }) {
+                Ok((dir, (tx, written))) => {
+                    let _ = shared.dir.set(dir);
+                    self.state = FeedState::Running { tx, written };
+                }
                 Err(e) => {
-                    // What was printed is not all on disk: say so to readers.
+                    // What was printed is not on disk: say so to readers.
                     shared
                         .failed
                         .store(true, std::sync::atomic::Ordering::Relaxed);
-                    tracing::warn!("no transcript writer: {e}");
+                    tracing::warn!("no transcript: {e}");
                     return false;
                 }
             }
+        }
+        matches!(self.state, FeedState::Running { .. })
+    }
+
+    /// Sends one read; false once the transcript is gone.
+    pub async fn send(&mut self, chunk: bytes::Bytes) -> bool {
+        if !self.begin().await {
+            return false;
         }
         match &self.state {
             FeedState::Running { tx, .. } => tx.send(chunk).await.is_ok(),
@@ -406,15 +485,15 @@ impl TranscriptFeed {
         }
     }
 
-    /// Ends the transcript and waits for its last write.
+    /// Ends the transcript and waits for its last write (a session that printed nothing
+    /// does not wait for its files to be made).
     pub async fn close(self) {
         match self.state {
-            FeedState::Idle(mut writer, _) => writer.finish(),
+            FeedState::Opening(..) | FeedState::Gone => {}
             FeedState::Running { tx, written } => {
                 drop(tx);
                 let _ = written.await;
             }
-            FeedState::Gone => {}
         }
     }
 }
@@ -449,21 +528,30 @@ fn start_writer(
 }
 
 impl Transcript {
-    /// A transcript and its feed; the writer thread starts with the first read.
-    pub fn start(writer: TranscriptWriter) -> io::Result<(Self, TranscriptFeed)> {
+    /// A transcript and its feed: the files are made on a blocking thread from now on (a
+    /// spawn never waits for the disk: a metadata write can take milliseconds while a build
+    /// keeps the disk busy); the writer thread starts with the first read.
+    pub fn start(plan: TranscriptPlan) -> (Self, TranscriptFeed) {
         let shared = std::sync::Arc::new(Shared::default());
-        let dir = writer.dir.clone();
+        let planned = plan.dir.clone();
+        let opening = tokio::task::spawn_blocking(move || plan.open());
         let feed = TranscriptFeed {
-            state: FeedState::Idle(Box::new(writer), shared.clone()),
+            state: FeedState::Opening(opening, shared.clone()),
         };
-        Ok((Self { dir, shared }, feed))
+        (Self { planned, shared }, feed)
+    }
+
+    /// Where it is on disk, once the session printed something (a session that printed
+    /// nothing names none: there is nothing to read).
+    pub fn written_dir(&self) -> Option<PathBuf> {
+        self.shared.dir.get().cloned()
     }
 
     /// What is on disk now.
     pub fn info(&self) -> TranscriptInfo {
         use std::sync::atomic::Ordering::Relaxed;
         TranscriptInfo {
-            dir: self.dir.clone(),
+            dir: self.shared.dir.get().unwrap_or(&self.planned).clone(),
             total: self.shared.total.load(Relaxed),
             first_kept: self.shared.first_kept.load(Relaxed),
             incomplete: self.shared.failed.load(Relaxed),

@@ -151,3 +151,47 @@ async fn read_output_bad_input_names_the_field() {
         ExecError::UnknownProcess(4242)
     );
 }
+
+#[tokio::test]
+async fn a_session_that_prints_nothing_names_no_transcript_and_reads_as_empty() {
+    let root = temp_root();
+    let store = store_with(|c| c.transcripts = Some(TranscriptConfig::at(root.clone())));
+    let page = |id| {
+        store
+            .read_output(ReadOutputRequest {
+                session_id: Some(id),
+                ..ReadOutputRequest::default()
+            })
+            .unwrap()
+    };
+    // Exits at once, silent: no path in the result (nothing to read there), an empty page.
+    let quiet = store.exec_command(exec("true", 5000)).await.unwrap();
+    assert_eq!((quiet.exit_code, quiet.transcript.clone()), (Some(0), None));
+    let empty = page(1000);
+    assert_eq!((empty.total, empty.text.as_str()), (0, ""));
+    // Alive and silent until typed into: named from its first byte on.
+    let mut waiting = exec("read -r x; echo \"got $x\"", 300);
+    waiting.pipe_stdin = true;
+    let first = store.exec_command(waiting).await.unwrap();
+    let id = first.session_id.expect("still waiting for its line");
+    assert_eq!(first.transcript, None);
+    assert_eq!(page(id).total, 0);
+    let typed = store
+        .write_stdin(uexec_core::WriteRequest {
+            session_id: id,
+            chars: "hi\n".into(),
+            yield_time_ms: Some(5000),
+            ..uexec_core::WriteRequest::default()
+        })
+        .await
+        .unwrap();
+    let (out, last) = collect(&store, typed).await;
+    assert_eq!((out.as_str(), last.exit_code), ("got hi\n", Some(0)));
+    let dir = last.transcript.expect("a transcript once it printed");
+    assert!(dir.starts_with(&root), "{}", dir.display());
+    assert_eq!(
+        std::fs::read(dir.join("output.000000")).unwrap(),
+        b"got hi\n"
+    );
+    assert_eq!(page(id).text, "got hi\n");
+}
