@@ -200,18 +200,6 @@ pub(crate) struct TranscriptWriter {
 }
 
 impl TranscriptWriter {
-    /// Starts the transcript of session `id` on disk at once.
-    #[cfg(test)]
-    fn create(
-        config: &TranscriptConfig,
-        id: i32,
-        command: &str,
-        cwd: &Path,
-        tty: bool,
-    ) -> io::Result<Self> {
-        TranscriptPlan::new(config, id, command, cwd, tty)?.open()
-    }
-
     #[cfg(test)]
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -657,8 +645,9 @@ mod tests {
     fn every_byte_is_kept_and_read_back_across_segments() {
         let root = temp().join("sessions");
         let cfg = config(&root, 4 * 4096);
-        let mut w =
-            TranscriptWriter::create(&cfg, 1000, "cmd", Path::new("/"), false).expect("create");
+        let mut w = TranscriptPlan::new(&cfg, 1000, "cmd", Path::new("/"), false)
+            .and_then(TranscriptPlan::open)
+            .expect("create");
         let data: Vec<u8> = (0..12_000u32).map(|i| (i % 251) as u8).collect();
         for chunk in data.chunks(1000) {
             w.append(chunk);
@@ -681,8 +670,9 @@ mod tests {
     fn the_oldest_segment_rotates_away_past_the_cap() {
         let root = temp().join("sessions");
         let cfg = config(&root, 4 * 4096);
-        let mut w =
-            TranscriptWriter::create(&cfg, 1000, "cmd", Path::new("/"), false).expect("create");
+        let mut w = TranscriptPlan::new(&cfg, 1000, "cmd", Path::new("/"), false)
+            .and_then(TranscriptPlan::open)
+            .expect("create");
         let data: Vec<u8> = (0..4 * 4096 + 10).map(|i| (i % 7) as u8).collect();
         w.append(&data);
         let info = w.info();
@@ -726,7 +716,7 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let root = temp();
         fs::set_permissions(&root, fs::Permissions::from_mode(0o777)).expect("chmod");
-        let err = TranscriptWriter::create(&config(&root, 1 << 20), 1, "x", Path::new("/"), false)
+        let err = TranscriptPlan::new(&config(&root, 1 << 20), 1, "x", Path::new("/"), false)
             .expect_err("refused");
         assert!(err.to_string().contains("mode 0700"), "{err}");
     }
