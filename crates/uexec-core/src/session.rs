@@ -937,8 +937,8 @@ impl Session {
         lock(&self.output).transcript.as_ref().map(Transcript::info)
     }
 
-    /// Where the session's transcript is on disk: once it printed something (a session
-    /// that prints nothing has none there).
+    /// Where the session's transcript is, once it printed something (a session that printed
+    /// nothing names none: there is nothing to read).
     pub fn transcript_dir(&self) -> Option<std::path::PathBuf> {
         lock(&self.output)
             .transcript

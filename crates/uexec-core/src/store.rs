@@ -78,7 +78,7 @@ const FINISHED_TRANSCRIPTS: usize = 256;
 /// A gone session's transcript.
 struct FinishedTranscript {
     dir: std::path::PathBuf,
-    /// False when the session printed nothing: then nothing is on disk.
+    /// False when the session printed nothing: then there is nothing to read.
     written: bool,
 }
 

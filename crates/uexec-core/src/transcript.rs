@@ -93,7 +93,7 @@ pub struct TranscriptInfo {
 }
 
 impl TranscriptInfo {
-    /// The transcript of a session that printed nothing (none on disk).
+    /// The transcript of a session that printed nothing (nothing to read).
     pub fn empty(dir: PathBuf) -> Self {
         Self {
             dir,
