@@ -6,10 +6,10 @@
 #   docker build -t uexec:dev .
 #   docker build --build-arg RUNTIME_IMAGE=my-toolchain:latest -t uexec:mine .
 #
-# The binary is static (musl): the runtime stage may be any image with the shell and tools
-# your agents' commands need (the default has bash, coreutils, git and CA certificates).
-# CI cannot run `docker build` (no engine): it builds and smoke-tests the same binary with
-# the same script (deploy/build-static.sh, deploy/smoke_test.py).
+# The executables are static (musl): the runtime stage may be any image with the shell and
+# tools your agents' commands need (the default has bash, coreutils, git and CA
+# certificates). CI cannot run `docker build` (no engine): it builds and smoke-tests the
+# same executables with the same script (deploy/build-static.sh, deploy/smoke_test.py).
 
 ARG RUST_IMAGE=rust:1.95-bookworm
 ARG RUNTIME_IMAGE=debian:bookworm-slim
@@ -18,7 +18,8 @@ FROM ${RUST_IMAGE} AS build
 WORKDIR /src
 COPY . .
 RUN bash deploy/build-static.sh > /tmp/binary-path \
- && install -D -m 0755 "$(cat /tmp/binary-path)" /out/uexec
+ && install -D -m 0755 "$(cat /tmp/binary-path)" /out/uexec \
+ && install -D -m 0755 "$(dirname "$(cat /tmp/binary-path)")/uexec-engine" /out/uexec-engine
 
 FROM ${RUNTIME_IMAGE}
 # A shell and the everyday tools of coding agents; one unprivileged user (10001) whose home
@@ -32,7 +33,8 @@ RUN set -eux; \
     (getent group 10001 || groupadd --gid 10001 uexec); \
     (getent passwd 10001 || useradd --uid 10001 --gid 10001 --home-dir /workspace --no-create-home --shell /bin/bash uexec); \
     install -d -o 10001 -g 10001 -m 0750 /workspace
-COPY --from=build /out/uexec /usr/local/bin/uexec
+# `uexec` execs `uexec-engine` beside it for everything but a plain `uexec run`.
+COPY --from=build /out/uexec /out/uexec-engine /usr/local/bin/
 
 USER 10001:10001
 WORKDIR /workspace

@@ -1,9 +1,11 @@
 """The daemon and the CLI, against baselines measured in the same run (medians).
 
   * `uexec run --no-login -- true` end to end (CLI -> daemon -> process -> back) against a
-    spawn+wait of `bash -c true` from this process; goal <= 2x; beside it the same exchange
-    made by bench/minimal_client.rs (built here with rustc: it sends request bytes prepared
-    by this script and reads the answer, nothing else), the floor of any small client;
+    spawn+wait of `bash -c true` from this process; goal <= 2x; beside it the same run made
+    by the engine's own CLI (`uexec-engine run`, what `uexec` was before the front), and the
+    same exchange made by bench/minimal_client.rs (built here with rustc: it sends request
+    bytes prepared by this script and reads the answer, nothing else), the floor of any
+    small client; all four interleaved, run by run;
   * an exec_command round trip of `true` through `uexec mcp --daemon` against plain
     in-process `uexec mcp`, same MCP Python SDK client; goal <= 1.2x;
   * `uexec attach` of a 200x50 PTY session whose screen was drawn by 256 KiB of output: from
@@ -27,15 +29,6 @@ import time
 import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-
-
-def median_ms(fn, runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(samples)
 
 
 async def mcp_roundtrip(argv: list[str], env: dict, cwd: str, runs: int) -> float:
@@ -77,8 +70,9 @@ def attach_ms(uexec: str, env: dict, cwd: str, runs: int) -> float:
     return statistics.median(samples)
 
 
-def minimal_client_ms(uexec: str, env: dict, cwd: str, runs: int) -> float | None:
-    """`uexec run --no-login -- true`'s exchange made by the minimal client; None without rustc."""
+def minimal_client(uexec: str, env: dict, cwd: str) -> list[str] | None:
+    """The command line of the minimal client making `uexec run --no-login -- true`'s
+    exchange; None without rustc."""
     work = tempfile.mkdtemp(prefix="uexec-bench-minimal-")
     client = os.path.join(work, "minimal_client")
     source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "minimal_client.rs")
@@ -87,7 +81,7 @@ def minimal_client_ms(uexec: str, env: dict, cwd: str, runs: int) -> float | Non
     except (OSError, subprocess.CalledProcessError) as e:
         print(f"(no minimal client: {e})")
         return None
-    st = os.stat(uexec)
+    st = os.stat(os.path.join(os.path.dirname(uexec), "uexec-engine"))  # the daemon's build
     b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
     hello = {
         "protocol": "uexec-daemon/1",
@@ -112,7 +106,7 @@ def minimal_client_ms(uexec: str, env: dict, cwd: str, runs: int) -> float | Non
     with open(request, "wb") as f:
         f.write(b"".join(json.dumps(m, separators=(",", ":")).encode() + b"\n" for m in messages))
     socket = os.path.join(env["XDG_RUNTIME_DIR"], "uexec", "daemon.sock")
-    return median_ms(lambda: subprocess.run([client, request, socket], env=env, cwd=cwd, check=True), runs)
+    return [client, request, socket]
 
 
 async def main() -> None:
@@ -128,9 +122,24 @@ async def main() -> None:
     env.pop("UEXEC_DAEMON", None)
     subprocess.run([uexec, "run", "--", "true"], env=env, cwd=home, check=True)  # starts the daemon
 
-    bash = median_ms(lambda: subprocess.run(["bash", "-c", "true"], check=True), a.runs)
-    run = median_ms(lambda: subprocess.run([uexec, "run", "--no-login", "--", "true"], env=env, cwd=home, check=True), a.runs)
-    minimal = minimal_client_ms(uexec, env, home, a.runs)
+    engine = os.path.join(os.path.dirname(uexec), "uexec-engine")
+    rows = {
+        "bash": ["bash", "-c", "true"],
+        "run": [uexec, "run", "--no-login", "--", "true"],
+        "engine": [engine, "run", "--no-login", "--", "true"],
+    }
+    client = minimal_client(uexec, env, home)
+    if client is not None:
+        rows["minimal"] = client
+    # Interleaved: a drift of the machine's speed moves every row alike.
+    samples = {name: [] for name in rows}
+    for _ in range(a.runs):
+        for name, argv in rows.items():
+            t = time.perf_counter()
+            subprocess.run(argv, env=None if name == "bash" else env, cwd=home, check=True)
+            samples[name].append((time.perf_counter() - t) * 1e3)
+    bash, run, engine_run = (statistics.median(samples[n]) for n in ("bash", "run", "engine"))
+    minimal = statistics.median(samples["minimal"]) if client is not None else None
     inproc = await mcp_roundtrip([uexec, "mcp"], env, home, a.runs)
     daemon = await mcp_roundtrip([uexec, "mcp", "--daemon"], env, home, a.runs)
     attach = attach_ms(uexec, env, home, max(20, a.runs // 10))
@@ -139,6 +148,7 @@ async def main() -> None:
     print(f"| benchmark (median of {a.runs}) | baseline | uexec | ratio | goal |")
     print("|---|---|---|---|---|")
     print(f"| `true` end to end | {bash:.2f} ms (`bash -c true` spawn+wait) | {run:.2f} ms (`uexec run --no-login -- true`) | {run / bash:.2f}x | <= 2x |")
+    print(f"| `true` end to end, the engine's own CLI | {bash:.2f} ms | {engine_run:.2f} ms (`uexec-engine run --no-login -- true`) | {engine_run / bash:.2f}x | |")
     if minimal is not None:
         print(f"| `true` end to end, floor of a small client | {bash:.2f} ms | {minimal:.2f} ms (bench/minimal_client.rs, same exchange) | {minimal / bash:.2f}x | |")
     print(f"| exec_command `true`, MCP round trip | {inproc:.2f} ms (`uexec mcp`) | {daemon:.2f} ms (`uexec mcp --daemon`) | {daemon / inproc:.2f}x | <= 1.2x |")

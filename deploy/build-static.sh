@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds the static uexec binary that the container image copies (musl, no shared
-# libraries: it runs on any base image, distroless or not). The Dockerfile and CI both run
-# this script, so CI smoke-tests exactly what the image ships. Prints the binary's path.
+# Builds the static uexec executables that the container image copies (musl, no shared
+# libraries: they run on any base image, distroless or not): `uexec` and `uexec-engine`,
+# which must be installed side by side (the first execs the second). The Dockerfile and CI
+# both run this script, so CI smoke-tests exactly what the image ships. Prints the path of
+# `uexec`; `uexec-engine` is beside it.
 #
 # Needs: rustup (adds the musl target) and musl-gcc (Debian: musl-tools; ring compiles C).
 set -euo pipefail

@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""Smoke test of the binary the container image copies (CI cannot run `docker build`).
+"""Smoke test of the executables the container image copies (CI cannot run `docker build`).
 
     python3 deploy/smoke_test.py target/x86_64-unknown-linux-musl/release/uexec
 
 What it checks, as the pod would run it:
-1. the binary is static (no ELF interpreter, no NEEDED library): it runs on any base image;
+1. `uexec` and `uexec-engine` beside it are static (no ELF interpreter, no NEEDED library):
+   they run on any base image;
 2. `uexec serve` with the image's arguments (wss://, --token-file, --tls-cert, --tls-key
    from files; a CA-signed certificate made here with openssl) starts, as uid 10001 when
    run as root (the image's user);
 3. GET /readyz (the probes' path) answers 200 without a token;
 4. an agent's side, `uexec mcp --environment pod=URL` (the same binary), runs a command
-   there over MCP stdio: output, exit code 0, the pod's uid.
+   there over MCP stdio: output, exit code 0, the pod's uid;
+5. a person's `uexec run` (made by the front itself once the daemon runs) prints and exits
+   with the command's code.
 Talks only to 127.0.0.1; everything it starts is stopped at the end.
 """
 
@@ -128,16 +131,41 @@ def run_command_there(binary, url, d):
     return answer["result"]
 
 
+def check_person_run(binary):
+    """`uexec run` twice: the first starts the daemon (through the engine), the second is
+    made by the front alone; both print the output and exit with the command's code."""
+    home = tempfile.mkdtemp(prefix="uexec-smoke-home-")
+    runtime = tempfile.mkdtemp(prefix="uexec-smoke-run-")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home,
+           "XDG_RUNTIME_DIR": runtime}
+    try:
+        for attempt in ("first", "second"):
+            out = subprocess.run([binary, "run", "--no-login", "--", f"echo {attempt}; exit 3"],
+                                 env=env, cwd=home, capture_output=True, text=True, timeout=30)
+            if out.returncode != 3 or out.stdout != f"{attempt}\n":
+                fail(f"uexec run ({attempt}): exit {out.returncode}, stdout {out.stdout!r}, "
+                     f"stderr {out.stderr!r}")
+    finally:
+        subprocess.run([binary, "daemon", "--stop"], env=env, capture_output=True, timeout=30)
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(runtime, ignore_errors=True)
+    print("smoke_test: a person's `uexec run` printed the output and exited with the code")
+
+
 def main():
     if len(sys.argv) != 2:
         fail("usage: smoke_test.py BINARY")
     binary = os.path.abspath(sys.argv[1])
+    engine = os.path.join(os.path.dirname(binary), "uexec-engine")
     check_static(binary)
+    check_static(engine)
     d = tempfile.mkdtemp(prefix="uexec-smoke-")
     os.chmod(d, 0o755)
-    # A copy, as the image has one (and the checkout may be out of the pod user's reach).
+    # Copies, as the image has (and the checkout may be out of the pod user's reach).
     shutil.copy2(binary, f"{d}/uexec")
+    shutil.copy2(engine, f"{d}/uexec-engine")
     binary = f"{d}/uexec"
+    check_person_run(binary)
     make_tls(d)
     pod, url, as_pod_user = start_pod(binary, d)
     try:

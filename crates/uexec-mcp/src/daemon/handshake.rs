@@ -26,22 +26,26 @@ pub const PERSON: &str = "@person";
 /// This executable's identity: device, inode, size and modification time of the file the
 /// process runs (a rebuild or a reinstall changes it).
 pub fn build_id() -> String {
-    use std::os::unix::fs::MetadataExt;
     static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    ID.get_or_init(|| {
-        std::fs::metadata("/proc/self/exe")
-            .map(|m| {
-                format!(
-                    "{}:{}:{}:{}",
-                    m.dev(),
-                    m.ino(),
-                    m.size(),
-                    m.mtime_nsec() + m.mtime() * 1_000_000_000
-                )
-            })
-            .unwrap_or_else(|_| "unknown".to_owned())
-    })
-    .clone()
+    ID.get_or_init(|| build_id_of(std::path::Path::new("/proc/self/exe")))
+        .clone()
+}
+
+/// The identity [`build_id`] gives in a process running `exe`: what a client that is not
+/// the engine (the `uexec` front) says for the engine beside it.
+pub fn build_id_of(exe: &std::path::Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(exe)
+        .map(|m| {
+            format!(
+                "{}:{}:{}:{}",
+                m.dev(),
+                m.ino(),
+                m.size(),
+                m.mtime_nsec() + m.mtime() * 1_000_000_000
+            )
+        })
+        .unwrap_or_else(|_| "unknown".to_owned())
 }
 
 /// What a client says first.
@@ -134,11 +138,16 @@ impl Reply {
 impl Hello {
     /// This process as a client: its cwd and environment.
     pub fn here(owner: String, settings: Settings) -> std::io::Result<Self> {
+        Self::here_for(build_id(), owner, settings)
+    }
+
+    /// This process as a client of the engine build `build` (see [`build_id_of`]).
+    pub fn here_for(build: String, owner: String, settings: Settings) -> std::io::Result<Self> {
         let b64 = base64::engine::general_purpose::STANDARD;
         Ok(Self {
             protocol: PROTOCOL.to_owned(),
             version: VERSION.to_owned(),
-            build: build_id(),
+            build,
             owner,
             cwd: std::env::current_dir()?,
             attach: None,

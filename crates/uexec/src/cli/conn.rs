@@ -7,11 +7,11 @@ use anyhow::Context;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt as _, AsyncWriteExt, BufReader};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use uexec_mcp::daemon::handshake::{Hello, Settings, PERSON, VERSION};
+use uexec_mcp::daemon::handshake::{build_id, Hello, Settings, PERSON, VERSION};
 
 /// Longest line accepted from the daemon (a result carries at most a token budget of
 /// output, and a transcript page 256 KiB: this is far above both).
-const MAX_LINE_BYTES: usize = 64 << 20;
+pub const MAX_LINE_BYTES: usize = 64 << 20;
 
 /// Where the daemon is and what this person's commands get.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -30,8 +30,34 @@ pub struct ToolResult {
     pub structured: Value,
 }
 
+impl ToolResult {
+    /// A `tools/call` result.
+    pub fn of(result: &Value) -> Self {
+        let text = result["content"]
+            .as_array()
+            .map(|blocks| {
+                blocks
+                    .iter()
+                    .filter_map(|b| b["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default();
+        Self {
+            is_error: result["isError"].as_bool().unwrap_or(false),
+            text,
+            structured: result
+                .get("structuredContent")
+                .cloned()
+                .unwrap_or(Value::Null),
+        }
+    }
+}
+
 /// The id of the `initialize` request sent with the hello.
 const INITIALIZE_ID: u64 = 1;
+/// The id of a connection's first call.
+pub const FIRST_CALL_ID: u64 = INITIALIZE_ID + 1;
 
 /// A daemon connection speaking MCP. It connects at its first call, which goes with the
 /// hello and the MCP handshake: a one-call verb (`uexec run`, `ls`, `kill`...) costs one
@@ -56,17 +82,11 @@ impl Conn {
             Some(path) => path.clone(),
             None => uexec_mcp::daemon::default_socket()?,
         };
-        let settings = Settings {
-            env_set,
-            extended: true,
-            deterministic_ids: std::env::var("UEXEC_DETERMINISTIC_IDS").is_ok_and(|v| v == "1"),
-            ..Settings::default()
-        };
         Ok(Self {
             socket,
-            hello: Hello::here(PERSON.to_owned(), settings)?,
+            hello: person_hello(build_id(), env_set)?,
             stream: None,
-            next_id: INITIALIZE_ID + 1,
+            next_id: FIRST_CALL_ID,
         })
     }
 
@@ -75,34 +95,14 @@ impl Conn {
         let result = self
             .request("tools/call", json!({"name": tool, "arguments": arguments}))
             .await?;
-        let text = result["content"]
-            .as_array()
-            .map(|blocks| {
-                blocks
-                    .iter()
-                    .filter_map(|b| b["text"].as_str())
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .unwrap_or_default();
-        Ok(ToolResult {
-            is_error: result["isError"].as_bool().unwrap_or(false),
-            text,
-            structured: result
-                .get("structuredContent")
-                .cloned()
-                .unwrap_or(Value::Null),
-        })
+        Ok(ToolResult::of(&result))
     }
 
     /// Sends a request and reads until its answer (notifications in between are skipped).
     async fn request(&mut self, method: &str, params: Value) -> anyhow::Result<Value> {
         let id = self.next_id;
         self.next_id += 1;
-        let mut line = serde_json::to_vec(
-            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
-        )?;
-        line.push(b'\n');
+        let line = request_line(id, method, &params)?;
         let stream = match &mut self.stream {
             Some(stream) => {
                 stream
@@ -115,18 +115,7 @@ impl Conn {
             None => {
                 // The MCP handshake and this request go with the hello: no round trip
                 // waits for another. A refused hello is answered before any of it is read.
-                let mut early = Vec::new();
-                for message in [
-                    json!({"jsonrpc": "2.0", "id": INITIALIZE_ID, "method": "initialize", "params": {
-                        "protocolVersion": "2025-06-18",
-                        "capabilities": {},
-                        "clientInfo": {"name": "uexec-cli", "version": VERSION}
-                    }}),
-                    json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-                ] {
-                    serde_json::to_writer(&mut early, &message)?;
-                    early.push(b'\n');
-                }
+                let mut early = handshake_lines()?;
                 early.extend_from_slice(&line);
                 let connected =
                     uexec_mcp::daemon::client::connect(&self.socket, &self.hello, true, &early)
@@ -147,31 +136,77 @@ impl Conn {
             if n == 0 {
                 anyhow::bail!("the uexec daemon closed the connection");
             }
-            let message: Value = serde_json::from_slice(&line).with_context(|| {
-                format!(
-                    "the daemon sent something else than JSON: {:?}",
-                    String::from_utf8_lossy(&line)
-                )
-            })?;
-            let answers = message.get("id").and_then(Value::as_u64);
-            if answers == Some(INITIALIZE_ID) {
-                if let Some(error) = message.get("error") {
-                    anyhow::bail!(
-                        "the daemon did not complete the MCP handshake: {}",
-                        error["message"].as_str().unwrap_or("unknown error")
-                    );
-                }
+            if let Some(result) = answer(&line, id, method)? {
+                return Ok(result);
             }
-            if answers != Some(id) {
-                continue;
-            }
-            if let Some(error) = message.get("error") {
-                anyhow::bail!(
-                    "{method} failed: {}",
-                    error["message"].as_str().unwrap_or("unknown error")
-                );
-            }
-            return Ok(message.get("result").cloned().unwrap_or(Value::Null));
         }
     }
+}
+
+/// The hello of a person (who sees every session) to a daemon of the engine build `build`
+/// (see [`build_id_of`](uexec_mcp::daemon::handshake::build_id_of)); `env_set` is `--env`.
+pub fn person_hello(build: String, env_set: Vec<(String, String)>) -> anyhow::Result<Hello> {
+    let settings = Settings {
+        env_set,
+        extended: true,
+        deterministic_ids: std::env::var("UEXEC_DETERMINISTIC_IDS").is_ok_and(|v| v == "1"),
+        ..Settings::default()
+    };
+    Ok(Hello::here_for(build, PERSON.to_owned(), settings)?)
+}
+
+/// The MCP handshake's two messages, sent with the hello.
+pub fn handshake_lines() -> anyhow::Result<Vec<u8>> {
+    let mut lines = Vec::new();
+    for message in [
+        json!({"jsonrpc": "2.0", "id": INITIALIZE_ID, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "uexec-cli", "version": VERSION}
+        }}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ] {
+        serde_json::to_writer(&mut lines, &message)?;
+        lines.push(b'\n');
+    }
+    Ok(lines)
+}
+
+/// One request as a line.
+pub fn request_line(id: u64, method: &str, params: &Value) -> anyhow::Result<Vec<u8>> {
+    let mut line = serde_json::to_vec(
+        &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+    )?;
+    line.push(b'\n');
+    Ok(line)
+}
+
+/// A line from the daemon: the result of request `id` (a `method`), or None when it
+/// answers something else (a notification, the `initialize`).
+pub fn answer(line: &[u8], id: u64, method: &str) -> anyhow::Result<Option<Value>> {
+    let message: Value = serde_json::from_slice(line).with_context(|| {
+        format!(
+            "the daemon sent something else than JSON: {:?}",
+            String::from_utf8_lossy(line)
+        )
+    })?;
+    let answers = message.get("id").and_then(Value::as_u64);
+    if answers == Some(INITIALIZE_ID) {
+        if let Some(error) = message.get("error") {
+            anyhow::bail!(
+                "the daemon did not complete the MCP handshake: {}",
+                error["message"].as_str().unwrap_or("unknown error")
+            );
+        }
+    }
+    if answers != Some(id) {
+        return Ok(None);
+    }
+    if let Some(error) = message.get("error") {
+        anyhow::bail!(
+            "{method} failed: {}",
+            error["message"].as_str().unwrap_or("unknown error")
+        );
+    }
+    Ok(Some(message.get("result").cloned().unwrap_or(Value::Null)))
 }

@@ -11,6 +11,8 @@
 pub mod attach;
 pub mod conn;
 
+use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -24,16 +26,20 @@ use conn::{Conn, Target, ToolResult};
 pub const EXIT_NO_SESSION: u8 = 3;
 /// uexec itself failed.
 pub const EXIT_UEXEC: u8 = 125;
+/// `uexec run --yield`: its default and its bounds, in ms.
+pub const RUN_YIELD_DEFAULT_MS: i64 = 10_000;
+pub const RUN_YIELD_MIN_MS: i64 = 250;
+pub const RUN_YIELD_MAX_MS: i64 = 30_000;
 
 /// `uexec run`.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone, PartialEq, clap::Args)]
 pub struct RunArgs {
     /// Run in a pseudo-terminal (24x80), so it can be typed into (`uexec send`).
     #[arg(long)]
     pub tty: bool,
     /// How long to watch before returning, in ms (250 to 30000; default 10000). A command
     /// still running then stays in the daemon as a session.
-    #[arg(long = "yield", value_name = "MS", default_value_t = 10_000, value_parser = clap::value_parser!(i64).range(250..=30_000))]
+    #[arg(long = "yield", value_name = "MS", default_value_t = RUN_YIELD_DEFAULT_MS, value_parser = clap::value_parser!(i64).range(RUN_YIELD_MIN_MS..=RUN_YIELD_MAX_MS))]
     pub yield_ms: i64,
     /// Working directory (default: the current one).
     #[arg(long, value_name = "DIR")]
@@ -63,7 +69,7 @@ pub struct RunArgs {
 }
 
 /// Wait conditions of `run` and `poll` (the window stays the cap).
-#[derive(Debug, Clone, Default, clap::Args)]
+#[derive(Debug, Clone, Default, PartialEq, clap::Args)]
 pub struct UntilArgs {
     /// Return as soon as the output matches this regex.
     #[arg(long, value_name = "REGEX")]
@@ -179,7 +185,8 @@ pub struct KillArgs {
     pub json: bool,
 }
 
-fn parse_assignment(s: &str) -> Result<(String, String), String> {
+/// `--env NAME=VALUE`.
+pub fn parse_assignment(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
         _ => Err(format!("expected NAME=VALUE, got {s:?}")),
@@ -251,6 +258,95 @@ fn command_line(args: &[String]) -> String {
 
 pub async fn run(target: &Target, args: RunArgs) -> Result<ExitCode, Failure> {
     let mut conn = Conn::open(target, args.env.clone())?;
+    let result = conn.call("exec_command", run_call_args(&args)).await?;
+    finish_run(&args, &result).map(ExitCode::from)
+}
+
+/// `uexec run [FLAGS] [--] CMD...` (`args` with argv[0]) read as clap reads it for the
+/// engine, or None when the front should not decide (an unknown or repeated flag, a value out of range, help, a
+/// missing command, an argument that is not UTF-8...). Returns the `--socket` and the run.
+pub fn plain_run(args: &[OsString]) -> Option<(Option<PathBuf>, RunArgs)> {
+    let mut words = args.iter().skip(1).map(|a| a.to_str());
+    if words.next()?? != "run" {
+        return None;
+    }
+    let mut run = RunArgs {
+        tty: false,
+        yield_ms: RUN_YIELD_DEFAULT_MS,
+        cwd: None,
+        env: Vec::new(),
+        no_login: false,
+        until: UntilArgs::default(),
+        timeout: None,
+        json: false,
+        command: Vec::new(),
+    };
+    let mut socket = None;
+    let mut seen: Vec<&str> = Vec::new();
+    while let Some(word) = words.next() {
+        let word = word?;
+        if word == "--" || !word.starts_with('-') {
+            // The command: this word (unless `--`) and every word after it.
+            if word != "--" {
+                run.command.push(word.to_owned());
+            }
+            for word in words.by_ref() {
+                run.command.push(word?.to_owned());
+            }
+            break;
+        }
+        let (name, inline) = match word.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (word, None),
+        };
+        if seen.contains(&name) && name != "--env" {
+            return None;
+        }
+        seen.push(name);
+        let flag = match name {
+            "--tty" => &mut run.tty,
+            "--no-login" => &mut run.no_login,
+            "--json" => &mut run.json,
+            "--until-prompt" => &mut run.until.until_prompt,
+            _ => {
+                let value = match inline {
+                    Some(value) => value,
+                    None => words.next()??,
+                };
+                if value.is_empty() || value.starts_with('-') {
+                    return None;
+                }
+                match name {
+                    "--yield" => {
+                        run.yield_ms = value.parse().ok()?;
+                        if !(RUN_YIELD_MIN_MS..=RUN_YIELD_MAX_MS).contains(&run.yield_ms) {
+                            return None;
+                        }
+                    }
+                    "--cwd" => run.cwd = Some(value.to_owned()),
+                    "--env" => run.env.push(parse_assignment(value).ok()?),
+                    "--timeout" => run.timeout = Some(value.parse().ok()?),
+                    "--until-pattern" => run.until.until_pattern = Some(value.to_owned()),
+                    "--until-idle" => run.until.until_idle = Some(value.parse().ok()?),
+                    "--socket" => socket = Some(PathBuf::from(value)),
+                    _ => return None,
+                }
+                continue;
+            }
+        };
+        if inline.is_some() {
+            return None;
+        }
+        *flag = true;
+    }
+    if run.command.is_empty() {
+        return None;
+    }
+    Some((socket, run))
+}
+
+/// The `exec_command` arguments of a `uexec run`.
+pub fn run_call_args(args: &RunArgs) -> Value {
     let mut call_args = json!({
         "cmd": command_line(&args.command),
         "tty": args.tty,
@@ -266,7 +362,15 @@ pub async fn run(target: &Target, args: RunArgs) -> Result<ExitCode, Failure> {
     if let Some(ms) = args.timeout {
         call_args["timeout_ms"] = json!(ms);
     }
-    let result = call(&mut conn, "exec_command", call_args).await?;
+    call_args
+}
+
+/// Prints what a `uexec run` got and says what to exit with: the command's own code, or 0
+/// when it still runs as a session.
+pub fn finish_run(args: &RunArgs, result: &ToolResult) -> Result<u8, Failure> {
+    if result.is_error {
+        return Err(tool_failure(result));
+    }
     let s = &result.structured;
     if args.json {
         print_json(s);
@@ -277,15 +381,15 @@ pub async fn run(target: &Target, args: RunArgs) -> Result<ExitCode, Failure> {
         if !args.json {
             eprintln!("uexec: still running as session {id}: `uexec logs -f {id}` follows it, `uexec wait {id}` waits for it, `uexec kill {id}` stops it");
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(0);
     }
     Ok(exit_code_of(s["exit_code"].as_i64()))
 }
 
-fn exit_code_of(code: Option<i64>) -> ExitCode {
+fn exit_code_of(code: Option<i64>) -> u8 {
     match code {
-        Some(c) => ExitCode::from(u8::try_from(c.clamp(0, 255)).unwrap_or(1)),
-        None => ExitCode::from(1),
+        Some(c) => u8::try_from(c.clamp(0, 255)).unwrap_or(1),
+        None => 1,
     }
 }
 
@@ -559,7 +663,7 @@ pub async fn poll(target: &Target, args: PollArgs) -> Result<ExitCode, Failure> 
         print!("{}", s["output"].as_str().unwrap_or_default());
     }
     if s.get("exit_code").is_some() {
-        return Ok(exit_code_of(s["exit_code"].as_i64()));
+        return Ok(ExitCode::from(exit_code_of(s["exit_code"].as_i64())));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -587,7 +691,7 @@ pub async fn wait(target: &Target, args: WaitArgs) -> Result<ExitCode, Failure> 
             if args.json {
                 print_json(s);
             }
-            return Ok(exit_code_of(s["exit_code"].as_i64()));
+            return Ok(ExitCode::from(exit_code_of(s["exit_code"].as_i64())));
         }
         if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
             if args.json {
@@ -618,4 +722,163 @@ pub async fn kill(target: &Target, args: KillArgs) -> Result<ExitCode, Failure> 
         println!("{}", result.text);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `uexec run` as the engine parses it.
+    #[derive(Debug, clap::Parser)]
+    #[command(name = "uexec")]
+    struct Cli {
+        #[command(subcommand)]
+        verb: Verb,
+    }
+
+    #[derive(Debug, clap::Subcommand)]
+    enum Verb {
+        Run {
+            #[command(flatten)]
+            target: Target,
+            #[command(flatten)]
+            args: RunArgs,
+        },
+    }
+
+    fn argv(words: &[&str]) -> Vec<OsString> {
+        ["uexec", "run"]
+            .iter()
+            .chain(words)
+            .map(OsString::from)
+            .collect()
+    }
+
+    fn by_clap(argv: &[OsString]) -> Option<(Option<PathBuf>, RunArgs)> {
+        let Cli {
+            verb: Verb::Run { target, args },
+        } = <Cli as clap::Parser>::try_parse_from(argv).ok()?;
+        Some((target.socket, args))
+    }
+
+    /// Every reading the front makes is the engine's, for every sequence of up to three
+    /// words from a pool of flags, values and commands (the engine may take more).
+    #[test]
+    fn the_front_reads_a_run_as_the_engine_does_or_leaves_it_to_the_engine() {
+        let pool = [
+            "--tty",
+            "--no-login",
+            "--json",
+            "--until-prompt",
+            "--yield",
+            "300",
+            "--yield=250",
+            "30001",
+            "--env",
+            "A=1",
+            "--env=B=",
+            "=x",
+            "--cwd",
+            "/tmp",
+            "--cwd=",
+            "--timeout",
+            "-5",
+            "--until-idle",
+            "x",
+            "--until-pattern",
+            "--socket=/s",
+            "--",
+            "echo",
+            "-n",
+            "--tty=1",
+            "-h",
+            "--help",
+            "--log-file",
+            "--ttyy",
+        ];
+        let mut sequences: Vec<Vec<&str>> = vec![vec![]];
+        for _ in 0..3 {
+            let longer: Vec<Vec<&str>> = sequences
+                .iter()
+                .filter(|s| s.len() == sequences.last().map_or(0, Vec::len))
+                .flat_map(|s| {
+                    pool.iter().map(move |w| {
+                        let mut s = s.clone();
+                        s.push(w);
+                        s
+                    })
+                })
+                .collect();
+            sequences.extend(longer);
+        }
+        let mut made = 0;
+        for words in &sequences {
+            let argv = argv(words);
+            if let Some(ours) = plain_run(&argv) {
+                made += 1;
+                assert_eq!(Some(ours), by_clap(&argv), "{words:?}");
+            }
+        }
+        assert!(made > 1_000, "the front made only {made} of the runs");
+    }
+
+    #[test]
+    fn the_usual_runs_are_made_by_the_front() {
+        for words in [
+            &["--", "true"][..],
+            &["make", "test"],
+            &["--tty", "--yield", "2000", "--", "python3"],
+            &[
+                "--json", "--env", "A=1", "--cwd=/", "--", "sh", "-c", "echo $A",
+            ],
+            &[
+                "--until-pattern",
+                "ready",
+                "--timeout",
+                "600000",
+                "--",
+                "npm run dev",
+            ],
+            &[
+                "--no-login",
+                "--until-idle",
+                "500",
+                "--until-prompt",
+                "--socket",
+                "/s",
+                "x",
+            ],
+        ] {
+            let argv = argv(words);
+            assert!(plain_run(&argv).is_some(), "{words:?}");
+            assert_eq!(plain_run(&argv), by_clap(&argv), "{words:?}");
+        }
+    }
+
+    #[test]
+    fn help_bad_values_and_anything_unknown_are_the_engines() {
+        for words in [
+            &[][..],
+            &["--help"],
+            &["--yield", "10", "--", "true"],
+            &["--yield", "x", "--", "true"],
+            &["--env", "novalue", "--", "true"],
+            &["--tty", "--tty", "--", "true"],
+            &["--cwd", "--", "true"],
+            &["--log-file", "l", "--", "true"],
+            &["--frobnicate", "--", "true"],
+            &["--"],
+        ] {
+            assert_eq!(plain_run(&argv(words)), None, "{words:?}");
+        }
+        // Not a run at all, or not UTF-8.
+        assert_eq!(
+            plain_run(&[OsString::from("uexec"), OsString::from("ls")]),
+            None
+        );
+        use std::os::unix::ffi::OsStringExt;
+        let mut bad = argv(&["--", "echo"]);
+        bad.push(OsString::from_vec(vec![0xff]));
+        assert_eq!(plain_run(&bad), None);
+    }
 }

@@ -9,6 +9,7 @@ mod net_support;
 mod attach;
 mod cli;
 mod daemon;
+mod front;
 mod fuzz_corpus;
 mod last_will;
 mod mcp_call_ids;

@@ -32,7 +32,12 @@ impl DaemonPlace {
     }
 
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(UEXEC);
+        self.command_of(std::path::Path::new(UEXEC), args)
+    }
+
+    /// `command` with another executable (a copy of `uexec`, or `uexec-engine`).
+    pub fn command_of(&self, exe: &std::path::Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new(exe);
         cmd.args(args)
             .current_dir(&self.cwd)
             .env("XDG_RUNTIME_DIR", &self.runtime)

@@ -1,7 +1,10 @@
-//! `uexec`: one binary, several faces over one engine.
+//! `uexec-engine`: every face over one engine (`mcp`, `serve`, `daemon`, the CLI verbs).
+//! People and agents call `uexec`, the small front beside it, which execs this binary for
+//! all but a plain `uexec run`.
 
-mod cli;
 mod last_will;
+
+use uexec_cli::cli;
 
 use std::os::unix::fs::OpenOptionsExt as _;
 

@@ -1,0 +1,193 @@
+//! `uexec`, the front: a plain `uexec run` is made without the engine, and it looks exactly
+//! as the engine's would; everything else, bad input included, is the engine's.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use crate::place::DaemonPlace as Place;
+
+const ENGINE: &str = env!("CARGO_BIN_EXE_uexec-engine");
+
+/// A copy of the front and the engine side by side in a directory of their own.
+fn installed(place: &Place) -> (PathBuf, PathBuf) {
+    let bin = place.cwd.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let (front, engine) = (bin.join("uexec"), bin.join("uexec-engine"));
+    std::fs::copy(crate::helpers::UEXEC, &front).unwrap();
+    std::fs::copy(ENGINE, &engine).unwrap();
+    (front, engine)
+}
+
+fn run(place: &Place, exe: &Path, args: &[&str]) -> Output {
+    place.command_of(exe, args).output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn chmod(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn a_plain_run_is_made_without_the_engine_and_the_rest_is_handed_to_it() {
+    let place = Place::new("front");
+    let (front, engine) = installed(&place);
+    // No daemon yet: the front hands over, and the engine starts one.
+    let first = run(&place, &front, &["run", "--", "true"]);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+
+    // An engine that can no longer be exec'd (chmod leaves its identity, and so the
+    // daemon's welcome, as it was): a plain run still works, so the front made it.
+    chmod(&engine, 0o644);
+    let made = run(
+        &place,
+        &front,
+        &["run", "--", "sh", "-c", "echo made here; exit 4"],
+    );
+    assert_eq!(made.status.code(), Some(4), "{}", stderr(&made));
+    assert_eq!(stdout(&made), "made here\n");
+
+    // What the front does not make is the engine's: another verb, and bad input, which the
+    // front never judges. Without an engine they fail, saying why.
+    for args in [
+        &["ls"][..],
+        &["run", "--yield", "10", "--", "true"],
+        &["run", "--no-such-flag", "--", "true"],
+        &["--version"],
+    ] {
+        let out = run(&place, &front, args);
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!("cannot run {}", engine.display()))
+                && err.contains("installed beside it"),
+            "{args:?}: {err}"
+        );
+        assert!(stdout(&out).is_empty(), "{args:?}");
+    }
+    chmod(&engine, 0o755);
+    let stopped = run(&place, &front, &["daemon", "--stop"]);
+    assert!(stopped.status.success(), "{}", stderr(&stopped));
+}
+
+#[test]
+fn the_front_prints_and_exits_as_the_engine_does() {
+    let place = Place::new("front");
+    let cases: &[&[&str]] = &[
+        &["run", "--", "sh", "-c", "echo out; exit 3"],
+        &["run", "echo", "--json", "a b", "it's"],
+        &[
+            "run",
+            "--env",
+            "A=1",
+            "--env=B=2",
+            "--",
+            "sh",
+            "-c",
+            "echo $A$B",
+        ],
+        &["run", "--cwd", "/", "--no-login", "pwd"],
+        &["run", "--tty", "--", "sh", "-c", "test -t 1 && echo a tty"],
+        &["run", "--timeout", "200", "--", "echo before; sleep 5"],
+        &[
+            "run",
+            "--yield",
+            "300",
+            "--",
+            "echo first; sleep 2; echo second",
+        ],
+        &[
+            "run",
+            "--until-pattern",
+            "ready",
+            "--yield=5000",
+            "--",
+            "echo ready; sleep 2",
+        ],
+        &["run", "--cwd", "/no/such/dir", "--", "true"],
+        &["run", "--json", "--", "printf", "%s", "x"],
+    ];
+    for args in cases {
+        // All of them made by the front itself.
+        let argv: Vec<std::ffi::OsString> = std::iter::once("uexec")
+            .chain(args.iter().copied())
+            .map(Into::into)
+            .collect();
+        assert!(uexec_cli::cli::plain_run(&argv).is_some(), "{args:?}");
+        let front = run(&place, Path::new(crate::helpers::UEXEC), args);
+        let engine = run(&place, Path::new(ENGINE), args);
+        assert_eq!(
+            front.status.code(),
+            engine.status.code(),
+            "{args:?}: {} / {}",
+            stderr(&front),
+            stderr(&engine)
+        );
+        if args.contains(&"--json") && !args.starts_with(&["run", "echo"]) {
+            // Timings and paths differ from run to run: the rest must not.
+            let (f, e) = (json(&front), json(&engine));
+            assert_eq!(f["output"], e["output"], "{args:?}");
+            assert_eq!(f["exit_code"], e["exit_code"], "{args:?}");
+            assert_eq!(keys(&f), keys(&e), "{args:?}");
+        } else {
+            assert_eq!(stdout(&front), stdout(&engine), "{args:?}");
+        }
+        // Session ids and paths in messages are each run's own.
+        assert_eq!(
+            digits_as_n(&stderr(&front)),
+            digits_as_n(&stderr(&engine)),
+            "{args:?}"
+        );
+    }
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
+}
+
+fn keys(v: &serde_json::Value) -> Vec<String> {
+    v.as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// `s` with every run of digits as `N`.
+fn digits_as_n(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if c.is_ascii_digit() {
+            if !out.ends_with('N') {
+                out.push('N');
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_daemon_of_another_build_runs_nothing_for_the_front_and_says_why() {
+    let place = Place::new("front");
+    // The daemon of the build under test...
+    let started = place.command(&["run", "--", "true"]).output().unwrap();
+    assert!(started.status.success(), "{}", stderr(&started));
+    // ...and a client whose engine is another file (a reinstall, a rebuild).
+    let (front, _) = installed(&place);
+    let marker = place.cwd.join("ran");
+    let out = run(
+        &place,
+        &front,
+        &["run", "--", "touch", marker.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(stderr(&out).contains("another build"), "{}", stderr(&out));
+    assert!(!marker.exists(), "a refused hello ran its command");
+}
