@@ -195,13 +195,27 @@ impl SessionStore {
         req: ExecRequest,
         monitors: Vec<Box<dyn PolicyMonitor>>,
     ) -> Result<Snapshot, ExecError> {
+        self.exec_command_for(&self.config, req, monitors).await
+    }
+
+    /// [`Self::exec_command_monitored`] for a caller whose defaults are not the store's:
+    /// `caller` says where and how a command runs when the request does not (working
+    /// directory, environment and its policy, shell, token budget, hygiene, sandbox), as a
+    /// daemon client does for each connection to an owner's store. What is the store's
+    /// (ids, transcripts, screens, limits) stays the store's.
+    pub async fn exec_command_for(
+        self: &Arc<Self>,
+        caller: &StoreConfig,
+        req: ExecRequest,
+        monitors: Vec<Box<dyn PolicyMonitor>>,
+    ) -> Result<Snapshot, ExecError> {
         let backend = self.backend_for(req.environment_id.as_deref())?;
         backend
             .prepare()
             .await
             .map_err(|e| ExecError::Spawn(e.message))?;
-        let mut plan = Plan::new(&self.config, &req, backend.placement())?;
-        plan.use_shell_snapshot(&self.config).await;
+        let mut plan = Plan::new(caller, &req, backend.placement())?;
+        plan.use_shell_snapshot(caller).await;
         let mut monitors = monitors;
         monitors.extend(plan.sandbox.as_ref().and_then(|s| s.take_monitor()));
         let reservation = self.reserve_id()?;
@@ -321,8 +335,18 @@ impl SessionStore {
 
     /// Writes to (or polls) a session and observes it for its window (SPEC §3).
     pub async fn write_stdin(self: &Arc<Self>, req: WriteRequest) -> Result<Snapshot, ExecError> {
+        self.write_stdin_for(&self.config, req).await
+    }
+
+    /// [`Self::write_stdin`] with a caller's defaults (token budget, secret input): see
+    /// [`Self::exec_command_for`].
+    pub async fn write_stdin_for(
+        self: &Arc<Self>,
+        caller: &StoreConfig,
+        req: WriteRequest,
+    ) -> Result<Snapshot, ExecError> {
         let id = req.session_id;
-        let max_output_tokens = plan::token_budget(&self.config, req.max_output_tokens)?;
+        let max_output_tokens = plan::token_budget(caller, req.max_output_tokens)?;
         if req.chars.len() > MAX_WRITE_CHARS_BYTES {
             return Err(ExecError::invalid(
                 "chars",
@@ -357,7 +381,7 @@ impl SessionStore {
         let aborting = req.chars == "\u{3}" || req.chars == "\u{4}";
         if !req.chars.is_empty()
             && !aborting
-            && !self.config.allow_secret_input
+            && !caller.allow_secret_input
             && session.awaiting_secret()
         {
             return Err(ExecError::Write {
@@ -463,6 +487,16 @@ impl SessionStore {
         self: &Arc<Self>,
         req: WaitRequest,
     ) -> Result<Vec<(i32, Result<Snapshot, ExecError>)>, ExecError> {
+        self.wait_for(&self.config, req).await
+    }
+
+    /// [`Self::wait`] with a caller's defaults (token budget): see
+    /// [`Self::exec_command_for`].
+    pub async fn wait_for(
+        self: &Arc<Self>,
+        caller: &StoreConfig,
+        req: WaitRequest,
+    ) -> Result<Vec<(i32, Result<Snapshot, ExecError>)>, ExecError> {
         if req.session_ids.is_empty() {
             return Err(ExecError::invalid(
                 "session_ids",
@@ -486,7 +520,7 @@ impl SessionStore {
             ));
         }
         let condition = req.until.as_ref().map(Condition::new).transpose()?;
-        let max_output_tokens = plan::token_budget(&self.config, req.max_output_tokens)?;
+        let max_output_tokens = plan::token_budget(caller, req.max_output_tokens)?;
         let window_ms = req
             .yield_time_ms
             .map_or(crate::limits::DEFAULT_WAIT_YIELD_TIME_MS, |ms| {

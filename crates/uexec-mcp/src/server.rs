@@ -46,7 +46,8 @@ pub struct Options {
     /// uexec's own arguments (`until`, `timeout_ms`, `stdin`, `eof`, hygiene), the extra
     /// result fields and exit notices. Off: exactly Codex's dialect.
     pub extended: bool,
-    /// The stores' configuration (for the defaults the tools state).
+    /// This connection's configuration: the defaults its commands run with (and the tools
+    /// state).
     pub config: StoreConfig,
 }
 
@@ -115,8 +116,10 @@ impl UexecServer {
             tools::EXEC_COMMAND => match args::exec_request(arguments, self.dialect()) {
                 Ok(mut req) => {
                     req.call_id = Some(call_id);
+                    // This connection's defaults (a daemon's owner store outlives the
+                    // connection that made it).
                     store
-                        .exec_command(req)
+                        .exec_command_for(&self.options.config, req, Vec::new())
                         .await
                         .map(|s| self.snapshot(s))
                         .map_err(|e| e.to_string())
@@ -125,7 +128,7 @@ impl UexecServer {
             },
             tools::WRITE_STDIN => match args::write_request(arguments, self.dialect()) {
                 Ok(req) => store
-                    .write_stdin(req)
+                    .write_stdin_for(&self.options.config, req)
                     .await
                     .map(|s| self.snapshot(s))
                     .map_err(|e| e.to_string()),
@@ -133,7 +136,7 @@ impl UexecServer {
             },
             tools::WAIT if !codex_tools_only => match args::wait_request(arguments) {
                 Ok(req) => store
-                    .wait(req)
+                    .wait_for(&self.options.config, req)
                     .await
                     .map(wait_result)
                     .map_err(|e| e.to_string()),

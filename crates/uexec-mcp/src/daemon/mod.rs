@@ -318,8 +318,13 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> anyhow::Result<()>
     if let Some(req) = hello.attach.clone() {
         return attach_client(daemon, &hello, req, read, write).await;
     }
-    let store = match daemon.store_of(&hello) {
-        Ok(store) => store,
+    // The owner's store may be older than this connection: this client's directory,
+    // environment and settings are its commands' defaults, not the first client's.
+    let store = daemon
+        .store_of(&hello)
+        .and_then(|store| Ok((hello.store_config(&daemon.base)?, store)));
+    let (config, store) = match store {
+        Ok(both) => both,
         Err(why) => {
             write_reply(&mut write, &Reply::refuse(why.clone())).await?;
             anyhow::bail!("{why}");
@@ -329,7 +334,7 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> anyhow::Result<()>
     let options = Options {
         codex_tools_only: hello.settings.codex_tools_only,
         extended: hello.settings.extended,
-        config: store.config().clone(),
+        config,
     };
     let stores = if hello.owner == handshake::PERSON {
         Stores::Person {

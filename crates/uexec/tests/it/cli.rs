@@ -277,3 +277,35 @@ fn a_reader_that_stops_reading_ends_the_cli_quietly_as_with_any_unix_tool() {
         out.status
     );
 }
+
+/// The daemon keeps one store per owner, made at the owner's first connection: every later
+/// `uexec run` must still run where it is typed, with its own environment and `--env`.
+#[test]
+fn every_run_gets_its_own_directory_and_environment() {
+    let place = Place::new("cli");
+    let first = uexec(&place, &["run", "--no-login", "--", "true"]);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    let elsewhere = place.cwd.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let out = place
+        .command(&[
+            "run",
+            "--no-login",
+            "--env",
+            "SET_BY_FLAG=flag",
+            "--",
+            "pwd; echo \"$FROM_SHELL $SET_BY_FLAG\"",
+        ])
+        .current_dir(&elsewhere)
+        .env("FROM_SHELL", "shell")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "{}\nshell flag\n",
+            elsewhere.canonicalize().unwrap().display()
+        )
+    );
+}

@@ -396,3 +396,46 @@ async fn a_session_in_the_daemon_may_ask_for_a_sandbox() {
     client.cancel().await.unwrap();
     place.stop();
 }
+
+/// An owner's store outlives the connection that made it; each later connection brings its
+/// own settings: one with `--allow-secret-input` may type into a prompt that the first
+/// connection's settings kept the model out of.
+#[tokio::test]
+async fn each_connection_to_an_owner_brings_its_own_settings() {
+    let place = Place::new("daemon");
+    let first = place.client(&["--owner", "o", "--extended"]).await;
+    let r = call(
+        &first,
+        "exec_command",
+        json!({"cmd": "read -s -p 'Password: ' x; echo; echo got-${#x}", "tty": true,
+               "login": false, "yield_time_ms": 30000, "until": {"prompt": true}}),
+    )
+    .await;
+    assert_eq!(structured(&r)["awaiting_secret"], true, "{}", text(&r));
+    let id = structured(&r)["session_id"].as_i64().expect("running");
+    let refused = call(
+        &first,
+        "write_stdin",
+        json!({"session_id": id, "chars": "abc\r"}),
+    )
+    .await;
+    assert!(
+        text(&refused).contains("waits for a secret"),
+        "{}",
+        text(&refused)
+    );
+    first.cancel().await.unwrap();
+
+    let second = place
+        .client(&["--owner", "o", "--allow-secret-input"])
+        .await;
+    let typed = call(
+        &second,
+        "write_stdin",
+        json!({"session_id": id, "chars": "abc\r", "yield_time_ms": 5000}),
+    )
+    .await;
+    assert!(text(&typed).contains("got-3"), "{}", text(&typed));
+    second.cancel().await.unwrap();
+    place.stop();
+}
