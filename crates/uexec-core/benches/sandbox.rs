@@ -3,7 +3,8 @@
 //! the network off, each with the launcher started ahead (the default) and exec'd per
 //! command (`cold_launcher`), interleaved so that machine noise hits every variant; medians
 //! of `UEXEC_BENCH_RUNS` (default 300) each, and their ratios to the unsandboxed one. The
-//! launcher is `UEXEC_BIN` (default `target/release/uexec`, built first);
+//! launcher is `UEXEC_BIN` (default `target/release/uexec-engine`, built first: the engine
+//! is its own launcher; the `uexec` front would add an exec);
 //! `UEXEC_BENCH_GAP_MS` (default 0: back to back) leaves that long between commands.
 //!
 //! Run: `cargo build --release -p uexec && cargo bench -p uexec-core --bench sandbox`
@@ -54,7 +55,7 @@ async fn main() {
     let launcher = std::env::var_os("UEXEC_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/uexec")
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/uexec-engine")
         });
     assert!(
         launcher.is_file(),
