@@ -52,7 +52,7 @@ pub struct TranscriptConfig {
     pub root: PathBuf,
     /// Most bytes kept per session (the newest; older ones rotate away).
     pub session_max_bytes: u64,
-    /// Most bytes kept under `root`, all sessions together.
+    /// Most bytes of disk under `root`, all sessions together (see `footprint`).
     pub total_max_bytes: u64,
 }
 
@@ -349,7 +349,7 @@ fn enforce_total_cap_soon(root: &Path, max: u64) {
 }
 
 /// Deletes whole session directories, least recently written first, until the root holds at
-/// most `max` bytes; never one written in the last minute.
+/// most `max` bytes of disk; never one written in the last minute.
 fn enforce_total_cap(root: &Path, max: u64) {
     let Ok(entries) = fs::read_dir(root) else {
         return;
@@ -358,13 +358,7 @@ fn enforce_total_cap(root: &Path, max: u64) {
     let mut total = 0;
     for entry in entries.flatten() {
         let path = entry.path();
-        let (mut size, mut newest) = (0, SystemTime::UNIX_EPOCH);
-        for file in fs::read_dir(&path).into_iter().flatten().flatten() {
-            if let Ok(meta) = file.metadata() {
-                size += meta.len();
-                newest = newest.max(meta.modified().unwrap_or(SystemTime::UNIX_EPOCH));
-            }
-        }
+        let (size, newest) = footprint(&path);
         total += size;
         dirs.push((newest, size, path));
     }
@@ -383,6 +377,23 @@ fn enforce_total_cap(root: &Path, max: u64) {
             total = total.saturating_sub(size);
         }
     }
+}
+
+/// What a session directory takes on disk, and when it was last written: each file and the
+/// directory itself count the larger of their length and the blocks they hold (a session
+/// that printed nothing holds a directory and a block for its `meta`, whatever its bytes).
+fn footprint(dir: &Path) -> (u64, SystemTime) {
+    use std::os::unix::fs::MetadataExt;
+    let size_of = |meta: &fs::Metadata| meta.len().max(meta.blocks() * 512);
+    let mut size = fs::symlink_metadata(dir).map_or(0, |m| size_of(&m));
+    let mut newest = SystemTime::UNIX_EPOCH;
+    for file in fs::read_dir(dir).into_iter().flatten().flatten() {
+        if let Ok(meta) = file.metadata() {
+            size += size_of(&meta);
+            newest = newest.max(meta.modified().unwrap_or(SystemTime::UNIX_EPOCH));
+        }
+    }
+    (size, newest)
 }
 
 /// Chunks in flight to a transcript's writer thread: at most this many reads (64 KiB each)
@@ -697,7 +708,12 @@ mod tests {
                 file.set_modified(when).expect("mtime");
             }
         }
-        enforce_total_cap(&root, 6500);
+        // Room for all but the least recently written one.
+        let all: u64 = ["old", "older", "new"]
+            .iter()
+            .map(|name| footprint(&root.join(name)).0)
+            .sum();
+        enforce_total_cap(&root, all - footprint(&root.join("older")).0);
         assert!(
             !root.join("older").exists(),
             "least recently written goes first"
@@ -709,6 +725,37 @@ mod tests {
             root.join("new").exists(),
             "written within the minute: spared"
         );
+    }
+
+    /// Sessions that print nothing hold a directory and a `meta` file each: a few bytes of
+    /// content, but a directory and a block of disk each. The cap counts what the disk
+    /// holds, so that a long day of `true`s is pruned too.
+    #[test]
+    fn the_total_cap_counts_the_disk_that_silent_sessions_hold() {
+        let root = temp();
+        let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+        for i in 0..40u64 {
+            let dir = root.join(format!("s{i:02}"));
+            fs::create_dir_all(&dir).expect("dir");
+            for (name, content) in [
+                ("meta", &b"session_id=1\n"[..]),
+                ("output.000000", b""),
+                ("timing", b""),
+            ] {
+                let mut file = File::create(dir.join(name)).expect("file");
+                file.write_all(content).expect("write");
+                file.set_modified(hour_ago - Duration::from_secs(i))
+                    .expect("mtime");
+            }
+        }
+        let content: u64 = 40 * 13;
+        enforce_total_cap(&root, 64 << 10);
+        let left = fs::read_dir(&root).expect("root").count();
+        assert!(
+            left < 40,
+            "{content} bytes of content, but 40 directories on disk: some must go ({left} left)"
+        );
+        assert!(root.join("s00").exists(), "the most recently written stay");
     }
 
     #[test]

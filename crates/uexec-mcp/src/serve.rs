@@ -489,7 +489,8 @@ pub struct TranscriptArgs {
     /// quarters (default 268435456: 256 MiB).
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(16384..))]
     pub transcript_max_bytes: Option<u64>,
-    /// Most bytes of all transcripts together; the least recently written sessions go
+    /// Most bytes of disk all transcripts take together (directories and blocks count: a
+    /// session that printed nothing is not free); the least recently written sessions go
     /// first, never one written in the last minute (default 2147483648: 2 GiB).
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(16384..))]
     pub transcripts_total_max_bytes: Option<u64>,
