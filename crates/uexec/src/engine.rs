@@ -151,7 +151,9 @@ Examples:
     },
 }
 
-const CLI_AFTER_HELP: &str = "Exit codes of the CLI verbs: run and wait exit with the command's own code; 0 success; 2 bad usage; 3 no such session; 125 uexec itself failed (the daemon unreachable or refusing). Output is never coloured.";
+const CLI_AFTER_HELP: &str = "Exit codes of the CLI verbs: run and wait exit with the command's own code; 0 success; 2 bad usage; 3 no such session; 125 uexec itself failed (the daemon unreachable or refusing). Output is never coloured.
+
+`uexec` is a small front: it makes a plain `uexec run` itself and runs `uexec-engine`, installed beside it, for everything else (the daemon runs as `uexec-engine daemon`).";
 
 fn main() -> std::process::ExitCode {
     // The sandbox launcher first: single-threaded and dumpable (its uid map is written
