@@ -7,8 +7,8 @@
 //! ~20 MiB whose start-up (the loader's relocations, page faults, the argument parser, the
 //! async runtime) takes about 1 ms before any work; `uexec run true` would pay it on every
 //! call. This front links none of that: no runtime, no argument-parsing library, not even
-//! Rust's own `main` set-up (`no_main`), so it starts almost as fast as a C program, and
-//! speaks to the daemon with blocking calls.
+//! Rust's own `main` set-up (`no_main`), so it starts in about the time of an empty Rust
+//! program, and speaks to the daemon with blocking calls.
 //!
 //! It gives the engine's answers, not its own: it parses only the flags of
 //! `uexec run --help`, exactly, and hands anything else over untouched; it prints and exits
