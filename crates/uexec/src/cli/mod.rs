@@ -263,8 +263,9 @@ pub async fn run(target: &Target, args: RunArgs) -> Result<ExitCode, Failure> {
 }
 
 /// `uexec run [FLAGS] [--] CMD...` (`args` with argv[0]) read as clap reads it for the
-/// engine, or None when the front should not decide (an unknown or repeated flag, a value out of range, help, a
-/// missing command, an argument that is not UTF-8...). Returns the `--socket` and the run.
+/// engine, or None when the front should not decide (an unknown or repeated flag, a value
+/// out of range, help, a missing command, an argument that is not UTF-8...). Returns the
+/// `--socket` and the run.
 pub fn plain_run(args: &[OsString]) -> Option<(Option<PathBuf>, RunArgs)> {
     let mut words = args.iter().skip(1).map(|a| a.to_str());
     if words.next()?? != "run" {
