@@ -105,12 +105,12 @@ struct Daemon {
 }
 
 impl Daemon {
-    fn store_of(&self, hello: &Hello) -> Result<Arc<SessionStore>, String> {
-        self.owners.get_or_make(&hello.owner, || {
-            let config = hello.store_config(&self.base)?;
+    /// The store of `owner`, made with `config` (its first connection's) if it has none.
+    fn store_of(&self, owner: &str, config: &StoreConfig) -> Result<Arc<SessionStore>, String> {
+        self.owners.get_or_make(owner, || {
             Ok(SessionStore::with_id_space(
                 Arc::new(LocalBackend),
-                config,
+                config.clone(),
                 Default::default(),
                 self.ids.clone(),
             ))
@@ -320,10 +320,10 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> anyhow::Result<()>
     }
     // The owner's store may be older than this connection: this client's directory,
     // environment and settings are its commands' defaults, not the first client's.
-    let store = daemon
-        .store_of(&hello)
-        .and_then(|store| Ok((hello.store_config(&daemon.base)?, store)));
-    let (config, store) = match store {
+    let store = hello
+        .store_config(&daemon.base)
+        .and_then(|config| Ok((daemon.store_of(&hello.owner, &config)?, config)));
+    let (store, config) = match store {
         Ok(both) => both,
         Err(why) => {
             write_reply(&mut write, &Reply::refuse(why.clone())).await?;
