@@ -83,8 +83,11 @@ def minimal_client(uexec: str, env: dict, cwd: str) -> list[str] | None:
     work = tempfile.mkdtemp(prefix="uexec-bench-minimal-")
     client = os.path.join(work, "minimal_client")
     source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "minimal_client.rs")
+    # Static where the C library allows it, as the front is (crates/uexec/build.rs).
+    rustc = ["rustc", "-O", "-C", "strip=symbols", source, "-o", client]
     try:
-        subprocess.run(["rustc", "-O", "-C", "strip=symbols", source, "-o", client], check=True)
+        if subprocess.run([*rustc, "-C", "target-feature=+crt-static"], capture_output=True).returncode != 0:
+            subprocess.run(rustc, check=True)
     except (OSError, subprocess.CalledProcessError) as e:
         print(f"(no minimal client: {e})")
         return None

@@ -7,8 +7,9 @@
 //! ~20 MiB whose start-up (the loader's relocations, page faults, the argument parser, the
 //! async runtime) takes about 1 ms before any work; `uexec run true` would pay it on every
 //! call. This front links none of that: no runtime, no argument-parsing library, not even
-//! Rust's own `main` set-up (`no_main`), so it starts in about the time of an empty Rust
-//! program, and speaks to the daemon with blocking calls.
+//! Rust's own `main` set-up (`no_main`), and where the C library allows it no loader either
+//! (a static PIE: see build.rs), so it starts in about the time of an empty static program,
+//! and speaks to the daemon with blocking calls.
 //!
 //! It gives the engine's answers, not its own: it parses only the flags of
 //! `uexec run --help`, exactly, and hands anything else over untouched; it prints and exits

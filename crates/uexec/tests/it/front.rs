@@ -191,3 +191,32 @@ fn a_daemon_of_another_build_runs_nothing_for_the_front_and_says_why() {
     assert!(stderr(&out).contains("another build"), "{}", stderr(&out));
     assert!(!marker.exists(), "a refused hello ran its command");
 }
+
+/// Whether an ELF executable names a program interpreter (the dynamic loader).
+fn has_interpreter(exe: &[u8]) -> bool {
+    assert_eq!(&exe[..4], b"\x7fELF", "not an ELF file");
+    assert_eq!(exe[4], 2, "not a 64-bit ELF file");
+    let u16_at = |at: usize| usize::from(u16::from_le_bytes([exe[at], exe[at + 1]]));
+    let phoff = usize::try_from(u64::from_le_bytes(exe[0x20..0x28].try_into().unwrap())).unwrap();
+    let (size, count) = (u16_at(0x36), u16_at(0x38));
+    const PT_INTERP: u32 = 3;
+    (0..count).any(|i| {
+        let at = phoff + i * size;
+        u32::from_le_bytes(exe[at..at + 4].try_into().unwrap()) == PT_INTERP
+    })
+}
+
+/// The front starts without a loader where the build could link it statically
+/// (crates/uexec/build.rs: glibc Linux with the static C library), and it says so when it
+/// could not; the engine is always dynamic (NSS).
+#[test]
+fn the_front_is_linked_as_its_build_says() {
+    let front = std::fs::read(crate::helpers::UEXEC).unwrap();
+    match env!("UEXEC_FRONT_LINK") {
+        "static" => assert!(!has_interpreter(&front), "the front names a loader"),
+        "dynamic" => assert!(has_interpreter(&front), "the front was said to be dynamic"),
+        other => panic!("UEXEC_FRONT_LINK={other}"),
+    }
+    // The check itself: a dynamic executable names its loader.
+    assert!(has_interpreter(&std::fs::read(ENGINE).unwrap()));
+}
