@@ -197,25 +197,11 @@ pub async fn run(args: DaemonArgs) -> anyhow::Result<()> {
     let check = Duration::from_secs(args.idle_timeout.clamp(1, 5));
     let mut idle_since = tokio::time::Instant::now();
     let mut ticks = tokio::time::interval(check);
+    // Accepted on a worker: the runtime's main thread is woken only through another thread
+    // (it does not poll the reactor), a hop that each connection would wait for.
+    let acceptor = tokio::spawn(accept_clients(listener, daemon.clone()));
     let result = loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    let daemon = daemon.clone();
-                    tokio::spawn(async move {
-                        daemon.clients.fetch_add(1, Ordering::SeqCst);
-                        if let Err(e) = serve_client(&daemon, stream).await {
-                            tracing::info!("client: {e:#}");
-                        }
-                        daemon.clients.fetch_sub(1, Ordering::SeqCst);
-                    });
-                }
-                Err(e) => {
-                    // EMFILE and friends: back off instead of spinning.
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            },
             _ = ticks.tick() => {
                 let busy = daemon.clients.load(Ordering::SeqCst) > 0 || daemon.sessions() > 0;
                 if busy {
@@ -228,11 +214,36 @@ pub async fn run(args: DaemonArgs) -> anyhow::Result<()> {
             signal = shutdown_signal() => break signal.map_err(anyhow::Error::from),
         }
     };
+    acceptor.abort();
     daemon.shutdown();
     let _ = std::fs::remove_file(&socket);
     let _ = std::fs::remove_file(dir.join("daemon.pid"));
     drop(lock);
     result
+}
+
+/// Serves each connection in a task of its own.
+async fn accept_clients(listener: UnixListener, daemon: Arc<Daemon>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let daemon = daemon.clone();
+                // Counted from the accept: the idle check never sees a client in between.
+                daemon.clients.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    if let Err(e) = serve_client(&daemon, stream).await {
+                        tracing::info!("client: {e:#}");
+                    }
+                    daemon.clients.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
 }
 
 /// `uexec daemon --stop`: SIGTERM to the daemon that holds the lock, then wait for its lock.
