@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 
 /// The environment of one process, by name.
 pub type Environment = BTreeMap<OsString, OsString>;
@@ -65,9 +66,16 @@ pub struct EnvPolicy {
 
 /// Whether a variable's name marks it as a secret ([`SECRET_RULE`]).
 pub fn looks_secret(name: &OsStr) -> bool {
-    let upper = name.to_string_lossy().to_ascii_uppercase();
-    SECRET_NAME_FRAGMENTS.iter().any(|f| upper.contains(f))
-        || SECRET_NAME_SUFFIXES.iter().any(|s| upper.ends_with(s))
+    // On the bytes, without a copy: every command's environment passes through here.
+    let name = name.as_bytes();
+    let contains = |f: &str| {
+        name.windows(f.len())
+            .any(|w| w.eq_ignore_ascii_case(f.as_bytes()))
+    };
+    SECRET_NAME_FRAGMENTS.iter().any(|f| contains(f))
+        || SECRET_NAME_SUFFIXES.iter().any(|s| {
+            name.len() >= s.len() && name[name.len() - s.len()..].eq_ignore_ascii_case(s.as_bytes())
+        })
 }
 
 fn listed(names: &[String], name: &OsStr) -> bool {
@@ -165,6 +173,10 @@ mod tests {
         for name in ["PATH", "HOME", "AUTHOR", "PATTERN", "AUTH_URL_BASE", "PWD"] {
             assert!(!looks_secret(OsStr::new(name)), "{name}");
         }
+        // Not UTF-8: judged on its bytes all the same.
+        assert!(looks_secret(OsStr::from_bytes(b"caf\xe9_token")));
+        assert!(looks_secret(OsStr::from_bytes(b"\xffNPM_auth")));
+        assert!(!looks_secret(OsStr::from_bytes(b"caf\xe9_PATH")));
     }
 
     #[test]
