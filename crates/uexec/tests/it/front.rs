@@ -208,7 +208,7 @@ fn has_interpreter(exe: &[u8]) -> bool {
 
 /// The front starts without a loader where the build could link it statically
 /// (crates/uexec/build.rs: glibc Linux with the static C library), and it says so when it
-/// could not; the engine is always dynamic (NSS).
+/// could not; the engine of a glibc build is dynamic (it looks users up through NSS).
 #[test]
 fn the_front_is_linked_as_its_build_says() {
     let front = std::fs::read(crate::helpers::UEXEC).unwrap();
@@ -218,5 +218,64 @@ fn the_front_is_linked_as_its_build_says() {
         other => panic!("UEXEC_FRONT_LINK={other}"),
     }
     // The check itself: a dynamic executable names its loader.
-    assert!(has_interpreter(&std::fs::read(ENGINE).unwrap()));
+    if cfg!(all(target_env = "gnu", not(target_feature = "crt-static"))) {
+        assert!(has_interpreter(&std::fs::read(ENGINE).unwrap()));
+    }
+}
+
+/// A static glibc still loads the NSS and iconv modules as shared libraries at run time,
+/// from the C library installed then: a static front must call none of their functions
+/// (user and host lookups, character set conversion), or a glibc upgrade could break it.
+#[test]
+fn a_static_front_looks_nothing_up_through_nss() {
+    if env!("UEXEC_FRONT_LINK") != "static" {
+        return;
+    }
+    let symbols = defined_symbols(&std::fs::read(crate::helpers::UEXEC).unwrap());
+    let has_symbol = |name: &str| symbols.iter().any(|s| s == name);
+    // The check itself: a function the front does link.
+    assert!(has_symbol("connect"), "no symbol table to check");
+    for name in [
+        "getpwnam",
+        "getpwuid",
+        "getpwnam_r",
+        "getpwuid_r",
+        "getgrnam",
+        "getgrgid",
+        "getaddrinfo",
+        "gethostbyname",
+        "getservbyname",
+        "iconv_open",
+    ] {
+        assert!(!has_symbol(name), "the static front links {name}");
+    }
+}
+
+/// The names of the symbols an ELF executable defines (from its symbol table).
+fn defined_symbols(exe: &[u8]) -> Vec<String> {
+    let u16_at = |at: usize| usize::from(u16::from_le_bytes([exe[at], exe[at + 1]]));
+    let u32_at = |at: usize| u32::from_le_bytes(exe[at..at + 4].try_into().unwrap()) as usize;
+    let u64_at = |at: usize| {
+        usize::try_from(u64::from_le_bytes(exe[at..at + 8].try_into().unwrap())).unwrap()
+    };
+    let (shoff, shsize, shnum) = (u64_at(0x28), u16_at(0x3a), u16_at(0x3c));
+    let section = |i: usize| shoff + i * shsize;
+    const SHT_SYMTAB: usize = 2;
+    let Some(symtab) = (0..shnum)
+        .map(section)
+        .find(|&h| u32_at(h + 4) == SHT_SYMTAB)
+    else {
+        return Vec::new();
+    };
+    let strtab = u64_at(section(u32_at(symtab + 0x28)) + 0x18);
+    let (start, size) = (u64_at(symtab + 0x18), u64_at(symtab + 0x20));
+    (start..start + size)
+        .step_by(24)
+        .filter(|&sym| u16_at(sym + 6) != 0) // st_shndx: 0 is undefined
+        .map(|sym| {
+            let name = &exe[strtab + u32_at(sym)..];
+            let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+            String::from_utf8_lossy(&name[..end]).into_owned()
+        })
+        .collect()
 }
