@@ -192,18 +192,58 @@ fn a_daemon_of_another_build_runs_nothing_for_the_front_and_says_why() {
     assert!(!marker.exists(), "a refused hello ran its command");
 }
 
-/// Whether an ELF executable names a program interpreter (the dynamic loader).
-fn has_interpreter(exe: &[u8]) -> bool {
-    assert_eq!(&exe[..4], b"\x7fELF", "not an ELF file");
-    assert_eq!(exe[4], 2, "not a 64-bit ELF file");
-    let u16_at = |at: usize| usize::from(u16::from_le_bytes([exe[at], exe[at + 1]]));
-    let phoff = usize::try_from(u64::from_le_bytes(exe[0x20..0x28].try_into().unwrap())).unwrap();
-    let (size, count) = (u16_at(0x36), u16_at(0x38));
-    const PT_INTERP: u32 = 3;
-    (0..count).any(|i| {
-        let at = phoff + i * size;
-        u32::from_le_bytes(exe[at..at + 4].try_into().unwrap()) == PT_INTERP
-    })
+/// Little-endian fields of a 64-bit ELF file.
+struct Elf<'a>(&'a [u8]);
+
+impl Elf<'_> {
+    fn of(exe: &[u8]) -> Elf<'_> {
+        assert_eq!(&exe[..4], b"\x7fELF", "not an ELF file");
+        assert_eq!(exe[4], 2, "not a 64-bit ELF file");
+        Elf(exe)
+    }
+
+    fn u16(&self, at: usize) -> usize {
+        usize::from(u16::from_le_bytes([self.0[at], self.0[at + 1]]))
+    }
+
+    fn u32(&self, at: usize) -> usize {
+        usize::try_from(u32::from_le_bytes(self.0[at..at + 4].try_into().unwrap())).unwrap()
+    }
+
+    fn u64(&self, at: usize) -> usize {
+        usize::try_from(u64::from_le_bytes(self.0[at..at + 8].try_into().unwrap())).unwrap()
+    }
+
+    /// Whether it names a program interpreter (the dynamic loader).
+    fn has_interpreter(&self) -> bool {
+        const PT_INTERP: usize = 3;
+        let (phoff, size, count) = (self.u64(0x20), self.u16(0x36), self.u16(0x38));
+        (0..count).any(|i| self.u32(phoff + i * size) == PT_INTERP)
+    }
+
+    /// The names of the symbols it defines (from its symbol table).
+    fn defined_symbols(&self) -> Vec<String> {
+        const SHT_SYMTAB: usize = 2;
+        let (shoff, size, count) = (self.u64(0x28), self.u16(0x3a), self.u16(0x3c));
+        let section = |i: usize| shoff + i * size;
+        let Some(symtab) = (0..count)
+            .map(section)
+            .find(|&h| self.u32(h + 4) == SHT_SYMTAB)
+        else {
+            return Vec::new();
+        };
+        let strtab = self.u64(section(self.u32(symtab + 0x28)) + 0x18);
+        let (start, len) = (self.u64(symtab + 0x18), self.u64(symtab + 0x20));
+        (start..start + len)
+            .step_by(24)
+            .filter(|&sym| self.u16(sym + 6) != 0) // st_shndx: 0 is undefined
+            .map(|sym| {
+                let name = &self.0[strtab + self.u32(sym)..];
+                let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+                String::from_utf8_lossy(&name[..end]).into_owned()
+            })
+            .collect()
+    }
 }
 
 /// The front starts without a loader where the build could link it statically
@@ -212,14 +252,15 @@ fn has_interpreter(exe: &[u8]) -> bool {
 #[test]
 fn the_front_is_linked_as_its_build_says() {
     let front = std::fs::read(crate::helpers::UEXEC).unwrap();
+    let front = Elf::of(&front);
     match env!("UEXEC_FRONT_LINK") {
-        "static" => assert!(!has_interpreter(&front), "the front names a loader"),
-        "dynamic" => assert!(has_interpreter(&front), "the front was said to be dynamic"),
+        "static" => assert!(!front.has_interpreter(), "the front names a loader"),
+        "dynamic" => assert!(front.has_interpreter(), "the front was said to be dynamic"),
         other => panic!("UEXEC_FRONT_LINK={other}"),
     }
     // The check itself: a dynamic executable names its loader.
     if cfg!(all(target_env = "gnu", not(target_feature = "crt-static"))) {
-        assert!(has_interpreter(&std::fs::read(ENGINE).unwrap()));
+        assert!(Elf::of(&std::fs::read(ENGINE).unwrap()).has_interpreter());
     }
 }
 
@@ -231,7 +272,7 @@ fn a_static_front_looks_nothing_up_through_nss() {
     if env!("UEXEC_FRONT_LINK") != "static" {
         return;
     }
-    let symbols = defined_symbols(&std::fs::read(crate::helpers::UEXEC).unwrap());
+    let symbols = Elf::of(&std::fs::read(crate::helpers::UEXEC).unwrap()).defined_symbols();
     let has_symbol = |name: &str| symbols.iter().any(|s| s == name);
     // The check itself: a function the front does link.
     assert!(has_symbol("connect"), "no symbol table to check");
@@ -249,33 +290,4 @@ fn a_static_front_looks_nothing_up_through_nss() {
     ] {
         assert!(!has_symbol(name), "the static front links {name}");
     }
-}
-
-/// The names of the symbols an ELF executable defines (from its symbol table).
-fn defined_symbols(exe: &[u8]) -> Vec<String> {
-    let u16_at = |at: usize| usize::from(u16::from_le_bytes([exe[at], exe[at + 1]]));
-    let u32_at = |at: usize| u32::from_le_bytes(exe[at..at + 4].try_into().unwrap()) as usize;
-    let u64_at = |at: usize| {
-        usize::try_from(u64::from_le_bytes(exe[at..at + 8].try_into().unwrap())).unwrap()
-    };
-    let (shoff, shsize, shnum) = (u64_at(0x28), u16_at(0x3a), u16_at(0x3c));
-    let section = |i: usize| shoff + i * shsize;
-    const SHT_SYMTAB: usize = 2;
-    let Some(symtab) = (0..shnum)
-        .map(section)
-        .find(|&h| u32_at(h + 4) == SHT_SYMTAB)
-    else {
-        return Vec::new();
-    };
-    let strtab = u64_at(section(u32_at(symtab + 0x28)) + 0x18);
-    let (start, size) = (u64_at(symtab + 0x18), u64_at(symtab + 0x20));
-    (start..start + size)
-        .step_by(24)
-        .filter(|&sym| u16_at(sym + 6) != 0) // st_shndx: 0 is undefined
-        .map(|sym| {
-            let name = &exe[strtab + u32_at(sym)..];
-            let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-            String::from_utf8_lossy(&name[..end]).into_owned()
-        })
-        .collect()
 }
