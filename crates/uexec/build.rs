@@ -49,9 +49,11 @@ enum Skip {
 /// The front's extra link arguments.
 fn static_front() -> Result<Vec<String>, Skip> {
     let var = |name: &str| std::env::var(name).unwrap_or_default();
-    if var("CARGO_CFG_TARGET_FEATURE")
-        .split(',')
-        .any(|f| f == "crt-static")
+    // musl links statically by default (its build scripts are not told `crt-static`).
+    if var("CARGO_CFG_TARGET_ENV") == "musl"
+        || var("CARGO_CFG_TARGET_FEATURE")
+            .split(',')
+            .any(|f| f == "crt-static")
     {
         return Err(Skip::Needless);
     }
