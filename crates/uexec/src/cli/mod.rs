@@ -21,6 +21,10 @@ use std::io::Write as _;
 use serde_json::{json, Value};
 
 use conn::{Conn, Target, ToolResult};
+use uexec_core::limits::{
+    MAX_EMPTY_POLL_YIELD_TIME_MS, MAX_TIMEOUT_MS, MIN_EMPTY_POLL_YIELD_TIME_MS, MIN_TIMEOUT_MS,
+};
+use uexec_core::until::{MAX_IDLE_MS, MIN_IDLE_MS};
 
 /// The session does not exist (any more).
 pub const EXIT_NO_SESSION: u8 = 3;
@@ -53,18 +57,15 @@ pub struct RunArgs {
     #[command(flatten)]
     pub until: UntilArgs,
     /// Hard timeout in ms (100 to 86400000): SIGTERM, then SIGKILL 2 s later; exit code 124.
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(i64).range(MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS))]
     pub timeout: Option<i64>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
-    /// The command and its arguments (one argument is taken as a shell command line).
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "CMD"
-    )]
+    /// The command and its arguments (one argument is taken as a shell command line). A
+    /// word before it that starts with `-` is a flag of `run` (a mistyped one is an error):
+    /// put `--` before a command that starts with `-`.
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
 
@@ -74,8 +75,8 @@ pub struct UntilArgs {
     /// Return as soon as the output matches this regex.
     #[arg(long, value_name = "REGEX")]
     pub until_pattern: Option<String>,
-    /// Return once the output has been quiet this many ms (after some output).
-    #[arg(long, value_name = "MS")]
+    /// Return once the output has been quiet this many ms (10 to 300000; after some output).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(i64).range(MIN_IDLE_MS..=MAX_IDLE_MS))]
     pub until_idle: Option<i64>,
     /// Return when the command waits for input (a prompt).
     #[arg(long)]
@@ -156,7 +157,7 @@ pub struct PollArgs {
     /// The session.
     pub id: i32,
     /// How long to wait for output, in ms (5000 to 300000; returns early at the exit).
-    #[arg(long = "yield", value_name = "MS", default_value_t = 5_000)]
+    #[arg(long = "yield", value_name = "MS", default_value_t = 5_000, value_parser = clap::value_parser!(i64).range(MIN_EMPTY_POLL_YIELD_TIME_MS as i64..=MAX_EMPTY_POLL_YIELD_TIME_MS as i64))]
     pub yield_ms: i64,
     #[command(flatten)]
     pub until: UntilArgs,
@@ -326,9 +327,21 @@ pub fn plain_run(args: &[OsString]) -> Option<(Option<PathBuf>, RunArgs)> {
                     }
                     "--cwd" => run.cwd = Some(value.to_owned()),
                     "--env" => run.env.push(parse_assignment(value).ok()?),
-                    "--timeout" => run.timeout = Some(value.parse().ok()?),
+                    "--timeout" => {
+                        let ms = value.parse().ok()?;
+                        if !(MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS).contains(&ms) {
+                            return None;
+                        }
+                        run.timeout = Some(ms);
+                    }
                     "--until-pattern" => run.until.until_pattern = Some(value.to_owned()),
-                    "--until-idle" => run.until.until_idle = Some(value.parse().ok()?),
+                    "--until-idle" => {
+                        let ms = value.parse().ok()?;
+                        if !(MIN_IDLE_MS..=MAX_IDLE_MS).contains(&ms) {
+                            return None;
+                        }
+                        run.until.until_idle = Some(ms);
+                    }
                     "--socket" => socket = Some(PathBuf::from(value)),
                     _ => return None,
                 }

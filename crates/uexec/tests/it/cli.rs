@@ -145,9 +145,20 @@ async fn a_person_sees_types_into_and_kills_an_agents_session() {
 #[test]
 fn bad_input_is_refused_with_a_clear_error_and_a_meaningful_code() {
     let place = Place::new("cli");
-    let cases: [(&[&str], i32, &str); 5] = [
+    let cases: [(&[&str], i32, &str); 10] = [
         (&["logs", "not-a-number"], 2, "invalid value 'not-a-number'"),
         (&["run", "--yield", "10", "--", "true"], 2, "--yield"),
+        // A mistyped flag is an error, not the first word of the command.
+        (&["run", "--yeild", "100", "--", "touch x"], 2, "'--yeild'"),
+        (&["run", "--timeout", "1", "--", "touch x"], 2, "--timeout"),
+        (
+            &["run", "--until-idle", "0", "--", "touch x"],
+            2,
+            "--until-idle",
+        ),
+        (&["poll", "1000", "--until-idle", "0"], 2, "--until-idle"),
+        // The engine would wait 5 s for a shorter poll: say so instead.
+        (&["poll", "1000", "--yield", "100"], 2, "--yield"),
         (&["send", "1000"], 2, "required"),
         (&["kill", "99999"], 3, "Unknown process id 99999"),
         (&["wait", "99999"], 3, "Unknown process id 99999"),
@@ -158,6 +169,10 @@ fn bad_input_is_refused_with_a_clear_error_and_a_meaningful_code() {
         assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
         assert!(stdout(&out).is_empty(), "{args:?}: errors go to stderr");
     }
+    // Nothing was started by any of them.
+    let ls = json_of(&uexec(&place, &["ls", "--json"]));
+    assert_eq!(ls["sessions"], serde_json::json!([]), "{ls}");
+    assert!(!place.cwd.join("x").exists(), "no command ran");
 }
 
 #[test]

@@ -60,6 +60,8 @@ fn a_plain_run_is_made_without_the_engine_and_the_rest_is_handed_to_it() {
         &["ls"][..],
         &["run", "--yield", "10", "--", "true"],
         &["run", "--no-such-flag", "--", "true"],
+        &["run", "--timeout", "1", "--", "true"],
+        &["run", "--until-idle", "0", "--", "true"],
         &["--version"],
     ] {
         let out = run(&place, &front, args);
