@@ -429,7 +429,7 @@ pub async fn ls(target: &Target, args: LsArgs) -> Result<ExitCode, Failure> {
     for s in &sessions {
         println!(
             "{:<7} {:<24} {:<8} {:<5} {:>8}  {:<24} {:<32} {}",
-            s["session_id"],
+            s["session_id"].as_i64().unwrap_or_default(),
             clip(s["owner"].as_str().unwrap_or(""), 24),
             s["state"].as_str().unwrap_or(""),
             if s["tty"].as_bool().unwrap_or(false) {
@@ -438,7 +438,7 @@ pub async fn ls(target: &Target, args: LsArgs) -> Result<ExitCode, Failure> {
                 "no"
             },
             age(s["running_seconds"].as_f64().unwrap_or(0.0)),
-            clip(s["cwd"].as_str().unwrap_or(""), 24),
+            clip_start(s["cwd"].as_str().unwrap_or(""), 24),
             clip(s["command"].as_str().unwrap_or(""), 32),
             clip(s["last_line"].as_str().unwrap_or(""), 60),
         );
@@ -446,13 +446,31 @@ pub async fn ls(target: &Target, args: LsArgs) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `s` on one line of at most `n` characters, its end cut to `…`. Control characters
+/// (newlines, and escape sequences that would recolour or retitle the person's terminal)
+/// are shown as spaces.
 fn clip(s: &str, n: usize) -> String {
-    let one_line = s.replace(['\n', '\t'], " ");
+    let one_line: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     if one_line.chars().count() <= n {
         return one_line;
     }
     let mut out: String = one_line.chars().take(n.saturating_sub(1)).collect();
     out.push('\u{2026}');
+    out
+}
+
+/// `clip`, cutting the start instead: a path's end is where paths differ.
+fn clip_start(s: &str, n: usize) -> String {
+    let one_line = clip(s, usize::MAX);
+    let len = one_line.chars().count();
+    if len <= n {
+        return one_line;
+    }
+    let mut out = String::from('\u{2026}');
+    out.extend(one_line.chars().skip(len - n.saturating_sub(1)));
     out
 }
 

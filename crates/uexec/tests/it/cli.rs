@@ -176,6 +176,64 @@ fn bad_input_is_refused_with_a_clear_error_and_a_meaningful_code() {
 }
 
 #[test]
+fn ls_lines_its_columns_up_and_prints_no_control_characters() {
+    let place = Place::new("cli");
+    // A command and a working directory with an escape sequence in them (an OSC that would
+    // retitle the person's terminal), and output with colours in it.
+    let odd_dir = place.cwd.join("dir\u{1b}]0;owned\u{7}");
+    std::fs::create_dir(&odd_dir).unwrap();
+    let odd_dir = odd_dir.to_str().unwrap();
+    for cmd in [
+        ": '\u{1b}]0;owned\u{7}'; printf '\\033[31mred\\033[0m\\n'; exec sleep 30",
+        "exec sleep 30",
+    ] {
+        let started = uexec(
+            &place,
+            &[
+                "run",
+                "--no-login",
+                "--yield",
+                "250",
+                "--cwd",
+                odd_dir,
+                "--",
+                cmd,
+            ],
+        );
+        assert_eq!(started.status.code(), Some(0), "{}", stderr(&started));
+    }
+    let ls = uexec(&place, &["ls"]);
+    let out = stdout(&ls);
+    let mut lines = out.lines();
+    let header = lines.next().unwrap_or_default();
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    for column in ["OWNER", "STATE", "TTY", "CWD", "COMMAND", "LAST LINE"] {
+        let at = header.find(column).unwrap_or_else(|| panic!("{header}"));
+        for row in &rows {
+            let cell: String = row.chars().skip(at).collect();
+            let before: String = row.chars().take(at).collect();
+            assert!(
+                before.ends_with(' ') && !cell.starts_with(' '),
+                "{column} at {at} in {header:?} / {row:?}"
+            );
+        }
+    }
+    assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
+    // A clipped working directory keeps its end, where directories differ.
+    assert!(
+        rows.iter()
+            .all(|row| row.contains("\u{2026}") && row.contains("/work/dir ]0;owned ")),
+        "{out}"
+    );
+    let json = json_of(&uexec(&place, &["ls", "--json"]));
+    for s in json["sessions"].as_array().unwrap() {
+        let id = s["session_id"].to_string();
+        assert_eq!(uexec(&place, &["kill", &id]).status.code(), Some(0));
+    }
+}
+
+#[test]
 fn completions_are_printed_for_the_usual_shells() {
     let place = Place::new("cli");
     for shell in ["bash", "zsh", "fish"] {
