@@ -293,3 +293,31 @@ fn harden_process() {
         eprintln!("uexec: warning: cannot raise the open-file limit: {e}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// Every verb, flag and argument says what it is for in `--help`.
+    #[test]
+    fn every_verb_flag_and_argument_has_its_line_in_help() {
+        let mut missing = Vec::new();
+        let mut stack = vec![(String::from("uexec"), Cli::command())];
+        while let Some((path, cmd)) = stack.pop() {
+            for arg in cmd.get_arguments() {
+                let builtin = ["help", "version"].contains(&arg.get_id().as_str());
+                if !builtin && arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {}", arg.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                if sub.get_about().is_none() && sub.get_name() != "help" {
+                    missing.push(format!("{path} {}", sub.get_name()));
+                }
+                stack.push((format!("{path} {}", sub.get_name()), sub.clone()));
+            }
+        }
+        assert!(missing.is_empty(), "no help for: {missing:?}");
+    }
+}

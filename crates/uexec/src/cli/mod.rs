@@ -144,9 +144,11 @@ pub struct SendArgs {
     /// Send Ctrl-C (an interrupt) instead of text.
     #[arg(long, conflicts_with_all = ["text", "eof"])]
     pub ctrl_c: bool,
-    /// Close the session's stdin pipe (after the text, if any).
+    /// End the input (after the text, if any): close the stdin pipe, or on a terminal
+    /// type Ctrl-D, which ends input at the start of a line.
     #[arg(long)]
     pub eof: bool,
+    /// Print the daemon's answer as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -161,6 +163,7 @@ pub struct PollArgs {
     pub yield_ms: i64,
     #[command(flatten)]
     pub until: UntilArgs,
+    /// Print the result as JSON (output, exit_code or session_id, reason).
     #[arg(long)]
     pub json: bool,
 }
@@ -173,6 +176,7 @@ pub struct WaitArgs {
     /// Give up after this many seconds (exit 124); default: wait as long as it runs.
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<u64>,
+    /// Print the session's end as JSON (exit_code, exited, exit_notices).
     #[arg(long)]
     pub json: bool,
 }
@@ -182,6 +186,7 @@ pub struct WaitArgs {
 pub struct KillArgs {
     /// The session.
     pub id: i32,
+    /// Print the answer as JSON ({session_id, terminated}).
     #[arg(long)]
     pub json: bool,
 }
@@ -653,26 +658,35 @@ fn emit_page(page: &Value, json: bool) {
 
 pub async fn send(target: &Target, args: SendArgs) -> Result<ExitCode, Failure> {
     let mut conn = Conn::open(target, Vec::new())?;
+    let mut eof = args.eof;
     let chars = if args.ctrl_c {
         "\u{3}".to_owned()
     } else {
         let mut text = args.text.clone().unwrap_or_default();
-        if !args.no_newline && args.text.is_some() {
-            // Enter: a carriage return on a terminal, a newline on a pipe.
+        let enter = !args.no_newline && args.text.is_some();
+        if enter || eof {
+            // Enter is a carriage return on a terminal, a newline on a pipe; the end of
+            // input is Ctrl-D on a terminal, closing the pipe otherwise.
             let listed = call(&mut conn, "list_sessions", json!({})).await?;
             let tty = listed.structured["sessions"].as_array().is_some_and(|all| {
                 all.iter().any(|s| {
                     s["session_id"].as_i64() == Some(i64::from(args.id)) && s["tty"] == true
                 })
             });
-            text.push(if tty { '\r' } else { '\n' });
+            if enter {
+                text.push(if tty { '\r' } else { '\n' });
+            }
+            if eof && tty {
+                text.push('\u{4}');
+                eof = false;
+            }
         }
         text
     };
     let result = call(
         &mut conn,
         "send_input",
-        json!({"session_id": args.id, "chars": chars, "eof": args.eof}),
+        json!({"session_id": args.id, "chars": chars, "eof": eof}),
     )
     .await?;
     if args.json {

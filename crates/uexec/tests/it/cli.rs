@@ -234,6 +234,32 @@ fn ls_lines_its_columns_up_and_prints_no_control_characters() {
 }
 
 #[test]
+fn send_eof_ends_a_terminals_input_with_ctrl_d() {
+    let place = Place::new("cli");
+    let started = uexec(
+        &place,
+        &[
+            "run",
+            "--tty",
+            "--no-login",
+            "--yield",
+            "250",
+            "--json",
+            "--",
+            "cat; echo after-eof",
+        ],
+    );
+    let id = json_of(&started)["session_id"].to_string();
+    let sent = uexec(&place, &["send", &id, "hello", "--eof"]);
+    assert!(sent.status.success(), "{}", stderr(&sent));
+    // cat read the line, then the end of input, and exited.
+    let waited = uexec(&place, &["wait", &id]);
+    assert_eq!(waited.status.code(), Some(0), "{}", stderr(&waited));
+    let logs = stdout(&uexec(&place, &["logs", &id]));
+    assert!(logs.contains("after-eof"), "{logs:?}");
+}
+
+#[test]
 fn completions_are_printed_for_the_usual_shells() {
     let place = Place::new("cli");
     for shell in ["bash", "zsh", "fish"] {
