@@ -48,10 +48,38 @@ impl ClientHandler for Recorder {
 
 pub type Client = RunningService<RoleClient, Recorder>;
 
+/// Scratch directories of this test process, removed when it exits: the servers that
+/// write transcripts into them live as long as their tests' clients, which have no hook.
+static SCRATCH: Mutex<Vec<std::path::PathBuf>> = Mutex::new(Vec::new());
+
+extern "C" fn remove_scratch() {
+    if let Ok(dirs) = SCRATCH.lock() {
+        for dir in dirs.iter() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// A new directory under the temp dir, removed when the test process exits.
+pub fn scratch_dir(kind: &str) -> std::path::PathBuf {
+    static AT_EXIT: std::sync::Once = std::sync::Once::new();
+    // SAFETY: registers a plain function with no arguments to run at exit.
+    AT_EXIT.call_once(|| unsafe {
+        libc::atexit(remove_scratch);
+    });
+    let dir = std::env::temp_dir().join(format!(
+        "uexec-it-{kind}-{}-{}",
+        std::process::id(),
+        rand_suffix()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    SCRATCH.lock().unwrap().push(dir.clone());
+    dir
+}
+
 /// `uexec mcp` over stdio in a fresh temp cwd with an empty HOME.
 pub async fn stdio_client(extra: &[&str]) -> (Client, Recorder, u32) {
-    let dir =
-        std::env::temp_dir().join(format!("uexec-it-{}-{}", std::process::id(), rand_suffix()));
+    let dir = scratch_dir("mcp");
     std::fs::create_dir_all(dir.join("home")).unwrap();
     let mut cmd = tokio::process::Command::new(UEXEC);
     cmd.arg("mcp")

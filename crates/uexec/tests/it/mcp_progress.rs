@@ -28,6 +28,7 @@ fn status_kib(pid: u32, field: &str) -> u64 {
 /// A `uexec mcp` spoken to in raw JSON lines (so the test decides when, and whether, to read
 /// its stdout), after the handshake.
 struct RawServer {
+    dir: std::path::PathBuf,
     child: std::process::Child,
     stdin: std::process::ChildStdin,
     stdout: BufReader<std::process::ChildStdout>,
@@ -48,6 +49,7 @@ impl RawServer {
             .spawn()
             .unwrap();
         let mut server = Self {
+            dir,
             stdin: child.stdin.take().unwrap(),
             stdout: BufReader::new(child.stdout.take().unwrap()),
             child,
@@ -75,6 +77,17 @@ impl RawServer {
             "server closed stdout"
         );
         line
+    }
+}
+
+impl Drop for RawServer {
+    fn drop(&mut self) {
+        // The floods' transcripts are hundreds of MB: gone with the test, unless it failed.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
@@ -142,8 +155,7 @@ async fn a_slow_client_costs_bounded_memory_and_gets_its_result() {
         progress < 100,
         "{progress} progress notifications before the result"
     );
-    drop(server.stdin);
-    let _ = server.child.wait();
+    drop(server);
 }
 
 /// A command that never stops printing: the call still returns when its window ends, with

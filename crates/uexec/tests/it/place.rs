@@ -80,7 +80,13 @@ impl DaemonPlace {
 
 impl Drop for DaemonPlace {
     fn drop(&mut self) {
-        // Whatever the test did, no daemon outlives it.
+        // Whatever the test did, no daemon outlives it; nor do its files (transcripts and
+        // copies of the binaries: hundreds of MB a run), unless the test failed.
         let _ = self.command(&["daemon", "--stop"]).output();
+        if !std::thread::panicking() {
+            if let Some(root) = self.runtime.parent() {
+                let _ = std::fs::remove_dir_all(root);
+            }
+        }
     }
 }
