@@ -324,28 +324,15 @@ pub fn plain_run(args: &[OsString]) -> Option<(Option<PathBuf>, RunArgs)> {
                     return None;
                 }
                 match name {
-                    "--yield" => {
-                        run.yield_ms = value.parse().ok()?;
-                        if !(RUN_YIELD_MIN_MS..=RUN_YIELD_MAX_MS).contains(&run.yield_ms) {
-                            return None;
-                        }
-                    }
+                    "--yield" => run.yield_ms = ms_in(value, RUN_YIELD_MIN_MS..=RUN_YIELD_MAX_MS)?,
                     "--cwd" => run.cwd = Some(value.to_owned()),
                     "--env" => run.env.push(parse_assignment(value).ok()?),
                     "--timeout" => {
-                        let ms = value.parse().ok()?;
-                        if !(MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS).contains(&ms) {
-                            return None;
-                        }
-                        run.timeout = Some(ms);
+                        run.timeout = Some(ms_in(value, MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS)?)
                     }
                     "--until-pattern" => run.until.until_pattern = Some(value.to_owned()),
                     "--until-idle" => {
-                        let ms = value.parse().ok()?;
-                        if !(MIN_IDLE_MS..=MAX_IDLE_MS).contains(&ms) {
-                            return None;
-                        }
-                        run.until.until_idle = Some(ms);
+                        run.until.until_idle = Some(ms_in(value, MIN_IDLE_MS..=MAX_IDLE_MS)?)
                     }
                     "--socket" => socket = Some(PathBuf::from(value)),
                     _ => return None,
@@ -362,6 +349,13 @@ pub fn plain_run(args: &[OsString]) -> Option<(Option<PathBuf>, RunArgs)> {
         return None;
     }
     Some((socket, run))
+}
+
+/// `value` in ms if it is within `range`, as clap checks it for the engine (None: the
+/// engine says why).
+fn ms_in(value: &str, range: std::ops::RangeInclusive<i64>) -> Option<i64> {
+    let ms = value.parse().ok()?;
+    range.contains(&ms).then_some(ms)
 }
 
 /// The `exec_command` arguments of a `uexec run`.
