@@ -14,6 +14,7 @@ pub mod env;
 pub mod environments;
 pub mod error;
 pub mod events;
+pub mod fs;
 pub mod limits;
 pub mod notice;
 pub mod plan;

@@ -50,7 +50,7 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::io::Write;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -435,52 +435,20 @@ fn profile_files(kind: ShellKind, home: Option<&OsStr>) -> Vec<PathBuf> {
     files
 }
 
-/// The private directory snapshots live in: created 0700, refused when not a directory of
-/// ours that nobody else can enter.
+/// The private directory snapshots live in: the configured one, else uexec's runtime
+/// directory; made 0700 and refused unless it is ours alone ([`crate::fs::private_dir`]).
 fn runtime_dir(configured: Option<&Path>) -> Result<PathBuf, BuildError> {
-    let uid = sys::effective_uid();
-    let path = match configured {
-        Some(p) => p.to_path_buf(),
-        None => match std::env::var_os("XDG_RUNTIME_DIR") {
-            Some(d) if Path::new(&d).is_absolute() && Path::new(&d).is_dir() => {
-                Path::new(&d).join("uexec")
-            }
-            _ => std::env::temp_dir().join(format!("uexec-{uid}")),
-        },
-    };
-    let refuse = |why: String| BuildError::Dir {
+    let path = configured.map_or_else(crate::fs::runtime_dir_path, Path::to_path_buf);
+    crate::fs::private_dir(&path).map_err(|e| BuildError::Dir {
         path: path.clone(),
-        why,
-    };
-    match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(refuse(e.to_string())),
-    }
-    let meta = std::fs::symlink_metadata(&path).map_err(|e| refuse(e.to_string()))?;
-    if !meta.is_dir() {
-        return Err(refuse("is not a directory".into()));
-    }
-    if meta.uid() != uid {
-        return Err(refuse(format!("is owned by uid {}, not {uid}", meta.uid())));
-    }
-    if meta.mode() & 0o077 != 0 {
-        return Err(refuse(format!(
-            "has mode {:o}, others may enter it",
-            meta.mode() & 0o777
-        )));
-    }
+        why: e.to_string(),
+    })?;
     Ok(path)
 }
 
-/// Creates (or truncates) a file only we can read.
+/// Creates (or replaces) a file only we can read.
 fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
-    let _ = std::fs::remove_file(path);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
+    crate::fs::new_private_file(path)
 }
 
 /// `'…'`-quoted for a POSIX shell, any bytes.

@@ -18,9 +18,9 @@
 //! A transcript never fails its session: a write error (a full disk) is logged once and the
 //! transcript stops, marked incomplete.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -33,16 +33,7 @@ const RECENT: Duration = Duration::from_secs(60);
 
 /// uexec's state directory: `$XDG_STATE_HOME/uexec`, else `~/.local/state/uexec`.
 pub fn state_dir() -> Option<PathBuf> {
-    let state = std::env::var_os("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .filter(|p| p.is_absolute())
-                .map(|h| h.join(".local/state"))
-        })?;
-    Some(state.join("uexec"))
+    crate::fs::state_dir()
 }
 
 /// Where transcripts go and how much they may hold.
@@ -287,38 +278,17 @@ fn segment_path(dir: &Path, index: u64) -> PathBuf {
 }
 
 fn private_file(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
+    crate::fs::private_append_file(path)
 }
 
 /// Makes sure transcripts can go under `root` (created 0700 if missing; refused if another
-/// user owns it or others may enter it).
+/// user owns it or others may enter it: [`crate::fs::private_dir`]).
 pub fn prepare_root(root: &Path) -> io::Result<()> {
     private_dir(root)
 }
 
-/// Creates `dir` (0700) if needed; refuses one that is not ours or is open to others.
 fn private_dir(dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    let meta = fs::metadata(dir)?;
-    if meta.uid() != crate::sys::effective_uid() || meta.mode() & 0o077 != 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!(
-                "{} must be a directory of this user with mode 0700 (it has {:o})",
-                dir.display(),
-                meta.mode() & 0o777
-            ),
-        ));
-    }
-    Ok(())
+    crate::fs::private_dir(dir)
 }
 
 /// Enforces the total cap in the background, at most once a minute per process: scanning

@@ -349,10 +349,8 @@ struct PrivateTmp {
 impl PrivateTmp {
     fn create(base: &Path) -> std::io::Result<Self> {
         use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(base)?;
+        // Another user's directory of that name would see (and could swap) what we put there.
+        crate::fs::private_dir(base)?;
         sweep_stale(base);
         let path = base.join(format!(
             "{}-{:016x}",
@@ -401,10 +399,7 @@ impl Drop for PrivateTmp {
 
 /// Where private tmps go: `$XDG_RUNTIME_DIR/uexec-sandbox`, else `<tmp>/uexec-sandbox-<uid>`.
 pub fn runtime_base() -> PathBuf {
-    match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| Path::new(d).is_dir()) {
-        Some(dir) => PathBuf::from(dir).join("uexec-sandbox"),
-        None => std::env::temp_dir().join(format!("uexec-sandbox-{}", crate::sys::effective_uid())),
-    }
+    crate::fs::sandbox_base_path()
 }
 
 /// uexec's own directories, kept read-only even inside writable roots.

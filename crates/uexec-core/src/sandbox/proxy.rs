@@ -157,11 +157,7 @@ pub struct ProxySocket {
 impl ProxySocket {
     /// Binds a fresh socket in `dir` (created 0700 when missing).
     pub fn bind(dir: &Path, allow: Vec<AllowEntry>, on_denial: OnDenial) -> std::io::Result<Self> {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
+        crate::fs::private_dir(dir)?;
         let path = dir.join(format!(
             "proxy-{}-{:016x}.sock",
             std::process::id(),

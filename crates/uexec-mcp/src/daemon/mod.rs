@@ -19,7 +19,7 @@ pub mod client;
 pub mod handshake;
 
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -61,39 +61,15 @@ pub fn default_socket() -> io::Result<PathBuf> {
 }
 
 /// This user's private runtime directory, made if missing; refused when it is not this
-/// user's or others may enter it.
+/// user's or others may enter it ([`uexec_core::fs::private_dir`]).
 pub fn runtime_dir() -> io::Result<PathBuf> {
-    let dir = match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
-        Some(base) if base.is_absolute() => base.join("uexec"),
-        _ => std::env::temp_dir().join(format!("uexec-{}", uexec_core::sys::effective_uid())),
-    };
-    private_dir(&dir)?;
-    Ok(dir)
+    uexec_core::fs::runtime_dir()
 }
 
 /// Makes `dir` (0700) if it does not exist, and checks it: a real directory, this user's,
 /// closed to others.
 pub fn private_dir(dir: &Path) -> io::Result<()> {
-    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", dir.display()))),
-    }
-    let meta = std::fs::symlink_metadata(dir)?;
-    let uid = uexec_core::sys::effective_uid();
-    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!(
-                "{} must be a directory owned by uid {uid} with mode 0700 (it is {}, uid {}, mode {:o}); refusing to use it",
-                dir.display(),
-                if meta.is_dir() { "a directory" } else { "not a directory" },
-                meta.uid(),
-                meta.mode() & 0o7777
-            ),
-        ));
-    }
-    Ok(())
+    uexec_core::fs::private_dir(dir)
 }
 
 /// The sessions of every owner.
