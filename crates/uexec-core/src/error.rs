@@ -24,6 +24,9 @@ pub enum ExecError {
     /// Writing to the process failed for a reason other than a closed stdin.
     #[error("writing to session {session_id} failed: {message}")]
     Write { session_id: i32, message: String },
+    /// A call asked for a wider sandbox or network than the server's policy; nothing ran.
+    #[error(transparent)]
+    Widening(#[from] crate::sandbox::Widening),
     /// The store was shut down (its connection or daemon is going away).
     #[error("the session store is shut down")]
     ShutDown,

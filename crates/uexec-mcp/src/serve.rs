@@ -89,11 +89,11 @@ pub struct McpArgs {
     pub transcripts: TranscriptArgs,
     /// Run the sessions in this user's uexec daemon instead of in this process, so they
     /// outlive this MCP server and people can see them (`uexec ls`, `uexec logs`). The
-    /// daemon is started if none runs. Commands get this process's working directory and
-    /// environment, as without --daemon.
+    /// daemon is started if none runs. Commands get this process's working directory,
+    /// environment and sandbox policy (--sandbox, --network...), as without --daemon.
     #[arg(long, env = "UEXEC_DAEMON", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false",
           conflicts_with_all = ["http", "tokens", "token_files", "allow_hosts", "environments", "environments_file", "remote_token", "remote_token_file", "environment_token_files", "remote_ca",
-                              "sandbox", "network", "network_allow", "writable_roots", "sandbox_fallback", "network_denial"])]
+ ])]
     pub daemon: bool,
     /// With --daemon: whose sessions these are. One owner sees (lists, polls, kills) only its
     /// own sessions; a restarted agent with the same owner finds them again (default:
@@ -154,23 +154,27 @@ pub struct McpArgs {
     /// roots are always trusted).
     #[arg(long, value_name = "FILE")]
     pub remote_ca: Option<PathBuf>,
-    /// Sandbox profile of commands that do not name one (`sandbox` argument with
-    /// --extended): read-only (writes only to a private tmp), workspace-write (also the
-    /// workdir and --writable-root, but never .git) or danger-full-access (the default: no
-    /// restriction). Linux: Landlock, seccomp, user/pid/mount namespaces; see `uexec doctor`.
+    /// Sandbox profile of commands: read-only (writes only to a private tmp),
+    /// workspace-write (also this server's working directory and each --writable-root,
+    /// wherever a command runs, but never .git nor uexec's own files) or danger-full-access
+    /// (the default: no restriction). A ceiling: a call's `sandbox` argument (--extended)
+    /// may only narrow it. Linux: Landlock, seccomp, user/pid/mount namespaces; see
+    /// `uexec doctor`.
     #[arg(long, value_name = "PROFILE", value_parser = parse_profile)]
     pub sandbox: Option<uexec_core::sandbox::Profile>,
-    /// Network of commands that do not say (`network` argument with --extended): "off"
-    /// (only a loopback of their own; IPv4/IPv6 sockets fail) or "on" (the default).
+    /// Network of commands: "off" (only a loopback of their own; IPv4/IPv6 sockets fail)
+    /// or "on" (the default). A ceiling: a call's `network` argument (--extended) may only
+    /// narrow it (on, then an allowlist, then off).
     #[arg(long, value_name = "off|on", value_parser = parse_network)]
     pub network: Option<uexec_core::sandbox::Network>,
     /// Let commands reach only these hosts, through a proxy uexec runs at 127.0.0.1:3128
     /// inside (HTTP and SOCKS5; HTTP_PROXY and friends are set); any other host is refused
     /// and fails the session, naming the host. HOST, *.DOMAIN (its subdomains), or either
-    /// with :PORT. Repeatable.
+    /// with :PORT. Repeatable. A ceiling: a call may name only hosts this list allows.
     #[arg(long = "network-allow", value_name = "HOST[:PORT]", value_parser = parse_allow_entry, conflicts_with = "network")]
     pub network_allow: Vec<uexec_core::sandbox::AllowEntry>,
-    /// Also writable under workspace-write (an existing directory). Repeatable.
+    /// Also writable under workspace-write, besides this server's working directory (an
+    /// existing directory). Repeatable.
     #[arg(long = "writable-root", value_name = "PATH", value_parser = parse_writable_root)]
     pub writable_roots: Vec<PathBuf>,
     /// When a sandbox layer is missing on this machine: "refuse" to run the command (the
@@ -238,32 +242,34 @@ impl McpArgs {
             extended: self.extended,
             codex_tools_only: self.codex_tools_only,
             allow_secret_input: self.allow_secret_input,
+            sandbox: crate::daemon::handshake::SandboxSettings {
+                profile: self.sandbox.map(|p| p.as_str().to_owned()),
+                network: self.network.as_ref().map(|n| n.as_str().to_owned()),
+                network_allow: self
+                    .network_allow
+                    .iter()
+                    .map(uexec_core::sandbox::show_allow_entry)
+                    .collect(),
+                writable_roots: self.writable_roots.clone(),
+                fallback: self.sandbox_fallback.map(|f| f.as_str().to_owned()),
+                on_denial: self.network_denial.map(|d| d.as_str().to_owned()),
+            },
         }
     }
 
-    fn store_config(&self) -> StoreConfig {
+    fn store_config(&self) -> anyhow::Result<StoreConfig> {
         let mut config = StoreConfig::from_env();
-        self.settings().apply(&mut config);
+        // This binary is the launcher (`uexec __sandbox-exec`); one is kept started ahead
+        // (`uexec_core::sandbox::warm`).
+        config.sandbox.launcher = std::env::current_exe().ok();
+        self.settings()
+            .apply(&mut config)
+            .map_err(anyhow::Error::msg)?;
         if self.no_shell_snapshot {
             config.shell_snapshots = None;
         }
         config.transcripts = self.transcripts.config();
-        config.sandbox = uexec_core::sandbox::SandboxConfig {
-            // This binary is the launcher (`uexec __sandbox-exec`).
-            launcher: std::env::current_exe().ok(),
-            profile: self.sandbox.unwrap_or_default(),
-            network: if self.network_allow.is_empty() {
-                self.network.clone().unwrap_or_default()
-            } else {
-                uexec_core::sandbox::Network::Allow(self.network_allow.clone())
-            },
-            writable_roots: self.writable_roots.clone(),
-            fallback: self.sandbox_fallback.unwrap_or_default(),
-            on_denial: self.network_denial.unwrap_or_default(),
-            // One launcher is kept started ahead (`uexec_core::sandbox::warm`).
-            cold_launcher: false,
-        };
-        config
+        Ok(config)
     }
 }
 
@@ -323,7 +329,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     let registry = EnvironmentRegistry::new(environments, file, defaults)?;
     registry.watch();
     let shared = registry.environments();
-    let config = args.store_config();
+    let config = args.store_config()?;
     let options = Options {
         codex_tools_only: args.codex_tools_only,
         extended: args.extended,

@@ -122,7 +122,7 @@ impl UexecServer {
                         .exec_command_for(&self.options.config, req, Vec::new())
                         .await
                         .map(|s| self.snapshot(s))
-                        .map_err(|e| e.to_string())
+                        .map_err(|e| exec_error_text(&e))
                 }
                 Err(e) => Err(e.to_string()),
             },
@@ -428,6 +428,29 @@ fn list_sessions(store: &SessionStore, environments: &[String]) -> CallToolResul
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
     result.structured_content = Some(structured);
     result
+}
+
+/// An `exec_command` error as the model reads it: the engine's words, plus, for a sandbox
+/// or network wider than the server's policy, the flag a person would change (the engine
+/// knows no flags).
+fn exec_error_text(e: &ExecError) -> String {
+    use uexec_core::sandbox::Widening;
+    let hint = match e {
+        ExecError::Widening(Widening::Profile { asked, .. }) => {
+            format!("--sandbox {}", asked.as_str())
+        }
+        ExecError::Widening(Widening::Network { field, .. }) if *field == "network" => {
+            "--network on".to_owned()
+        }
+        ExecError::Widening(Widening::Network { .. }) => "--network-allow HOST".to_owned(),
+        ExecError::Widening(Widening::AllowEntry { entry, .. }) => {
+            format!("--network-allow {entry}")
+        }
+        _ => return e.to_string(),
+    };
+    format!(
+        "{e}. Only a person can widen it, by restarting uexec mcp with {hint}; ask the user if the command needs it."
+    )
 }
 
 /// A snapshot as a tool result: the text for the model, the same facts as data. `extended`

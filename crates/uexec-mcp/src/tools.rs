@@ -106,15 +106,47 @@ fn hygiene_properties(props: &mut Value, config: &StoreConfig) {
     props["collapse_cr"] = json!({"type": "boolean", "default": config.hygiene.collapse_cr, "description": format!("Render carriage returns as a terminal shows them, so progress bars that redraw a line cost one line. Default: {} (this server's setting).", config.hygiene.collapse_cr)});
 }
 
+/// `sandbox` and `network`, offering only what narrows this server's policy (a ceiling: see
+/// `uexec_core::sandbox::narrow`).
 fn sandbox_properties(props: &mut Value, config: &StoreConfig) {
-    let profile = config.sandbox.profile.as_str();
-    let network = config.sandbox.network.as_str();
-    let denial = match config.sandbox.on_denial {
+    use uexec_core::sandbox::{narrow, show_allow_entry, Network, Profile};
+    let ceiling = &config.sandbox;
+    let profile = ceiling.profile.as_str();
+    let profiles: Vec<&str> = [
+        Profile::ReadOnly,
+        Profile::WorkspaceWrite,
+        Profile::DangerFullAccess,
+    ]
+    .into_iter()
+    .filter(|p| narrow(ceiling.profile, &Network::On, Some(*p), None).is_ok())
+    .map(Profile::as_str)
+    .collect();
+    let network = match &ceiling.network {
+        Network::Allow(allow) => format!(
+            "an allowlist of {}",
+            allow
+                .iter()
+                .map(show_allow_entry)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        other => format!("\"{}\"", other.as_str()),
+    };
+    let denial = match ceiling.on_denial {
         uexec_core::sandbox::OnDenial::Terminate => "another host fails the command and names the host",
         uexec_core::sandbox::OnDenial::Record => "another host is refused and the result names it (sandbox.denied: true) while the command runs on",
     };
-    props["sandbox"] = json!({"type": "string", "enum": uexec_core::sandbox::Profile::NAMES, "default": profile, "description": format!("What the command may write: \"read-only\" (nothing but a private $TMPDIR), \"workspace-write\" (also the workdir and the server's writable roots, never .git), \"danger-full-access\" (no restriction). Default: {profile} (this server's setting). A result whose output shows a denial says so; ask the user before widening it.")});
-    props["network"] = json!({"oneOf": [{"type": "string", "enum": ["off", "on"]}, {"type": "object", "properties": {"allow": {"type": "array", "items": {"type": "string"}}}, "required": ["allow"], "additionalProperties": false}], "description": format!("\"off\": the command gets only a loopback of its own (IPv4/IPv6 sockets fail). {{\"allow\": [\"host\", \"*.domain\", \"host:port\"]}}: only those hosts, through a proxy uexec runs at 127.0.0.1:3128 (HTTP, HTTPS via CONNECT, SOCKS5; HTTP_PROXY etc. are set); {denial}. Default: {network} (this server's setting).")});
+    props["sandbox"] = json!({"type": "string", "enum": profiles, "default": profile, "description": format!("What the command may write: \"read-only\" (nothing but a private $TMPDIR), \"workspace-write\" (also the server's working directory and writable roots, wherever the command runs; never .git nor uexec's own files), \"danger-full-access\" (no restriction). This server's policy is {profile}: a call may narrow it, never widen it (a wider one is refused and nothing runs). A result whose output shows a denial says so; ask the user if the command needs more.")});
+    let (strings, allow): (&[&str], bool) = match ceiling.network {
+        Network::On => (&["off", "on"], true),
+        Network::Allow(_) => (&["off"], true),
+        Network::Off => (&["off"], false),
+    };
+    let mut forms = vec![json!({"type": "string", "enum": strings})];
+    if allow {
+        forms.push(json!({"type": "object", "properties": {"allow": {"type": "array", "items": {"type": "string"}}}, "required": ["allow"], "additionalProperties": false}));
+    }
+    props["network"] = json!({"oneOf": forms, "description": format!("\"off\": the command gets only a loopback of its own (IPv4/IPv6 sockets fail). {{\"allow\": [\"host\", \"*.domain\", \"host:port\"]}}: only those hosts, through a proxy uexec runs at 127.0.0.1:3128 (HTTP, HTTPS via CONNECT, SOCKS5; HTTP_PROXY etc. are set); {denial}. This server's policy is {network}: a call may narrow it (on, then an allowlist within it, then off), never widen it.")});
 }
 
 /// What a server's tools offer beyond the SPEC.

@@ -25,6 +25,7 @@
 //! The launcher applies exactly the layers it is given and fails (exit 126) if one of them
 //! cannot be applied: what the report says is what ran.
 
+mod ceiling;
 pub mod doctor;
 mod evidence;
 #[cfg(target_os = "linux")]
@@ -123,6 +124,7 @@ impl Network {
     }
 }
 
+pub use ceiling::{narrow, show as show_allow_entry, Widening};
 pub use proxy::AllowEntry;
 
 impl FromStr for Network {
@@ -148,6 +150,15 @@ pub enum Fallback {
     BestEffort,
 }
 
+impl Fallback {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Refuse => "refuse",
+            Self::BestEffort => "best-effort",
+        }
+    }
+}
+
 impl FromStr for Fallback {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -170,6 +181,15 @@ pub enum OnDenial {
     /// Record the denial and let the command run on: its snapshots report it (`denied:
     /// true`, the host named), and its End is failed with it.
     Record,
+}
+
+impl OnDenial {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Terminate => "terminate",
+            Self::Record => "record",
+        }
+    }
 }
 
 impl FromStr for OnDenial {
@@ -496,16 +516,19 @@ fn parse_probe(text: &str) -> Support {
         .collect()
 }
 
-/// Validates a call's sandbox and, when one applies, rewrites `spec` to run through the
-/// launcher (step 1 of the module docs). `None` when the command runs unsandboxed.
+/// Validates a call's sandbox against the server's ([`ceiling`]: a call may only narrow it)
+/// and, when one applies, rewrites `spec` to run through the launcher (step 1 of the module
+/// docs). `workspace` is the server's working directory: under `workspace-write` it and the
+/// writable roots are writable, wherever the command itself runs. `None` when the command
+/// runs unsandboxed.
 pub fn prepare(
     config: &SandboxConfig,
+    workspace: &Path,
     profile: Option<Profile>,
     network: Option<Network>,
     spec: &mut SpawnSpec,
 ) -> Result<Option<SandboxSession>, ExecError> {
-    let profile = profile.unwrap_or(config.profile);
-    let network = network.unwrap_or_else(|| config.network.clone());
+    let (profile, network) = narrow(config.profile, &config.network, profile, network)?;
     let needed = needed_layers(profile, &network);
     if needed.is_empty() {
         return Ok(None);
@@ -549,7 +572,8 @@ pub fn prepare(
         .map_err(|e| ExecError::Spawn(format!("cannot create the sandbox's private tmp: {e}")))?;
     let mut writable = vec![tmp.path.clone()];
     if profile == Profile::WorkspaceWrite {
-        writable.push(spec.cwd.clone());
+        // The server's roots, not the command's workdir: that is the model's argument.
+        writable.push(workspace.to_path_buf());
         writable.extend(config.writable_roots.iter().cloned());
     }
     let mut protect = Vec::new();
@@ -692,14 +716,21 @@ mod tests {
         };
         let e = prepare(
             &SandboxConfig::default(),
+            &std::env::temp_dir(),
             Some(Profile::ReadOnly),
             None,
             &mut spec,
         )
         .expect_err("no launcher");
         assert!(e.to_string().contains("sandbox"), "{e}");
-        assert!(prepare(&SandboxConfig::default(), None, None, &mut spec)
-            .expect("unsandboxed")
-            .is_none());
+        assert!(prepare(
+            &SandboxConfig::default(),
+            &std::env::temp_dir(),
+            None,
+            None,
+            &mut spec
+        )
+        .expect("unsandboxed")
+        .is_none());
     }
 }

@@ -106,6 +106,60 @@ pub struct Settings {
     pub codex_tools_only: bool,
     #[serde(default)]
     pub allow_secret_input: bool,
+    /// The sandbox policy of the client's commands: a ceiling that calls may only narrow.
+    #[serde(default)]
+    pub sandbox: SandboxSettings,
+}
+
+/// `uexec mcp`'s sandbox flags, as words (`--sandbox`, `--network`, `--network-allow`,
+/// `--writable-root`, `--sandbox-fallback`, `--network-denial`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSettings {
+    pub profile: Option<String>,
+    pub network: Option<String>,
+    pub network_allow: Vec<String>,
+    pub writable_roots: Vec<PathBuf>,
+    pub fallback: Option<String>,
+    pub on_denial: Option<String>,
+}
+
+impl SandboxSettings {
+    /// These settings over `sandbox` (its launcher is the server's own and stays).
+    pub fn apply(&self, sandbox: &mut uexec_core::sandbox::SandboxConfig) -> Result<(), String> {
+        use uexec_core::sandbox::{AllowEntry, Network};
+        let named = |flag: &str, e: String| format!("{flag}: {e}");
+        if let Some(p) = &self.profile {
+            sandbox.profile = p.parse().map_err(|e| named("--sandbox", e))?;
+        }
+        if let Some(n) = &self.network {
+            sandbox.network = n.parse().map_err(|e| named("--network", e))?;
+        }
+        if !self.network_allow.is_empty() {
+            let allow = self
+                .network_allow
+                .iter()
+                .map(|e| AllowEntry::parse(e).map_err(|e| named("--network-allow", e)))
+                .collect::<Result<Vec<_>, _>>()?;
+            sandbox.network = Network::Allow(allow);
+        }
+        for root in &self.writable_roots {
+            if !root.is_absolute() || !root.is_dir() {
+                return Err(format!(
+                    "--writable-root {}: not an existing directory (an absolute path)",
+                    root.display()
+                ));
+            }
+        }
+        sandbox.writable_roots = self.writable_roots.clone();
+        if let Some(f) = &self.fallback {
+            sandbox.fallback = f.parse().map_err(|e| named("--sandbox-fallback", e))?;
+        }
+        if let Some(d) = &self.on_denial {
+            sandbox.on_denial = d.parse().map_err(|e| named("--network-denial", e))?;
+        }
+        Ok(())
+    }
 }
 
 /// The daemon's answer.
@@ -202,7 +256,7 @@ impl Hello {
         let mut config = base.clone();
         config.cwd = self.cwd.clone();
         config.base_env = Some(self.environment()?);
-        s.apply(&mut config);
+        s.apply(&mut config)?;
         Ok(config)
     }
 }
@@ -210,7 +264,7 @@ impl Hello {
 impl Settings {
     /// These settings over `config` (the same whether the store runs in the MCP server's
     /// own process or in the daemon).
-    pub fn apply(&self, config: &mut StoreConfig) {
+    pub fn apply(&self, config: &mut StoreConfig) -> Result<(), String> {
         config.default_shell = self.shell.clone();
         if let Some(max) = self.max_output_tokens {
             config.output_token_policy_max = max;
@@ -224,6 +278,7 @@ impl Settings {
         config.hygiene.collapse_cr = self.collapse_cr;
         config.deterministic_ids = self.deterministic_ids;
         config.allow_secret_input = self.allow_secret_input;
+        self.sandbox.apply(&mut config.sandbox)
     }
 }
 

@@ -107,14 +107,17 @@ async fn read_only_writes_fail_outside_the_private_tmp_and_are_reported() {
             .contains(&outside.display().to_string()),
         "{s}"
     );
-    // Unsandboxed (per call), the same write works: the test can tell the difference.
-    let r = exec(
+    // The server's policy is a ceiling: the model cannot ask its way out of it.
+    let e = exec_error(
         &client,
-        json!({"cmd": format!("touch {}", outside.display()), "sandbox": "danger-full-access"}),
+        json!({"cmd": format!("touch {}", outside.display()), "sandbox": "danger-full-access", "login": false}),
     )
     .await;
-    assert!(outside.exists(), "{}", text(&r));
-    assert!(structured(&r).get("sandbox").is_none());
+    assert!(!outside.exists(), "a call widened the sandbox: {e}");
+    assert!(e.contains("sandbox: \"danger-full-access\""), "{e}");
+    // Unsandboxed, the same write works: the test can tell the difference.
+    std::fs::write(&outside, b"").unwrap();
+    assert!(outside.exists());
 }
 
 #[tokio::test]
@@ -122,7 +125,9 @@ async fn workspace_write_keeps_git_read_only() {
     let dir = scratch("ww");
     let ws = dir.join("ws");
     std::fs::create_dir_all(ws.join(".git")).unwrap();
-    let (client, _) = server(&dir, &["--extended"], &[]).await;
+    std::fs::create_dir_all(ws.join("home")).unwrap();
+    // The workspace is the server's working directory.
+    let (client, _) = server(&ws, &["--extended"], &[]).await;
     let r = exec(
         &client,
         json!({
@@ -334,7 +339,8 @@ fn doctor_says_what_this_machine_supports() {
 #[tokio::test]
 async fn workspace_write_in_the_tmp_dir_keeps_its_private_tmp_writable() {
     let dir = scratch("tmpdir");
-    let (client, _) = server(&dir, &["--extended"], &[]).await;
+    let tmp = std::env::temp_dir().display().to_string();
+    let (client, _) = server(&dir, &["--extended", "--writable-root", &tmp], &[]).await;
     let r = exec(
         &client,
         json!({
