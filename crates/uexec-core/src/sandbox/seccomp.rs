@@ -1,7 +1,8 @@
 //! The syscall layer: what Landlock cannot stop. `ptrace` and `process_vm_readv`/`writev`
-//! (reading or steering another process of the user), `ioctl(TIOCSTI)` (typing into the terminal uexec reads), and, with
-//! the network off, IPv4/IPv6 sockets and io_uring (which can open sockets past this
-//! filter). Each fails with EPERM: the command sees an error it can report, not a crash.
+//! (reading or steering another process of the user), `ioctl(TIOCSTI)` (typing into the
+//! terminal uexec reads), and, with the network off, IPv4/IPv6 sockets and io_uring (which
+//! can open sockets past this filter). Each fails with EPERM: the command sees an error it
+//! can report, not a crash.
 //!
 //! Other ABIs: a 32-bit syscall (`int 0x80`) does not match the filter's architecture and
 //! kills the process (seccompiler's check). On x86_64 the x32 ABI shares the architecture
