@@ -27,3 +27,4 @@ mod net_tls;
 mod place;
 mod sandbox;
 mod shell_snapshot;
+mod transcripts;
