@@ -87,7 +87,8 @@ pub struct WaitRequest {
 pub struct ReadOutputRequest {
     /// The session (live, or among the last ones gone); or give `transcript`.
     pub session_id: Option<i32>,
-    /// A transcript directory a result named (for sessions whose id was never seen).
+    /// A transcript directory a result named (for sessions whose id was never seen): one
+    /// of this store's sessions only.
     pub transcript: Option<PathBuf>,
     /// Session offset to start at (default: the first byte kept).
     pub offset: Option<i64>,
@@ -108,10 +109,13 @@ pub struct OutputPage {
     pub offset: u64,
     /// Where the next page starts.
     pub next_offset: u64,
-    /// Bytes the session printed so far (as far as the transcript knows).
+    /// Bytes in the transcript: what the session printed so far, unless `stop` says the
+    /// transcript stopped there.
     pub total: u64,
     /// Bytes before this offset rotated away.
     pub first_kept: u64,
+    /// Where and why the transcript stopped, if it did: bytes from there on are lost.
+    pub stop: Option<crate::transcript::TranscriptStop>,
     /// The text (lossy UTF-8); with `grep`, matching lines prefixed `OFFSET:`.
     pub text: String,
     /// `grep`: how many lines matched.

@@ -932,6 +932,20 @@ impl Session {
         (drained, omitted)
     }
 
+    /// Before a result that cuts output: waits, at most `within`, until the transcript has
+    /// every byte printed so far or stopped, so that what the result says it has holds
+    /// (its writer runs behind the output by up to its queue). Other results never wait.
+    pub async fn transcript_caught_up(&self, within: Duration) {
+        let (mut progress, printed) = {
+            let out = lock(&self.output);
+            match &out.transcript {
+                Some(t) if out.pending.omitted() > 0 => (t.progress(), out.total),
+                _ => return,
+            }
+        };
+        progress.reached(printed, within).await;
+    }
+
     /// What the session's transcript holds, if it has one.
     pub fn transcript(&self) -> Option<TranscriptInfo> {
         lock(&self.output).transcript.as_ref().map(Transcript::info)

@@ -41,9 +41,13 @@ pub struct Snapshot {
     pub awaiting_secret: bool,
     /// The session's transcript: every byte it printed (`read_output` pages through it).
     pub transcript: Option<std::path::PathBuf>,
-    /// Session offsets of the bytes this call's output left out (`[… N bytes omitted …]`),
-    /// which the transcript still has.
+    /// Session offsets of the bytes this call's output left out (`[… N bytes omitted …]`).
     pub omitted_range: Option<std::ops::Range<u64>>,
+    /// Which part of `omitted_range` the transcript has (when the session has one).
+    pub omitted_coverage: Option<crate::transcript::OmittedCoverage>,
+    /// Where and why the session's transcript stopped, if it did (at byte 0: none could be
+    /// made).
+    pub transcript_stop: Option<crate::transcript::TranscriptStop>,
     /// The session's sandbox and whether this output shows a denial.
     pub sandbox: Option<crate::sandbox::SandboxReport>,
 }
@@ -94,6 +98,8 @@ impl Snapshot {
             awaiting_secret: false,
             transcript: None,
             omitted_range: None,
+            omitted_coverage: None,
+            transcript_stop: None,
             sandbox: None,
         }
     }
@@ -126,13 +132,9 @@ impl Snapshot {
         extra.push('\n');
         // Where the rest is, when this result left bytes out (the structured form always
         // names the transcript): a line the model needs then, and only then.
-        if let (Some(dir), Some(r)) = (&self.transcript, &self.omitted_range) {
-            extra.push_str(&format!(
-                "Transcript: {} (bytes {}..{} left out here; read_output has them)\n",
-                dir.display(),
-                r.start,
-                r.end
-            ));
+        if let Some(line) = self.transcript_line() {
+            extra.push_str(&line);
+            extra.push('\n');
         }
         if self.awaiting_secret && self.session_id.is_some() {
             extra.push_str(
@@ -146,6 +148,54 @@ impl Snapshot {
         let text = self.to_text();
         let at = text.find("Original token count:").unwrap_or(0);
         format!("{}{extra}{}", &text[..at], &text[at..])
+    }
+
+    /// `Transcript: PATH (bytes A..B left out here; read_output has them)`, when this result
+    /// left bytes out; it promises only what is on disk: what rotated away, is still being
+    /// written or is lost (and where and why the transcript stopped) it says so.
+    pub fn transcript_line(&self) -> Option<String> {
+        let cut = self.omitted_range.as_ref()?;
+        let stop = self.transcript_stop.as_ref();
+        let Some(dir) = &self.transcript else {
+            // A session whose transcript could not be made names none.
+            return stop.map(|stop| {
+                format!(
+                    "Transcript: none (bytes {}..{} left out here are lost: no transcript could be made: {})",
+                    cut.start, cut.end, stop.error
+                )
+            });
+        };
+        let mut line = format!(
+            "Transcript: {} (bytes {}..{} left out here",
+            dir.display(),
+            cut.start,
+            cut.end
+        );
+        let coverage = self.omitted_coverage.as_ref();
+        match coverage.and_then(|c| c.readable.as_ref()) {
+            _ if coverage.is_none_or(|c| c.complete()) => line.push_str("; read_output has them"),
+            Some(r) => line.push_str(&format!("; read_output has {}..{}", r.start, r.end)),
+            None => line.push_str("; read_output has none of them"),
+        }
+        if let Some(r) = coverage.and_then(|c| c.rotated.as_ref()) {
+            line.push_str(&format!("; {}..{} rotated away", r.start, r.end));
+        }
+        let unwritten = coverage.and_then(|c| c.unwritten.as_ref());
+        match (unwritten, stop) {
+            (Some(r), Some(stop)) => line.push_str(&format!(
+                "; {}..{} are lost: {}",
+                r.start,
+                r.end,
+                stop.text()
+            )),
+            (Some(r), None) => {
+                line.push_str(&format!("; {}..{} are still being written", r.start, r.end))
+            }
+            (None, Some(stop)) => line.push_str(&format!("; {}", stop.text())),
+            (None, None) => {}
+        }
+        line.push(')');
+        Some(line)
     }
 
     /// Wall time in seconds with exactly four decimals, as printed.
@@ -399,5 +449,73 @@ mod tests {
         let body = Body::from_drained(&drained(&[b'a', 0xff, b'b']), 100);
         assert_eq!(body.text, "a\u{fffd}b");
         assert_eq!(body.original_token_count, 2); // 5 bytes as text
+    }
+
+    fn cut_snapshot(total: u64, first_kept: u64, stop_at: Option<u64>) -> Snapshot {
+        use crate::transcript::{coverage, TranscriptInfo, TranscriptStop};
+        let mut s = Snapshot::new(&drained(b"x"), 100, Duration::ZERO, Some(0), None);
+        let stop = stop_at.map(|at| TranscriptStop {
+            at,
+            error: "No space left on device".into(),
+        });
+        let info = TranscriptInfo {
+            dir: "/t/1000-abcdef".into(),
+            total,
+            first_kept,
+            stop: stop.clone(),
+        };
+        s.transcript = Some(info.dir.clone());
+        s.omitted_range = Some(100..200);
+        s.omitted_coverage = Some(coverage(&(100..200), &info));
+        s.transcript_stop = stop;
+        s
+    }
+
+    #[test]
+    fn the_transcript_line_promises_only_the_bytes_on_disk() {
+        let line = |s: Snapshot| s.transcript_line().expect("a cut names the transcript");
+        assert_eq!(
+            line(cut_snapshot(1000, 0, None)),
+            "Transcript: /t/1000-abcdef (bytes 100..200 left out here; read_output has them)"
+        );
+        assert_eq!(
+            line(cut_snapshot(150, 0, Some(150))),
+            "Transcript: /t/1000-abcdef (bytes 100..200 left out here; read_output has 100..150; \
+             150..200 are lost: the transcript stopped at byte 150: No space left on device)"
+        );
+        assert_eq!(
+            line(cut_snapshot(50, 0, Some(50))),
+            "Transcript: /t/1000-abcdef (bytes 100..200 left out here; read_output has none of them; \
+             100..200 are lost: the transcript stopped at byte 50: No space left on device)"
+        );
+        assert_eq!(
+            line(cut_snapshot(900, 0, Some(900))),
+            "Transcript: /t/1000-abcdef (bytes 100..200 left out here; read_output has them; \
+             the transcript stopped at byte 900: No space left on device)"
+        );
+        assert_eq!(
+            line(cut_snapshot(170, 120, None)),
+            "Transcript: /t/1000-abcdef (bytes 100..200 left out here; read_output has 120..170; \
+             100..120 rotated away; 170..200 are still being written)"
+        );
+    }
+
+    #[test]
+    fn a_transcript_that_could_not_be_made_says_the_cut_is_lost() {
+        let mut s = cut_snapshot(0, 0, Some(0));
+        s.transcript = None;
+        assert_eq!(
+            s.transcript_line().as_deref(),
+            Some(
+                "Transcript: none (bytes 100..200 left out here are lost: no transcript could be made: \
+                 No space left on device)"
+            )
+        );
+        s.transcript_stop = None;
+        assert_eq!(
+            s.transcript_line(),
+            None,
+            "no transcripts kept: nothing to say"
+        );
     }
 }

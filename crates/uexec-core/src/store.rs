@@ -11,6 +11,7 @@
 //! One store per owner (an MCP connection, a daemon namespace, an exec-server client).
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -76,10 +77,13 @@ struct StoreInner {
 const FINISHED_TRANSCRIPTS: usize = 256;
 
 /// A gone session's transcript.
+#[derive(Clone)]
 struct FinishedTranscript {
     dir: std::path::PathBuf,
     /// False when the session printed nothing: then there is nothing to read.
     written: bool,
+    /// Where and why it stopped, if it did (`meta` says so too, when the disk let it).
+    stop: Option<transcript::TranscriptStop>,
 }
 
 impl StoreInner {
@@ -114,6 +118,7 @@ impl StoreInner {
                 FinishedTranscript {
                     dir: t.dir,
                     written,
+                    stop: t.stop,
                 },
             ));
         }
@@ -586,8 +591,29 @@ impl SessionStore {
     }
 
     /// A page of a session's transcript (`read_output`), live or gone (the last
-    /// [`FINISHED_TRANSCRIPTS`] gone sessions, until the transcript caps remove them).
+    /// [`FINISHED_TRANSCRIPTS`] gone sessions, until the transcript caps remove them), by
+    /// session id or by the path a result named: this store's sessions only.
     pub fn read_output(&self, req: ReadOutputRequest) -> Result<OutputPage, ExecError> {
+        self.read_output_within(req, Reach::Own)
+    }
+
+    /// [`Self::read_output`] for a person at the daemon: by path, also a session directory
+    /// that no store remembers (an earlier daemon's), if it lies right under the root.
+    pub fn read_any_output(&self, req: ReadOutputRequest) -> Result<OutputPage, ExecError> {
+        self.read_output_within(req, Reach::AnyUnderRoot)
+    }
+
+    /// Whether `path` is the transcript of one of this store's sessions (live, or among
+    /// the gone ones it remembers).
+    pub fn owns_transcript(&self, path: &Path) -> bool {
+        self.find_transcript(path).is_some()
+    }
+
+    fn read_output_within(
+        &self,
+        req: ReadOutputRequest,
+        reach: Reach,
+    ) -> Result<OutputPage, ExecError> {
         let Some(config) = self.config.transcripts.as_ref() else {
             return Err(ExecError::invalid(
                 "session_id",
@@ -595,24 +621,15 @@ impl SessionStore {
             ));
         };
         let segment = transcript::segment_bytes(config);
-        let info = match (req.session_id, &req.transcript) {
-            (Some(id), None) => self.transcript_of(id, segment)?,
-            (None, Some(dir)) => {
-                let inside = dir
-                    .canonicalize()
-                    .ok()
-                    .zip(config.root.canonicalize().ok())
-                    .is_some_and(|(d, root)| d.parent() == Some(root.as_path()));
-                if !inside {
-                    return Err(ExecError::invalid(
-                        "transcript",
-                        format!("{} is not a transcript of this server", dir.display()),
-                    ));
+        let (id, info) = match (req.session_id, &req.transcript) {
+            (Some(id), None) => (Some(id), self.transcript_of(id, segment)?),
+            (None, Some(path)) => match self.find_transcript(path) {
+                Some((id, found)) => (Some(id), found.info(id, segment)?),
+                None if reach == Reach::AnyUnderRoot => {
+                    (None, transcript_under_root(&config.root, path, segment)?)
                 }
-                transcript::info_of(dir, segment).map_err(|e| {
-                    ExecError::invalid("transcript", format!("{}: {e}", dir.display()))
-                })?
-            }
+                None => return Err(unknown_transcript(path)),
+            },
             _ => {
                 return Err(ExecError::invalid(
                     "session_id",
@@ -620,34 +637,61 @@ impl SessionStore {
                 ))
             }
         };
-        read_page(&info, segment, req.session_id, &req)
+        read_page(&info, segment, id, &req)
     }
 
     fn transcript_of(&self, id: i32, segment: u64) -> Result<TranscriptInfo, ExecError> {
-        let live = lock(&self.inner)
-            .sessions
-            .get(&id)
-            .map(|e| e.session.clone());
-        match live {
-            Some(session) => session.transcript(),
-            None => lock(&self.inner)
+        let found = {
+            let inner = lock(&self.inner);
+            match inner.sessions.get(&id) {
+                Some(e) => Some(FoundTranscript::Live(e.session.clone())),
+                None => inner
+                    .finished
+                    .iter()
+                    .rev()
+                    .find(|(fid, _)| *fid == id)
+                    .map(|(_, gone)| FoundTranscript::Gone(gone.clone())),
+            }
+        };
+        found
+            .ok_or(ExecError::UnknownProcess(id))?
+            .info(id, segment)
+    }
+
+    /// This store's session whose transcript is at `path`: the same directory as one it
+    /// made, written the same way or resolving to it. Only a directory this store made is
+    /// ever read, whatever `path` names.
+    fn find_transcript(&self, path: &Path) -> Option<(i32, FoundTranscript)> {
+        let candidates: Vec<(i32, FoundTranscript)> = {
+            let inner = lock(&self.inner);
+            let live = inner
+                .sessions
+                .iter()
+                .map(|(id, e)| (*id, FoundTranscript::Live(e.session.clone())));
+            let gone = inner
                 .finished
                 .iter()
                 .rev()
-                .find(|(fid, _)| *fid == id)
-                .map(|(_, gone)| match gone.written {
-                    true => transcript::info_of(&gone.dir, segment),
-                    false => Ok(TranscriptInfo::empty(gone.dir.clone())),
-                })
-                .transpose()
-                .map_err(|e| {
-                    ExecError::invalid(
-                        "session_id",
-                        format!("session {id}'s transcript is gone: {e}"),
-                    )
-                })?,
+                .map(|(id, gone)| (*id, FoundTranscript::Gone(gone.clone())));
+            live.chain(gone).collect()
+        };
+        let dirs: Vec<(i32, std::path::PathBuf, FoundTranscript)> = candidates
+            .into_iter()
+            .filter_map(|(id, found)| Some((id, found.dir()?, found)))
+            .collect();
+        if let Some(i) = dirs
+            .iter()
+            .position(|(_, dir, _)| dir.components().eq(path.components()))
+        {
+            let (id, _, found) = dirs.into_iter().nth(i)?;
+            return Some((id, found));
         }
-        .ok_or(ExecError::UnknownProcess(id))
+        // Another spelling of the same directory (relative, through a symlinked parent).
+        let real = path.canonicalize().ok()?;
+        dirs.into_iter()
+            .filter(|(_, dir, _)| dir.file_name() == real.file_name())
+            .find(|(_, dir, _)| dir.canonicalize().is_ok_and(|d| d == real))
+            .map(|(id, _, found)| (id, found))
     }
 
     /// Exits that no call watched, each once: the owner's next result of any kind carries
@@ -1026,6 +1070,11 @@ impl SessionStore {
                 snapshot.matched = session.matched();
             }
             snapshot.transcript = session.transcript_dir();
+            if let Some(info) = session.transcript() {
+                snapshot.omitted_coverage =
+                    omitted.as_ref().map(|cut| transcript::coverage(cut, &info));
+                snapshot.transcript_stop = info.stop;
+            }
             snapshot.omitted_range = omitted;
             snapshot.sandbox = session
                 .info
@@ -1034,7 +1083,11 @@ impl SessionStore {
                 .map(|s| s.judge(&snapshot.output, session.take_new_verdicts()));
             snapshot
         };
+        // What the transcript has of a cut is looked at after this wait, and it comes
+        // before the drain: a call cancelled while it waits loses nothing.
+        let transcript_wait = Duration::from_millis(transcript::RESULT_WAITS_FOR_TRANSCRIPT_MS);
         if !session.lifecycle().exited() {
+            session.transcript_caught_up(transcript_wait).await;
             let (drained, omitted) = session.drain_located(true);
             let mut snapshot = annotate(
                 Snapshot::cleaned(
@@ -1053,6 +1106,7 @@ impl SessionStore {
         let outcome = session
             .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
             .await;
+        session.transcript_caught_up(transcript_wait).await;
         let wall_time = window_start.elapsed();
         if !session.claim_report() {
             return Err(ExecError::UnknownProcess(session.id()));
@@ -1220,6 +1274,87 @@ fn new_call_id() -> String {
     format!("call_{:016x}", rand::random::<u64>())
 }
 
+/// How far `read_output {transcript}` may reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    /// This store's sessions (an agent, an HTTP token's client).
+    Own,
+    /// Also any session directory right under the root (a person at the daemon).
+    AnyUnderRoot,
+}
+
+/// A session's transcript as a store knows it.
+enum FoundTranscript {
+    Live(Arc<Session>),
+    Gone(FinishedTranscript),
+}
+
+impl FoundTranscript {
+    /// Where it is, once it is on disk.
+    fn dir(&self) -> Option<std::path::PathBuf> {
+        match self {
+            Self::Live(session) => session.transcript().map(|t| t.dir),
+            Self::Gone(gone) => Some(gone.dir.clone()),
+        }
+    }
+
+    fn info(self, id: i32, segment: u64) -> Result<TranscriptInfo, ExecError> {
+        match self {
+            Self::Live(session) => session.transcript().ok_or(ExecError::UnknownProcess(id)),
+            Self::Gone(gone) if !gone.written => Ok(TranscriptInfo {
+                stop: gone.stop,
+                ..TranscriptInfo::empty(gone.dir)
+            }),
+            Self::Gone(gone) => {
+                let mut info = transcript::info_of(&gone.dir, segment).map_err(|e| {
+                    ExecError::invalid(
+                        "session_id",
+                        format!("session {id}'s transcript is gone: {e}"),
+                    )
+                })?;
+                // What the writer knew beats what `meta` could hold on a full disk.
+                if gone.stop.is_some() {
+                    info.stop = gone.stop;
+                }
+                Ok(info)
+            }
+        }
+    }
+}
+
+/// The refusal for a transcript path that is not one of the caller's sessions: the same
+/// for every other path (another client's, made up, outside the root), so it tells nothing.
+fn unknown_transcript(path: &Path) -> ExecError {
+    ExecError::invalid(
+        "transcript",
+        format!(
+            "unknown transcript {}: not one of this client's sessions (running, or among the last {FINISHED_TRANSCRIPTS} that ended)",
+            path.display()
+        ),
+    )
+}
+
+/// The session directory at `path` for a person: it must resolve (symlinks and `..`
+/// followed) to a directory right under the root, and be a private directory itself (not a
+/// symlink); it is then read as the root's own entry of that name.
+fn transcript_under_root(
+    root: &Path,
+    path: &Path,
+    segment: u64,
+) -> Result<TranscriptInfo, ExecError> {
+    let refuse = || unknown_transcript(path);
+    let real = path.canonicalize().map_err(|_| refuse())?;
+    let real_root = root.canonicalize().map_err(|_| refuse())?;
+    let name = real
+        .file_name()
+        .filter(|_| real.parent() == Some(real_root.as_path()))
+        .ok_or_else(refuse)?;
+    let dir = root.join(name);
+    crate::fs::check_private_dir(&dir).map_err(|_| refuse())?;
+    transcript::info_of(&dir, segment)
+        .map_err(|e| ExecError::invalid("transcript", format!("{}: {e}", dir.display())))
+}
+
 /// Most bytes one `read_output` page returns, and the default.
 pub const READ_OUTPUT_MAX_BYTES: u64 = 256 * 1024;
 pub const READ_OUTPUT_DEFAULT_BYTES: u64 = 16 * 1024;
@@ -1260,6 +1395,11 @@ fn read_page(
             ))
         }
     };
+    // Never through a symlink, never another user's directory.
+    if info.total > 0 {
+        crate::fs::check_private_dir(&info.dir)
+            .map_err(|e| ExecError::invalid("transcript", e.to_string()))?;
+    }
     let page = |offset: u64, next: u64, text: String, matches: Option<u64>| OutputPage {
         session_id: id,
         transcript: info.dir.clone(),
@@ -1267,6 +1407,7 @@ fn read_page(
         next_offset: next,
         total: info.total,
         first_kept: info.first_kept,
+        stop: info.stop.clone(),
         text,
         matches,
     };

@@ -15,14 +15,32 @@
 //! Input is never recorded (what a terminal echoes is output; with echo off, a typed
 //! password is not echoed, hence never written).
 //!
-//! A transcript never fails its session: a write error (a full disk) is logged once and the
-//! transcript stops, marked incomplete.
+//! A transcript never fails its session, and never says it holds more than it does. When a
+//! write fails (a full disk: ENOSPC, EDQUOT, EFBIG, EIO, …):
+//! 1. the writer counts the bytes that did reach the segment (a short write counts), and that
+//!    offset is where the transcript stops, for good (a later write would leave a hole);
+//! 2. the stop (offset and error) is published to readers at once, and appended to `meta`
+//!    (`stopped_at=`, `stopped_because=`): best effort, but that append fits in the block
+//!    `meta` already holds, so it usually succeeds on a full disk too;
+//! 3. the writer thread ends: the pump's next send fails and it feeds the transcript no more,
+//!    so the command neither waits for the disk nor has its output buffered;
+//! 4. results and `read_output` pages say where it stopped and why, and which part of what a
+//!    result left out is on disk ([`coverage`]).
+//!
+//! A transcript whose files cannot even be made stops at byte 0 the same way.
 
 use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
+
+mod coverage;
+mod feed;
+
+pub use coverage::{coverage, OmittedCoverage};
+pub use feed::RESULT_WAITS_FOR_TRANSCRIPT_MS;
+pub(crate) use feed::{Transcript, TranscriptFeed};
 
 /// Segments a session keeps (its cap is split into this many).
 const SEGMENTS: u64 = 4;
@@ -75,12 +93,13 @@ impl TranscriptConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TranscriptInfo {
     pub dir: PathBuf,
-    /// Bytes written so far (the session offset of the next byte).
+    /// Bytes on disk so far (the session offset of the next byte written).
     pub total: u64,
     /// Bytes before this offset were rotated away.
     pub first_kept: u64,
-    /// A write failed: bytes from `total` on are missing.
-    pub incomplete: bool,
+    /// Where and why the transcript stopped, if a write failed: bytes from `stop.at`
+    /// (= `total`) on are not on disk, and never will be.
+    pub stop: Option<TranscriptStop>,
 }
 
 impl TranscriptInfo {
@@ -90,8 +109,35 @@ impl TranscriptInfo {
             dir,
             total: 0,
             first_kept: 0,
-            incomplete: false,
+            stop: None,
         }
+    }
+}
+
+/// Where a transcript stopped and why: the session printed on, the disk took no more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TranscriptStop {
+    /// Session offset of the first byte not on disk.
+    pub at: u64,
+    /// The error, as the OS says it (`No space left on device`).
+    pub error: String,
+}
+
+impl TranscriptStop {
+    fn new(at: u64, error: &io::Error) -> Self {
+        // "No space left on device (os error 28)": the number says nothing to a reader.
+        let mut error = error.to_string();
+        if let Some(at) = error.rfind(" (os error ") {
+            if error.ends_with(')') {
+                error.truncate(at);
+            }
+        }
+        Self { at, error }
+    }
+
+    /// `the transcript stopped at byte 1048576: No space left on device`.
+    pub fn text(&self) -> String {
+        format!("the transcript stopped at byte {}: {}", self.at, self.error)
     }
 }
 
@@ -132,7 +178,7 @@ impl TranscriptPlan {
             dir: session_dir(&config.root, id),
             meta: format!(
                 "session_id={id}\ntty={tty}\nstarted_unix={started_unix}\ncwd={}\ncommand={}\n",
-                cwd.display(),
+                cwd.display().to_string().replace('\n', "\\n"),
                 command.replace('\n', "\\n")
             ),
             segment_bytes: config.segment_bytes(),
@@ -153,10 +199,12 @@ impl TranscriptPlan {
             }
         }
         // One write: a File is unbuffered, and `writeln!` writes piece by piece.
-        private_file(&self.dir.join("meta"))?.write_all(self.meta.as_bytes())?;
+        let mut meta = private_file(&self.dir.join("meta"))?;
+        meta.write_all(self.meta.as_bytes())?;
         Ok(TranscriptWriter {
             segment: private_file(&segment_path(&self.dir, 0))?,
             timing: private_file(&self.dir.join("timing"))?,
+            meta,
             dir: self.dir,
             segment_bytes: self.segment_bytes,
             segment_index: 0,
@@ -165,7 +213,7 @@ impl TranscriptPlan {
             started: self.started,
             timing_at: None,
             timing_pending: 0,
-            failed: false,
+            stop: None,
         })
     }
 }
@@ -184,10 +232,12 @@ pub(crate) struct TranscriptWriter {
     written: u64,
     first_kept: u64,
     timing: File,
+    /// Kept open to say where the transcript stopped, if it does.
+    meta: File,
     started: Instant,
     timing_at: Option<Instant>,
     timing_pending: u64,
-    failed: bool,
+    stop: Option<TranscriptStop>,
 }
 
 impl TranscriptWriter {
@@ -201,18 +251,36 @@ impl TranscriptWriter {
             dir: self.dir.clone(),
             total: self.written,
             first_kept: self.first_kept,
-            incomplete: self.failed,
+            stop: self.stop.clone(),
         }
     }
 
-    /// Appends `bytes`; a failure stops the transcript (logged once).
+    /// Whether a write failed: nothing more is written.
+    pub fn stopped(&self) -> bool {
+        self.stop.is_some()
+    }
+
+    /// Appends `bytes`; a failure stops the transcript where the bytes on disk end (steps 1
+    /// and 2 of the module docs).
     pub fn append(&mut self, bytes: &[u8]) {
-        if self.failed || bytes.is_empty() {
+        if self.stop.is_some() || bytes.is_empty() {
             return;
         }
         if let Err(e) = self.try_append(bytes) {
-            self.failed = true;
-            tracing::warn!(dir = %self.dir.display(), "transcript stopped: {e}");
+            let stop = TranscriptStop::new(self.written, &e);
+            tracing::warn!(dir = %self.dir.display(), "transcript stopped at byte {}: {e}", stop.at);
+            // The timing file accounts for every byte on disk, and `meta` says why the rest
+            // is missing; both may fail on the same full disk, and neither is needed to read.
+            let _ = self.flush_timing(Instant::now());
+            let said = format!(
+                "stopped_at={}\nstopped_because={}\n",
+                stop.at,
+                stop.error.replace('\n', " ")
+            );
+            if let Err(e) = self.meta.write_all(said.as_bytes()) {
+                tracing::debug!("transcript meta: {e}");
+            }
+            self.stop = Some(stop);
         }
     }
 
@@ -226,10 +294,16 @@ impl TranscriptWriter {
             }
             let room = usize::try_from(end - self.written).unwrap_or(usize::MAX);
             let take = room.min(bytes.len());
-            self.segment.write_all(&bytes[..take])?;
-            self.written += take as u64;
-            self.timing_pending += take as u64;
-            bytes = &bytes[take..];
+            // Not `write_all`: a short write before the error is on disk, and counts.
+            let wrote = match self.segment.write(&bytes[..take]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            self.written += wrote as u64;
+            self.timing_pending += wrote as u64;
+            bytes = &bytes[wrote..];
         }
         if self
             .timing_at
@@ -265,7 +339,7 @@ impl TranscriptWriter {
 
     /// Writes the last timing line (the session ended).
     pub fn finish(&mut self) {
-        if !self.failed {
+        if self.stop.is_none() {
             if let Err(e) = self.flush_timing(Instant::now()) {
                 tracing::debug!("transcript timing: {e}");
             }
@@ -366,168 +440,6 @@ fn footprint(dir: &Path) -> (u64, SystemTime) {
     (size, newest)
 }
 
-/// Chunks in flight to a transcript's writer thread: at most this many reads (64 KiB each)
-/// wait; a session that prints faster than the disk takes them waits for the disk.
-const WRITER_QUEUE_CHUNKS: usize = 16;
-
-/// A session's transcript: its files are made in the background as the session starts, then
-/// a writer thread is fed in output order, so the disk write overlaps the next read instead
-/// of adding to it.
-#[derive(Debug)]
-pub(crate) struct Transcript {
-    /// Where it is planned to be (where it is, once [`Shared::dir`] is set).
-    planned: PathBuf,
-    shared: std::sync::Arc<Shared>,
-}
-
-#[derive(Debug, Default)]
-struct Shared {
-    /// Where it is: set when the first read reaches it (the directory exists by then).
-    dir: std::sync::OnceLock<PathBuf>,
-    total: std::sync::atomic::AtomicU64,
-    first_kept: std::sync::atomic::AtomicU64,
-    failed: std::sync::atomic::AtomicBool,
-}
-
-/// The pump's end of a transcript: send each read, in order; [`TranscriptFeed::close`]
-/// waits until everything sent is written. The writer thread starts with the first read: a
-/// session that prints nothing (`true`) costs no thread, and its end waits for no disk.
-#[derive(Debug)]
-pub(crate) struct TranscriptFeed {
-    state: FeedState,
-}
-
-type Opening = tokio::task::JoinHandle<io::Result<TranscriptWriter>>;
-
-#[derive(Debug)]
-enum FeedState {
-    /// Nothing printed yet; the files are being made (or are made).
-    Opening(Opening, std::sync::Arc<Shared>),
-    Running {
-        tx: tokio::sync::mpsc::Sender<bytes::Bytes>,
-        written: tokio::sync::oneshot::Receiver<()>,
-    },
-    Gone,
-}
-
-impl TranscriptFeed {
-    /// At the first read: waits until the files exist (usually long since) and starts the
-    /// writer, so that whatever shows this read can name the transcript. False once the
-    /// transcript is gone.
-    pub async fn begin(&mut self) -> bool {
-        if let FeedState::Opening(..) = self.state {
-            let FeedState::Opening(opening, shared) =
-                std::mem::replace(&mut self.state, FeedState::Gone)
-            else {
-                return false;
-            };
-            let opened = opening.await.unwrap_or_else(|e| Err(io::Error::other(e)));
-            match opened.and_then(|writer| {
-                let dir = writer.dir.clone();
-                start_writer(writer, shared.clone()).map(|running| (dir, running))
-            }) {
-                Ok((dir, (tx, written))) => {
-                    let _ = shared.dir.set(dir);
-                    self.state = FeedState::Running { tx, written };
-                }
-                Err(e) => {
-                    // What was printed is not on disk: say so to readers.
-                    shared
-                        .failed
-                        .store(true, std::sync::atomic::Ordering::Relaxed);
-                    tracing::warn!("no transcript: {e}");
-                    return false;
-                }
-            }
-        }
-        matches!(self.state, FeedState::Running { .. })
-    }
-
-    /// Sends one read; false once the transcript is gone.
-    pub async fn send(&mut self, chunk: bytes::Bytes) -> bool {
-        if !self.begin().await {
-            return false;
-        }
-        match &self.state {
-            FeedState::Running { tx, .. } => tx.send(chunk).await.is_ok(),
-            _ => false,
-        }
-    }
-
-    /// Ends the transcript and waits for its last write (a session that printed nothing
-    /// does not wait for its files to be made).
-    pub async fn close(self) {
-        match self.state {
-            FeedState::Opening(..) | FeedState::Gone => {}
-            FeedState::Running { tx, written } => {
-                drop(tx);
-                let _ = written.await;
-            }
-        }
-    }
-}
-
-/// The writer thread of one transcript; it ends (after the last write) when `tx` is dropped.
-#[allow(clippy::type_complexity)]
-fn start_writer(
-    mut writer: TranscriptWriter,
-    shared: std::sync::Arc<Shared>,
-) -> io::Result<(
-    tokio::sync::mpsc::Sender<bytes::Bytes>,
-    tokio::sync::oneshot::Receiver<()>,
-)> {
-    use std::sync::atomic::Ordering::Relaxed;
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(WRITER_QUEUE_CHUNKS);
-    let (done, written) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new()
-        .name("uexec-transcript".into())
-        .stack_size(64 * 1024)
-        .spawn(move || {
-            while let Some(chunk) = rx.blocking_recv() {
-                writer.append(&chunk);
-                let info = writer.info();
-                shared.first_kept.store(info.first_kept, Relaxed);
-                shared.failed.store(info.incomplete, Relaxed);
-                shared.total.store(info.total, Relaxed);
-            }
-            writer.finish();
-            let _ = done.send(());
-        })?;
-    Ok((tx, written))
-}
-
-impl Transcript {
-    /// A transcript and its feed: the files are made on a blocking thread from now on (a
-    /// spawn never waits for the disk: a metadata write can take milliseconds while a build
-    /// keeps the disk busy); the writer thread starts with the first read.
-    pub fn start(plan: TranscriptPlan) -> (Self, TranscriptFeed) {
-        let shared = std::sync::Arc::new(Shared::default());
-        let planned = plan.dir.clone();
-        let opening = tokio::task::spawn_blocking(move || plan.open());
-        let feed = TranscriptFeed {
-            state: FeedState::Opening(opening, shared.clone()),
-        };
-        (Self { planned, shared }, feed)
-    }
-
-    /// Where it is on disk, once the session printed something (a session that printed
-    /// nothing names none: there is nothing to read).
-    pub fn written_dir(&self) -> Option<PathBuf> {
-        self.shared.dir.get().cloned()
-    }
-
-    /// What is on disk now.
-    pub fn info(&self) -> TranscriptInfo {
-        use std::sync::atomic::Ordering::Relaxed;
-        TranscriptInfo {
-            dir: self.shared.dir.get().unwrap_or(&self.planned).clone(),
-            total: self.shared.total.load(Relaxed),
-            first_kept: self.shared.first_kept.load(Relaxed),
-            incomplete: self.shared.failed.load(Relaxed),
-        }
-    }
-}
-
 /// A slice of a transcript.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TranscriptSlice {
@@ -555,7 +467,7 @@ pub fn read_slice(
         let index = at / segment_bytes;
         let within = at % segment_bytes;
         let take = (segment_bytes - within).min(end - at);
-        let mut file = File::open(segment_path(&info.dir, index))?;
+        let mut file = open_to_read(&segment_path(&info.dir, index))?;
         file.seek(SeekFrom::Start(within))?;
         let got = file.take(take).read_to_end(&mut bytes).map(|n| n as u64)?;
         if got == 0 {
@@ -589,13 +501,37 @@ pub fn info_of(dir: &Path, segment_bytes: u64) -> io::Result<TranscriptInfo> {
             "no output segments",
         ));
     };
-    let last_len = fs::metadata(segment_path(dir, last))?.len();
+    let last_len = fs::symlink_metadata(segment_path(dir, last))?.len();
     Ok(TranscriptInfo {
         dir: dir.to_path_buf(),
         total: last * segment_bytes + last_len,
         first_kept: first * segment_bytes,
-        incomplete: false,
+        stop: stop_in_meta(dir),
     })
+}
+
+/// Most bytes of `meta` read back (it holds one command line, then perhaps the stop).
+const META_READ_MAX_BYTES: u64 = 1 << 20;
+
+/// The stop `meta` records (step 2 of the module docs), if any: its last `stopped_at=`.
+fn stop_in_meta(dir: &Path) -> Option<TranscriptStop> {
+    let mut meta = Vec::new();
+    open_to_read(&dir.join("meta"))
+        .and_then(|f| f.take(META_READ_MAX_BYTES).read_to_end(&mut meta))
+        .ok()?;
+    let meta = String::from_utf8_lossy(&meta);
+    let mut lines = meta.lines().rev();
+    let error = lines.next()?.strip_prefix("stopped_because=")?.to_owned();
+    let at = lines.next()?.strip_prefix("stopped_at=")?.parse().ok()?;
+    Some(TranscriptStop { at, error })
+}
+
+/// Opens a transcript's file to read it, never through a symlink.
+fn open_to_read(path: &Path) -> io::Result<File> {
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
 }
 
 /// Segment size for a configuration (what [`read_slice`] needs).
@@ -726,6 +662,50 @@ mod tests {
             "{content} bytes of content, but 40 directories on disk: some must go ({left} left)"
         );
         assert!(root.join("s00").exists(), "the most recently written stay");
+    }
+
+    /// `/dev/full` answers every write with ENOSPC, as a full disk does.
+    #[test]
+    fn a_failed_write_stops_the_transcript_where_the_disk_ends_and_meta_says_why() {
+        let root = temp().join("sessions");
+        let cfg = config(&root, 4 * 4096);
+        let mut w = TranscriptPlan::new(&cfg, 1000, "cmd", Path::new("/"), false)
+            .and_then(TranscriptPlan::open)
+            .expect("create");
+        w.append(&[b'a'; 5000]);
+        w.segment = fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        w.append(&[b'b'; 100]);
+        let stop = TranscriptStop {
+            at: 5000,
+            error: "No space left on device".into(),
+        };
+        assert_eq!(w.info().stop.as_ref(), Some(&stop));
+        assert!(w.stopped());
+        // Nothing after the stop is written, not even once the disk has room again.
+        w.segment = private_file(&segment_path(w.dir(), 0)).expect("reopen");
+        w.append(b"later");
+        assert_eq!(w.info().total, 5000);
+        // A reader of the directory alone (the session is gone) learns the same.
+        let read = info_of(w.dir(), cfg.segment_bytes()).expect("info");
+        assert_eq!((read.total, read.stop), (5000, Some(stop)));
+        let timing = fs::read_to_string(w.dir().join("timing")).expect("timing");
+        let timed: u64 = timing
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum();
+        assert_eq!(timed, 5000, "the timing accounts for every byte on disk");
+    }
+
+    #[test]
+    fn a_stop_reads_as_the_os_says_it_without_the_number() {
+        let stop = TranscriptStop::new(7, &io::Error::from_raw_os_error(libc::EDQUOT));
+        assert_eq!(
+            stop.text(),
+            "the transcript stopped at byte 7: Disk quota exceeded"
+        );
     }
 
     #[test]

@@ -94,6 +94,29 @@ impl UexecServer {
         id.and_then(|id| self.stores.for_session(id)).unwrap_or(own)
     }
 
+    /// `read_output` from `store`, the caller's: by path, only its own sessions' transcripts;
+    /// a person at the daemon reads any owner's, or any session directory under the root.
+    fn read_output(
+        &self,
+        store: &Arc<SessionStore>,
+        req: uexec_core::ReadOutputRequest,
+    ) -> Result<uexec_core::OutputPage, ExecError> {
+        match (self.stores.owners(), &req.transcript) {
+            (Some(owners), Some(path)) => {
+                let owner = owners
+                    .all()
+                    .into_iter()
+                    .map(|(_, s)| s)
+                    .find(|s| s.owns_transcript(path));
+                match owner {
+                    Some(owner) => owner.read_output(req),
+                    None => store.read_any_output(req),
+                }
+            }
+            _ => store.read_output(req),
+        }
+    }
+
     /// A handler for another connection on the same store (its own subscriptions).
     pub fn for_connection(&self) -> Self {
         Self::new(
@@ -143,8 +166,8 @@ impl UexecServer {
                 Err(e) => Err(e.to_string()),
             },
             tools::READ_OUTPUT if !codex_tools_only => match args::read_output_request(arguments) {
-                Ok(req) => store
-                    .read_output(req)
+                Ok(req) => self
+                    .read_output(store, req)
                     .map(read_output_result)
                     .map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
@@ -341,6 +364,13 @@ fn read_output_result(page: uexec_core::OutputPage) -> CallToolResult {
     if page.first_kept > 0 {
         header.push_str(&format!(" (bytes 0..{} rotated away)", page.first_kept));
     }
+    if let Some(stop) = &page.stop {
+        header.push_str(&format!(
+            "; {} (bytes from {} on are lost)",
+            stop.text(),
+            stop.at
+        ));
+    }
     if let Some(n) = page.matches {
         header.push_str(&format!("; {n} matching lines"));
     }
@@ -352,6 +382,9 @@ fn read_output_result(page: uexec_core::OutputPage) -> CallToolResult {
         "first_kept": page.first_kept,
         "text": page.text,
     });
+    if let Some(stop) = &page.stop {
+        structured["transcript_stopped"] = stop_fields(stop);
+    }
     if let Some(n) = page.matches {
         structured["matches"] = json!(n);
     }
@@ -362,6 +395,11 @@ fn read_output_result(page: uexec_core::OutputPage) -> CallToolResult {
         CallToolResult::success(vec![ContentBlock::text(format!("{header}\n{}", page.text))]);
     result.structured_content = Some(structured);
     result
+}
+
+/// Where and why a transcript stopped, as data.
+fn stop_fields(stop: &uexec_core::transcript::TranscriptStop) -> Value {
+    json!({"at": stop.at, "error": stop.error})
 }
 
 /// The `wait` result: each session's snapshot (or error) in the order asked.
@@ -499,6 +537,19 @@ fn snapshot_fields(s: &Snapshot, extended: bool) -> Map<String, Value> {
                 "omitted_range".into(),
                 json!({"start": r.start, "end": r.end}),
             );
+        }
+        if let Some(r) = s
+            .omitted_coverage
+            .as_ref()
+            .and_then(|c| c.readable.as_ref())
+        {
+            structured.insert(
+                "omitted_readable".into(),
+                json!({"start": r.start, "end": r.end}),
+            );
+        }
+        if let Some(stop) = &s.transcript_stop {
+            structured.insert("transcript_stopped".into(), stop_fields(stop));
         }
         if let Some(sandbox) = &s.sandbox {
             let denied = match sandbox.denied {

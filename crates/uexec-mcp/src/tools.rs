@@ -55,7 +55,9 @@ fn snapshot_schema(extended: bool) -> Arc<JsonObject> {
         props["sandbox"] = json!({"type": "object", "description": "Present when the command runs sandboxed: profile, network, the layers applied (and missing_layers a best-effort fallback ran without), denied (false, true or \"likely\") and the output lines that are its evidence.", "properties": {"profile": {"type": "string"}, "network": {"type": "string"}, "layers": {"type": "array", "items": {"type": "string"}}, "missing_layers": {"type": "array", "items": {"type": "string"}}, "denied": {"type": ["boolean", "string"]}, "evidence": {"type": "array", "items": {"type": "string"}}}});
         props["exit_notices"] = exit_notices_schema();
         props["transcript"] = json!({"type": "string", "description": "Path of the session's transcript: every byte it printed (read_output pages through it)."});
-        props["omitted_range"] = json!({"type": "object", "properties": {"start": {"type": "integer"}, "end": {"type": "integer"}}, "description": "Session byte offsets this result left out ([… N bytes omitted …]); read_output with offset: start has them."});
+        props["omitted_range"] = json!({"type": "object", "properties": {"start": {"type": "integer"}, "end": {"type": "integer"}}, "description": "Session byte offsets this result left out ([… N bytes omitted …]); omitted_readable says which of them read_output has."});
+        props["omitted_readable"] = json!({"type": "object", "properties": {"start": {"type": "integer"}, "end": {"type": "integer"}}, "description": "The part of omitted_range on disk: read_output with offset: start has it. Absent when none is; smaller than omitted_range when bytes rotated away (before it) or the transcript stopped (after it)."});
+        props["transcript_stopped"] = json!(transcript_stopped_schema());
         schema["required"] = json!([
             "chunk_id",
             "wall_time_seconds",
@@ -65,6 +67,11 @@ fn snapshot_schema(extended: bool) -> Arc<JsonObject> {
         ]);
     }
     object(schema)
+}
+
+/// `transcript_stopped`, in results and `read_output` pages.
+fn transcript_stopped_schema() -> Value {
+    json!({"type": "object", "properties": {"at": {"type": "integer", "description": "Session offset of the first byte not on disk."}, "error": {"type": "string", "description": "Why, as the OS says it (e.g. No space left on device)."}}, "description": "Present when the transcript stopped early (its disk filled or failed): bytes from at on are lost; the command ran on. At 0 with no transcript: none could be made."})
 }
 
 fn exit_notices_schema() -> Value {
@@ -262,7 +269,7 @@ pub fn read_output() -> Tool {
         "type": "object",
         "properties": {
             "session_id": {"type": "integer", "description": "The session, running or recently exited (its transcript is kept until the disk caps rotate it away). Give this or transcript."},
-            "transcript": {"type": "string", "description": "A transcript path a result named (for a command that exited in its first call, whose session id you never saw)."},
+            "transcript": {"type": "string", "description": "A transcript path a result named (for a command that exited in its first call, whose session id you never saw); only your own sessions' transcripts are readable."},
             "offset": {"type": "integer", "description": "Byte offset in everything the session printed to start at. Default: the first byte kept. A result's omitted_range.start reads what it left out."},
             "limit": {"type": "integer", "default": default, "description": format!("Most bytes to return. Default {default}, at most {max}.")},
             "grep": {"type": "string", "description": "Only the lines matching this regex (Rust syntax), each prefixed with its byte offset; scans at most 64 MiB from offset."},
@@ -277,8 +284,9 @@ pub fn read_output() -> Tool {
             "transcript": {"type": "string"},
             "offset": {"type": "integer"},
             "next_offset": {"type": "integer", "description": "Where the next page starts."},
-            "total": {"type": "integer", "description": "Bytes the session printed so far."},
+            "total": {"type": "integer", "description": "Bytes in the transcript: what the session printed so far, unless transcript_stopped says the transcript stopped there."},
             "first_kept": {"type": "integer", "description": "Bytes before this offset were rotated away."},
+            "transcript_stopped": transcript_stopped_schema(),
             "text": {"type": "string"},
             "matches": {"type": "integer"}
         },

@@ -227,6 +227,8 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     };
     if owns_sessions {
         last_will::install();
+        // A file size limit must stop a transcript, not the face and its sessions.
+        uexec_core::sys::ignore_sigxfsz();
     } else {
         // A person's verbs print to pipes (`uexec ls | head -1`): like any Unix tool, they end
         // quietly when the reader goes away, instead of failing on EPIPE mid-print. The

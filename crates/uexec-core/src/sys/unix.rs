@@ -362,6 +362,16 @@ pub fn default_sigpipe() {
     }
 }
 
+/// Ignores SIGXFSZ: under a file size limit (`ulimit -f`) a write past it then fails with
+/// EFBIG, which a transcript survives (it stops there), instead of killing this process and
+/// every session with it. Children get it back at its default (see `child_main`).
+pub fn ignore_sigxfsz() {
+    // SAFETY: setting one disposition to "ignore"; no handler involved.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
 /// Sends `signal` to a child through its pidfd: never reaches a recycled pid.
 pub fn pidfd_kill(pidfd: &OwnedFd, signal: i32) {
     // SAFETY: pidfd_send_signal on an fd we own; errors (the child is gone) are expected.

@@ -28,3 +28,4 @@ mod place;
 mod sandbox;
 mod sandbox_ceiling;
 mod shell_snapshot;
+mod transcripts;

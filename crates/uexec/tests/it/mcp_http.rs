@@ -24,8 +24,14 @@ impl Drop for Server {
 }
 
 pub fn start(token: Option<&str>) -> Server {
+    start_with(token, &[])
+}
+
+/// [`start`] with more arguments for `uexec mcp`.
+pub fn start_with(token: Option<&str>, extra: &[&str]) -> Server {
     let mut cmd = Command::new(UEXEC);
     cmd.args(["mcp", "--http", "127.0.0.1:0"])
+        .args(extra)
         .stderr(Stdio::piped())
         .stdout(Stdio::null());
     cmd.env_remove("UEXEC_TOKEN");
