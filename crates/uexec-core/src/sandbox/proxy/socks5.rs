@@ -150,3 +150,68 @@ pub async fn read_request(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socks5_requests_name_their_target() {
+        let connect = |kind: u8, addr: &[u8]| {
+            let mut r = vec![5, 1, 0, kind];
+            r.extend_from_slice(addr);
+            r.extend_from_slice(&443u16.to_be_bytes());
+            r
+        };
+        let target = |bytes: &[u8]| match parse_request(bytes) {
+            Parsed::Request(t, end) => {
+                assert_eq!(end, bytes.len(), "the request ends where its port does");
+                (t.host, t.port)
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            target(&connect(1, &[10, 0, 0, 7])),
+            ("10.0.0.7".to_owned(), 443)
+        );
+        assert_eq!(
+            target(&connect(3, b"\x0bExample.COM")),
+            ("example.com".to_owned(), 443)
+        );
+        let mut v6 = [0u8; 16];
+        v6[15] = 1;
+        assert_eq!(target(&connect(4, &v6)), ("[::1]".to_owned(), 443));
+        // What follows the request is the client's first data, not part of it.
+        let mut with_data = connect(1, &[127, 0, 0, 1]);
+        let len = with_data.len();
+        with_data.extend_from_slice(b"hello");
+        assert!(matches!(parse_request(&with_data), Parsed::Request(_, end) if end == len));
+        // Every prefix is short: a name is never judged half-read.
+        let whole = connect(3, b"\x0bexample.com");
+        for cut in 0..whole.len() {
+            assert_eq!(parse_request(&whole[..cut]), Parsed::Short, "cut at {cut}");
+        }
+        let mut bind = connect(1, &[10, 0, 0, 7]);
+        bind[1] = 2;
+        assert_eq!(parse_request(&bind), Parsed::Refused(7), "BIND");
+        assert_eq!(
+            parse_request(&connect(9, &[0, 0, 0, 0])),
+            Parsed::Refused(8),
+            "an unknown address type"
+        );
+        assert_eq!(
+            parse_request(&connect(3, b"\x02\xff\xfe")),
+            Parsed::Refused(1),
+            "a name that is not UTF-8"
+        );
+        assert_eq!(
+            parse_request(&connect(3, b"\x05a\nb.c")),
+            Parsed::Refused(1),
+            "a name with a control character"
+        );
+        let mut port0 = connect(1, &[10, 0, 0, 7]);
+        let n = port0.len();
+        port0[n - 2..].copy_from_slice(&[0, 0]);
+        assert_eq!(parse_request(&port0), Parsed::Refused(1), "port 0");
+    }
+}
