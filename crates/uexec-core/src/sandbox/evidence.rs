@@ -30,6 +30,9 @@ const NETWORK_DENIALS: &[&str] = &[
     "Couldn't connect to server",
     "ECONNREFUSED",
 ];
+/// How the allowlist proxy says an allowed host did not answer (its 502): the host's doing,
+/// not the sandbox's.
+const PROXY_UPSTREAM_FAILURE: &str = "uexec: cannot reach ";
 
 /// The lines of `output` that show a denial (at most [`MAX_EVIDENCE_LINES`]).
 pub fn find(output: &str, writable: &[PathBuf], network: &Network) -> Vec<String> {
@@ -38,7 +41,9 @@ pub fn find(output: &str, writable: &[PathBuf], network: &Network) -> Vec<String
         .filter(|line| {
             let file = FILE_DENIALS.iter().any(|m| line.contains(m))
                 && paths_in(line).all(|p| !writable.iter().any(|w| p.starts_with(w)));
-            let net = *network != Network::On && NETWORK_DENIALS.iter().any(|m| line.contains(m));
+            let net = *network != Network::On
+                && NETWORK_DENIALS.iter().any(|m| line.contains(m))
+                && !line.contains(PROXY_UPSTREAM_FAILURE);
             file || net
         })
         .take(MAX_EVIDENCE_LINES)
@@ -99,5 +104,8 @@ mod tests {
             assert_eq!(find(&out, &[], &allowlist), [line], "allowlist");
             assert!(find(&out, &[], &Network::On).is_empty(), "network on: {line}");
         }
+        // An allowed host that refused the proxy's connection is no denial of the sandbox's.
+        let upstream = "uexec: cannot reach 127.0.0.1:8080: Connection refused (os error 111)\n";
+        assert!(find(upstream, &[], &allowlist).is_empty());
     }
 }

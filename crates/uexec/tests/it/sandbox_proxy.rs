@@ -375,6 +375,21 @@ async fn a_refused_connection_to_loopback_in_the_sandbox_is_likely_the_sandbox()
             .any(|e| e.starts_with("ConnectionRefusedError")),
         "{evidence:?}"
     );
+    // An allowed host that refuses the proxy is the host's doing: the proxy's 502 is no
+    // evidence.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cmd = format!("curl -sS --noproxy '' http://127.0.0.1:{closed}/");
+    let r = exec(
+        &client,
+        json!({"cmd": cmd, "network": {"allow": [format!("127.0.0.1:{closed}")]}}),
+    )
+    .await;
+    assert!(text(&r).contains("uexec: cannot reach"), "{}", text(&r));
+    assert_eq!(structured(&r)["sandbox"]["denied"], false, "{}", text(&r));
 }
 
 /// The sandbox base of this test process's user (`XDG_RUNTIME_DIR` is unset for the servers).
