@@ -292,6 +292,7 @@ mod tests {
             env_mode,
             tty: true,
             pipe_stdin: false,
+            passed_fd: None,
         }
     }
 

@@ -127,6 +127,7 @@ impl Plan {
             env_mode,
             tty,
             pipe_stdin: req.pipe_stdin,
+            passed_fd: None,
         };
         let sandbox = sandbox_for(config, req, remote, &mut spec)?;
         Ok(Self {

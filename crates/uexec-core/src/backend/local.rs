@@ -131,6 +131,16 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
         .iter()
         .map(|(k, v)| c_string(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
         .collect::<io::Result<Vec<_>>>()?;
+    // Held until the child has its copy, then closed: the child holds the only one.
+    let passed = match &spec.passed_fd {
+        Some(passed) => Some(passed.take().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the descriptor for this spawn was passed to an earlier one",
+            )
+        })?),
+        None => None,
+    };
     let child_spec = sys::ChildSpec {
         program: c_string(resolved.as_os_str().as_bytes())?,
         argv,
@@ -138,6 +148,7 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
         cwd: c_string(spec.cwd.as_os_str().as_bytes())?,
         stdio: [-1; 3],
         controlling_tty: spec.tty,
+        passed_fd: passed.as_ref().map(|fd| fd.as_raw_fd()),
     };
 
     // Everything that can fail without the child is prepared before it exists; what is left
@@ -192,6 +203,7 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
         tokio::spawn(read_pipe(err, Stream::Stderr, out_tx, closing_rx));
         (child, stdin)
     };
+    drop(passed);
     let (pid, pidfd) = child.claim()?;
     if let Some(watch) = GROUP_WATCH.get() {
         watch.started(pid);
@@ -624,6 +636,41 @@ mod tests {
             env_mode: EnvMode::Exact,
             tty,
             pipe_stdin: false,
+            passed_fd: None,
+        }
+    }
+
+    /// A passed descriptor is the child's fd 3 (moved there from wherever it was, nothing
+    /// else beside), the engine keeps no copy of it (its peer reads the end when the child
+    /// exits), and a clone of the spec cannot pass it again.
+    #[tokio::test]
+    async fn a_passed_descriptor_is_the_child_s_fd_3_and_the_engine_keeps_no_copy() {
+        use std::io::Read;
+        for tty in [false, true] {
+            let (ours, theirs) = std::os::unix::net::UnixStream::pair().expect("pair");
+            ours.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+                .expect("timeout");
+            // Far from fd 3, so that the move shows.
+            let moved = sys::dup_at_least(theirs.as_raw_fd(), 40).expect("dup");
+            drop(theirs);
+            let mut s = spec(
+                "echo passed >&3; for n in 4 40; do [ -e /proc/$$/fd/$n ] && echo fd$n >&3; done; exit 0",
+                tty,
+            );
+            s.passed_fd = Some(super::super::PassedFd::new(moved));
+            let process = LocalBackend.spawn(s.clone()).await.expect("spawn");
+            let _ = process.exit.await;
+            let mut got = String::new();
+            (&ours)
+                .read_to_string(&mut got)
+                .expect("the end, once the child is gone");
+            assert_eq!(got, "passed\n", "tty: {tty}");
+            let e = LocalBackend.spawn(s).await.expect_err("passed once");
+            assert!(
+                e.message.contains("passed to an earlier one"),
+                "{}",
+                e.message
+            );
         }
     }
 

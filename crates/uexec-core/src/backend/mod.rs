@@ -37,7 +37,39 @@ pub struct SpawnSpec {
     pub tty: bool,
     /// Pipe mode only: keep stdin open as a pipe instead of `/dev/null`.
     pub pipe_stdin: bool,
+    /// A descriptor the process gets as fd 3 (local backend only: the sandbox launcher's end
+    /// of its proxy hand-over).
+    pub passed_fd: Option<PassedFd>,
 }
+
+/// A descriptor for one process to inherit, taken by the spawn that passes it: once passed,
+/// the engine holds no copy (its peer sees the end of the stream when that process closes
+/// it), and clones of the spec share the one descriptor.
+#[derive(Debug, Clone)]
+pub struct PassedFd(Arc<std::sync::Mutex<Option<std::os::fd::OwnedFd>>>);
+
+impl PassedFd {
+    pub fn new(fd: std::os::fd::OwnedFd) -> Self {
+        Self(Arc::new(std::sync::Mutex::new(Some(fd))))
+    }
+
+    /// The descriptor, unless a spawn took it already.
+    pub fn take(&self) -> Option<std::os::fd::OwnedFd> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+}
+
+/// The same descriptor (a clone of the spec), not an equal one.
+impl PartialEq for PassedFd {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for PassedFd {}
 
 /// How [`SpawnSpec::env`] becomes the process's environment.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

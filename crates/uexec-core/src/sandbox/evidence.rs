@@ -1,7 +1,10 @@
 //! Did the sandbox say no? A heuristic over the output, in the manner of Codex's: a line
 //! with an EACCES/EPERM/EROFS message is evidence when the path it names lies outside the
-//! writable roots (or it names none); with the network off, so is a line saying the network
-//! or a name cannot be reached. The lines are kept, so the caller can judge too.
+//! writable roots (or it names none); with the network off or on an allowlist, so is a line
+//! saying the network or a name cannot be reached, or that a connection was refused: in the
+//! sandbox's own network namespace, a connection to loopback meets an empty one (the host's
+//! servers are not there, and on an allowlist a request sent around the proxy ends there
+//! too), which refuses it. The lines are kept, so the caller can judge too.
 
 use std::path::{Path, PathBuf};
 
@@ -22,7 +25,14 @@ const NETWORK_DENIALS: &[&str] = &[
     "Could not resolve host",
     "Temporary failure in name resolution",
     "Name or service not known",
+    // A refused connection: curl (both wordings), Python, Node and most of libc's users.
+    "Connection refused",
+    "Couldn't connect to server",
+    "ECONNREFUSED",
 ];
+/// How the allowlist proxy says an allowed host did not answer (its 502): the host's doing,
+/// not the sandbox's.
+const PROXY_UPSTREAM_FAILURE: &str = "uexec: cannot reach ";
 
 /// The lines of `output` that show a denial (at most [`MAX_EVIDENCE_LINES`]).
 pub fn find(output: &str, writable: &[PathBuf], network: &Network) -> Vec<String> {
@@ -31,7 +41,9 @@ pub fn find(output: &str, writable: &[PathBuf], network: &Network) -> Vec<String
         .filter(|line| {
             let file = FILE_DENIALS.iter().any(|m| line.contains(m))
                 && paths_in(line).all(|p| !writable.iter().any(|w| p.starts_with(w)));
-            let net = *network != Network::On && NETWORK_DENIALS.iter().any(|m| line.contains(m));
+            let net = *network != Network::On
+                && NETWORK_DENIALS.iter().any(|m| line.contains(m))
+                && !line.contains(PROXY_UPSTREAM_FAILURE);
             file || net
         })
         .take(MAX_EVIDENCE_LINES)
@@ -76,5 +88,24 @@ mod tests {
         let out = "curl: (6) Could not resolve host: example.com\n";
         assert!(find(out, &[], &Network::On).is_empty());
         assert_eq!(find(out, &[], &Network::Off).len(), 1);
+    }
+
+    #[test]
+    fn a_refused_connection_is_evidence_when_the_network_is_the_sandbox_s() {
+        let allowlist = Network::Allow(vec![]);
+        for line in [
+            "curl: (7) Failed to connect to 127.0.0.1 port 8080 after 0 ms: Couldn't connect to server",
+            "curl: (7) Failed to connect to localhost port 8080: Connection refused",
+            "ConnectionRefusedError: [Errno 111] Connection refused",
+            "Error: connect ECONNREFUSED 127.0.0.1:5432",
+        ] {
+            let out = format!("ok\n{line}\n");
+            assert_eq!(find(&out, &[], &Network::Off), [line], "network off");
+            assert_eq!(find(&out, &[], &allowlist), [line], "allowlist");
+            assert!(find(&out, &[], &Network::On).is_empty(), "network on: {line}");
+        }
+        // An allowed host that refused the proxy's connection is no denial of the sandbox's.
+        let upstream = "uexec: cannot reach 127.0.0.1:8080: Connection refused (os error 111)\n";
+        assert!(find(upstream, &[], &allowlist).is_empty());
     }
 }

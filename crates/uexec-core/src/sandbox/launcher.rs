@@ -7,7 +7,8 @@
 //! 1. the *launcher* (the process uexec started: the session's process-group leader, and
 //!    its PTY's session leader) enters the namespaces, restricts itself (Landlock, seccomp:
 //!    inherited by everything below); with an allowlist, it binds the proxy's port in the
-//!    network namespace and hands the listener to uexec; then it forks;
+//!    network namespace and hands the listener to uexec on the socket it inherited as
+//!    `--proxy-fd` (a socket pair's end, fd 3, see [`super::proxy`]); then it forks;
 //! 2. the *init*, pid 1 of the new pid namespace, dies with the launcher
 //!    (`PR_SET_PDEATHSIG`), spawns the command and reaps every orphan; when the command
 //!    exits, it exits with the command's status and the kernel kills whatever is left in
@@ -23,7 +24,7 @@
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::io::Write;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 
@@ -40,8 +41,9 @@ struct Launch {
     writable: Vec<PathBuf>,
     protect: Vec<PathBuf>,
     network_off: bool,
-    /// The allowlist proxy's Unix socket, where 127.0.0.1:PROXY_PORT of the namespace goes.
-    proxy: Option<PathBuf>,
+    /// uexec's end of the proxy hand-over (`--proxy-fd`, inherited): where the listener of
+    /// 127.0.0.1:PROXY_PORT in the namespace goes.
+    proxy: Option<OwnedFd>,
     arg0: Option<OsString>,
     argv: Vec<OsString>,
 }
@@ -67,14 +69,14 @@ pub fn run(args: impl Iterator<Item = OsString>) -> i32 {
         let _ = std::io::stdout().write_all(out.as_bytes());
         return 0;
     }
-    let launch = match parse(args) {
+    let mut launch = match parse(args) {
         Ok(launch) => launch,
         Err(e) => {
             eprintln!("uexec {}: {e}", super::LAUNCHER_SUBCOMMAND);
             return LAUNCHER_FAILED_EXIT_CODE;
         }
     };
-    match apply(&launch) {
+    match apply(&mut launch) {
         Ok(code) => code,
         Err((layer, e)) => {
             eprintln!(
@@ -103,7 +105,20 @@ fn parse(args: Vec<OsString>) -> Result<Launch, String> {
             Some("--write") => launch.writable.push(value("--write")?.into()),
             Some("--protect") => launch.protect.push(value("--protect")?.into()),
             Some("--arg0") => launch.arg0 = Some(value("--arg0")?),
-            Some("--proxy") => launch.proxy = Some(value("--proxy")?.into()),
+            Some("--proxy-fd") => {
+                let fd = value("--proxy-fd")?;
+                let fd = fd
+                    .to_str()
+                    .and_then(|n| n.parse::<RawFd>().ok())
+                    .filter(|n| *n > 2)
+                    .ok_or_else(|| format!("--proxy-fd takes a descriptor above 2, not {fd:?}"))?;
+                if launch.proxy.is_some() {
+                    return Err("--proxy-fd given twice".to_owned());
+                }
+                let socket = sys::adopt_inherited_unix_socket(fd)
+                    .map_err(|e| format!("--proxy-fd {fd}: {e}"))?;
+                launch.proxy = Some(socket);
+            }
             Some("--network-off") => launch.network_off = true,
             Some("--") => {
                 launch.argv = args.collect();
@@ -137,7 +152,7 @@ fn injected(layer: Layer) -> std::io::Result<()> {
     Ok(())
 }
 
-fn apply(launch: &Launch) -> Result<i32, (Layer, String)> {
+fn apply(launch: &mut Launch) -> Result<i32, (Layer, String)> {
     let has = |layer| launch.layers.contains(&layer);
     let fault = faults();
     let namespaced = has(Layer::Namespaces);
@@ -159,8 +174,10 @@ fn apply(launch: &Launch) -> Result<i32, (Layer, String)> {
         namespaces::isolate_network(fault.contains(&Layer::NetworkNamespace))
             .map_err(|e| (Layer::NetworkNamespace, e.to_string()))?;
     }
-    // Bound before the command starts, so its first connection finds the proxy.
-    match &launch.proxy {
+    // Bound before the command starts, so its first connection finds the proxy. The
+    // hand-over's socket closes here either way: uexec hears the end of it, and nothing
+    // forked below holds a copy.
+    match launch.proxy.take() {
         Some(socket) if has(Layer::NetworkNamespace) => {
             hand_over_proxy_port(socket).map_err(|e| (Layer::NetworkNamespace, e))?
         }
@@ -319,14 +336,13 @@ pub(super) fn in_child(f: impl FnOnce() -> std::io::Result<()>) -> Result<(), St
 }
 
 /// Listens on 127.0.0.1:PROXY_PORT of the namespace and hands the listening socket to
-/// uexec over its proxy socket (`SCM_RIGHTS`): a socket keeps its network namespace, so uexec
-/// accepts the command's connections itself and relays each once, with no bridge in here.
-fn hand_over_proxy_port(socket: &std::path::Path) -> Result<(), String> {
+/// uexec over the inherited end of its socket pair (`SCM_RIGHTS`): a socket keeps its
+/// network namespace, so uexec accepts the command's connections itself and relays each
+/// once, with no bridge in here. No path names the pair: nobody else can take its place.
+fn hand_over_proxy_port(uexec: OwnedFd) -> Result<(), String> {
     let listener =
         std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, super::proxy::PROXY_PORT))
             .map_err(|e| format!("the proxy's port: {e}"))?;
-    let uexec = std::os::unix::net::UnixStream::connect(socket)
-        .map_err(|e| format!("the proxy socket {}: {e}", socket.display()))?;
     sys::send_fd(uexec.as_raw_fd(), listener.as_raw_fd())
         .map_err(|e| format!("handing the proxy's port to uexec: {e}"))
 }

@@ -623,11 +623,12 @@ pub fn prepare(
         Network::On => {}
         Network::Off => argv.push("--network-off".to_owned()),
         Network::Allow(allow) => {
-            let socket = proxy::ProxySocket::bind(&runtime_base(), allow.clone(), config.on_denial)
+            let (socket, launcher_end) = proxy::ProxySocket::pair(allow.clone(), config.on_denial)
                 .map_err(|e| ExecError::Spawn(format!("cannot start the network proxy: {e}")))?;
-            argv.push("--proxy".to_owned());
-            argv.push(utf8(socket.path())?);
-            for (name, value) in proxy::proxy_env() {
+            argv.push("--proxy-fd".to_owned());
+            argv.push(crate::sys::PASSED_FD.to_string());
+            spec.passed_fd = Some(crate::backend::PassedFd::new(launcher_end));
+            for (name, value) in proxy::proxy_env(allow) {
                 spec.env.insert(name.into(), value.into());
             }
             proxy = Some(Arc::new(Mutex::new(Some(socket))));
@@ -713,6 +714,7 @@ mod tests {
             env_mode: Default::default(),
             tty: false,
             pipe_stdin: false,
+            passed_fd: None,
         };
         let e = prepare(
             &SandboxConfig::default(),

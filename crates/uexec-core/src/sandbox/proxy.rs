@@ -1,20 +1,27 @@
 //! The network allowlist: an HTTP proxy that uexec runs per session, the only way out of the
 //! session's network namespace, and the source of the engine's network-policy verdicts.
-//! 1. at plan time, uexec binds a Unix socket for the session ([`ProxySocket`]) and sets
-//!    `HTTP(S)_PROXY`, `ALL_PROXY` and friends to `http://127.0.0.1:PROXY_PORT`;
+//! 1. at plan time, uexec makes a socket pair for the session ([`ProxySocket::pair`]): it
+//!    keeps one end, and the launcher inherits the other as a descriptor (`--proxy-fd 3`:
+//!    fd 3 of a cold spawn, or one more descriptor of a warm launcher's launch message).
+//!    Nothing names the pair in the filesystem, so no other process, another user's or a
+//!    sandboxed command that can write the sandbox base, can swap it and receive the
+//!    command's connections. uexec sets `HTTP(S)_PROXY`, `ALL_PROXY` and friends to
+//!    `http://127.0.0.1:PROXY_PORT` ([`proxy_env`]);
 //! 2. inside the namespace, the launcher listens on 127.0.0.1:[`PROXY_PORT`] and hands the
-//!    listening socket to uexec through that Unix socket (`SCM_RIGHTS`), then runs the
-//!    command. A socket keeps the network namespace it was made in: uexec accepts the
-//!    command's connections directly, and each is relayed once, by uexec (a bridge in the
-//!    namespace relaying to a Unix socket halved a fast download's throughput). The first
-//!    handover closes the Unix socket, so nothing else can use it;
+//!    listening socket to uexec over its end of the pair (`SCM_RIGHTS`), closes that end,
+//!    then runs the command. A socket keeps the network namespace it was made in: uexec
+//!    accepts the command's connections directly, and each is relayed once, by uexec (a
+//!    bridge in the namespace relaying to a Unix socket halved a fast download's
+//!    throughput);
 //! 3. the session's policy monitor (the socket itself) serves the proxy: `CONNECT host:port`,
-//!    absolute-URI requests (`GET http://host/...`) and SOCKS5 `CONNECT`s (told apart by
-//!    their first byte) to an allowed host are relayed; any other gets a 403 (SOCKS5: "not
+//!    absolute-URI requests (`GET http://host/...`, sent on in origin form: [`forward`]) and
+//!    SOCKS5 `CONNECT`s ([`socks5`], told apart by their first byte) to an allowed host are
+//!    relayed, to the addresses the name resolved to, once, and only public ones unless the
+//!    list names the address itself ([`address`]); any other gets a 403 (SOCKS5: "not
 //!    allowed by ruleset") and the monitor calls `fail_and_terminate("network access to
-//!    HOST denied by the allowlist")`: the End is failed, naming the host. With
-//!    [`OnDenial::Record`] it records the same verdict instead and the command runs on: the
-//!    next snapshot reports it (`denied: true`) and the End is failed with it;
+//!    HOST denied ...")`: the End is failed, naming the host. With [`OnDenial::Record`] it
+//!    records the same verdict instead and the command runs on: the next snapshot reports it
+//!    (`denied: true`) and the End is failed with it;
 //! 4. after the exit, the monitor still accepts what is queued for
 //!    [`LATE_CONNECTION_GRACE_MS`] (below the engine's late-failure grace) and lets every
 //!    judgement finish, so a denial that races the exit is still seen. Nothing in the
@@ -24,9 +31,16 @@
 //!    by that end is judged on its request line, so a request sent as the sandbox dies is not
 //!    lost either.
 
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixListener;
-use std::path::{Path, PathBuf};
+mod address;
+mod allow;
+mod forward;
+mod socks5;
+
+pub use allow::{proxy_env, AllowEntry};
+
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,134 +67,28 @@ const RELAY_BUFFER_MAX_BYTES: usize = 1024 * 1024;
 /// How long a client may take to send its request head.
 const HEAD_TIMEOUT_MS: u64 = 10_000;
 
-/// One allowlist entry: `host`, `*.domain` (its subdomains) or either with `:port`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AllowEntry {
-    /// Lowercase; starts with `*.` for a domain's subdomains.
-    pub host: String,
-    /// Any port when `None`.
-    pub port: Option<u16>,
-}
-
-impl AllowEntry {
-    /// Parses `host`, `*.domain`, `host:port`, `[v6]` or `[v6]:port`.
-    pub fn parse(entry: &str) -> Result<Self, String> {
-        let bad = || format!("{entry:?} is neither a host nor host:port");
-        let (host, port) = if let Some(rest) = entry.strip_prefix('[') {
-            let (v6, after) = rest.split_once(']').ok_or_else(bad)?;
-            v6.parse::<std::net::Ipv6Addr>().map_err(|_| bad())?;
-            let port = match after {
-                "" => None,
-                p => Some(p.strip_prefix(':').ok_or_else(bad)?),
-            };
-            (v6.to_owned(), port)
-        } else {
-            match entry.rsplit_once(':') {
-                Some((h, p)) => (h.to_owned(), Some(p)),
-                None => (entry.to_owned(), None),
-            }
-        };
-        let port = match port {
-            None => None,
-            Some(p) => match p.parse::<u16>() {
-                Ok(n) if n > 0 => Some(n),
-                _ => return Err(bad()),
-            },
-        };
-        let name = host.strip_prefix("*.").unwrap_or(&host);
-        let label_ok = |l: &str| {
-            !l.is_empty()
-                && l.len() <= 63
-                && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-        };
-        let valid = name.parse::<std::net::IpAddr>().is_ok()
-            || (!name.is_empty() && name.split('.').all(label_ok));
-        if !valid {
-            return Err(bad());
-        }
-        Ok(Self {
-            host: host.to_ascii_lowercase(),
-            port,
-        })
-    }
-
-    /// Whether a connection to `host:port` is allowed by this entry.
-    pub fn allows(&self, host: &str, port: u16) -> bool {
-        if self.port.is_some_and(|p| p != port) {
-            return false;
-        }
-        let host = host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_ascii_lowercase();
-        match self.host.strip_prefix("*.") {
-            Some(domain) => host.ends_with(&format!(".{domain}")),
-            None => host == self.host,
-        }
-    }
-}
-
-/// The variables that point tools at the proxy.
-pub fn proxy_env() -> Vec<(&'static str, String)> {
-    let url = format!("http://127.0.0.1:{PROXY_PORT}");
-    let mut env: Vec<(&'static str, String)> = [
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "all_proxy",
-        "npm_config_proxy",
-        "npm_config_https_proxy",
-        "YARN_HTTP_PROXY",
-        "YARN_HTTPS_PROXY",
-        "PIP_PROXY",
-    ]
-    .into_iter()
-    .map(|name| (name, url.clone()))
-    .collect();
-    let local = "localhost,127.0.0.1,::1".to_owned();
-    env.push(("NO_PROXY", local.clone()));
-    env.push(("no_proxy", local));
-    env
-}
-
-/// The session's end of the proxy: a Unix socket (removed when dropped) and the allowlist.
+/// The session's end of the proxy hand-over (a socket pair, step 1 of the module docs) and
+/// the allowlist.
 #[derive(Debug)]
 pub struct ProxySocket {
-    listener: Option<UnixListener>,
-    path: PathBuf,
+    socket: Option<UnixStream>,
     allow: Vec<AllowEntry>,
     on_denial: OnDenial,
 }
 
 impl ProxySocket {
-    /// Binds a fresh socket in `dir` (created 0700 when missing).
-    pub fn bind(dir: &Path, allow: Vec<AllowEntry>, on_denial: OnDenial) -> std::io::Result<Self> {
-        crate::fs::private_dir(dir)?;
-        let path = dir.join(format!(
-            "proxy-{}-{:016x}.sock",
-            std::process::id(),
-            rand::random::<u64>()
-        ));
-        let listener = UnixListener::bind(&path)?;
-        listener.set_nonblocking(true)?;
-        Ok(Self {
-            listener: Some(listener),
-            path,
+    /// A fresh pair: the session's end, and the launcher's, for the spawn to pass on
+    /// ([`crate::backend::SpawnSpec::passed_fd`]). Both close on exec: only a spawn that
+    /// passes the launcher's end on gives it away.
+    pub fn pair(allow: Vec<AllowEntry>, on_denial: OnDenial) -> std::io::Result<(Self, OwnedFd)> {
+        let (ours, theirs) = UnixStream::pair()?;
+        ours.set_nonblocking(true)?;
+        let socket = Self {
+            socket: Some(ours),
             allow,
             on_denial,
-        })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for ProxySocket {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        };
+        Ok((socket, theirs.into()))
     }
 }
 
@@ -188,9 +96,9 @@ impl PolicyMonitor for ProxySocket {
     fn watch(mut self: Box<Self>, session: MonitorHandle) -> BoxFuture<'static, ()> {
         Box::pin(async move {
             let Some(socket) = self
-                .listener
+                .socket
                 .take()
-                .and_then(|l| tokio::net::UnixListener::from_std(l).ok())
+                .and_then(|s| tokio::net::UnixStream::from_std(s).ok())
             else {
                 session.fail_and_terminate("the network proxy could not start");
                 return;
@@ -216,11 +124,13 @@ impl PolicyMonitor for ProxySocket {
                     }
                 }
             };
-            // The one handover is in: nobody else may use the socket.
+            // The one handover is in: the pair has served.
             drop(socket);
-            let _ = std::fs::remove_file(&self.path);
             let listener = match listener {
-                Ok(listener) => listener,
+                Ok(Some(listener)) => listener,
+                // The launcher closed its end without a listener: it had no network
+                // namespace to confine (best effort), or it failed and said why.
+                Ok(None) => return,
                 Err(e) => {
                     session.fail_and_terminate(format!("the network proxy could not start: {e}"));
                     return;
@@ -275,17 +185,17 @@ impl PolicyMonitor for ProxySocket {
 }
 
 /// The listening socket of 127.0.0.1:PROXY_PORT in the command's namespace, as the launcher
-/// hands it over: the first connection to the proxy socket, and the fd it carries.
+/// hands it over on its end of the pair; `None` when it closed its end without one.
 async fn receive_port(
-    socket: &tokio::net::UnixListener,
-) -> std::io::Result<tokio::net::TcpListener> {
-    let (stream, _) = socket.accept().await?;
+    socket: &tokio::net::UnixStream,
+) -> std::io::Result<Option<tokio::net::TcpListener>> {
     let fd = loop {
-        stream.readable().await?;
-        match stream.try_io(tokio::io::Interest::READABLE, || {
-            crate::sys::recv_fd(stream.as_raw_fd())
+        socket.readable().await?;
+        match socket.try_io(tokio::io::Interest::READABLE, || {
+            crate::sys::recv_fd(socket.as_raw_fd())
         }) {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
             other => break other?,
         }
     };
@@ -297,7 +207,7 @@ async fn receive_port(
     }
     let listener = std::net::TcpListener::from(fd);
     listener.set_nonblocking(true)?;
-    tokio::net::TcpListener::from_std(listener)
+    tokio::net::TcpListener::from_std(listener).map(Some)
 }
 
 /// What judges a connection: the allowlist, and what a denial does to the session.
@@ -308,20 +218,26 @@ struct Judge {
     session: MonitorHandle,
 }
 
-/// A connection the allowlist lets through: its client, target and request head.
+/// A connection the allowlist lets through: its client, target, where it goes, and what
+/// goes there.
 struct Admitted {
     client: tokio::net::TcpStream,
     target: Target,
-    head: Vec<u8>,
-    /// Where the request head ends in `head` (what follows is the client's first data).
-    end: usize,
+    /// The addresses the target resolved to that it may reach (never looked up again).
+    addrs: Vec<SocketAddr>,
+    /// What goes upstream first: the client's first data (a tunnel), or the request in
+    /// origin form with what of its body came with the head.
+    first: Vec<u8>,
+    /// How much more of the client's data goes upstream: all of it for a tunnel (`None`).
+    more: Option<forward::Body>,
 }
 
 impl Judge {
-    /// Reads the request head and judges its host: a denied one gets its verdict and a 403;
-    /// an allowed one comes back to be relayed. A head cut short by the end of input (the
-    /// client died, as the sandbox's processes do at the exit) is judged too when its request
-    /// line got past the target: it tried to reach that host.
+    /// Reads the request head and judges its host and the addresses it resolves to: a
+    /// denied one gets its verdict and a 403; an allowed one comes back to be relayed. A head
+    /// cut short by the end of input (the client died, as the sandbox's processes do at the
+    /// exit) is judged too when its request line got past the target: it tried to reach
+    /// that host.
     async fn judge(self, mut client: tokio::net::TcpStream) -> Option<Admitted> {
         let mut head = Vec::with_capacity(1024);
         let read = tokio::time::timeout(
@@ -334,9 +250,7 @@ impl Judge {
         };
         let Some(target) = target else {
             // (A SOCKS5 request this proxy does not take was refused as it was read.)
-            let _ = client
-                .write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
-                .await;
+            let _ = client.write_all(&http_answer("400 Bad Request", "")).await;
             return None;
         };
         if !self
@@ -348,36 +262,126 @@ impl Judge {
                 "network access to {} denied by the allowlist",
                 target.display()
             );
-            // The verdict first: by the time the client hears of it, the session knows.
-            match self.on_denial {
-                OnDenial::Terminate => self.session.fail_and_terminate(message.clone()),
-                OnDenial::Record => self.session.record_verdict(message.clone()),
-            }
-            let refusal = match target.via {
-                Via::Socks5 => socks5::reply(socks5::NOT_ALLOWED).to_vec(),
-                Via::Connect | Via::Forward => {
-                    let body = format!("uexec: {message}\r\n");
-                    format!(
-                        "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    )
-                    .into_bytes()
-                }
-            };
-            let _ = client.write_all(&refusal).await;
+            self.deny(client, &target, message).await;
             return None;
         }
-        match read {
-            Head::Complete(end) => Some(Admitted {
-                client,
-                target,
-                head,
-                end,
-            }),
-            // An allowed request that never ended: nothing to relay.
-            Head::Cut => None,
+        let resolved = match address::resolve(&target.host, target.port).await {
+            Ok(resolved) => resolved,
+            Err(e) => {
+                if matches!(read, Head::Complete(_)) {
+                    unreachable(client, &target, &e).await;
+                }
+                return None;
+            }
+        };
+        let screened = address::screen(resolved, |ip| {
+            self.allow.iter().any(|a| a.names_address(ip, target.port))
+        });
+        if screened.permitted.is_empty() && !screened.refused.is_empty() {
+            let message = non_public_message(&target, &screened.refused);
+            self.deny(client, &target, message).await;
+            return None;
         }
+        let Head::Complete(end) = read else {
+            // An allowed request that never ended: nothing to relay.
+            return None;
+        };
+        let (first, more) = match target.via {
+            Via::Connect | Via::Socks5 => (head[end..].to_vec(), None),
+            Via::Forward => match forward::rewrite(&head[..end]) {
+                Ok(origin) => {
+                    let mut first = origin.head;
+                    let came = &head[end..];
+                    let more = match origin.body {
+                        forward::Body::Length(n) => {
+                            let now = came.len().min(usize::try_from(n).unwrap_or(usize::MAX));
+                            first.extend_from_slice(&came[..now]);
+                            forward::Body::Length(n - now as u64)
+                        }
+                        forward::Body::UntilEnd => {
+                            first.extend_from_slice(came);
+                            forward::Body::UntilEnd
+                        }
+                    };
+                    (first, Some(more))
+                }
+                Err(why) => {
+                    let body = format!("uexec: the proxy refuses this request: {why}\r\n");
+                    let _ = client
+                        .write_all(&http_answer("400 Bad Request", &body))
+                        .await;
+                    return None;
+                }
+            },
+        };
+        Some(Admitted {
+            client,
+            target,
+            addrs: screened.permitted,
+            first,
+            more,
+        })
     }
+
+    /// A denial: the session's verdict first (by the time the client hears of it, the
+    /// session knows), then the refusal.
+    async fn deny(&self, mut client: tokio::net::TcpStream, target: &Target, message: String) {
+        match self.on_denial {
+            OnDenial::Terminate => self.session.fail_and_terminate(message.clone()),
+            OnDenial::Record => self.session.record_verdict(message.clone()),
+        }
+        let refusal = match target.via {
+            Via::Socks5 => socks5::reply(socks5::NOT_ALLOWED).to_vec(),
+            Via::Connect | Via::Forward => {
+                http_answer("403 Forbidden", &format!("uexec: {message}\r\n"))
+            }
+        };
+        let _ = client.write_all(&refusal).await;
+    }
+}
+
+/// The verdict on an allowed name whose every address is non-public (see [`address`]).
+fn non_public_message(target: &Target, refused: &[(SocketAddr, &'static str)]) -> String {
+    let list = refused
+        .iter()
+        .map(|(addr, kind)| format!("{}: {kind}", addr.ip()))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let first = refused
+        .first()
+        .map_or_else(String::new, |(a, _)| a.to_string());
+    let host = target.host.trim_start_matches('[').trim_end_matches(']');
+    let what = if host.parse::<IpAddr>().is_ok() {
+        format!("{host} is a non-public address ({list})")
+    } else {
+        format!("{host} resolved to a non-public address ({list})")
+    };
+    format!(
+        "network access to {} denied: {what}; to allow it, name that address in the \
+         allowlist ({first})",
+        target.display()
+    )
+}
+
+/// An HTTP answer that closes the connection, with a plain-text body.
+fn http_answer(status: &str, body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Tells the client its allowed target cannot be reached (`e`).
+async fn unreachable(mut client: tokio::net::TcpStream, target: &Target, e: &std::io::Error) {
+    let answer = match target.via {
+        Via::Socks5 => socks5::reply(socks5::failure_of(e)).to_vec(),
+        Via::Connect | Via::Forward => http_answer(
+            "502 Bad Gateway",
+            &format!("uexec: cannot reach {}: {e}\r\n", target.display()),
+        ),
+    };
+    let _ = client.write_all(&answer).await;
 }
 
 /// Reads one request, HTTP or SOCKS5 (told apart by the first byte), into `head`: its
@@ -416,37 +420,19 @@ enum Head {
 }
 
 impl Admitted {
-    /// Connects to the target and relays both ways until either side is done.
+    /// Connects to the target's addresses and relays both ways until either side is done
+    /// (a plain-HTTP request: until its answer is).
     async fn relay(self) {
         let Self {
             mut client,
             target,
-            head,
-            end,
+            addrs,
+            first,
+            more,
         } = self;
-        let host = target
-            .host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_owned();
-        let mut upstream = match tokio::net::TcpStream::connect((host.as_str(), target.port)).await
-        {
+        let mut upstream = match tokio::net::TcpStream::connect(&addrs[..]).await {
             Ok(s) => s,
-            Err(e) => {
-                let answer = match target.via {
-                    Via::Socks5 => socks5::reply(socks5::failure_of(&e)).to_vec(),
-                    Via::Connect | Via::Forward => {
-                        let body = format!("uexec: cannot reach {}: {e}\r\n", target.display());
-                        format!(
-                            "HTTP/1.1 502 Bad Gateway\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                            body.len()
-                        )
-                        .into_bytes()
-                    }
-                };
-                let _ = client.write_all(&answer).await;
-                return;
-            }
+            Err(e) => return unreachable(client, &target, &e).await,
         };
         let established: &[u8] = match target.via {
             Via::Connect => b"HTTP/1.1 200 Connection established\r\n\r\n",
@@ -456,19 +442,48 @@ impl Admitted {
         if client.write_all(established).await.is_err() {
             return;
         }
-        let rest = match target.via {
-            Via::Connect | Via::Socks5 => &head[end..],
-            Via::Forward => &head[..], // a plain HTTP request goes on as it came (absolute form)
-        };
-        if upstream.write_all(rest).await.is_err() {
+        if upstream.write_all(&first).await.is_err() {
             return;
         }
         let (client_in, client_out) = client.split();
         let (upstream_in, upstream_out) = upstream.split();
-        let _ = tokio::try_join!(
-            relay_one_way(client_in, upstream_out),
-            relay_one_way(upstream_in, client_out),
-        );
+        match more {
+            Some(forward::Body::Length(n)) => {
+                let _ = tokio::try_join!(
+                    upload_request(client_in, upstream_out, n),
+                    relay_one_way(upstream_in, client_out),
+                );
+            }
+            None | Some(forward::Body::UntilEnd) => {
+                let _ = tokio::try_join!(
+                    relay_one_way(client_in, upstream_out),
+                    relay_one_way(upstream_in, client_out),
+                );
+            }
+        }
+    }
+}
+
+/// The rest of a plain-HTTP request's body: `n` bytes from `from` to `to`. What the client
+/// sends after them (a next request, on a connection it keeps) goes nowhere: it is read and
+/// dropped until the client ends, so that closing the connection does not reset it under an
+/// answer still on its way.
+async fn upload_request(
+    mut from: tokio::net::tcp::ReadHalf<'_>,
+    mut to: tokio::net::tcp::WriteHalf<'_>,
+    mut n: u64,
+) -> std::io::Result<()> {
+    let mut buf = vec![0u8; RELAY_BUFFER_BYTES];
+    loop {
+        let got = from.read(&mut buf).await?;
+        if got == 0 {
+            return Ok(());
+        }
+        let part = got.min(usize::try_from(n).unwrap_or(usize::MAX));
+        if part > 0 {
+            to.write_all(&buf[..part]).await?;
+            n -= part as u64;
+        }
     }
 }
 
@@ -508,7 +523,7 @@ struct Target {
 enum Via {
     /// HTTP `CONNECT`: a tunnel.
     Connect,
-    /// A plain HTTP request in absolute form, relayed as it came.
+    /// A plain HTTP request in absolute form, sent on in origin form ([`forward`]).
     Forward,
     /// A SOCKS5 `CONNECT`: a tunnel.
     Socks5,
@@ -567,190 +582,42 @@ fn split_host_port(s: &str) -> Option<(String, Option<u16>)> {
         None => None,
     }
 }
-
-/// SOCKS5 (RFC 1928) on the proxy's port, `CONNECT` only, no authentication: what tools
-/// that speak SOCKS rather than HTTP (`ALL_PROXY=socks5h://127.0.0.1:3128`, `ssh -o
-/// ProxyCommand='nc -X 5 ...'`, database clients) need to reach an allowed host. The target
-/// is judged as an HTTP one is.
-mod socks5 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    use super::{Head, Target, Via};
-
-    pub const VERSION: u8 = 5;
-    const NO_AUTHENTICATION: u8 = 0;
-    const NO_ACCEPTABLE_METHOD: u8 = 0xff;
-    const CONNECT: u8 = 1;
-    pub const SUCCEEDED: u8 = 0;
-    pub const GENERAL_FAILURE: u8 = 1;
-    pub const NOT_ALLOWED: u8 = 2;
-    const NETWORK_UNREACHABLE: u8 = 3;
-    const HOST_UNREACHABLE: u8 = 4;
-    const CONNECTION_REFUSED: u8 = 5;
-    const COMMAND_NOT_SUPPORTED: u8 = 7;
-    const ADDRESS_TYPE_NOT_SUPPORTED: u8 = 8;
-
-    /// A reply to a request; the bound address is not told (0.0.0.0:0).
-    pub fn reply(code: u8) -> [u8; 10] {
-        [VERSION, code, 0, 1, 0, 0, 0, 0, 0, 0]
-    }
-
-    /// The reply code for a failed connection to the target.
-    pub fn failure_of(e: &std::io::Error) -> u8 {
-        match e.raw_os_error() {
-            Some(libc::ECONNREFUSED) => CONNECTION_REFUSED,
-            Some(libc::ENETUNREACH) => NETWORK_UNREACHABLE,
-            Some(libc::EHOSTUNREACH | libc::ETIMEDOUT) => HOST_UNREACHABLE,
-            _ => GENERAL_FAILURE,
-        }
-    }
-
-    /// How a request in `bytes` (from its first byte) parses.
-    #[derive(Debug, PartialEq, Eq)]
-    pub enum Parsed {
-        /// More bytes are needed.
-        Short,
-        /// The target, and where the request ends.
-        Request(Target, usize),
-        /// Not one this proxy takes: the reply code that says why.
-        Refused(u8),
-    }
-
-    /// Parses a request (`VER CMD RSV ATYP DST.ADDR DST.PORT`).
-    pub fn parse_request(bytes: &[u8]) -> Parsed {
-        let [version, command, _, kind, rest @ ..] = bytes else {
-            return Parsed::Short;
-        };
-        if *version != VERSION {
-            return Parsed::Refused(GENERAL_FAILURE);
-        }
-        let (host, after) = match *kind {
-            1 => match rest {
-                [a, b, c, d, after @ ..] => (format!("{a}.{b}.{c}.{d}"), after),
-                _ => return Parsed::Short,
-            },
-            3 => {
-                let Some((&len, rest)) = rest.split_first() else {
-                    return Parsed::Short;
-                };
-                let Some(name) = rest.get(..usize::from(len)) else {
-                    return Parsed::Short;
-                };
-                match std::str::from_utf8(name) {
-                    Ok(name) if !name.is_empty() && name.bytes().all(|b| b.is_ascii_graphic()) => {
-                        (name.to_ascii_lowercase(), &rest[usize::from(len)..])
-                    }
-                    _ => return Parsed::Refused(GENERAL_FAILURE),
-                }
-            }
-            4 => {
-                let Some(octets) = rest.get(..16) else {
-                    return Parsed::Short;
-                };
-                let mut v6 = [0u8; 16];
-                v6.copy_from_slice(octets);
-                (format!("[{}]", std::net::Ipv6Addr::from(v6)), &rest[16..])
-            }
-            _ => return Parsed::Refused(ADDRESS_TYPE_NOT_SUPPORTED),
-        };
-        let [hi, lo, ..] = after else {
-            return Parsed::Short;
-        };
-        if *command != CONNECT {
-            return Parsed::Refused(COMMAND_NOT_SUPPORTED);
-        }
-        let end = bytes.len() - after.len() + 2;
-        let port = u16::from_be_bytes([*hi, *lo]);
-        if port == 0 {
-            return Parsed::Refused(GENERAL_FAILURE);
-        }
-        Parsed::Request(
-            Target {
-                host,
-                port,
-                via: Via::Socks5,
-            },
-            end,
-        )
-    }
-
-    /// The SOCKS5 exchange up to the request, `head` holding what was read so far (its
-    /// first byte the version): the method negotiation (no authentication, answered here),
-    /// then the request. The request's end in `head` is where the client's data starts.
-    pub async fn read_request(
-        client: &mut tokio::net::TcpStream,
-        head: &mut Vec<u8>,
-    ) -> Option<(Option<Target>, Head)> {
-        let mut buf = [0u8; 512];
-        // The greeting: VER NMETHODS METHODS.
-        let greeting = loop {
-            if let [_, n, methods @ ..] = head.as_slice() {
-                if methods.len() >= usize::from(*n) {
-                    break 2 + usize::from(*n);
-                }
-            }
-            match client.read(&mut buf).await {
-                Ok(0) | Err(_) => return None,
-                Ok(n) => head.extend_from_slice(&buf[..n]),
-            }
-        };
-        if !head[2..greeting].contains(&NO_AUTHENTICATION) {
-            let _ = client.write_all(&[VERSION, NO_ACCEPTABLE_METHOD]).await;
-            return None;
-        }
-        client.write_all(&[VERSION, NO_AUTHENTICATION]).await.ok()?;
-        loop {
-            match parse_request(&head[greeting..]) {
-                Parsed::Request(target, end) => {
-                    return Some((Some(target), Head::Complete(greeting + end)))
-                }
-                Parsed::Refused(code) => {
-                    let _ = client.write_all(&reply(code)).await;
-                    return None;
-                }
-                Parsed::Short => {}
-            }
-            if head.len() > super::MAX_HEAD_BYTES {
-                return None;
-            }
-            match client.read(&mut buf).await {
-                // Cut short before its target was whole: nothing to judge.
-                Ok(0) | Err(_) => return None,
-                Ok(n) => head.extend_from_slice(&buf[..n]),
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn entries_parse_and_match() {
-        let e = AllowEntry::parse("Example.com").expect("host");
-        assert!(e.allows("example.com", 443) && e.allows("EXAMPLE.com", 80));
-        assert!(!e.allows("a.example.com", 443));
-        let w = AllowEntry::parse("*.example.com:443").expect("wildcard");
-        assert!(w.allows("a.example.com", 443));
-        assert!(!w.allows("example.com", 443) && !w.allows("a.example.com", 80));
-        let v6 = AllowEntry::parse("[::1]:8080").expect("v6");
-        assert!(v6.allows("[::1]", 8080));
-        assert!(AllowEntry::parse("127.0.0.1:3000").is_ok());
-        for bad in [
-            "",
-            "http://example.com",
-            "example.com/path",
-            "a b",
-            "host:0",
-            "host:http",
-            "host:70000",
-            "*.",
-            "[nope]",
-        ] {
-            let e = AllowEntry::parse(bad).expect_err(bad);
-            assert!(e.contains("neither a host nor host:port"), "{e}");
-        }
+    fn a_non_public_refusal_says_which_address_to_name() {
+        let target = Target {
+            host: "localhost".into(),
+            port: 8080,
+            via: Via::Connect,
+        };
+        let refused = [
+            ("127.0.0.1:8080".parse().expect("v4"), "loopback"),
+            ("[::1]:8080".parse().expect("v6"), "loopback"),
+        ];
+        assert_eq!(
+            non_public_message(&target, &refused),
+            "network access to localhost:8080 denied: localhost resolved to a non-public \
+             address (127.0.0.1: loopback; ::1: loopback); to allow it, name that address in \
+             the allowlist (127.0.0.1:8080)"
+        );
+        let literal = Target {
+            host: "[fd00::1]".into(),
+            port: 443,
+            via: Via::Socks5,
+        };
+        let refused = [(
+            "[fd00::1]:443".parse().expect("v6"),
+            "private (unique local)",
+        )];
+        let message = non_public_message(&literal, &refused);
+        assert!(
+            message.contains("fd00::1 is a non-public address")
+                && message.ends_with("([fd00::1]:443)"),
+            "{message}"
+        );
     }
 
     #[test]
@@ -776,66 +643,5 @@ mod tests {
         assert!(Target::parse_cut(b"GET http://h.test/ \r\nHost: h").is_some());
         assert!(Target::parse_cut(b"CONNECT example.com:44").is_none());
         assert!(Target::parse_cut(b"GET http://exam").is_none());
-    }
-
-    #[test]
-    fn socks5_requests_name_their_target() {
-        use socks5::{parse_request, Parsed};
-        let connect = |kind: u8, addr: &[u8]| {
-            let mut r = vec![5, 1, 0, kind];
-            r.extend_from_slice(addr);
-            r.extend_from_slice(&443u16.to_be_bytes());
-            r
-        };
-        let target = |bytes: &[u8]| match parse_request(bytes) {
-            Parsed::Request(t, end) => {
-                assert_eq!(end, bytes.len(), "the request ends where its port does");
-                (t.host, t.port)
-            }
-            other => panic!("{other:?}"),
-        };
-        assert_eq!(
-            target(&connect(1, &[10, 0, 0, 7])),
-            ("10.0.0.7".to_owned(), 443)
-        );
-        assert_eq!(
-            target(&connect(3, b"\x0bExample.COM")),
-            ("example.com".to_owned(), 443)
-        );
-        let mut v6 = [0u8; 16];
-        v6[15] = 1;
-        assert_eq!(target(&connect(4, &v6)), ("[::1]".to_owned(), 443));
-        // What follows the request is the client's first data, not part of it.
-        let mut with_data = connect(1, &[127, 0, 0, 1]);
-        let len = with_data.len();
-        with_data.extend_from_slice(b"hello");
-        assert!(matches!(parse_request(&with_data), Parsed::Request(_, end) if end == len));
-        // Every prefix is short: a name is never judged half-read.
-        let whole = connect(3, b"\x0bexample.com");
-        for cut in 0..whole.len() {
-            assert_eq!(parse_request(&whole[..cut]), Parsed::Short, "cut at {cut}");
-        }
-        let mut bind = connect(1, &[10, 0, 0, 7]);
-        bind[1] = 2;
-        assert_eq!(parse_request(&bind), Parsed::Refused(7), "BIND");
-        assert_eq!(
-            parse_request(&connect(9, &[0, 0, 0, 0])),
-            Parsed::Refused(8),
-            "an unknown address type"
-        );
-        assert_eq!(
-            parse_request(&connect(3, b"\x02\xff\xfe")),
-            Parsed::Refused(1),
-            "a name that is not UTF-8"
-        );
-        assert_eq!(
-            parse_request(&connect(3, b"\x05a\nb.c")),
-            Parsed::Refused(1),
-            "a name with a control character"
-        );
-        let mut port0 = connect(1, &[10, 0, 0, 7]);
-        let n = port0.len();
-        port0[n - 2..].copy_from_slice(&[0, 0]);
-        assert_eq!(parse_request(&port0), Parsed::Refused(1), "port 0");
     }
 }

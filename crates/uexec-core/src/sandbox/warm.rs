@@ -11,8 +11,9 @@
 //! A sandboxed spawn then:
 //! 1. takes the waiting launcher and sends it the rest of the launch: the launcher's
 //!    arguments, the command's environment and working directory, and its stdio
-//!    descriptors (`SCM_RIGHTS`: the three pipe ends, or the PTY slave);
-//! 2. the launcher moves the descriptors onto 0, 1 and 2, makes a PTY its controlling
+//!    descriptors (`SCM_RIGHTS`: the three pipe ends, or the PTY slave), then the passed
+//!    one when there is one (the proxy hand-over's socket, fd 3 of a cold spawn);
+//! 2. the launcher moves the descriptors onto 0, 1 and 2 (and 3), makes a PTY its controlling
 //!    terminal, changes directory, takes the environment and answers with the 8-byte report
 //!    a spawning child gives (`(stage, errno)`, zero when all is well), so a bad working
 //!    directory fails the spawn exactly as it does cold;
@@ -27,7 +28,7 @@
 
 use std::ffi::{CString, OsString};
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -55,13 +56,21 @@ pub struct Launch {
     pub cwd: OsString,
     /// One descriptor (the PTY slave) instead of three.
     pub tty: bool,
+    /// One more descriptor follows stdio, for fd [`sys::PASSED_FD`].
+    pub passed: bool,
 }
 
-/// The message: magic, body length (u32 LE), then the body: tty (u8), the counts of
-/// arguments and environment strings (u32 LE each), and NUL-terminated strings: the working
-/// directory, the arguments, the environment (none can hold a NUL: they are C strings).
-fn encode(args: &[&[u8]], env: &[&[u8]], cwd: &[u8], tty: bool) -> Vec<u8> {
-    let mut body = vec![u8::from(tty)];
+/// Bits of a message's flags byte.
+const FLAG_TTY: u8 = 1;
+const FLAG_PASSED: u8 = 2;
+
+/// The message: magic, body length (u32 LE), then the body: flags (u8: [`FLAG_TTY`],
+/// [`FLAG_PASSED`]), the counts of arguments and environment strings (u32 LE each), and
+/// NUL-terminated strings: the working directory, the arguments, the environment (none can
+/// hold a NUL: they are C strings).
+fn encode(args: &[&[u8]], env: &[&[u8]], cwd: &[u8], tty: bool, passed: bool) -> Vec<u8> {
+    let flags = if tty { FLAG_TTY } else { 0 } | if passed { FLAG_PASSED } else { 0 };
+    let mut body = vec![flags];
     body.extend((args.len() as u32).to_le_bytes());
     body.extend((env.len() as u32).to_le_bytes());
     for s in std::iter::once(&cwd).chain(args).chain(env) {
@@ -79,10 +88,11 @@ fn decode(body: &[u8]) -> Result<Launch, String> {
         let bytes = body.get(at..at + 4).ok_or("a truncated launch message")?;
         Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize)
     };
-    let tty = match body.first() {
-        Some(0) => false,
-        Some(1) => true,
-        _ => return Err("a launch message without its tty flag".to_owned()),
+    let (tty, passed) = match body.first() {
+        Some(&flags) if flags & !(FLAG_TTY | FLAG_PASSED) == 0 => {
+            (flags & FLAG_TTY != 0, flags & FLAG_PASSED != 0)
+        }
+        _ => return Err("a launch message without its flags".to_owned()),
     };
     let (nargs, nenv) = (count(1)?, count(5)?);
     let strings = &body[9..];
@@ -103,6 +113,7 @@ fn decode(body: &[u8]) -> Result<Launch, String> {
         env,
         cwd,
         tty,
+        passed,
     })
 }
 
@@ -115,8 +126,9 @@ fn decode(body: &[u8]) -> Result<Launch, String> {
 /// `Err(code)`: the launch failed and was reported; exit with `code`.
 pub fn receive() -> Result<Option<Launch>, i32> {
     const FAILED: i32 = super::LAUNCHER_FAILED_EXIT_CODE;
-    // Our own copy of stdin (close-on-exec), which the launch's stdio will replace.
-    let Ok(control) = std::io::stdin().as_fd().try_clone_to_owned() else {
+    // Our own copy of stdin (close-on-exec), which the launch's stdio will replace, clear of
+    // the passed descriptor's place.
+    let Ok(control) = sys::dup_at_least(std::io::stdin().as_raw_fd(), sys::PASSED_FD + 1) else {
         return Err(FAILED);
     };
     let control = UnixStream::from(control);
@@ -147,8 +159,9 @@ pub fn receive() -> Result<Option<Launch>, i32> {
     if (&control).read_exact(&mut body).is_err() {
         return Err(FAILED);
     }
+    let stdio_fds = |launch: &Launch| if launch.tty { 1 } else { 3 };
     let launch = match decode(&body) {
-        Ok(launch) if fds.len() == if launch.tty { 1 } else { 3 } => launch,
+        Ok(launch) if fds.len() == stdio_fds(&launch) + usize::from(launch.passed) => launch,
         _ => {
             reply(sys::STAGE_SETUP, libc::EPROTO);
             return Err(FAILED);
@@ -159,11 +172,18 @@ pub fn receive() -> Result<Option<Launch>, i32> {
     } else {
         [fds[0].as_raw_fd(), fds[1].as_raw_fd(), fds[2].as_raw_fd()]
     };
-    if let Err((stage, errno)) = take(&launch, stdio) {
+    let passed = launch.passed.then(|| fds[stdio_fds(&launch)].as_raw_fd());
+    if let Err((stage, errno)) = take(&launch, stdio, passed) {
         reply(stage, errno);
         return Err(FAILED);
     }
-    drop(fds);
+    for fd in fds {
+        // What now sits at the passed descriptor's place is the launcher's to adopt (see
+        // `launcher`): not closed here. The rest were copied where they belong.
+        if passed.is_some() && fd.as_raw_fd() == sys::PASSED_FD {
+            let _ = fd.into_raw_fd();
+        }
+    }
     for pair in &launch.env {
         let bytes = pair.as_encoded_bytes();
         // A string without a name (`=x`, or no `=`) is no variable: exec would pass it on, but
@@ -179,32 +199,26 @@ pub fn receive() -> Result<Option<Launch>, i32> {
     Ok(Some(launch))
 }
 
-/// Steps of [`receive`] as a spawning child makes them: stdio, controlling terminal, working
+/// Steps of [`receive`] as a spawning child makes them: stdio, the passed descriptor (onto
+/// fd 3, once stdio no longer needs what sat there), controlling terminal, working
 /// directory. `Err((stage, errno))`.
-fn take(launch: &Launch, stdio: [RawFd; 3]) -> Result<(), (u32, i32)> {
-    let errno = || {
-        io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO)
-    };
+fn take(launch: &Launch, stdio: [RawFd; 3], passed: Option<RawFd>) -> Result<(), (u32, i32)> {
+    let errno = |e: io::Error| e.raw_os_error().unwrap_or(libc::EIO);
+    let setup = |e| (sys::STAGE_SETUP, errno(e));
     for (target, source) in stdio.into_iter().enumerate() {
-        let target = target as RawFd;
-        // SAFETY: dup2 of descriptors we hold onto the standard ones.
-        if unsafe { libc::dup2(source, target) } < 0 {
-            return Err((sys::STAGE_SETUP, errno()));
-        }
+        sys::dup_onto(source, target as RawFd).map_err(setup)?;
     }
-    // SAFETY: an ioctl without arguments on our stdin (the PTY slave).
-    if launch.tty && unsafe { libc::ioctl(0, libc::TIOCSCTTY as _, 0) } < 0 {
-        return Err((sys::STAGE_SETUP, errno()));
+    // Close-on-exec (as it came): only the launcher's `--proxy-fd` adopts it, nothing it
+    // runs inherits it.
+    if let Some(source) = passed.filter(|fd| *fd != sys::PASSED_FD) {
+        sys::dup_onto_cloexec(source, sys::PASSED_FD).map_err(setup)?;
+    }
+    if launch.tty {
+        sys::take_stdin_as_controlling_terminal().map_err(setup)?;
     }
     let cwd = CString::new(launch.cwd.clone().into_vec())
         .map_err(|_| (sys::STAGE_CHDIR, libc::EINVAL))?;
-    // SAFETY: chdir to a NUL-terminated path.
-    if unsafe { libc::chdir(cwd.as_ptr()) } < 0 {
-        return Err((sys::STAGE_CHDIR, errno()));
-    }
-    Ok(())
+    sys::change_dir(&cwd).map_err(|e| (sys::STAGE_CHDIR, errno(e)))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -334,6 +348,7 @@ fn start(launcher: &Path) -> io::Result<Waiting> {
         cwd: CString::new("/").map_err(io::Error::other)?,
         stdio: [theirs.as_raw_fd(), null.as_raw_fd(), null.as_raw_fd()],
         controlling_tty: false,
+        passed_fd: None,
     })?;
     static STARTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     Ok(Waiting {
@@ -370,13 +385,20 @@ pub fn launch(spec: &sys::ChildSpec) -> io::Result<Option<sys::SpawnedChild>> {
     };
     let args: Vec<&[u8]> = spec.argv.iter().skip(2).map(|a| a.as_bytes()).collect();
     let env: Vec<&[u8]> = spec.envp.iter().map(|e| e.as_bytes()).collect();
-    let message = encode(&args, &env, spec.cwd.as_bytes(), spec.controlling_tty);
-    let fds: &[RawFd] = if spec.controlling_tty {
+    let message = encode(
+        &args,
+        &env,
+        spec.cwd.as_bytes(),
+        spec.controlling_tty,
+        spec.passed_fd.is_some(),
+    );
+    let stdio: &[RawFd] = if spec.controlling_tty {
         &spec.stdio[..1]
     } else {
         &spec.stdio
     };
-    match hand_over(&w.control, &message, fds) {
+    let fds: Vec<RawFd> = stdio.iter().copied().chain(spec.passed_fd).collect();
+    match hand_over(&w.control, &message, &fds) {
         Ok(None) => Ok(Some(w.child)),
         Ok(Some(report)) => {
             w.discard();
@@ -412,6 +434,7 @@ mod tests {
             &[b"A=1", b"EMPTY=", b"X=a=b"],
             b"/work dir",
             true,
+            true,
         );
         assert_eq!(message[..4], MAGIC);
         let body = &message[8..];
@@ -429,15 +452,16 @@ mod tests {
                 env: ["A=1", "EMPTY=", "X=a=b"].map(OsString::from).to_vec(),
                 cwd: "/work dir".into(),
                 tty: true,
+                passed: true,
             }
         );
-        let empty = encode(&[], &[], b"/", false);
+        let empty = encode(&[], &[], b"/", false, false);
         assert_eq!(decode(&empty[8..]).unwrap().args, Vec::<OsString>::new());
     }
 
     #[test]
     fn malformed_messages_are_refused() {
-        let good = encode(&[b"a", b"b"], &[b"E=1"], b"/", false);
+        let good = encode(&[b"a", b"b"], &[b"E=1"], b"/", false, false);
         let body = &good[8..];
         for (bad, why) in [
             (&body[..body.len() - 1], "last string unterminated"),
@@ -452,6 +476,6 @@ mod tests {
         assert!(decode(&extra).is_err(), "a string too many");
         let mut flag = body.to_vec();
         flag[0] = 7;
-        assert!(decode(&flag).is_err(), "a bad tty flag");
+        assert!(decode(&flag).is_err(), "an unknown flag");
     }
 }

@@ -11,6 +11,9 @@
 //!    live as long as the runtime, never on short-lived blocking threads.
 //! 4. Default dispositions for every signal and an empty mask: a server started in the
 //!    background ignores SIGINT, and ignored signals survive `exec`.
+//! 5. Nothing but stdio survives the `exec`, except one descriptor the spawn may pass
+//!    ([`ChildSpec::passed_fd`], moved to fd 3): the sandbox launcher's end of its proxy
+//!    hand-over, a socket pair no other process can find (a socket *file* could be swapped).
 //!
 //! The child is started like `posix_spawn` starts one (shared memory, parent suspended until
 //! `exec`), not with `fork`: no page tables are copied and the busy parent takes no
@@ -85,7 +88,13 @@ pub struct ChildSpec {
     pub stdio: [RawFd; 3],
     /// Make stdin (a PTY slave) the controlling terminal.
     pub controlling_tty: bool,
+    /// Becomes fd [`PASSED_FD`] of the child, the one descriptor besides stdio that stays
+    /// open across the exec (the sandbox launcher's end of its proxy hand-over).
+    pub passed_fd: Option<RawFd>,
 }
+
+/// Where [`ChildSpec::passed_fd`] lands in the child: the first descriptor after stdio.
+pub const PASSED_FD: RawFd = 3;
 
 /// A started child: its pid and a pidfd that becomes readable when it exits.
 #[derive(Debug)]
@@ -99,6 +108,8 @@ const CHILD_STACK_BYTES: usize = 64 * 1024;
 
 struct ChildArgs<'a> {
     spec: &'a ChildSpec,
+    /// `spec.passed_fd`, or where the parent moved it (off the stdio slots).
+    passed_fd: Option<RawFd>,
     argv: &'a [*const libc::c_char],
     envp: &'a [*const libc::c_char],
     parent_pid: libc::pid_t,
@@ -123,9 +134,25 @@ pub fn spawn_child(spec: &ChildSpec) -> io::Result<SpawnedChild> {
         .map(|a| a.as_ptr())
         .chain(std::iter::once(std::ptr::null()))
         .collect();
-    let (error_read, error_write) = pipe_cloexec()?;
+    let (error_read, mut error_write) = pipe_cloexec()?;
+    // With a descriptor passed, fd 3 of the child is that one: the error pipe may not sit
+    // there, and the passed one may not sit on a stdio slot the child replaces first.
+    let mut moved_passed = None;
+    if let Some(passed) = spec.passed_fd {
+        if error_write.as_raw_fd() <= PASSED_FD {
+            error_write = dup_at_least(error_write.as_raw_fd(), PASSED_FD + 1)?;
+        }
+        if passed < PASSED_FD {
+            moved_passed = Some(dup_at_least(passed, PASSED_FD + 1)?);
+        }
+    }
+    let passed_fd = moved_passed
+        .as_ref()
+        .map(|fd| fd.as_raw_fd())
+        .or(spec.passed_fd);
     let mut args = ChildArgs {
         spec,
+        passed_fd,
         argv: &argv,
         envp: &envp,
         parent_pid: current_pid(),
@@ -157,6 +184,7 @@ pub fn spawn_child(spec: &ChildSpec) -> io::Result<SpawnedChild> {
         pid
     };
     drop(error_write);
+    drop(moved_passed);
     let mut report = [0u8; 8];
     let n = read_fd(error_read.as_raw_fd(), &mut report)?;
     if n == report.len() {
@@ -241,14 +269,32 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if args.spec.controlling_tty && libc::ioctl(0, libc::TIOCSCTTY as _, 0) < 0 {
             fail(STAGE_SETUP);
         }
-        // Nothing of ours but stdio reaches the command: every other fd (inherited by
-        // uexec from its own parent, or opened without O_CLOEXEC by a library) closes at
-        // exec. CLOSE_RANGE_CLOEXEC keeps the error pipe usable until then; kernels older
-        // than 5.11 close the range around it instead.
-        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC) < 0 {
+        // The passed descriptor goes to fd 3 (stdio is in place: a source there is done).
+        let mut first_closed = PASSED_FD as u32;
+        if let Some(source) = args.passed_fd {
+            if source == PASSED_FD {
+                if libc::fcntl(source, libc::F_SETFD, 0) < 0 {
+                    fail(STAGE_SETUP);
+                }
+            } else if libc::dup2(source, PASSED_FD) < 0 {
+                fail(STAGE_SETUP);
+            }
+            first_closed += 1;
+        }
+        // Nothing of ours but stdio (and the passed descriptor) reaches the command: every
+        // other fd (inherited by uexec from its own parent, or opened without O_CLOEXEC by
+        // a library) closes at exec. CLOSE_RANGE_CLOEXEC keeps the error pipe usable until
+        // then; kernels older than 5.11 close the range around it instead.
+        if libc::syscall(
+            libc::SYS_close_range,
+            first_closed,
+            u32::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        ) < 0
+        {
             let error_fd = args.error_fd as u32;
-            if error_fd > 3 {
-                libc::syscall(libc::SYS_close_range, 3u32, error_fd - 1, 0u32);
+            if error_fd > first_closed {
+                libc::syscall(libc::SYS_close_range, first_closed, error_fd - 1, 0u32);
             }
             libc::syscall(libc::SYS_close_range, error_fd + 1, u32::MAX, 0u32);
         }
@@ -270,6 +316,18 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             args.envp.as_ptr(),
         );
         fail(STAGE_EXEC)
+    }
+}
+
+/// A close-on-exec duplicate of `fd` numbered `lowest` or above (`F_DUPFD_CLOEXEC`).
+pub fn dup_at_least(fd: RawFd, lowest: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: fcntl returns a new fd we own, or fails.
+    unsafe {
+        let new = libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, lowest);
+        if new < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(OwnedFd::from_raw_fd(new))
     }
 }
 
@@ -660,6 +718,49 @@ fn check(r: libc::c_int) -> io::Result<()> {
     }
 }
 
+/// `dup2(source, target)`: `target` becomes a copy of `source` (inherited across exec).
+pub fn dup_onto(source: RawFd, target: RawFd) -> io::Result<()> {
+    // SAFETY: dup2 takes two descriptor numbers; whatever `target` was is closed.
+    check(unsafe { libc::dup2(source, target) })
+}
+
+/// `dup3(source, target, O_CLOEXEC)`: `target` becomes a copy of `source` that closes on
+/// exec.
+pub fn dup_onto_cloexec(source: RawFd, target: RawFd) -> io::Result<()> {
+    // SAFETY: dup3 takes two descriptor numbers and a flag; whatever `target` was is closed.
+    check(unsafe { libc::dup3(source, target, libc::O_CLOEXEC) })
+}
+
+/// Makes stdin (a PTY slave) the controlling terminal of this session's leader.
+pub fn take_stdin_as_controlling_terminal() -> io::Result<()> {
+    // SAFETY: an ioctl without arguments on fd 0.
+    check(unsafe { libc::ioctl(0, libc::TIOCSCTTY as _, 0) })
+}
+
+/// `chdir(path)`.
+pub fn change_dir(path: &CStr) -> io::Result<()> {
+    // SAFETY: chdir of a NUL-terminated path.
+    check(unsafe { libc::chdir(path.as_ptr()) })
+}
+
+/// Takes ownership of descriptor `fd`, which this process inherited (it came at exec, or
+/// was moved there from a launch message) and nothing else of it claims: it must be an open
+/// Unix stream socket. It closes on exec from now on, so nothing this process runs gets it.
+pub fn adopt_inherited_unix_socket(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: fcntl on a descriptor number: fails with EBADF when nothing is open there.
+    check(unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) })?;
+    if socket_option(fd, libc::SO_DOMAIN) != Some(libc::AF_UNIX)
+        || socket_option(fd, libc::SO_TYPE) != Some(libc::SOCK_STREAM)
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("descriptor {fd} is not a Unix stream socket"),
+        ));
+    }
+    // SAFETY: open (checked above), and ours alone by this function's contract.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// `unshare(flags)`: the calling process enters new namespaces.
 pub fn unshare(flags: libc::c_int) -> io::Result<()> {
     // SAFETY: unshare takes flags only.
@@ -974,23 +1075,26 @@ pub fn recv_fd(socket: RawFd) -> io::Result<OwnedFd> {
     }
 }
 
+/// An int option of socket `fd` at `SOL_SOCKET`; `None` when it has none (not a socket).
+fn socket_option(fd: RawFd, option: libc::c_int) -> Option<libc::c_int> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt of an int option into an int.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            option,
+            (&mut value as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then_some(value)
+}
+
 /// Whether `fd` is a listening TCP socket (IPv4 or IPv6).
 pub fn is_tcp_listener(fd: RawFd) -> bool {
-    let int = |option| {
-        let mut value: libc::c_int = 0;
-        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: getsockopt of an int option into an int.
-        let r = unsafe {
-            libc::getsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                option,
-                (&mut value as *mut libc::c_int).cast(),
-                &mut len,
-            )
-        };
-        (r == 0).then_some(value)
-    };
+    let int = |option| socket_option(fd, option);
     int(libc::SO_ACCEPTCONN) == Some(1)
         && int(libc::SO_TYPE) == Some(libc::SOCK_STREAM)
         && matches!(int(libc::SO_DOMAIN), Some(libc::AF_INET | libc::AF_INET6))

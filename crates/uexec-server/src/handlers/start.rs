@@ -50,6 +50,7 @@ pub async fn handle(
         env_mode: EnvMode::Exact,
         tty: params.tty,
         pipe_stdin: params.pipe_stdin,
+        passed_fd: None,
     };
     if let Some(snapshots) = &conn.server.shell_snapshots {
         snapshots.apply(&mut spec).await;

@@ -133,6 +133,7 @@ async fn spawn(url: &str, config: ClientConfig) -> (Arc<RemoteBackend>, SpawnedP
         env_mode: EnvMode::Exact,
         tty: false,
         pipe_stdin: false,
+        passed_fd: None,
     };
     let process = backend.spawn(spec).await.unwrap();
     (backend, process)

@@ -27,5 +27,6 @@ mod net_tls;
 mod place;
 mod sandbox;
 mod sandbox_ceiling;
+mod sandbox_proxy;
 mod shell_snapshot;
 mod transcripts;

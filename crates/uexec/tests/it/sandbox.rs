@@ -15,7 +15,7 @@ use crate::helpers::{
 };
 
 /// A fresh directory for one test.
-fn scratch(name: &str) -> PathBuf {
+pub(crate) fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "uexec-sbx-{name}-{}-{}",
         std::process::id(),
@@ -26,7 +26,7 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 /// `uexec mcp ARGS` in `dir` with `env` set; its client and pid.
-async fn server(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> (Client, u32) {
+pub(crate) async fn server(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> (Client, u32) {
     let mut cmd = tokio::process::Command::new(UEXEC);
     cmd.arg("mcp")
         .args(extra)
@@ -42,14 +42,14 @@ async fn server(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> (Client, u3
     (client, pid)
 }
 
-async fn exec(client: &Client, arguments: Value) -> rmcp::model::CallToolResult {
+pub(crate) async fn exec(client: &Client, arguments: Value) -> rmcp::model::CallToolResult {
     let mut arguments = arguments;
     arguments["login"] = json!(false);
     call(client, "exec_command", arguments).await
 }
 
 /// The error text of a call that must fail.
-async fn exec_error(client: &Client, arguments: Value) -> String {
+pub(crate) async fn exec_error(client: &Client, arguments: Value) -> String {
     let r = client
         .call_tool(CallToolRequestParams::new("exec_command").with_arguments(args(arguments)))
         .await;
@@ -354,7 +354,7 @@ async fn workspace_write_in_the_tmp_dir_keeps_its_private_tmp_writable() {
 }
 
 /// A host-side listener that nobody may reach (accepts nothing by itself) and its port.
-fn unreached_listener() -> (std::net::TcpListener, u16) {
+pub(crate) fn unreached_listener() -> (std::net::TcpListener, u16) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -367,7 +367,7 @@ fn denial_of(port: u16) -> String {
 }
 
 /// `error` names the denial of `denied`'s port, and nothing reached it.
-fn assert_denied(error: &str, denied: &std::net::TcpListener) {
+pub(crate) fn assert_denied(error: &str, denied: &std::net::TcpListener) {
     let port = denied.local_addr().unwrap().port();
     assert!(error.contains(&denial_of(port)), "{error}");
     assert!(denied.accept().is_err(), "the denied host was reached");
@@ -387,7 +387,7 @@ fn host_server(handle: fn(std::net::TcpStream, &'static str), body: &'static str
 }
 
 /// A host-side HTTP server that answers every request with `body`; its port.
-fn http_server(body: &'static str) -> u16 {
+pub(crate) fn http_server(body: &'static str) -> u16 {
     host_server(
         |mut stream, body| {
             use std::io::{Read, Write};
@@ -685,7 +685,7 @@ async fn a_request_cut_short_by_the_exit_still_fails_the_session() {
 }
 
 /// The launchers `server` started ahead and left waiting (`uexec __sandbox-exec --warm`).
-fn waiting_launchers(server: u32) -> Vec<u32> {
+pub(crate) fn waiting_launchers(server: u32) -> Vec<u32> {
     crate::helpers::children_of(server)
         .into_iter()
         .filter(|p| {
@@ -697,7 +697,7 @@ fn waiting_launchers(server: u32) -> Vec<u32> {
 }
 
 /// Whether `ancestor` is `pid`'s parent, grandparent, ...
-fn descends_from(pid: u32, ancestor: u32) -> bool {
+pub(crate) fn descends_from(pid: u32, ancestor: u32) -> bool {
     let mut at = pid;
     while let Some(stat) = crate::helpers::proc_stat(at) {
         if stat.ppid == ancestor {

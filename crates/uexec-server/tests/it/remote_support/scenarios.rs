@@ -69,6 +69,7 @@ pub fn spawn_spec(argv: &[&str]) -> SpawnSpec {
         env_mode: EnvMode::Exact,
         tty: false,
         pipe_stdin: false,
+        passed_fd: None,
     }
 }
 
