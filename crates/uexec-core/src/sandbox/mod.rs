@@ -383,7 +383,7 @@ impl PrivateTmp {
 }
 
 /// Removes, once per process, what dead uexec processes left in `base` (a uexec killed with
-/// SIGKILL cannot clean up): entries are named `PID-...` or `proxy-PID-...`, and an entry
+/// SIGKILL cannot clean up): entries are named `PID-...`, and an entry
 /// whose PID no longer runs is stale. A recycled PID only delays the sweep.
 fn sweep_stale(base: &Path) {
     static SWEPT: std::sync::Once = std::sync::Once::new();
@@ -394,8 +394,7 @@ fn sweep_stale(base: &Path) {
         for entry in entries.flatten() {
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            let owner = name.strip_prefix("proxy-").unwrap_or(&name);
-            let Some(Ok(pid)) = owner.split('-').next().map(str::parse::<u32>) else {
+            let Some(Ok(pid)) = name.split('-').next().map(str::parse::<u32>) else {
                 continue;
             };
             if Path::new(&format!("/proc/{pid}")).exists() {

@@ -592,7 +592,6 @@ async fn job_control_works_in_a_sandboxed_pty() {
 /// next result names the host (once); the exit is reported as a result, not an error.
 #[tokio::test]
 async fn a_recorded_denial_lets_the_command_run_on_and_names_the_host() {
-    use std::os::unix::fs::MetadataExt;
     let dir = scratch("record");
     let allowed = http_server("allowed");
     let (other, other_port) = unreached_listener();
@@ -604,7 +603,7 @@ async fn a_recorded_denial_lets_the_command_run_on_and_names_the_host() {
         "--network-denial",
         "record",
     ];
-    let (client, pid) = server(&dir, &flags, &[]).await;
+    let (client, _) = server(&dir, &flags, &[]).await;
     let cmd = format!(
         "curl -sS --noproxy '' -o /dev/null -w 'status=%{{http_code}}\\n' http://127.0.0.1:{other_port}/; \
          echo survived; read line; echo got-$line; \
@@ -629,19 +628,6 @@ async fn a_recorded_denial_lets_the_command_run_on_and_names_the_host() {
     assert_eq!(s["denied"], true, "{s}");
     assert_eq!(s["evidence"][0], denial, "{s}");
     assert!(other.accept().is_err(), "the denied host was reached");
-    // The launcher's handover closed the proxy socket: nothing else can use it.
-    let uid = std::fs::metadata(&dir).unwrap().uid();
-    let base = std::env::temp_dir().join(format!("uexec-sandbox-{uid}"));
-    let sockets: Vec<_> = std::fs::read_dir(&base)
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with(&format!("proxy-{pid}-"))
-        })
-        .collect();
-    assert!(sockets.is_empty(), "{sockets:?}");
     // Later input and output still flow; the denial was reported once.
     let r = call(
         &client,

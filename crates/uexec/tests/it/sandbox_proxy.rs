@@ -84,7 +84,9 @@ async fn a_name_that_resolves_to_loopback_is_refused_and_its_literal_address_wor
     let cmd = format!(
         "curl -sS --noproxy '' http://127.0.0.1:{open}/; echo; curl -sS --noproxy '' http://localhost:{open}/"
     );
-    let r = exec(&client, json!({"cmd": cmd, "network": allow})).await;
+    // (A server whose network is on: its policy is the ceiling of the call's allowlist.)
+    let (open_client, _) = server(&dir, &["--extended"], &[]).await;
+    let r = exec(&open_client, json!({"cmd": cmd, "network": allow})).await;
     assert_eq!(
         text(&r).matches("hello-by-address").count(),
         2,
