@@ -167,7 +167,13 @@ fn sandbox_for(
         }
         return Ok(None);
     }
-    crate::sandbox::prepare(&config.sandbox, req.sandbox, req.network.clone(), spec)
+    crate::sandbox::prepare(
+        &config.sandbox,
+        &crate::sandbox::UexecDirs::of(config),
+        req.sandbox,
+        req.network.clone(),
+        spec,
+    )
 }
 
 /// The token budget of a call: negative is an error, the rest is capped by policy.

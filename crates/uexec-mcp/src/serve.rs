@@ -250,7 +250,7 @@ impl McpArgs {
         config.transcripts = self.transcripts.config();
         config.sandbox = uexec_core::sandbox::SandboxConfig {
             // This binary is the launcher (`uexec __sandbox-exec`).
-            launcher: std::env::current_exe().ok(),
+            launcher: uexec_core::sandbox::Launcher::current_exe().ok(),
             profile: self.sandbox.unwrap_or_default(),
             network: if self.network_allow.is_empty() {
                 self.network.clone().unwrap_or_default()

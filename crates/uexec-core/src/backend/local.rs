@@ -138,6 +138,7 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
         cwd: c_string(spec.cwd.as_os_str().as_bytes())?,
         stdio: [-1; 3],
         controlling_tty: spec.tty,
+        program_fd: None,
     };
 
     // Everything that can fail without the child is prepared before it exists; what is left
@@ -222,7 +223,8 @@ struct Unclaimed {
 
 impl Unclaimed {
     fn spawn(spec: &sys::ChildSpec) -> io::Result<Self> {
-        // A sandboxed command goes to the launcher already waiting, when there is one.
+        // A sandboxed command's launcher is started by the sandbox: the one waiting, or a
+        // cold one from the file it holds.
         let warm = match spec.argv.get(1) {
             Some(sub) if sub.as_bytes() == crate::sandbox::LAUNCHER_SUBCOMMAND.as_bytes() => {
                 crate::sandbox::warm::launch(spec)?

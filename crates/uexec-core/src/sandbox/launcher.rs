@@ -27,6 +27,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 
+use super::protect::{Mount, READ_ONLY_FLAG, WRITABLE_FLAG};
 use super::{namespaces, Layer, FAULT_ENV, LAUNCHER_FAILED_EXIT_CODE};
 use crate::sys;
 
@@ -38,7 +39,8 @@ const EXEC_FAILED_EXIT_CODE: i32 = 127;
 struct Launch {
     layers: Vec<Layer>,
     writable: Vec<PathBuf>,
-    protect: Vec<PathBuf>,
+    /// Bound over themselves, in order ([`super::protect`]).
+    mounts: Vec<Mount>,
     network_off: bool,
     /// The allowlist proxy's Unix socket, where 127.0.0.1:PROXY_PORT of the namespace goes.
     proxy: Option<PathBuf>,
@@ -48,6 +50,12 @@ struct Launch {
 
 /// Runs the launcher with its arguments (after the subcommand); returns the exit code.
 pub fn run(args: impl Iterator<Item = OsString>) -> i32 {
+    // Exec'd through a descriptor (see `super::exe`): that one, and anything else inherited,
+    // goes no further than this process.
+    if sys::close_inherited_on_exec().is_err() {
+        return LAUNCHER_FAILED_EXIT_CODE;
+    }
+    sys::name_after_argv0();
     let mut args: Vec<OsString> = args.collect();
     if args.first().is_some_and(|a| a == super::warm::WARM_FLAG) {
         args = match super::warm::receive() {
@@ -101,7 +109,12 @@ fn parse(args: Vec<OsString>) -> Result<Launch, String> {
                 }
             }
             Some("--write") => launch.writable.push(value("--write")?.into()),
-            Some("--protect") => launch.protect.push(value("--protect")?.into()),
+            Some(READ_ONLY_FLAG) => launch
+                .mounts
+                .push(Mount::ReadOnly(value(READ_ONLY_FLAG)?.into())),
+            Some(WRITABLE_FLAG) => launch
+                .mounts
+                .push(Mount::Writable(value(WRITABLE_FLAG)?.into())),
             Some("--arg0") => launch.arg0 = Some(value("--arg0")?),
             Some("--proxy") => launch.proxy = Some(value("--proxy")?.into()),
             Some("--network-off") => launch.network_off = true,
@@ -143,7 +156,7 @@ fn apply(launch: &Launch) -> Result<i32, (Layer, String)> {
     let namespaced = has(Layer::Namespaces);
     if namespaced {
         namespaces::enter(
-            &launch.protect,
+            &launch.mounts,
             namespaces::Mounts::AsNeeded,
             fault.contains(&Layer::Namespaces),
         )
