@@ -150,18 +150,10 @@ impl Placeholders {
             base: base.to_path_buf(),
         };
         with_registry(base, |registry| {
-            let mut changed = false;
             for place in places {
-                if let Some((dot, lock, ours)) = hold_one(&place.join(".git"), registry)? {
-                    if ours {
-                        *registry.entry(dot.clone()).or_insert(0) += 1;
-                        changed = true;
-                    }
-                    this.held.push((dot, lock, ours));
+                if let Some(held) = hold_one(&place.join(".git"), registry, base)? {
+                    this.held.push(held);
                 }
-            }
-            if changed {
-                write_record(base, registry);
             }
             Ok::<_, io::Error>(())
         })?;
@@ -176,15 +168,31 @@ impl Placeholders {
 
 /// Holds `dot`: makes it if missing (and the place lets us), then takes a shared lock on it
 /// if it is a directory. `None` when there is nothing to hold (a `.git` file, or a place we
-/// cannot write either). The bool says whether it is a placeholder of this process's.
-fn hold_one(dot: &Path, registry: &Registry) -> io::Result<Option<(PathBuf, File, bool)>> {
+/// cannot write either). The bool says whether it is a placeholder of this process's; such
+/// a one is counted in `registry`, and recorded before it is made (a uexec killed right
+/// after leaves none unrecorded).
+fn hold_one(
+    dot: &Path,
+    registry: &mut Registry,
+    base: &Path,
+) -> io::Result<Option<(PathBuf, File, bool)>> {
     const ATTEMPTS: usize = 3;
     for _ in 0..ATTEMPTS {
         let made_now = match std::fs::symlink_metadata(dot) {
             Ok(meta) if meta.is_dir() => false,
             Ok(_) => return Ok(None),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                match std::fs::DirBuilder::new().mode(0o700).create(dot) {
+                let recorded = !registry.contains_key(dot);
+                if recorded {
+                    registry.insert(dot.to_path_buf(), 0);
+                    write_record(base, registry);
+                }
+                let made = std::fs::DirBuilder::new().mode(0o700).create(dot);
+                if made.is_err() && recorded {
+                    registry.remove(dot);
+                    write_record(base, registry);
+                }
+                match made {
                     Ok(()) => true,
                     Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                     // The command could not make one there either.
@@ -213,7 +221,14 @@ fn hold_one(dot: &Path, registry: &Registry) -> io::Result<Option<(PathBuf, File
         if !same_file(&lock, dot) {
             continue;
         }
-        let ours = made_now || registry.contains_key(dot);
+        let ours = match registry.get_mut(dot) {
+            Some(users) => {
+                *users += 1;
+                true
+            }
+            None => false,
+        };
+        debug_assert!(ours || !made_now);
         return Ok(Some((dot.to_path_buf(), lock, ours)));
     }
     Err(io::Error::other(format!(

@@ -460,3 +460,50 @@ async fn a_worktrees_gitdir_and_its_main_repository_are_read_only() {
     assert_eq!(std::fs::read(wt.join(".git")).unwrap(), dot_git, "{out}");
     assert!(out.contains("Read-only file system"), "{out}");
 }
+
+#[tokio::test]
+async fn a_placeholder_left_by_a_killed_uexec_is_swept_by_the_next_one() {
+    let dir = scratch("sweep");
+    let (first_root, second_root, tmp) = (dir.join("first"), dir.join("second"), dir.join("tmp"));
+    for d in [&first_root, &second_root, &tmp] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let (client, pid) = server(
+        Path::new(UEXEC),
+        &first_root,
+        &["--extended"],
+        &[("TMPDIR", &tmp)],
+    )
+    .await;
+    let r = exec(
+        &client,
+        json!({"cmd": "exec sleep 60", "yield_time_ms": 200, "sandbox": "workspace-write"}),
+    )
+    .await;
+    assert!(structured(&r)["session_id"].is_number(), "{}", text(&r));
+    let placeholder = first_root.join(".git");
+    assert!(
+        placeholder.is_dir(),
+        "the running session holds a placeholder"
+    );
+    send_signal(pid, "KILL");
+    eventually("the first server gone", Duration::from_secs(5), || {
+        crate::helpers::proc_stat(pid).is_none_or(|s| s.state == 'Z')
+    })
+    .await;
+    assert!(placeholder.is_dir(), "nobody removed it");
+    // The next uexec's first sandboxed command sweeps what the dead one left.
+    let (client, _) = server(
+        Path::new(UEXEC),
+        &second_root,
+        &["--extended"],
+        &[("TMPDIR", &tmp)],
+    )
+    .await;
+    let r = exec(&client, json!({"cmd": "true", "sandbox": "read-only"})).await;
+    assert_eq!(structured(&r)["exit_code"], 0, "{}", text(&r));
+    assert!(
+        !placeholder.exists(),
+        "the stale placeholder is still there"
+    );
+}
