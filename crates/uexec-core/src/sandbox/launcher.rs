@@ -7,7 +7,9 @@
 //! 1. the *launcher* (the process uexec started: the session's process-group leader, and
 //!    its PTY's session leader) enters the namespaces, restricts itself (Landlock, seccomp:
 //!    inherited by everything below); with an allowlist, it binds the proxy's port in the
-//!    network namespace and hands the listener to uexec; then it forks;
+//!    network namespace and hands the listener to uexec; it empties its capability
+//!    bounding set, so that nothing it execs holds a capability in the user namespace (root
+//!    there would keep them all, `CAP_SYS_ADMIN` among them); then it forks;
 //! 2. the *init*, pid 1 of the new pid namespace, dies with the launcher
 //!    (`PR_SET_PDEATHSIG`), spawns the command and reaps every orphan; when the command
 //!    exits, it exits with the command's status and the kernel kills whatever is left in
@@ -191,6 +193,9 @@ fn apply(launch: &Launch) -> Result<i32, (Layer, String)> {
     if !namespaced {
         return Ok(exec(launch));
     }
+    // Root of the user namespace keeps its capabilities across exec: the command would
+    // hold CAP_SYS_ADMIN there, enough to clone a mount tree and lift the read-only binds.
+    sys::drop_capabilities_on_exec().map_err(|e| (Layer::Namespaces, e.to_string()))?;
     sys::catch_and_ignore(&[libc::SIGINT, libc::SIGTERM, libc::SIGQUIT, libc::SIGHUP]);
     // The init learns of a launcher that died before its death signal was set: the write
     // end, held only by the launcher, hangs up.

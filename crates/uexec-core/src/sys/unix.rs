@@ -814,6 +814,42 @@ pub fn name_after_argv0() {
     }
 }
 
+/// Empties this process's capability bounding and ambient sets: what it execs gains no
+/// capability, not even as root of its user namespace (where a capability-holding command
+/// could clone a mount tree and clear its read-only flags: `open_tree`, `mount_setattr`).
+/// Needs CAP_SETPCAP, which a process holds in the user namespace it made.
+pub fn drop_capabilities_on_exec() -> io::Result<()> {
+    let last: libc::c_ulong = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(63);
+    // SAFETY: prctl with integer arguments only.
+    unsafe {
+        // EINVAL: a kernel without ambient capabilities has none to clear.
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) < 0
+            && *libc::__errno_location() != libc::EINVAL
+        {
+            return Err(io::Error::last_os_error());
+        }
+        for cap in 0..=last {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 {
+                // EINVAL: past the capabilities this kernel knows.
+                if *libc::__errno_location() == libc::EINVAL {
+                    break;
+                }
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Brings the loopback interface of the current network namespace up.
 pub fn loopback_up() -> io::Result<()> {
     // SAFETY: a datagram socket we own, and two ioctls on a zeroed ifreq naming "lo".
