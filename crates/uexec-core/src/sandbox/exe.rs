@@ -13,10 +13,17 @@
 //!    descriptor it inherits close-on-exec first thing, so none reaches the command;
 //! 3. `argv[0]` stays the path people know, so `ps` shows `.../uexec-engine __sandbox-exec`.
 
-use std::io;
+use std::ffi::CString;
+use std::io::{self, Read};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use crate::sys;
+
+/// Most bytes of a probe's answer read.
+const PROBE_OUTPUT_MAX_BYTES: u64 = 64 * 1024;
 
 /// The program that runs [`super::LAUNCHER_SUBCOMMAND`].
 #[derive(Debug, Clone)]
@@ -81,6 +88,40 @@ impl Launcher {
             Source::Running => None,
             Source::Held(fd) => Some(fd.as_raw_fd()),
         }
+    }
+
+    /// Runs `LAUNCHER __sandbox-exec --probe` from the file it holds, with this process's
+    /// environment: its stdout and exit status.
+    pub(super) fn probe(&self) -> io::Result<(String, std::process::ExitStatus)> {
+        let c = |bytes: &[u8]| {
+            CString::new(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+        };
+        let envp = std::env::vars_os()
+            .map(|(k, v)| c(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
+            .collect::<io::Result<Vec<_>>>()?;
+        let (read, write) = sys::pipe_cloexec()?;
+        let null = sys::dev_null()?;
+        let child = sys::spawn_child(&sys::ChildSpec {
+            program: c(self.program().as_os_str().as_bytes())?,
+            argv: vec![
+                c(self.display.as_os_str().as_bytes())?,
+                c(super::LAUNCHER_SUBCOMMAND.as_bytes())?,
+                c(b"--probe")?,
+            ],
+            envp,
+            cwd: c(b"/")?,
+            stdio: [null.as_raw_fd(), write.as_raw_fd(), null.as_raw_fd()],
+            controlling_tty: false,
+            program_fd: self.program_fd(),
+        })?;
+        drop(write);
+        let mut stdout = String::new();
+        let read = std::fs::File::from(read)
+            .take(PROBE_OUTPUT_MAX_BYTES)
+            .read_to_string(&mut stdout);
+        let (_, status) = sys::wait_child(Some(child.pid))?;
+        read?;
+        Ok((stdout, status))
     }
 }
 

@@ -187,7 +187,7 @@ fn hold_one(
                     registry.insert(dot.to_path_buf(), 0);
                     write_record(base, registry);
                 }
-                let made = std::fs::DirBuilder::new().mode(0o700).create(dot);
+                let made = std::fs::DirBuilder::new().mode(0o755).create(dot);
                 if made.is_err() && recorded {
                     registry.remove(dot);
                     write_record(base, registry);

@@ -55,6 +55,7 @@ use crate::backend::SpawnSpec;
 use crate::error::ExecError;
 
 pub use exe::Launcher;
+pub use protect::UexecDirs;
 
 /// The hidden subcommand of the `uexec` binary that runs the launcher.
 pub const LAUNCHER_SUBCOMMAND: &str = "__sandbox-exec";
@@ -416,48 +417,6 @@ pub fn runtime_base() -> PathBuf {
     crate::fs::sandbox_base_path()
 }
 
-/// uexec's directories that one store's configuration names, besides the per-user ones.
-#[derive(Debug, Clone, Default)]
-pub struct UexecDirs {
-    /// The transcripts root (`StoreConfig::transcripts`, perhaps a `--transcripts-dir`).
-    pub transcripts: Option<PathBuf>,
-    /// Where shell snapshots are kept (`StoreConfig::shell_snapshots`).
-    pub shell_snapshots: Option<PathBuf>,
-}
-
-impl UexecDirs {
-    /// Those of `config`.
-    pub fn of(config: &crate::config::StoreConfig) -> Self {
-        Self {
-            transcripts: config.transcripts.as_ref().map(|t| t.root.clone()),
-            shell_snapshots: config.shell_snapshots.as_ref().map(|s| s.dir()),
-        }
-    }
-}
-
-/// The name of the front executable, installed beside the engine.
-const FRONT_NAME: &str = "uexec";
-
-/// uexec's own paths, kept read-only even inside writable roots ([`protect`]): the runtime,
-/// state and config directories, the store's transcripts and shell snapshots, the sandbox
-/// base, and the launcher's binary with the `uexec` front beside it.
-fn own_dirs(store: &UexecDirs, launcher: &Launcher) -> protect::OwnPaths {
-    let dirs = [
-        Some(crate::fs::runtime_dir_path()),
-        crate::fs::state_dir(),
-        crate::fs::config_dir(),
-        store.transcripts.clone(),
-        store.shell_snapshots.clone(),
-        Some(runtime_base()),
-    ];
-    let engine = launcher.display().to_path_buf();
-    let front = engine.with_file_name(FRONT_NAME);
-    protect::OwnPaths {
-        dirs: dirs.into_iter().flatten().collect(),
-        binaries: vec![engine, front],
-    }
-}
-
 /// The layers a policy needs.
 pub fn needed_layers(profile: Profile, network: &Network) -> Vec<Layer> {
     let mut layers = Vec::new();
@@ -493,7 +452,7 @@ fn support_of(launcher: &Launcher) -> Result<Support, String> {
         return Ok(support.clone());
     }
     // Blocking, once per launcher and process (a few ms): the plan is synchronous.
-    let (stdout, status) = run_probe(launcher).map_err(|e| {
+    let (stdout, status) = launcher.probe().map_err(|e| {
         format!(
             "cannot run the sandbox launcher {}: {e}",
             launcher.display().display()
@@ -508,48 +467,6 @@ fn support_of(launcher: &Launcher) -> Result<Support, String> {
     }
     cache.push((launcher.clone(), support.clone()));
     Ok(support)
-}
-
-/// Most bytes of a probe's answer read.
-const PROBE_OUTPUT_MAX_BYTES: u64 = 64 * 1024;
-
-/// Runs `LAUNCHER __sandbox-exec --probe` from the file the launcher holds, with this
-/// process's environment: its stdout and exit status.
-#[cfg(unix)]
-fn run_probe(launcher: &Launcher) -> std::io::Result<(String, std::process::ExitStatus)> {
-    use std::ffi::CString;
-    use std::io::Read;
-    use std::os::fd::AsRawFd;
-    use std::os::unix::ffi::OsStrExt;
-    let c = |bytes: &[u8]| {
-        CString::new(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
-    };
-    let envp = std::env::vars_os()
-        .map(|(k, v)| c(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
-        .collect::<std::io::Result<Vec<_>>>()?;
-    let (read, write) = crate::sys::pipe_cloexec()?;
-    let null = crate::sys::dev_null()?;
-    let child = crate::sys::spawn_child(&crate::sys::ChildSpec {
-        program: c(launcher.program().as_os_str().as_bytes())?,
-        argv: vec![
-            c(launcher.display().as_os_str().as_bytes())?,
-            c(LAUNCHER_SUBCOMMAND.as_bytes())?,
-            c(b"--probe")?,
-        ],
-        envp,
-        cwd: c(b"/")?,
-        stdio: [null.as_raw_fd(), write.as_raw_fd(), null.as_raw_fd()],
-        controlling_tty: false,
-        program_fd: launcher.program_fd(),
-    })?;
-    drop(write);
-    let mut stdout = String::new();
-    let read = std::fs::File::from(read)
-        .take(PROBE_OUTPUT_MAX_BYTES)
-        .read_to_string(&mut stdout);
-    let (_, status) = crate::sys::wait_child(Some(child.pid))?;
-    read?;
-    Ok((stdout, status))
 }
 
 /// Lines `LAYER ok` or `LAYER unavailable: WHY`.
@@ -631,7 +548,7 @@ pub fn prepare(
                 &writable[1..],
                 &spec.cwd,
                 &tmp.path,
-                &own_dirs(dirs, launcher),
+                &protect::own_paths(dirs, launcher),
                 &runtime_base(),
             )
             .map_err(|e| ExecError::Spawn(format!("cannot protect the sandbox's paths: {e}")))?,

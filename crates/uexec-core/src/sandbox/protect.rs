@@ -39,7 +39,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::git;
+use super::{git, Launcher};
 
 /// One mount the launcher makes, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,6 +132,48 @@ pub fn mounts(c: Candidates<'_>) -> Vec<Mount> {
     });
     out.dedup_by(|later, first| later.path() == first.path());
     out
+}
+
+/// uexec's directories that one store's configuration names, besides the per-user ones.
+#[derive(Debug, Clone, Default)]
+pub struct UexecDirs {
+    /// The transcripts root (`StoreConfig::transcripts`, perhaps a `--transcripts-dir`).
+    pub transcripts: Option<PathBuf>,
+    /// Where shell snapshots are kept (`StoreConfig::shell_snapshots`).
+    pub shell_snapshots: Option<PathBuf>,
+}
+
+impl UexecDirs {
+    /// Those of `config`.
+    pub fn of(config: &crate::config::StoreConfig) -> Self {
+        Self {
+            transcripts: config.transcripts.as_ref().map(|t| t.root.clone()),
+            shell_snapshots: config.shell_snapshots.as_ref().map(|s| s.dir()),
+        }
+    }
+}
+
+/// The name of the front executable, installed beside the engine.
+const FRONT_NAME: &str = "uexec";
+
+/// uexec's own paths, kept read-only even inside writable roots: the runtime,
+/// state and config directories, the store's transcripts and shell snapshots, the sandbox
+/// base, and the launcher's binary with the `uexec` front beside it.
+pub fn own_paths(store: &UexecDirs, launcher: &Launcher) -> OwnPaths {
+    let dirs = [
+        Some(crate::fs::runtime_dir_path()),
+        crate::fs::state_dir(),
+        crate::fs::config_dir(),
+        store.transcripts.clone(),
+        store.shell_snapshots.clone(),
+        Some(crate::fs::sandbox_base_path()),
+    ];
+    let engine = launcher.display().to_path_buf();
+    let front = engine.with_file_name(FRONT_NAME);
+    OwnPaths {
+        dirs: dirs.into_iter().flatten().collect(),
+        binaries: vec![engine, front],
+    }
 }
 
 /// uexec's own paths: directories (made if missing when a root exposes them) and binaries.
