@@ -247,7 +247,15 @@ async fn uexecs_directories_stay_read_only_when_the_temp_dir_lies_in_the_workspa
     let tmp = dir.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
     let uid = uid_of(&dir);
-    let (client, _) = server(Path::new(UEXEC), &dir, &["--extended"], &[("TMPDIR", &tmp)]).await;
+    let logs = dir.join("logs");
+    let logs_arg = logs.display().to_string();
+    let (client, _) = server(
+        Path::new(UEXEC),
+        &dir,
+        &["--extended", "--transcripts-dir", &logs_arg],
+        &[("TMPDIR", &tmp)],
+    )
+    .await;
     // A login command (unsandboxed) builds the shell snapshot later login commands source.
     let r = exec(&client, json!({"cmd": "echo logged-in", "login": true})).await;
     assert!(text(&r).contains("logged-in"), "{}", text(&r));
@@ -278,7 +286,7 @@ async fn uexecs_directories_stay_read_only_when_the_temp_dir_lies_in_the_workspa
     let config = dir.join("home/.config/uexec");
     let cmd = format!(
         "echo 'touch {pwned}' >> {snapshot}; touch {runtime}/planted; touch {other}/planted; \
-         touch {state}/planted; mkdir {config}/planted; \
+         touch {state}/planted; mkdir {config}/planted; touch {logs}/planted; \
          mv {runtime} {runtime}.moved; mv {tmp} {tmp}.moved; mv {home}/.local {home}/.local.moved; \
          touch \"$TMPDIR/mine\" && echo own-tmp-ok; touch {dir}/mine && echo workspace-ok",
         pwned = dir.join("pwned").display(),
@@ -287,6 +295,7 @@ async fn uexecs_directories_stay_read_only_when_the_temp_dir_lies_in_the_workspa
         other = other.display(),
         state = state.display(),
         config = config.display(),
+        logs = logs.display(),
         tmp = tmp.display(),
         home = dir.join("home").display(),
         dir = dir.display(),
@@ -305,6 +314,7 @@ async fn uexecs_directories_stay_read_only_when_the_temp_dir_lies_in_the_workspa
         other.join("planted"),
         state.join("planted"),
         config.join("planted"),
+        logs.join("planted"),
     ] {
         assert!(!planted.exists(), "{}: {out}", planted.display());
     }
@@ -317,7 +327,7 @@ async fn uexecs_directories_stay_read_only_when_the_temp_dir_lies_in_the_workspa
     }
     assert!(runtime.is_dir() && tmp.is_dir(), "{out}");
     let erofs = out.matches("Read-only file system").count();
-    assert!(erofs >= 5, "{out}");
+    assert!(erofs >= 6, "{out}");
     // Later login commands still read the snapshot as it was.
     let r = exec(&client, json!({"cmd": "echo again", "login": true})).await;
     assert!(text(&r).contains("again"), "{}", text(&r));
@@ -552,4 +562,27 @@ async fn a_sandboxed_command_cannot_lift_the_read_only_mounts() {
         assert!(!out.contains("WROTE"), "nested={nested}: {out}");
         assert!(!dir.join(".git/pwned").exists(), "nested={nested}: {out}");
     }
+}
+
+#[tokio::test]
+async fn read_only_makes_no_mount_namespace_and_workspace_write_does() {
+    let dir = scratch("mntns");
+    let (client, _) = server(Path::new(UEXEC), &dir, &["--extended"], &[]).await;
+    let host = std::fs::read_link("/proc/self/ns/mnt").unwrap();
+    let namespace_of = |r: &rmcp::model::CallToolResult| {
+        text(r)
+            .lines()
+            .find_map(|l| l.strip_prefix("ns=").map(PathBuf::from))
+            .unwrap_or_else(|| panic!("{}", text(r)))
+    };
+    let cmd = json!({"cmd": "echo ns=$(readlink /proc/self/ns/mnt)", "sandbox": "read-only"});
+    let r = exec(&client, cmd).await;
+    assert_eq!(namespace_of(&r), host, "read-only mounts nothing");
+    let cmd = json!({"cmd": "echo ns=$(readlink /proc/self/ns/mnt)", "sandbox": "workspace-write"});
+    let r = exec(&client, cmd).await;
+    assert_ne!(
+        namespace_of(&r),
+        host,
+        "the placeholder at the root is mounted"
+    );
 }
