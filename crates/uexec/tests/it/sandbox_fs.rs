@@ -518,26 +518,39 @@ async fn a_placeholder_left_by_a_killed_uexec_is_swept_by_the_next_one() {
     );
 }
 
-/// Clones the mount tree at `root` (`open_tree`), clears its read-only flags
-/// (`mount_setattr`) and writes `root/.git/pwned` through the clone; with `nested`, first
-/// in a user and mount namespace of its own. Prints what each step gave.
-fn lift_read_only_script(root: &Path, nested: bool) -> String {
+/// Tries to write `root/.git/pwned` past its read-only mount: unmounting it, through
+/// `/proc/PID/root` of a process outside the sandbox (`outside`, dumpable), by a hard link,
+/// and by cloning the mount tree (`open_tree`) and clearing its read-only flags
+/// (`mount_setattr`); with `nested`, the clone in a user and mount namespace of its own.
+/// Prints what each step gave, `WROTE` for a write that went through.
+fn lift_read_only_script(root: &Path, outside: u32, nested: bool) -> String {
     format!(
         r#"
 import ctypes, os, struct
 libc = ctypes.CDLL(None, use_errno=True)
 def err(): return os.strerror(ctypes.get_errno())
+def write(path, **kw):
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644, **kw))
+        print("WROTE", path)
+    except OSError as e:
+        print("write", path, e)
+print("umount", libc.umount2(b"{root}/.git", 2), err())
+write("{root}/.git/pwned")
+write("/proc/{outside}/root{root}/.git/pwned")
+open("{root}/mine", "w").close()
+try:
+    os.link("{root}/mine", "{root}/.git/pwned")
+    print("WROTE link")
+except OSError as e:
+    print("link", e)
 if {nested}:
     print("unshare", libc.unshare(0x10000000 | 0x00020000), err())
 fd = libc.syscall(428, -100, b"{root}", 1 | 0x80000 | 0x8000)
 print("open_tree", fd, err())
 attr = ctypes.create_string_buffer(struct.pack("QQQQ", 0, 1, 0, 0), 32)
 print("mount_setattr", libc.syscall(442, fd, b"", 0x1000 | 0x8000, attr, 32), err())
-try:
-    os.close(os.open(".git/pwned", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd))
-    print("WROTE")
-except OSError as e:
-    print("write", e)
+write(".git/pwned", dir_fd=fd)
 "#,
         nested = if nested { "True" } else { "False" },
         root = root.display(),
@@ -551,14 +564,18 @@ async fn a_sandboxed_command_cannot_lift_the_read_only_mounts() {
     let (client, _) = server(Path::new(UEXEC), &dir, &["--extended"], &[]).await;
     for nested in [false, true] {
         let script = dir.join("lift.py");
-        std::fs::write(&script, lift_read_only_script(&dir, nested)).unwrap();
+        let outside = std::process::id();
+        std::fs::write(&script, lift_read_only_script(&dir, outside, nested)).unwrap();
         let r = exec(
             &client,
             json!({"cmd": format!("python3 {}", script.display()), "sandbox": "workspace-write"}),
         )
         .await;
         let out = text(&r);
-        assert!(out.contains("open_tree"), "{out}");
+        assert!(
+            out.contains("open_tree") && out.contains("umount -1"),
+            "{out}"
+        );
         assert!(!out.contains("WROTE"), "nested={nested}: {out}");
         assert!(!dir.join(".git/pwned").exists(), "nested={nested}: {out}");
     }
