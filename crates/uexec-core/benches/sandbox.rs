@@ -37,7 +37,7 @@ fn request(sandbox: Option<Profile>, network: Option<Network>) -> ExecRequest {
 fn store(launcher: PathBuf, cold_launcher: bool) -> Arc<SessionStore> {
     let config = StoreConfig {
         sandbox: SandboxConfig {
-            launcher: Some(launcher),
+            launcher: Some(uexec_core::sandbox::Launcher::open(launcher).unwrap()),
             cold_launcher,
             ..SandboxConfig::default()
         },
@@ -63,7 +63,7 @@ async fn main() {
         launcher.display()
     );
     // Cold: the launcher exec'd per command, from a copy of the binary (warm launchers are
-    // per path, process-wide).
+    // per launcher, process-wide).
     let copy = std::env::temp_dir().join(format!("uexec-bench-cold-{}", std::process::id()));
     std::fs::copy(&launcher, &copy).unwrap();
     let warm = store(launcher.canonicalize().unwrap(), false);

@@ -171,6 +171,7 @@ fn sandbox_for(
     crate::sandbox::prepare(
         &config.sandbox,
         &config.cwd,
+        &crate::sandbox::UexecDirs::of(config),
         req.sandbox,
         req.network.clone(),
         spec,

@@ -229,6 +229,16 @@ impl ShellSnapshots {
         }
     }
 
+    /// The directory the snapshots are kept in: the configured one, else uexec's runtime
+    /// directory (a sandbox keeps it read-only).
+    pub fn dir(&self) -> PathBuf {
+        self.inner
+            .options
+            .dir
+            .clone()
+            .unwrap_or_else(crate::fs::runtime_dir_path)
+    }
+
     /// How many (shell, environment) snapshots are kept, built or not (at most
     /// [`MAX_SHELL_SNAPSHOTS`]).
     pub fn len(&self) -> usize {

@@ -261,7 +261,7 @@ impl McpArgs {
         let mut config = StoreConfig::from_env();
         // This binary is the launcher (`uexec __sandbox-exec`); one is kept started ahead
         // (`uexec_core::sandbox::warm`).
-        config.sandbox.launcher = std::env::current_exe().ok();
+        config.sandbox.launcher = uexec_core::sandbox::Launcher::current_exe().ok();
         self.settings()
             .apply(&mut config)
             .map_err(anyhow::Error::msg)?;

@@ -248,9 +248,11 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                     .map(|()| std::process::ExitCode::SUCCESS)
             }
             Command::Daemon(args) => {
+                // Started from /proc/self/exe (`start_daemon`): named after its path again.
+                uexec_core::sys::name_after_argv0();
                 return uexec_mcp::daemon::run(args)
                     .await
-                    .map(|()| std::process::ExitCode::SUCCESS)
+                    .map(|()| std::process::ExitCode::SUCCESS);
             }
             Command::Completions { .. } | Command::Doctor { .. } => {
                 return Ok(std::process::ExitCode::SUCCESS)

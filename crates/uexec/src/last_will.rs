@@ -3,9 +3,10 @@
 //!
 //! The parent-death signal only reaches a session's direct child; a background job (`cmd &`)
 //! is a grandchild and would be orphaned. So:
-//! 1. at start-up, `uexec` re-executes itself as `uexec __last-will PGID...` in a process
-//!    group of its own, with the read end of a pipe as its stdin and the groups already live
-//!    as its arguments;
+//! 1. at start-up, `uexec` re-executes itself (`/proc/self/exe`: the running binary, not
+//!    whatever its path holds now) as `uexec __last-will PGID...` in a process group of
+//!    its own, with the read end of a pipe as its stdin and the groups already live as its
+//!    arguments;
 //! 2. the local backend reports every process group it starts and every group it has swept
 //!    after its leader exited; those reports only update the set of live groups (a short
 //!    lock, no I/O), so they never block the async worker that makes them;
@@ -30,6 +31,9 @@ use uexec_core::backend::local::{install_group_watch, GroupWatch};
 
 /// Hidden subcommand that runs the watchdog.
 pub const SUBCOMMAND: &str = "__last-will";
+
+/// This process's own executable, whatever its path holds now.
+const RUNNING_EXE: &str = "/proc/self/exe";
 
 /// How long the pipe's thread waits before it tries again to start a watchdog that failed
 /// to start.
@@ -150,8 +154,11 @@ struct Watchdog {
 impl Watchdog {
     /// Starts a watchdog that knows `live`, and its reaper, which reports its death to `groups`.
     fn spawn(live: &HashSet<u32>, groups: &Arc<LiveGroups>) -> std::io::Result<Self> {
+        // From the running binary, never by path: a sandboxed command may have replaced the
+        // file (see `uexec_core::sandbox::Launcher`); `argv[0]` keeps the path for `ps`.
         let exe = std::env::current_exe()?;
-        let mut child = Command::new(exe)
+        let mut child = Command::new(RUNNING_EXE)
+            .arg0(exe)
             .arg(SUBCOMMAND)
             .args(live.iter().map(u32::to_string))
             .stdin(Stdio::piped())
@@ -254,6 +261,7 @@ fn keep_watch(groups: &Arc<LiveGroups>, watchdog: Watchdog) {
 
 /// The watchdog's main loop: returns once stdin closes and every remaining group is killed.
 pub fn run() {
+    uexec_core::sys::name_after_argv0();
     let mut groups: HashSet<u32> = std::env::args_os()
         .skip(2)
         .filter_map(|arg| arg.to_str().and_then(|pgid| pgid.parse().ok()))

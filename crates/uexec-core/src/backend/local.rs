@@ -149,6 +149,7 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
         stdio: [-1; 3],
         controlling_tty: spec.tty,
         passed_fd: passed.as_ref().map(|fd| fd.as_raw_fd()),
+        program_fd: None,
     };
 
     // Everything that can fail without the child is prepared before it exists; what is left
@@ -234,7 +235,8 @@ struct Unclaimed {
 
 impl Unclaimed {
     fn spawn(spec: &sys::ChildSpec) -> io::Result<Self> {
-        // A sandboxed command goes to the launcher already waiting, when there is one.
+        // A sandboxed command's launcher is started by the sandbox: the one waiting, or a
+        // cold one from the file it holds.
         let warm = match spec.argv.get(1) {
             Some(sub) if sub.as_bytes() == crate::sandbox::LAUNCHER_SUBCOMMAND.as_bytes() => {
                 crate::sandbox::warm::launch(spec)?

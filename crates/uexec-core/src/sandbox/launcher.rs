@@ -8,7 +8,9 @@
 //!    its PTY's session leader) enters the namespaces, restricts itself (Landlock, seccomp:
 //!    inherited by everything below); with an allowlist, it binds the proxy's port in the
 //!    network namespace and hands the listener to uexec on the socket it inherited as
-//!    `--proxy-fd` (a socket pair's end, fd 3, see [`super::proxy`]); then it forks;
+//!    `--proxy-fd` (a socket pair's end, fd 3, see [`super::proxy`]); it empties its
+//!    capability bounding set, so that nothing it execs holds a capability in the user
+//!    namespace (root there would keep them all, `CAP_SYS_ADMIN` among them); then it forks;
 //! 2. the *init*, pid 1 of the new pid namespace, dies with the launcher
 //!    (`PR_SET_PDEATHSIG`), spawns the command and reaps every orphan; when the command
 //!    exits, it exits with the command's status and the kernel kills whatever is left in
@@ -28,6 +30,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 
+use super::protect::{Mount, READ_ONLY_FLAG, WRITABLE_FLAG};
 use super::{namespaces, Layer, FAULT_ENV, LAUNCHER_FAILED_EXIT_CODE};
 use crate::sys;
 
@@ -39,7 +42,8 @@ const EXEC_FAILED_EXIT_CODE: i32 = 127;
 struct Launch {
     layers: Vec<Layer>,
     writable: Vec<PathBuf>,
-    protect: Vec<PathBuf>,
+    /// Bound over themselves, in order ([`super::protect`]).
+    mounts: Vec<Mount>,
     network_off: bool,
     /// uexec's end of the proxy hand-over (`--proxy-fd`, inherited): where the listener of
     /// 127.0.0.1:PROXY_PORT in the namespace goes.
@@ -50,6 +54,12 @@ struct Launch {
 
 /// Runs the launcher with its arguments (after the subcommand); returns the exit code.
 pub fn run(args: impl Iterator<Item = OsString>) -> i32 {
+    // Exec'd through a descriptor (see `super::exe`): that one, and anything else inherited,
+    // goes no further than this process.
+    if sys::close_inherited_on_exec().is_err() {
+        return LAUNCHER_FAILED_EXIT_CODE;
+    }
+    sys::name_after_argv0();
     let mut args: Vec<OsString> = args.collect();
     if args.first().is_some_and(|a| a == super::warm::WARM_FLAG) {
         args = match super::warm::receive() {
@@ -103,7 +113,12 @@ fn parse(args: Vec<OsString>) -> Result<Launch, String> {
                 }
             }
             Some("--write") => launch.writable.push(value("--write")?.into()),
-            Some("--protect") => launch.protect.push(value("--protect")?.into()),
+            Some(READ_ONLY_FLAG) => launch
+                .mounts
+                .push(Mount::ReadOnly(value(READ_ONLY_FLAG)?.into())),
+            Some(WRITABLE_FLAG) => launch
+                .mounts
+                .push(Mount::Writable(value(WRITABLE_FLAG)?.into())),
             Some("--arg0") => launch.arg0 = Some(value("--arg0")?),
             Some("--proxy-fd") => {
                 let fd = value("--proxy-fd")?;
@@ -158,7 +173,7 @@ fn apply(launch: &mut Launch) -> Result<i32, (Layer, String)> {
     let namespaced = has(Layer::Namespaces);
     if namespaced {
         namespaces::enter(
-            &launch.protect,
+            &launch.mounts,
             namespaces::Mounts::AsNeeded,
             fault.contains(&Layer::Namespaces),
         )
@@ -195,6 +210,9 @@ fn apply(launch: &mut Launch) -> Result<i32, (Layer, String)> {
     if !namespaced {
         return Ok(exec(launch));
     }
+    // Root of the user namespace keeps its capabilities across exec: the command would
+    // hold CAP_SYS_ADMIN there, enough to clone a mount tree and lift the read-only binds.
+    sys::drop_capabilities_on_exec().map_err(|e| (Layer::Namespaces, e.to_string()))?;
     sys::catch_and_ignore(&[libc::SIGINT, libc::SIGTERM, libc::SIGQUIT, libc::SIGHUP]);
     // The init learns of a launcher that died before its death signal was set: the write
     // end, held only by the launcher, hangs up.

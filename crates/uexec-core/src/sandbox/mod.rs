@@ -9,10 +9,14 @@
 //!    against what the machine supports (asked once per launcher, `--probe`), refuses or
 //!    drops the missing ones ([`Fallback`]), makes a private tmp for the session and rewrites
 //!    the spawn to go through the launcher, with the marker variables set;
+//!    The launcher is exec'd from the file this process holds, never by path ([`exe`]); under
+//!    `workspace-write`, what must stay read-only beneath the writable roots is chosen
+//!    ([`protect`]: uexec's own directories and binaries, the repositories, `.git`
+//!    placeholders: [`git`]);
 //! 2. the launcher ([`launcher`]) enters a user, pid and mount namespace (and a network
 //!    namespace when the network is off or an allowlist, whose proxy port it hands to uexec:
-//!    [`proxy`]), makes `.git` and uexec's own directories
-//!    read-only, restricts the filesystem with Landlock and some syscalls with seccomp, then
+//!    [`proxy`]), mounts those paths read-only over themselves, restricts the filesystem
+//!    with Landlock and some syscalls with seccomp, then
 //!    forks the pid namespace's init, which runs the command: when the command exits, or
 //!    the launcher is killed, everything it left behind dies with the namespace;
 //! 3. every snapshot of the session carries a [`SandboxReport`]: the layers applied, and
@@ -28,12 +32,15 @@
 mod ceiling;
 pub mod doctor;
 mod evidence;
+mod exe;
+mod git;
 #[cfg(target_os = "linux")]
 mod landlock;
 #[cfg(target_os = "linux")]
 pub mod launcher;
 #[cfg(target_os = "linux")]
 mod namespaces;
+pub mod protect;
 pub mod proxy;
 #[cfg(target_os = "linux")]
 mod seccomp;
@@ -47,6 +54,9 @@ use std::sync::{Arc, Mutex};
 
 use crate::backend::SpawnSpec;
 use crate::error::ExecError;
+
+pub use exe::Launcher;
+pub use protect::UexecDirs;
 
 /// The hidden subcommand of the `uexec` binary that runs the launcher.
 pub const LAUNCHER_SUBCOMMAND: &str = "__sandbox-exec";
@@ -244,9 +254,9 @@ impl Layer {
 /// The sandbox defaults of a store.
 #[derive(Debug, Clone, Default)]
 pub struct SandboxConfig {
-    /// The `uexec` binary that runs [`LAUNCHER_SUBCOMMAND`]; without it, asking for a
-    /// sandbox is an error.
-    pub launcher: Option<PathBuf>,
+    /// The `uexec` binary that runs [`LAUNCHER_SUBCOMMAND`] (usually this process's own:
+    /// [`Launcher::current_exe`]); without it, asking for a sandbox is an error.
+    pub launcher: Option<Launcher>,
     /// Profile when a call names none.
     pub profile: Profile,
     /// Network policy when a call names none.
@@ -257,7 +267,7 @@ pub struct SandboxConfig {
     /// What a host off an allowlist does to the session.
     pub on_denial: OnDenial,
     /// Exec the launcher for each command instead of keeping one started ahead
-    /// ([`warm`]). Per launcher path, for the whole process: a path any store runs warm
+    /// ([`warm`]). Per launcher, for the whole process: a launcher any store runs warm
     /// is warm for all.
     pub cold_launcher: bool,
 }
@@ -320,6 +330,9 @@ pub struct SandboxSession {
     report: SandboxReport,
     writable: Vec<PathBuf>,
     tmp: Option<Arc<PrivateTmp>>,
+    /// The `.git` placeholders the session holds, for its drop: each is removed after the
+    /// last session using it.
+    _placeholders: Option<Arc<git::Placeholders>>,
     /// The allowlist proxy's socket, until the session's monitor takes it.
     proxy: Option<Arc<Mutex<Option<proxy::ProxySocket>>>>,
 }
@@ -383,11 +396,13 @@ impl PrivateTmp {
 }
 
 /// Removes, once per process, what dead uexec processes left in `base` (a uexec killed with
-/// SIGKILL cannot clean up): entries are named `PID-...`, and an entry
-/// whose PID no longer runs is stale. A recycled PID only delays the sweep.
+/// SIGKILL cannot clean up): entries are named `PID-...`, and an entry whose PID no longer
+/// runs is stale; their `.git` placeholders go too ([`git::sweep`]). A recycled PID only
+/// delays the sweep.
 fn sweep_stale(base: &Path) {
     static SWEPT: std::sync::Once = std::sync::Once::new();
     SWEPT.call_once(|| {
+        git::sweep(base);
         let Ok(entries) = std::fs::read_dir(base) else {
             return;
         };
@@ -421,25 +436,6 @@ pub fn runtime_base() -> PathBuf {
     crate::fs::sandbox_base_path()
 }
 
-/// uexec's own directories, kept read-only even inside writable roots.
-fn own_dirs() -> Vec<PathBuf> {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let xdg = |var: &str, fallback: &str| {
-        std::env::var_os(var)
-            .map(PathBuf::from)
-            .or_else(|| home.as_ref().map(|h| h.join(fallback)))
-            .map(|d| d.join("uexec"))
-    };
-    [
-        xdg("XDG_CONFIG_HOME", ".config"),
-        xdg("XDG_STATE_HOME", ".local/state"),
-    ]
-    .into_iter()
-    .flatten()
-    .chain([runtime_base()])
-    .collect()
-}
-
 /// The layers a policy needs.
 pub fn needed_layers(profile: Profile, network: &Network) -> Vec<Layer> {
     let mut layers = Vec::new();
@@ -463,39 +459,32 @@ pub fn needed_layers(profile: Profile, network: &Network) -> Vec<Layer> {
 pub type Support = HashMap<Layer, Result<(), String>>;
 
 /// Probes per launcher, once per process (a launcher run costs a few ms; the answer does not
-/// change while the process lives).
-static SUPPORT: Mutex<Option<HashMap<PathBuf, Support>>> = Mutex::new(None);
+/// change while the process lives). The launcher is kept with its answer: a held
+/// descriptor stays open, so its number names no other launcher later.
+static SUPPORT: Mutex<Vec<(Launcher, Support)>> = Mutex::new(Vec::new());
 
-fn support_of(launcher: &Path) -> Result<Support, String> {
+fn support_of(launcher: &Launcher) -> Result<Support, String> {
     let mut cache = SUPPORT
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(support) = cache.as_ref().and_then(|c| c.get(launcher)) {
+    if let Some((_, support)) = cache.iter().find(|(l, _)| l == launcher) {
         return Ok(support.clone());
     }
     // Blocking, once per launcher and process (a few ms): the plan is synchronous.
-    let output = std::process::Command::new(launcher)
-        .args([LAUNCHER_SUBCOMMAND, "--probe"])
-        .stdin(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .output()
-        .map_err(|e| {
-            format!(
-                "cannot run the sandbox launcher {}: {e}",
-                launcher.display()
-            )
-        })?;
-    let support = parse_probe(&String::from_utf8_lossy(&output.stdout));
+    let (stdout, status) = launcher.probe().map_err(|e| {
+        format!(
+            "cannot run the sandbox launcher {}: {e}",
+            launcher.display().display()
+        )
+    })?;
+    let support = parse_probe(&stdout);
     if support.len() != Layer::ALL.len() {
         return Err(format!(
-            "the sandbox launcher {} did not say what this machine supports ({})",
-            launcher.display(),
-            output.status
+            "the sandbox launcher {} did not say what this machine supports ({status})",
+            launcher.display().display(),
         ));
     }
-    cache
-        .get_or_insert_with(HashMap::new)
-        .insert(launcher.to_path_buf(), support.clone());
+    cache.push((launcher.clone(), support.clone()));
     Ok(support)
 }
 
@@ -523,6 +512,7 @@ fn parse_probe(text: &str) -> Support {
 pub fn prepare(
     config: &SandboxConfig,
     workspace: &Path,
+    dirs: &UexecDirs,
     profile: Option<Profile>,
     network: Option<Network>,
     spec: &mut SpawnSpec,
@@ -532,7 +522,7 @@ pub fn prepare(
     if needed.is_empty() {
         return Ok(None);
     }
-    let launcher = config.launcher.as_deref().ok_or_else(|| {
+    let launcher = config.launcher.as_ref().ok_or_else(|| {
         ExecError::invalid(
             "sandbox",
             "this uexec has no sandbox launcher configured (StoreConfig::sandbox.launcher); \
@@ -549,9 +539,7 @@ pub fn prepare(
     }
     let support = support_of(launcher).map_err(ExecError::Spawn)?;
     #[cfg(target_os = "linux")]
-    if !config.cold_launcher {
-        warm::register(launcher);
-    }
+    warm::register(launcher, !config.cold_launcher);
     let mut layers = Vec::new();
     let mut missing = Vec::new();
     for layer in needed {
@@ -575,22 +563,21 @@ pub fn prepare(
         writable.push(workspace.to_path_buf());
         writable.extend(config.writable_roots.iter().cloned());
     }
-    let mut protect = Vec::new();
-    if profile != Profile::DangerFullAccess {
-        for root in &writable[1..] {
-            protect.push(root.join(".git"));
-        }
-        protect.extend(own_dirs());
-        // Only what a writable root would expose, and never an ancestor of a writable path
-        // (the private tmp lives in the runtime directory).
-        protect.retain(|p| {
-            writable[1..].iter().any(|w| p.starts_with(w))
-                && !writable.iter().any(|w| w.starts_with(p))
-                && std::fs::symlink_metadata(p).is_ok()
-        });
-        protect.sort();
-        protect.dedup();
-    }
+    // Read-only mounts nothing: Landlock already stops its writes, and a mount namespace
+    // costs its making and its teardown.
+    let protection = match profile {
+        Profile::WorkspaceWrite => Some(
+            protect::protection(
+                &writable[1..],
+                &spec.cwd,
+                &tmp.path,
+                &protect::own_paths(dirs, launcher),
+                &runtime_base(),
+            )
+            .map_err(|e| ExecError::Spawn(format!("cannot protect the sandbox's paths: {e}")))?,
+        ),
+        _ => None,
+    };
 
     let utf8 = |p: &Path| {
         p.to_str().map(str::to_owned).ok_or_else(|| {
@@ -598,7 +585,7 @@ pub fn prepare(
         })
     };
     let mut argv = vec![
-        utf8(launcher)?,
+        utf8(&launcher.program())?,
         LAUNCHER_SUBCOMMAND.to_owned(),
         "--layers".to_owned(),
         layers
@@ -613,9 +600,9 @@ pub fn prepare(
             argv.push(utf8(path)?);
         }
     }
-    for path in &protect {
-        argv.push("--protect".to_owned());
-        argv.push(utf8(path)?);
+    for mount in protection.iter().flat_map(|p| &p.mounts) {
+        argv.push(mount.flag().to_owned());
+        argv.push(utf8(mount.path())?);
     }
     let mut proxy = None;
     match &network {
@@ -640,6 +627,8 @@ pub fn prepare(
     argv.push("--".to_owned());
     argv.append(&mut spec.argv);
     spec.argv = argv;
+    // `ps` shows the launcher by its path; it is exec'd from the file held.
+    spec.arg0 = Some(utf8(launcher.display())?);
     spec.env
         .insert("UEXEC_SANDBOX".into(), profile.as_str().into());
     if network == Network::Off {
@@ -658,6 +647,7 @@ pub fn prepare(
         },
         writable,
         tmp: Some(Arc::new(tmp)),
+        _placeholders: protection.map(|p| Arc::new(p.placeholders)),
         proxy,
     }))
 }
@@ -718,6 +708,7 @@ mod tests {
         let e = prepare(
             &SandboxConfig::default(),
             &std::env::temp_dir(),
+            &UexecDirs::default(),
             Some(Profile::ReadOnly),
             None,
             &mut spec,
@@ -727,6 +718,7 @@ mod tests {
         assert!(prepare(
             &SandboxConfig::default(),
             &std::env::temp_dir(),
+            &UexecDirs::default(),
             None,
             None,
             &mut spec

@@ -4,17 +4,17 @@
 //!    to protect (a copy of the mount table costs its making and its teardown, and a
 //!    `read-only` sandbox mounts nothing); map our uid and gid to themselves (`setgroups`
 //!    denied first, as the kernel requires);
-//! 2. make every mount private, then bind-mount the protected paths read-only over
-//!    themselves (`.git`, uexec's own directories): writes there fail with EROFS;
+//! 2. make every mount private, then make the mounts [`super::protect`] chose, in order:
+//!    the protected paths bound read-only over themselves (writes there fail with EROFS),
+//!    the pins and the private tmp bound writable over themselves;
 //! 3. network off: `unshare` a network namespace and bring its `lo` up, nothing else;
 //! 4. the caller then forks: the child is pid 1 of the new pid namespace.
 
+use super::protect::Mount;
+use crate::sys;
 use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
-
-use crate::sys;
 
 /// Which namespaces [`enter`] makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,12 +26,12 @@ pub enum Mounts {
 }
 
 /// Enters the namespaces (steps 1-2), failing with EPERM if `fail` says so.
-pub fn enter(protect: &[PathBuf], mounts: Mounts, fail: bool) -> io::Result<()> {
+pub fn enter(binds: &[Mount], mounts: Mounts, fail: bool) -> io::Result<()> {
     if fail {
         return Err(io::Error::from_raw_os_error(libc::EPERM));
     }
     let (uid, gid) = sys::real_ids();
-    let mount_namespace = mounts == Mounts::Always || !protect.is_empty();
+    let mount_namespace = mounts == Mounts::Always || !binds.is_empty();
     let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWPID;
     if mount_namespace {
         flags |= libc::CLONE_NEWNS;
@@ -44,11 +44,15 @@ pub fn enter(protect: &[PathBuf], mounts: Mounts, fail: bool) -> io::Result<()> 
         return Ok(());
     }
     sys::make_mounts_private()?;
-    for path in protect {
+    for bind in binds {
+        let path = bind.path();
         let c = CString::new(path.as_os_str().as_bytes())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        sys::bind_read_only(&c)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        match bind {
+            Mount::ReadOnly(_) => sys::bind_read_only(&c),
+            Mount::Writable(_) => sys::bind_writable(&c),
+        }
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 //!
 //! A cold sandboxed spawn execs the 20 MB `uexec` binary before any layer applies: about 1 ms
 //! of page faults and relocations (`uexec --version` costs the same), paid on every command.
-//! Instead the engine keeps one launcher per launcher path started and waiting:
+//! Instead the engine keeps one launcher started and waiting:
 //! `uexec __sandbox-exec --warm`, spawned exactly as a command is (the engine's own child,
 //! leader of its session and process group, dying with the spawning thread), with a Unix
 //! socket to the engine as stdin, `/dev/null` as stdout and stderr, `/` as its directory and
@@ -23,17 +23,20 @@
 //! A launcher that died while waiting (or whose socket fails, or that has not answered within
 //! 2 s: it is killed with its group) is reaped and the spawn goes
 //! cold. One whose engine went away reads the end of its socket and exits. Nothing here
-//! changes what runs: the same binary, the same arguments, the same process tree; only the
-//! moment of the exec moves off the command's path.
+//! changes what runs: the same binary (exec'd from the file this process holds, never by
+//! path: [`super::exe`]), the same arguments, the same process tree; only the moment of the
+//! exec moves off the command's path. Cold starts come through here too ([`launch`]), so
+//! that a held launcher keeps its descriptor across the exec.
 
 use std::ffi::{CString, OsString};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStringExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
+use super::Launcher;
 use crate::sys;
 
 /// The launcher's first argument in warm mode.
@@ -227,7 +230,7 @@ fn take(launch: &Launch, stdio: [RawFd; 3], passed: Option<RawFd>) -> Result<(),
 
 /// A launcher started and waiting for its launch.
 struct Waiting {
-    launcher: PathBuf,
+    launcher: Launcher,
     child: sys::SpawnedChild,
     control: UnixStream,
     /// Which start this is (a pid can come back; a start cannot).
@@ -242,13 +245,19 @@ impl Waiting {
     }
 }
 
+/// A launcher the sandbox runs, and whether one is kept started ahead.
+struct Known {
+    launcher: Launcher,
+    warm: bool,
+}
+
 /// The waiting launcher (one: sandboxed spawns come one at a time from a person or an agent;
 /// a second at the same moment goes cold).
 static WAITING: Mutex<Option<Waiting>> = Mutex::new(None);
 
-/// The launchers that may be started warm: those the sandbox probed (a program whose
+/// The launchers the sandbox probed: their spawns go through [`launch`] (a program whose
 /// second argument happens to be the subcommand is not one).
-static KNOWN: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+static KNOWN: Mutex<Vec<Known>> = Mutex::new(Vec::new());
 
 fn waiting() -> std::sync::MutexGuard<'static, Option<Waiting>> {
     WAITING
@@ -256,31 +265,38 @@ fn waiting() -> std::sync::MutexGuard<'static, Option<Waiting>> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn known() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+fn known() -> std::sync::MutexGuard<'static, Vec<Known>> {
     KNOWN
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Registers `launcher` as one the sandbox runs (see [`super::prepare`], before each
-/// sandboxed spawn). The first time, starts one waiting, now (after the probe, which blocks
-/// for longer): the first sandboxed command finds it.
-pub fn register(launcher: &Path) {
+/// sandboxed spawn), kept started ahead when `warm`. A launcher any store runs warm is warm
+/// for all. The first time it is warm, starts one waiting, now (after the probe, which
+/// blocks for longer): the first sandboxed command finds it.
+pub fn register(launcher: &Launcher, warm: bool) {
     {
         let mut known = known();
-        if known.iter().any(|k| k == launcher) {
-            return;
+        match known.iter_mut().find(|k| k.launcher == *launcher) {
+            Some(k) if k.warm || !warm => return,
+            Some(k) => k.warm = true,
+            None => known.push(Known {
+                launcher: launcher.clone(),
+                warm,
+            }),
         }
-        known.push(launcher.to_path_buf());
     }
-    fill(launcher);
+    if warm {
+        fill(launcher);
+    }
 }
 
 /// Starts a waiting launcher for `launcher` unless one is already there (on a worker
 /// thread of the runtime when there is one: the launcher dies with the thread that spawned
 /// it, see `sys`).
-fn refill(launcher: &Path) {
-    let launcher = launcher.to_path_buf();
+fn refill(launcher: &Launcher) {
+    let launcher = launcher.clone();
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => drop(runtime.spawn(async move { fill(&launcher) })),
         Err(_) => fill(&launcher),
@@ -288,8 +304,8 @@ fn refill(launcher: &Path) {
 }
 
 /// Starts a waiting launcher for `launcher` unless one is already there.
-fn fill(launcher: &Path) {
-    if waiting().as_ref().is_some_and(|w| w.launcher == launcher) {
+fn fill(launcher: &Launcher) {
+    if waiting().as_ref().is_some_and(|w| w.launcher == *launcher) {
         return;
     }
     // A spawn failure leaves the slot empty: the next command goes cold and tries again.
@@ -327,59 +343,87 @@ async fn reap_if_it_dies(generation: u64, pidfd: OwnedFd) {
     }
 }
 
-fn start(launcher: &Path) -> io::Result<Waiting> {
-    use std::os::unix::ffi::OsStrExt;
+fn start(launcher: &Launcher) -> io::Result<Waiting> {
     let (ours, theirs) = UnixStream::pair()?;
     // A launcher that stops answering (stopped, starved) must not hold the spawning thread:
     // past this, the spawn goes cold and the launcher is killed with its group.
     ours.set_read_timeout(Some(HAND_OVER_TIMEOUT))?;
     ours.set_write_timeout(Some(HAND_OVER_TIMEOUT))?;
     let null = sys::dev_null()?;
-    let program = CString::new(launcher.as_os_str().as_bytes())
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let c_path = |p: &Path| {
+        CString::new(p.as_os_str().as_bytes())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+    };
     let child = sys::spawn_child(&sys::ChildSpec {
+        program: c_path(&launcher.program())?,
         argv: vec![
-            program.clone(),
+            c_path(launcher.display())?,
             CString::new(super::LAUNCHER_SUBCOMMAND).map_err(io::Error::other)?,
             CString::new(WARM_FLAG).map_err(io::Error::other)?,
         ],
-        program,
         envp: Vec::new(),
         cwd: CString::new("/").map_err(io::Error::other)?,
         stdio: [theirs.as_raw_fd(), null.as_raw_fd(), null.as_raw_fd()],
         controlling_tty: false,
         passed_fd: None,
+        program_fd: launcher.program_fd(),
     })?;
     static STARTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     Ok(Waiting {
-        launcher: launcher.to_path_buf(),
+        launcher: launcher.clone(),
         child,
         control: ours,
         generation: STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
     })
 }
 
-/// Hands a launch to the waiting launcher for `spec.program`, if there is one: the started
-/// child, as [`sys::spawn_child`] would return it, or `None` when there is none (or it died
-/// waiting): spawn cold. `spec.argv` is the launcher's (`[launcher, subcommand, args...]`).
-/// Starts the next waiting launcher either way.
+/// Starts the launcher `spec.program` names, if it is one the sandbox runs
+/// ([`register`]): the waiting one when there is one (handed the launch), else a cold one.
+/// `None` when `spec.program` is no such launcher (spawn it as any program).
+/// `spec.argv` is the launcher's (`[display path, subcommand, args...]`). Starts the next
+/// waiting launcher either way.
 pub fn launch(spec: &sys::ChildSpec) -> io::Result<Option<sys::SpawnedChild>> {
-    use std::os::unix::ffi::OsStrExt;
-    let launcher = PathBuf::from(std::ffi::OsStr::from_bytes(spec.program.as_bytes()));
-    if !known().contains(&launcher) {
+    let program = Path::new(std::ffi::OsStr::from_bytes(spec.program.as_bytes()));
+    let Some((launcher, warm)) = known()
+        .iter()
+        .find(|k| k.launcher.program() == program)
+        .map(|k| (k.launcher.clone(), k.warm))
+    else {
         return Ok(None);
+    };
+    if warm {
+        if let Some(child) = launch_warm(&launcher, spec)? {
+            return Ok(Some(child));
+        }
     }
+    // Cold, with the descriptor the program is reached through kept across the exec.
+    let child = match launcher.program_fd() {
+        None => sys::spawn_child(spec)?,
+        Some(fd) => sys::spawn_child(&sys::ChildSpec {
+            program_fd: Some(fd),
+            ..spec.clone()
+        })?,
+    };
+    Ok(Some(child))
+}
+
+/// Hands the launch to the waiting launcher: `None` when there is none (or it died
+/// waiting): spawn cold.
+fn launch_warm(
+    launcher: &Launcher,
+    spec: &sys::ChildSpec,
+) -> io::Result<Option<sys::SpawnedChild>> {
     let taken = {
         let mut slot = waiting();
         match slot.take() {
-            Some(w) if w.launcher == launcher => Some(w),
+            Some(w) if w.launcher == *launcher => Some(w),
             other => {
                 *slot = other;
                 None
             }
         }
     };
-    refill(&launcher);
+    refill(launcher);
     let Some(w) = taken else {
         return Ok(None);
     };

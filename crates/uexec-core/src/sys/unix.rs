@@ -78,6 +78,7 @@ pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
 }
 
 /// Everything a new child needs, prepared by the parent: the child may not allocate.
+#[derive(Clone)]
 pub struct ChildSpec {
     /// Absolute path of the program (resolved by the parent).
     pub program: CString,
@@ -91,10 +92,16 @@ pub struct ChildSpec {
     /// Becomes fd [`PASSED_FD`] of the child, the one descriptor besides stdio that stays
     /// open across the exec (the sandbox launcher's end of its proxy hand-over).
     pub passed_fd: Option<RawFd>,
+    /// The descriptor `program` names the file through (`/proc/self/fd/N`), left open
+    /// across the exec so that an interpreter (`#!`) can open it too; never below
+    /// [`PROGRAM_FD_LOWEST`], so that neither stdio nor [`PASSED_FD`] lands on it.
+    pub program_fd: Option<RawFd>,
 }
 
 /// Where [`ChildSpec::passed_fd`] lands in the child: the first descriptor after stdio.
 pub const PASSED_FD: RawFd = 3;
+/// The lowest number a [`ChildSpec::program_fd`] may have.
+pub const PROGRAM_FD_LOWEST: RawFd = 10;
 
 /// A started child: its pid and a pidfd that becomes readable when it exits.
 #[derive(Debug)]
@@ -292,11 +299,29 @@ extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             CLOSE_RANGE_CLOEXEC,
         ) < 0
         {
-            let error_fd = args.error_fd as u32;
-            if error_fd > first_closed {
-                libc::syscall(libc::SYS_close_range, first_closed, error_fd - 1, 0u32);
+            // Close around the descriptors the exec still needs, lowest first.
+            let program_fd = args.spec.program_fd.unwrap_or(args.error_fd);
+            let mut keep = [args.error_fd as u32, program_fd as u32];
+            if keep[0] > keep[1] {
+                keep.swap(0, 1);
             }
-            libc::syscall(libc::SYS_close_range, error_fd + 1, u32::MAX, 0u32);
+            let mut from = first_closed;
+            for fd in keep {
+                if fd >= from {
+                    if fd > from {
+                        libc::syscall(libc::SYS_close_range, from, fd - 1, 0u32);
+                    }
+                    from = fd + 1;
+                }
+            }
+            libc::syscall(libc::SYS_close_range, from, u32::MAX, 0u32);
+        }
+        // The launcher's file, named `/proc/self/fd/N`, stays open across the exec (it is
+        // never a stdio slot nor fd 3: `Launcher::open` keeps it higher).
+        if let Some(fd) = args.spec.program_fd {
+            if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+                fail(STAGE_SETUP);
+            }
         }
         if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) < 0 {
             fail(STAGE_SETUP);
@@ -787,44 +812,158 @@ pub fn make_mounts_private() -> io::Result<()> {
     })
 }
 
-/// Bind-mounts `path` onto itself, read-only (a file or a directory). The remount keeps the
-/// flags the kernel locks in a user namespace (nosuid, nodev, noexec, atime), or it fails.
 /// `ST_RELATIME` from statvfs(3): the libc crate has it for glibc only.
 const ST_RELATIME: libc::c_ulong = 0x1000;
 
+/// Bind-mounts `path` onto itself, read-only (a file or a directory): writes there fail with
+/// EROFS, and a mount point can be neither renamed nor removed.
 pub fn bind_read_only(path: &CStr) -> io::Result<()> {
-    // SAFETY: mount and statvfs on a valid NUL-terminated path; statvfs fills a plain struct.
-    unsafe {
-        check(libc::mount(
+    bind_onto_itself(path)?;
+    remount_bind(path, true)
+}
+
+/// Bind-mounts `path` onto itself, writable: a directory that can no longer be renamed or
+/// removed, or a writable path beneath a read-only bind (a bind copies the read-only flag of
+/// the mount it comes from: it is then remounted without it).
+pub fn bind_writable(path: &CStr) -> io::Result<()> {
+    bind_onto_itself(path)?;
+    if mount_flags(path)? & libc::ST_RDONLY != 0 {
+        remount_bind(path, false)?;
+    }
+    Ok(())
+}
+
+fn bind_onto_itself(path: &CStr) -> io::Result<()> {
+    // SAFETY: mount on a valid NUL-terminated path, null type and data.
+    check(unsafe {
+        libc::mount(
             path.as_ptr(),
             path.as_ptr(),
             std::ptr::null(),
             libc::MS_BIND | libc::MS_REC,
             std::ptr::null(),
-        ))?;
+        )
+    })
+}
+
+/// The `ST_*` flags of the mount `path` lies on (statvfs).
+fn mount_flags(path: &CStr) -> io::Result<libc::c_ulong> {
+    // SAFETY: statvfs on a valid NUL-terminated path fills a plain struct.
+    unsafe {
         let mut st: libc::statvfs = std::mem::zeroed();
         check(libc::statvfs(path.as_ptr(), &mut st))?;
-        let mut flags = libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY;
-        for (st_flag, ms_flag) in [
-            (libc::ST_NOSUID, libc::MS_NOSUID),
-            (libc::ST_NODEV, libc::MS_NODEV),
-            (libc::ST_NOEXEC, libc::MS_NOEXEC),
-            (libc::ST_NOATIME, libc::MS_NOATIME),
-            (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
-            (ST_RELATIME, libc::MS_RELATIME),
-        ] {
-            if st.f_flag & st_flag != 0 {
-                flags |= ms_flag;
-            }
+        Ok(st.f_flag)
+    }
+}
+
+/// Remounts the bind at `path` read-only or writable. The remount keeps the flags the kernel
+/// locks in a user namespace (nosuid, nodev, noexec, atime), or it fails.
+fn remount_bind(path: &CStr, read_only: bool) -> io::Result<()> {
+    let now = mount_flags(path)?;
+    let mut flags = libc::MS_BIND | libc::MS_REMOUNT;
+    if read_only {
+        flags |= libc::MS_RDONLY;
+    }
+    for (st_flag, ms_flag) in [
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (ST_RELATIME, libc::MS_RELATIME),
+    ] {
+        if now & st_flag != 0 {
+            flags |= ms_flag;
         }
-        check(libc::mount(
+    }
+    // SAFETY: a remount of a valid NUL-terminated path with null source, type and data.
+    check(unsafe {
+        libc::mount(
             std::ptr::null(),
             path.as_ptr(),
             std::ptr::null(),
             flags,
             std::ptr::null(),
-        ))
+        )
+    })
+}
+
+/// Marks every descriptor from 3 up close-on-exec: what this process inherited (the
+/// launcher's own program, reached through a descriptor) goes no further than its exec.
+pub fn close_inherited_on_exec() -> io::Result<()> {
+    // SAFETY: close_range with the CLOEXEC flag only changes descriptor flags.
+    let r = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC) };
+    if r == 0 {
+        return Ok(());
     }
+    // Before Linux 5.11: one by one.
+    let fds: Vec<RawFd> = std::fs::read_dir("/proc/self/fd")?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    for fd in fds {
+        // SAFETY: fcntl on a descriptor number; one closed meanwhile (the directory's own)
+        // fails with EBADF, which is fine.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    Ok(())
+}
+
+/// Names the calling thread, the process's when it is the main one (`/proc/self/comm`,
+/// what `ps -e` and `pgrep` show; at most 15 bytes are kept) after the file name of
+/// `argv[0]`. A program exec'd through `/proc/self/exe` is otherwise named `exe`.
+pub fn name_after_argv0() {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(arg0) = std::env::args_os().next() else {
+        return;
+    };
+    let Some(name) = std::path::Path::new(&arg0).file_name() else {
+        return;
+    };
+    let Ok(name) = CString::new(name.as_bytes()) else {
+        return;
+    };
+    // SAFETY: PR_SET_NAME reads a NUL-terminated string (the kernel copies 16 bytes at most).
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, name.as_ptr() as libc::c_ulong, 0, 0, 0);
+    }
+}
+
+/// Empties this process's capability bounding and ambient sets: what it execs gains no
+/// capability, not even as root of its user namespace (where a capability-holding command
+/// could clone a mount tree and clear its read-only flags: `open_tree`, `mount_setattr`).
+/// Needs CAP_SETPCAP, which a process holds in the user namespace it made.
+pub fn drop_capabilities_on_exec() -> io::Result<()> {
+    let last: libc::c_ulong = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(63);
+    // SAFETY: prctl with integer arguments only.
+    unsafe {
+        // EINVAL: a kernel without ambient capabilities has none to clear.
+        if libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) < 0
+            && *libc::__errno_location() != libc::EINVAL
+        {
+            return Err(io::Error::last_os_error());
+        }
+        for cap in 0..=last {
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 {
+                // EINVAL: past the capabilities this kernel knows.
+                if *libc::__errno_location() == libc::EINVAL {
+                    break;
+                }
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Brings the loopback interface of the current network namespace up.

@@ -72,7 +72,7 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 async fn run_sandboxed(launcher: PathBuf, cold_launcher: bool, times: usize) {
     let store = store_with(|c| {
         c.sandbox = SandboxConfig {
-            launcher: Some(launcher),
+            launcher: Some(uexec_core::sandbox::Launcher::open(launcher).unwrap()),
             cold_launcher,
             ..SandboxConfig::default()
         }

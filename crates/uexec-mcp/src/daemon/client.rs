@@ -151,8 +151,9 @@ async fn say_hello(
 async fn start_daemon(socket: &Path) -> anyhow::Result<UnixStream> {
     let exe = std::env::current_exe().context("cannot find the uexec executable")?;
     let log = log_path();
-    let mut cmd = tokio::process::Command::new(exe);
-    cmd.arg("daemon").arg("--socket").arg(socket);
+    // The running binary, not whatever its path holds now; `argv[0]` keeps the path.
+    let mut cmd = tokio::process::Command::new("/proc/self/exe");
+    cmd.arg0(exe).arg("daemon").arg("--socket").arg(socket);
     if let Some(log) = &log {
         cmd.arg("--log-file").arg(log);
     }

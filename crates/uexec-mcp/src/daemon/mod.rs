@@ -160,7 +160,7 @@ pub async fn run(args: DaemonArgs) -> anyhow::Result<()> {
     base.transcripts = args.transcripts.config();
     base.screens = Some(attach::screens());
     // Sessions that ask for a sandbox run through this binary's launcher.
-    base.sandbox.launcher = std::env::current_exe().ok();
+    base.sandbox.launcher = uexec_core::sandbox::Launcher::current_exe().ok();
     let daemon = Arc::new(Daemon {
         ids: Arc::default(),
         base,

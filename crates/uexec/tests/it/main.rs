@@ -27,6 +27,7 @@ mod net_tls;
 mod place;
 mod sandbox;
 mod sandbox_ceiling;
+mod sandbox_fs;
 mod sandbox_proxy;
 mod shell_snapshot;
 mod transcripts;
