@@ -286,9 +286,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         .collect();
     let remote_tokens = remote_tokens(&args, &file_ids)?;
     let client = ClientConfig {
-        trust: ClientTrust {
-            extra_ca: args.remote_ca.clone(),
-        },
+        trust: ClientTrust::new(args.remote_ca.clone()),
         ..ClientConfig::default()
     };
     if args.remote_ca.is_some() {
