@@ -2,10 +2,10 @@
 //! (`--environment NAME=URL`) and in an environments file (`--environments FILE`, Codex's
 //! `environments.toml`), kept in one [`Environments`] table that every store reads.
 //!
-//! 1. Start-up: `--environment` servers are dialled at once (an unreachable one is an error);
-//!    the file is read and checked (a bad file is an error naming the file, the line and the
-//!    field), and its servers are dialled in the background: a pod that is down is dialled
-//!    again at its next `exec_command`.
+//! 1. Start-up: the file is read and checked (a bad file is an error naming the file, the
+//!    line and the field); the servers of `--environment` and of the file are dialled in the
+//!    background ([`EnvironmentBackend::warm_up`]): one that is down, or whose certificate is
+//!    refused, is logged and dialled again at its next `exec_command`, whose error names it.
 //! 2. Reload: every [`RELOAD_POLL_MS`] the file's mtime, inode and length are compared with the
 //!    last ones (a poll on a timer: cheap, works on every filesystem and with the atomic
 //!    renames editors and ConfigMap updates do). A change re-reads the file; a bad file is
@@ -212,12 +212,7 @@ impl EnvironmentRegistry {
         self.table.replace(available, refused);
         drop(state);
         for backend in fresh {
-            // Warm-up only: a pod that is down now is dialled again at its next session.
-            tokio::spawn(async move {
-                if let Err(e) = backend.prepare().await {
-                    tracing::warn!("{e}");
-                }
-            });
+            backend.warm_up();
         }
         Ok(())
     }
