@@ -100,8 +100,8 @@ impl EnvironmentBackend {
         // on URL: ...`); the environment's name goes in front.
         let r = match tokio::time::timeout(timeout, connect).await {
             Ok(connected) => connected.map_err(|e| {
-                let kind = e.to_backend_error().kind;
-                BackendError::with_kind(kind, format!("environment {}: {e}", self.name))
+                let message = format!("environment {}: {e}", self.name);
+                BackendError::with_kind(BackendErrorKind::Unavailable, message)
             })?,
             Err(_) => {
                 return Err(BackendError::with_kind(
