@@ -14,8 +14,9 @@ pub enum ClientError {
     /// The URL cannot be used (not `ws://`, or a token that is not a header value).
     #[error("invalid exec-server URL {url:?}: {reason}")]
     InvalidUrl { url: String, reason: String },
-    /// The WebSocket could not be opened.
-    #[error("cannot connect to {url}: {reason}")]
+    /// The WebSocket could not be opened (a refused certificate says
+    /// `certificate not trusted: ...`).
+    #[error("cannot reach {url}: {reason}")]
     Connect { url: String, reason: String },
     /// The server answered with an error.
     #[error("{method} failed on {url}: {error}")]

@@ -29,7 +29,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::header::{HeaderValue, AUTHORIZATION};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_tungstenite::Connector;
 use uexec_net::tls::ClientTrust;
 use uexec_protocol::jsonrpc::{self, encode_notification, encode_request, RawJson};
@@ -162,7 +162,7 @@ impl Link {
                     timers.connect_timeout.as_millis()
                 ))
             })?
-            .map_err(|e| connect_error(e.to_string()))?;
+            .map_err(|e| connect_error(dial_failure(&e, trust)))?;
         let (sink_half, stream_half) = ws.split();
         let shared = Arc::new(Shared {
             pending: Mutex::new(HashMap::new()),
@@ -259,6 +259,20 @@ impl Link {
 impl Drop for Link {
     fn drop(&mut self) {
         let _ = self.out.send(Message::Close(None));
+    }
+}
+
+/// Why a WebSocket could not be opened, in words: a refused certificate as
+/// `certificate not trusted: REASON` with what to do (`uexec_net::tls`), an I/O error
+/// without tungstenite's `IO error: ` in front.
+fn dial_failure(error: &WsError, trust: &ClientTrust) -> String {
+    if let Some(tls) = uexec_net::tls::rustls_error(error) {
+        return trust.explain(tls);
+    }
+    match error {
+        WsError::Io(io) => io.to_string(),
+        WsError::Http(response) => format!("the server answered HTTP {}", response.status()),
+        other => other.to_string(),
     }
 }
 

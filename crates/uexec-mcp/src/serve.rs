@@ -21,7 +21,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
-use uexec_client::{ClientConfig, RemoteBackend};
+use uexec_client::ClientConfig;
 use uexec_core::transcript::TranscriptConfig;
 use uexec_core::{Backend, LocalBackend, SessionStore, StoreConfig};
 use uexec_net::secret::read_token_file;
@@ -129,7 +129,9 @@ pub struct McpArgs {
     pub env_drop: Vec<String>,
     /// Offer another place to run commands: an exec server (`uexec serve` or
     /// `codex exec-server`) at a ws:// or wss:// URL, chosen per call with exec_command's
-    /// `environment_id: NAME`. Repeatable.
+    /// `environment_id: NAME`. Dialled at start-up in the background: a server that cannot
+    /// be reached is logged, fails only its own sessions (naming NAME and URL), and is
+    /// dialled again at its next command. Repeatable.
     #[arg(long = "environment", value_name = "NAME=URL", value_parser = parse_assignment)]
     pub environments: Vec<(String, String)>,
     /// Also offer the environments of this file, in the format of Codex's environments.toml
@@ -150,8 +152,9 @@ pub struct McpArgs {
     /// --remote-token. Repeatable, one per environment.
     #[arg(long = "environment-token-file", value_name = "NAME=PATH", value_parser = parse_assignment)]
     pub environment_token_files: Vec<(String, String)>,
-    /// Also trust the CA certificates of this PEM file for wss:// environments (the system
-    /// roots are always trusted).
+    /// Also trust the certificates of this PEM file for wss:// environments (the system
+    /// roots are always trusted): as CAs, and each as a server's own certificate when the
+    /// server presents exactly it (a self-signed one), if its subjectAltName names the host.
     #[arg(long, value_name = "FILE")]
     pub remote_ca: Option<PathBuf>,
     /// Sandbox profile of commands: read-only (writes only to a private tmp),
@@ -292,35 +295,30 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         .collect();
     let remote_tokens = remote_tokens(&args, &file_ids)?;
     let client = ClientConfig {
-        trust: ClientTrust {
-            extra_ca: args.remote_ca.clone(),
-        },
+        trust: ClientTrust::new(args.remote_ca.clone()),
         ..ClientConfig::default()
     };
     if args.remote_ca.is_some() {
         // A bad CA file is an error now, naming the flag, not at the first wss:// dial.
         client.trust.client_config()?;
     }
+    // Dialled in the background, as the file's are: one server that is down or refuses
+    // its certificate fails that environment's sessions (naming it and its URL) and is
+    // dialled again at its next command; the others, and local commands, go on.
     for (name, url) in &args.environments {
         let token = remote_tokens
             .get(name)
             .cloned()
             .or_else(|| remote_tokens.get("").cloned());
-        let remote = RemoteBackend::connect_with(url, token.clone(), client.clone())
-            .await
-            .with_context(|| {
-                format!("environment {name}: cannot reach the exec server at {url}")
-            })?;
         let endpoint = Endpoint {
             url: url.clone(),
             token,
             connect_timeout: None,
             client: client.clone(),
         };
-        environments.insert(
-            name.clone(),
-            EnvironmentBackend::connected(name, endpoint, remote),
-        );
+        let backend = EnvironmentBackend::new(name, endpoint);
+        backend.warm_up();
+        environments.insert(name.clone(), backend);
     }
     let defaults = Defaults {
         tokens: remote_tokens.clone(),

@@ -46,28 +46,16 @@ pub struct EnvironmentBackend {
 }
 
 impl EnvironmentBackend {
-    /// An environment not connected yet.
+    /// An environment not connected yet (the first command, or [`Self::warm_up`], dials).
     pub fn new(name: &str, endpoint: Endpoint) -> Arc<Self> {
-        Self::build(name, endpoint, None)
-    }
-
-    /// An environment over a client already connected.
-    pub fn connected(name: &str, endpoint: Endpoint, remote: Arc<RemoteBackend>) -> Arc<Self> {
-        Self::build(name, endpoint, Some(remote))
-    }
-
-    fn build(name: &str, endpoint: Endpoint, remote: Option<Arc<RemoteBackend>>) -> Arc<Self> {
-        let placement = remote.as_ref().map_or(
-            Placement::Remote {
-                cwd: None,
-                shell: None,
-            },
-            |r| r.placement(),
-        );
+        let placement = Placement::Remote {
+            cwd: None,
+            shell: None,
+        };
         Arc::new_cyclic(|me| Self {
             name: name.to_owned(),
             endpoint,
-            remote: tokio::sync::Mutex::new(remote),
+            remote: tokio::sync::Mutex::new(None),
             placement: Mutex::new(placement),
             me: me.clone(),
         })
@@ -81,21 +69,24 @@ impl EnvironmentBackend {
         &self.endpoint
     }
 
+    /// Dials in the background, so the first command finds the server connected. A failure
+    /// is logged (it names the environment and the URL) and leaves the environment
+    /// unconnected: its next command dials again.
+    pub fn warm_up(self: &Arc<Self>) {
+        let backend = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = backend.prepare().await {
+                tracing::warn!("{e}; it is dialled again at its next command");
+            }
+        });
+    }
+
     /// The connected client, dialling first if there is none yet.
     async fn remote(&self) -> Result<Arc<RemoteBackend>, BackendError> {
         let mut remote = self.remote.lock().await;
         if let Some(r) = remote.as_ref() {
             return Ok(r.clone());
         }
-        let unreachable = |why: String| {
-            BackendError::with_kind(
-                BackendErrorKind::Unavailable,
-                format!(
-                    "environment {}: cannot reach the exec server at {}: {why}",
-                    self.name, self.endpoint.url
-                ),
-            )
-        };
         let connect = RemoteBackend::connect_with(
             &self.endpoint.url,
             self.endpoint.token.clone(),
@@ -105,9 +96,24 @@ impl EnvironmentBackend {
             .endpoint
             .connect_timeout
             .unwrap_or(self.endpoint.client.request_timeout);
+        // Every failure names the URL already (`cannot reach URL: ...`, `initialize failed
+        // on URL: ...`); the environment's name goes in front.
         let r = match tokio::time::timeout(timeout, connect).await {
-            Ok(connected) => connected.map_err(|e| unreachable(e.to_string()))?,
-            Err(_) => return Err(unreachable(format!("no answer within {timeout:?}"))),
+            Ok(connected) => connected.map_err(|e| {
+                let message = format!("environment {}: {e}", self.name);
+                BackendError::with_kind(BackendErrorKind::Unavailable, message)
+            })?,
+            Err(_) => {
+                return Err(BackendError::with_kind(
+                    BackendErrorKind::Unavailable,
+                    format!(
+                        "environment {}: cannot reach {}: no answer within {} ms",
+                        self.name,
+                        self.endpoint.url,
+                        timeout.as_millis()
+                    ),
+                ))
+            }
         };
         tracing::info!(environment = %self.name, url = %self.endpoint.url, "connected");
         *self

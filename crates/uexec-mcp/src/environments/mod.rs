@@ -2,10 +2,10 @@
 //! (`--environment NAME=URL`) and in an environments file (`--environments FILE`, Codex's
 //! `environments.toml`), kept in one [`Environments`] table that every store reads.
 //!
-//! 1. Start-up: `--environment` servers are dialled at once (an unreachable one is an error);
-//!    the file is read and checked (a bad file is an error naming the file, the line and the
-//!    field), and its servers are dialled in the background: a pod that is down is dialled
-//!    again at its next `exec_command`.
+//! 1. Start-up: the file is read and checked (a bad file is an error naming the file, the
+//!    line and the field); the servers of `--environment` and of the file are dialled in the
+//!    background ([`EnvironmentBackend::warm_up`]): one that is down, or whose certificate is
+//!    refused, is logged and dialled again at its next `exec_command`, whose error names it.
 //! 2. Reload: every [`RELOAD_POLL_MS`] the file's mtime, inode and length are compared with the
 //!    last ones (a poll on a timer: cheap, works on every filesystem and with the atomic
 //!    renames editors and ConfigMap updates do). A change re-reads the file; a bad file is
@@ -20,7 +20,7 @@
 pub mod backend;
 pub mod file;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime};
@@ -201,7 +201,9 @@ impl EnvironmentRegistry {
                 .keys()
                 .map(|id| (id.clone(), format!("was removed from {}", path.display()))),
         );
-        removed.retain(|id, _| !entries.iter().any(|e| e.id == *id));
+        // A set, not a scan of `entries` per id: a long file would make this quadratic.
+        let listed: HashSet<&str> = entries.iter().map(|e| e.id.as_str()).collect();
+        removed.retain(|id, _| !listed.contains(id.as_str()));
         for (id, reason) in &removed {
             refused.entry(id.clone()).or_insert_with(|| reason.clone());
         }
@@ -210,12 +212,7 @@ impl EnvironmentRegistry {
         self.table.replace(available, refused);
         drop(state);
         for backend in fresh {
-            // Warm-up only: a pod that is down now is dialled again at its next session.
-            tokio::spawn(async move {
-                if let Err(e) = backend.prepare().await {
-                    tracing::warn!("{e}");
-                }
-            });
+            backend.warm_up();
         }
         Ok(())
     }
@@ -232,4 +229,62 @@ fn fingerprint(path: &Path) -> Option<(Option<SystemTime>, u64, u64)> {
     use std::os::unix::fs::MetadataExt as _;
     let meta = std::fs::metadata(path).ok()?;
     Some((meta.modified().ok(), meta.ino(), meta.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uexec_core::environments::Lookup;
+
+    fn entries(prefix: &str, count: usize) -> Vec<Entry> {
+        (0..count)
+            .map(|i| Entry {
+                id: format!("{prefix}-{i}"),
+                target: Target::Url {
+                    url: "ws://127.0.0.1:1".to_owned(),
+                    token: None,
+                    connect_timeout: None,
+                },
+            })
+            .collect()
+    }
+
+    /// Regression: which environments left the file was found by scanning the new entries
+    /// once per old one (quadratic in the file's length).
+    #[tokio::test]
+    async fn a_reload_that_replaces_twenty_thousand_environments_refuses_every_old_one() {
+        let path = PathBuf::from("envs.toml");
+        let old = entries("old", 20_000);
+        let registry = EnvironmentRegistry::new(
+            BTreeMap::new(),
+            Some((path.clone(), old)),
+            Defaults::default(),
+        )
+        .unwrap();
+        registry.apply(&path, entries("new", 20_000)).unwrap();
+        let table = registry.environments();
+        let names = table.names();
+        assert_eq!(names.len(), 20_000);
+        assert!(
+            names.iter().all(|n| n.starts_with("new-")),
+            "{:?}",
+            &names[..3]
+        );
+        for i in [0, 19_999] {
+            assert!(
+                matches!(table.lookup(&format!("old-{i}")), Lookup::Refused(r) if r == "was removed from envs.toml"),
+                "old-{i}"
+            );
+            assert!(matches!(
+                table.lookup(&format!("new-{i}")),
+                Lookup::Available(_)
+            ));
+        }
+        // An id that comes back is available again, and no longer refused.
+        let mut back = entries("new", 20_000);
+        back.extend(entries("old", 1));
+        registry.apply(&path, back).unwrap();
+        assert!(matches!(table.lookup("old-0"), Lookup::Available(_)));
+        assert!(matches!(table.lookup("old-1"), Lookup::Refused(_)));
+    }
 }

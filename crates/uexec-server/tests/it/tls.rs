@@ -51,9 +51,7 @@ async fn tls_server() -> TlsServer {
 async fn the_remote_backend_connects_over_wss_to_a_server_it_trusts() {
     let server = tls_server().await;
     let config = ClientConfig {
-        trust: ClientTrust {
-            extra_ca: Some(server.ca.clone()),
-        },
+        trust: ClientTrust::new(Some(server.ca.clone())),
         ..ClientConfig::default()
     };
     let backend = RemoteBackend::connect_with(&server.url, None, config)

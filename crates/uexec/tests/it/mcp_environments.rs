@@ -2,10 +2,12 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
+use rmcp::model::CallToolResult;
 use serde_json::json;
 
-use crate::helpers::{call, stdio_client, structured, text, UEXEC};
+use crate::helpers::{call, scratch_dir, stdio_client, structured, text, Client, UEXEC};
 
 struct ExecServer {
     child: Child,
@@ -20,8 +22,12 @@ impl Drop for ExecServer {
 }
 
 fn exec_server() -> ExecServer {
+    exec_server_at("ws://127.0.0.1:0")
+}
+
+fn exec_server_at(listen: &str) -> ExecServer {
     let mut child = Command::new(UEXEC)
-        .args(["serve", "--listen", "ws://127.0.0.1:0"])
+        .args(["serve", "--listen", listen])
         .env_remove("UEXEC_TOKEN")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -144,5 +150,83 @@ async fn conditions_timeouts_and_piped_stdin_on_a_remote_environment() {
     .await;
     assert_eq!(structured(&w)["output"], "first\n", "{}", text(&w));
     assert_eq!(structured(&w)["exit_code"], 0);
+    client.cancel().await.unwrap();
+}
+
+/// A loopback port nothing listens on (bound, then closed).
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+async fn exec_on(client: &Client, env: Option<&str>, cmd: &str) -> CallToolResult {
+    let mut arguments = json!({"cmd": cmd, "login": false, "yield_time_ms": 5000});
+    if let Some(env) = env {
+        arguments["environment_id"] = json!(env);
+    }
+    call(client, "exec_command", arguments).await
+}
+
+/// Regression: one `--environment` that could not be reached at start-up made `uexec mcp`
+/// exit, local commands and the other environments with it.
+#[tokio::test]
+async fn an_unreachable_environment_fails_only_its_own_sessions_and_is_dialled_again() {
+    let port = closed_port();
+    let down = format!("ws://127.0.0.1:{port}");
+    let up = exec_server();
+    let log = scratch_dir("envdown").join("mcp.log");
+    let (client, _, _) = stdio_client(&[
+        "--log-file",
+        log.to_str().unwrap(),
+        "--environment",
+        &format!("a={down}"),
+        "--environment",
+        &format!("b={}", up.url),
+    ])
+    .await;
+    let tools = client.list_all_tools().await.unwrap();
+    let exec = tools.iter().find(|t| t.name == "exec_command").unwrap();
+    assert_eq!(
+        exec.input_schema["properties"]["environment_id"]["enum"],
+        json!(["a", "b"])
+    );
+
+    // The start-up warning names the environment and its URL.
+    let warned = format!("environment a: cannot reach {down}: ");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let logged = loop {
+        let logged = std::fs::read_to_string(&log).unwrap_or_default();
+        if logged.contains(&warned) {
+            break logged;
+        }
+        assert!(Instant::now() < deadline, "no warning logged: {logged}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        logged.contains("it is dialled again at its next command"),
+        "{logged}"
+    );
+
+    // Local commands and the other environment work; a's sessions fail, naming it.
+    let local = exec_on(&client, None, "echo local").await;
+    assert_eq!(structured(&local)["output"], "local\n", "{}", text(&local));
+    let on_b = exec_on(&client, Some("b"), "echo on-b").await;
+    assert_eq!(structured(&on_b)["output"], "on-b\n", "{}", text(&on_b));
+    let on_a = exec_on(&client, Some("a"), "echo on-a").await;
+    assert_eq!(on_a.is_error, Some(true), "{}", text(&on_a));
+    let refused = format!(
+        "exec_command failed: Failed to create process: environment a: cannot reach {down}: "
+    );
+    assert!(text(&on_a).starts_with(&refused), "{}", text(&on_a));
+    assert!(
+        text(&on_a).contains("Connection refused"),
+        "{}",
+        text(&on_a)
+    );
+
+    // Once a server listens there, the next command dials it again and runs.
+    let _late = exec_server_at(&down);
+    let on_a = exec_on(&client, Some("a"), "echo on-a").await;
+    assert_eq!(structured(&on_a)["output"], "on-a\n", "{}", text(&on_a));
     client.cancel().await.unwrap();
 }

@@ -367,3 +367,47 @@ async fn a_listener_hears_the_tool_list_change_when_the_file_changes() {
     subscription.cancel().await.unwrap();
     client.cancel().await.unwrap();
 }
+
+/// Regression: the file was read in quadratic time (20,000 entries took 4 s, minutes in a
+/// debug build), and every `wss://` dial read all the system's root certificates again.
+#[tokio::test]
+async fn twenty_thousand_environments_of_a_file_are_all_offered() {
+    let dir = temp_dir("envbig");
+    let file = dir.join("environments.toml");
+    let ids: Vec<String> = (0..20_000).map(|i| format!("pod-{i}")).collect();
+    let listing: String = ids
+        .iter()
+        .map(|id| format!("[[environments]]\nid = \"{id}\"\nurl = \"ws://127.0.0.1:1\"\n\n"))
+        .collect();
+    write_file(&file, &listing);
+    let log = dir.join("mcp.log");
+    let (client, _, _) = stdio_client(&[
+        "--log-file",
+        log.to_str().unwrap(),
+        "--environments",
+        file.to_str().unwrap(),
+    ])
+    .await;
+    let offered = environment_enum(&client).await;
+    let mut offered: Vec<&str> = offered
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    offered.sort_unstable();
+    let mut expected: Vec<&str> = ids.iter().map(String::as_str).collect();
+    expected.sort_unstable();
+    assert_eq!(offered, expected);
+    // Nothing listens on port 1: the last one's session fails, naming it.
+    let last = exec(&client, "pod-19999", "true").await;
+    assert!(
+        text(&last).starts_with(
+            "exec_command failed: Failed to create process: environment pod-19999: cannot reach ws://127.0.0.1:1: "
+        ),
+        "{}",
+        text(&last)
+    );
+    client.cancel().await.unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
