@@ -71,7 +71,7 @@ pub fn check() -> Vec<Facility> {
             key: "seccomp",
             name: "seccomp filters",
             verdict: ok(in_child(|| {
-                super::seccomp::install(true).map_err(std::io::Error::other)
+                super::seccomp::install(true, true).map_err(std::io::Error::other)
             })),
         },
     ]

@@ -205,7 +205,8 @@ fn apply(launch: &mut Launch) -> Result<i32, (Layer, String)> {
     }
     if has(Layer::Seccomp) {
         injected(Layer::Seccomp).map_err(|e| (Layer::Seccomp, e.to_string()))?;
-        super::seccomp::install(launch.network_off).map_err(|e| (Layer::Seccomp, e))?;
+        super::seccomp::install(launch.network_off, has(Layer::Landlock))
+            .map_err(|e| (Layer::Seccomp, e))?;
     }
     if !namespaced {
         return Ok(exec(launch));
@@ -325,7 +326,7 @@ pub fn probe() -> Vec<(Layer, Result<(), String>)> {
             Layer::Seccomp,
             in_child(|| {
                 injected(Layer::Seccomp)?;
-                super::seccomp::install(true).map_err(std::io::Error::other)
+                super::seccomp::install(true, true).map_err(std::io::Error::other)
             }),
         ),
     ]

@@ -225,7 +225,8 @@ pub enum Layer {
     NetworkNamespace,
     /// Landlock: the filesystem rules of the profile.
     Landlock,
-    /// seccomp: no ptrace, no TIOCSTI, no IPv4/IPv6 sockets when the network is off.
+    /// seccomp: no ptrace (nor process_vm_*), no TIOCSTI, no IPv4/IPv6 sockets when the
+    /// network is off, no mount calls when the profile restricts writes.
     Seccomp,
 }
 

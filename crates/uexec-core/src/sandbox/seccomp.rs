@@ -17,9 +17,11 @@ use seccompiler::{
 };
 
 /// Installs the filter on this process (inherited by its children and kept across exec).
-pub fn install(network_off: bool) -> Result<(), String> {
+/// `no_mounts`: also refuse every call that makes, moves or changes a mount (a second lock,
+/// beside Landlock's and the dropped capabilities, on the read-only mounts of a profile).
+pub fn install(network_off: bool, no_mounts: bool) -> Result<(), String> {
     let fail = |e: &dyn std::fmt::Display| e.to_string();
-    let rules = rules(network_off)?;
+    let rules = rules(network_off, no_mounts)?;
     let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| fail(&e))?;
     let filter = SeccompFilter::new(
         rules,
@@ -32,8 +34,22 @@ pub fn install(network_off: bool) -> Result<(), String> {
     seccompiler::apply_filter(&program).map_err(|e| fail(&e))
 }
 
+/// Calls that make, move, or change the flags of a mount (the old API and the new one).
+const MOUNT_CALLS: &[i64] = &[
+    libc::SYS_mount,
+    libc::SYS_umount2,
+    libc::SYS_pivot_root,
+    libc::SYS_open_tree,
+    libc::SYS_move_mount,
+    libc::SYS_mount_setattr,
+    libc::SYS_fsopen,
+    libc::SYS_fsconfig,
+    libc::SYS_fsmount,
+    libc::SYS_fspick,
+];
+
 /// The refused calls, by number, with the arguments that make them refused (none: always).
-fn rules(network_off: bool) -> Result<BTreeMap<i64, Vec<SeccompRule>>, String> {
+fn rules(network_off: bool, no_mounts: bool) -> Result<BTreeMap<i64, Vec<SeccompRule>>, String> {
     let fail = |e: &dyn std::fmt::Display| e.to_string();
     let arg_is = |index: u8, value: u64| {
         SeccompCondition::new(index, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value)
@@ -58,6 +74,11 @@ fn rules(network_off: bool) -> Result<BTreeMap<i64, Vec<SeccompRule>>, String> {
             ],
         );
         rules.insert(libc::SYS_io_uring_setup, Vec::new());
+    }
+    if no_mounts {
+        for nr in MOUNT_CALLS {
+            rules.insert(*nr, Vec::new());
+        }
     }
     #[cfg(target_arch = "x86_64")]
     {
@@ -86,17 +107,31 @@ mod tests {
 
     #[test]
     fn ptrace_and_tiocsti_are_refused_always_and_sockets_with_the_network_off() {
-        let on = rules(false).expect("rules");
+        let on = rules(false, false).expect("rules");
         assert!(on.contains_key(&libc::SYS_ptrace) && on.contains_key(&libc::SYS_ioctl));
         assert!(!on.contains_key(&libc::SYS_socket));
-        let off = rules(true).expect("rules");
+        let off = rules(true, false).expect("rules");
         assert!(off.contains_key(&libc::SYS_socket) && off.contains_key(&libc::SYS_io_uring_setup));
+        assert!(!off.contains_key(&libc::SYS_mount));
+    }
+
+    #[test]
+    fn with_mounts_refused_the_old_and_the_new_mount_api_are_refused() {
+        let rules = rules(false, true).expect("rules");
+        for nr in [
+            libc::SYS_mount,
+            libc::SYS_open_tree,
+            libc::SYS_mount_setattr,
+            libc::SYS_fsmount,
+        ] {
+            assert!(rules.contains_key(&nr), "{nr}");
+        }
     }
 
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn the_x32_numbers_of_refused_calls_are_refused_too() {
-        let off = rules(true).expect("rules");
+        let off = rules(true, false).expect("rules");
         for x32 in [
             0x4000_0000 + 521,
             0x4000_0000 + 514,
