@@ -26,4 +26,5 @@ mod net_peer_user;
 mod net_tls;
 mod place;
 mod sandbox;
+mod sandbox_doors;
 mod shell_snapshot;
