@@ -15,6 +15,13 @@
 //! 2. the pid's `/proc/PID/ns/user` is compared with ours (device and inode);
 //! 3. the pidfd must still be alive, so that the pid was not recycled while we looked.
 //!
+//! Where the namespaces layer is missing (`--sandbox-fallback best-effort`), a sandboxed
+//! command lives in our user namespace; what still sets it apart is the seccomp filter its
+//! launcher installed, which nothing can remove. So a peer confined by more seccomp filters
+//! than the daemon itself (`Seccomp_filters:` of `/proc/PID/status`, readable by all) is
+//! refused too: whatever confines it, an unconfined executor would undo. (Without the
+//! seccomp layer as well, only Landlock is left, which `/proc` does not show.)
+//!
 //! Reading `/proc/PID/ns/user` needs ptrace read access. The owner of a user namespace holds
 //! every capability in it and in the namespaces below it, so we can always read that link
 //! for a process that runs (that was exec'd) in a sandbox we (or a uexec of ours) made,
@@ -200,32 +207,34 @@ pub fn unix_peer_standing(socket: BorrowedFd<'_>) -> Standing {
     }
 }
 
-/// Where the process `pid` lives (steps 2 and the `EACCES` rule of the module docs).
+/// Where the process `pid` lives (step 2, the `EACCES` rule and the seccomp rule of the
+/// module docs).
 fn pid_standing(pid: i32) -> Standing {
     let ns = |path: &str| std::fs::metadata(path).map(|m| (m.dev(), m.ino()));
-    let ours = match ns("/proc/self/ns/user") {
-        Ok(ours) => ours,
-        Err(e) => return Standing::Unknown(format!("/proc/self/ns/user: {e}")),
+    let status = |path: &str| {
+        std::fs::read_to_string(path).map_err(|e| Standing::Unknown(format!("{path}: {e}")))
     };
-    match ns(&format!("/proc/{pid}/ns/user")) {
-        Ok(theirs) if theirs == ours => Standing::Ours,
-        Ok(_) => Standing::Sandboxed,
+    let (ours, our_status, their_status) = match (
+        ns("/proc/self/ns/user"),
+        status("/proc/self/status"),
+        status(&format!("/proc/{pid}/status")),
+    ) {
+        (Ok(ours), Ok(our_status), Ok(their_status)) => (ours, our_status, their_status),
+        (Err(e), _, _) => return Standing::Unknown(format!("/proc/self/ns/user: {e}")),
+        (_, Err(unknown), _) | (_, _, Err(unknown)) => return unknown,
+    };
+    let in_our_namespace = match ns(&format!("/proc/{pid}/ns/user")) {
+        Ok(theirs) => theirs == ours,
         Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
-            let depth = |path: String| {
-                std::fs::read_to_string(path)
-                    .ok()
-                    .and_then(|s| pid_namespace_depth(&s))
-            };
-            match (
-                depth("/proc/self/status".into()),
-                depth(format!("/proc/{pid}/status")),
-            ) {
-                (Some(ours), Some(theirs)) if ours == theirs => Standing::Ours,
-                (Some(_), Some(_)) => Standing::Sandboxed,
-                _ => Standing::Unknown(format!("cannot read /proc/{pid}/status")),
-            }
+            pid_namespace_depth(&our_status).is_some()
+                && pid_namespace_depth(&our_status) == pid_namespace_depth(&their_status)
         }
-        Err(e) => Standing::Unknown(format!("/proc/{pid}/ns/user: {e}")),
+        Err(e) => return Standing::Unknown(format!("/proc/{pid}/ns/user: {e}")),
+    };
+    if in_our_namespace && seccomp_filters(&their_status) <= seccomp_filters(&our_status) {
+        Standing::Ours
+    } else {
+        Standing::Sandboxed
     }
 }
 
@@ -246,6 +255,19 @@ pub fn pid_namespace_depth(status: &str) -> Option<usize> {
         .find_map(|line| line.strip_prefix("NSpid:"))
         .map(|pids| pids.split_whitespace().count())
         .filter(|n| *n > 0)
+}
+
+/// How many seccomp filters confine a process (`Seccomp_filters:` of its status, Linux
+/// 5.9+; before, filter mode 2 of `Seccomp:` counts as one). A filter, once installed,
+/// stays: the count only grows.
+pub fn seccomp_filters(status: &str) -> u32 {
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|value| value.trim().parse::<u32>().ok())
+    };
+    field("Seccomp_filters:").unwrap_or_else(|| u32::from(field("Seccomp:") == Some(2)))
 }
 
 /// What a `/proc/net/tcp{,6}` entry says of a socket.
@@ -351,6 +373,15 @@ mod tests {
         assert_eq!(fdinfo_pid("pos:\t0\nflags:\t02000002\n"), None);
         // `NSpid:` is not `Pid:`.
         assert_eq!(fdinfo_pid("NSpid:\t7\n"), None);
+    }
+
+    #[test]
+    fn seccomp_filters_are_counted_and_mode_2_alone_is_one() {
+        assert_eq!(seccomp_filters("Seccomp:\t2\nSeccomp_filters:\t3\n"), 3);
+        assert_eq!(seccomp_filters("Seccomp:\t0\nSeccomp_filters:\t0\n"), 0);
+        assert_eq!(seccomp_filters("Name:\tsh\nSeccomp:\t2\n"), 1);
+        assert_eq!(seccomp_filters("Seccomp:\t1\n"), 0);
+        assert_eq!(seccomp_filters("Name:\tsh\n"), 0);
     }
 
     #[test]

@@ -51,6 +51,13 @@ async fn sandboxed(client: &Client, cmd: &str) -> String {
     s["output"].as_str().unwrap_or_default().to_owned()
 }
 
+/// A name, `uexec mcp` flags beyond `--extended --sandbox read-only`, and its environment.
+type SandboxCase = (
+    &'static str,
+    &'static [&'static str],
+    &'static [(&'static str, &'static str)],
+);
+
 /// Runs its closure when dropped: a test's daemon stops even when the test fails.
 struct OnDrop<F: FnMut()>(F);
 
@@ -91,26 +98,31 @@ async fn a_sandboxed_uexec_run_is_refused_by_the_daemon_and_runs_nothing() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for network in ["off", "on"] {
-        let client = server(
-            &place,
-            &["--extended", "--sandbox", "read-only", "--network", network],
-            &[],
-        )
-        .await;
-        let escaped = place.cwd.join(format!("escaped-network-{network}"));
+    // Network off and on; and without the namespaces layer (best effort), where the seccomp
+    // filter is what tells the command apart.
+    let cases: [SandboxCase; 3] = [
+        ("network-off", &["--network", "off"], &[]),
+        ("network-on", &["--network", "on"], &[]),
+        (
+            "no-namespaces",
+            &["--sandbox-fallback", "best-effort"],
+            &[("UEXEC_SANDBOX_FAULT", "namespaces")],
+        ),
+    ];
+    for (case, flags, env) in cases {
+        let mut args = vec!["--extended", "--sandbox", "read-only"];
+        args.extend_from_slice(flags);
+        let client = server(&place, &args, env).await;
+        let escaped = place.cwd.join(format!("escaped-{case}"));
         let cmd = format!(
             "{UEXEC} run --socket {socket_arg} -- sh -c 'touch {}'; echo rc=$?",
             escaped.display()
         );
         let out = sandboxed(&client, &cmd).await;
-        assert!(
-            !escaped.exists(),
-            "network {network}: the daemon ran it: {out}"
-        );
+        assert!(!escaped.exists(), "{case}: the daemon ran it: {out}");
         assert!(
             out.contains("a sandboxed command may not use the uexec daemon"),
-            "network {network}: {out}"
+            "{case}: {out}"
         );
         assert!(!out.contains("rc=0"), "{out}");
         client.cancel().await.unwrap();
