@@ -466,8 +466,8 @@ async fn serve_http(args: &McpArgs, addr: SocketAddr, server: UexecServer) -> an
 /// when it comes from this server's own user over loopback (see `uexec_net`). A
 /// token's request runs as that token's [`Principal`] (its index, never the token itself).
 async fn check_access(tokens: &[String], mut req: Request, next: Next) -> Response {
-    let peer = req.extensions().get::<Peer>();
-    match authorize(tokens, req.headers(), peer) {
+    let peer = req.extensions().get::<Peer>().cloned();
+    match authorize(tokens, req.headers(), peer.as_ref()).await {
         Ok(Access::Token(index)) => {
             req.extensions_mut()
                 .insert(Principal(format!("token-{}", index + 1)));

@@ -11,7 +11,8 @@
 //! 4. hyper's HTTP/1 server, with a tokio timer, closes a connection whose request headers
 //!    do not arrive within that timeout, and allows upgrades (WebSocket). An upgraded socket
 //!    leaves the cap: by then it is authenticated;
-//! 5. every request carries the connection's [`Peer`] in its extensions.
+//! 5. every request carries the connection's [`Peer`] in its extensions (one per
+//!    connection: who it is, when a request asks, is looked up once for all of them).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -134,10 +135,7 @@ impl HttpListener {
             if let Err(e) = tcp.set_nodelay(true) {
                 tracing::debug!("cannot set TCP_NODELAY: {e}");
             }
-            let peer = Peer {
-                remote,
-                local: tcp.local_addr().unwrap_or(self.local_addr),
-            };
+            let peer = Peer::new(remote, tcp.local_addr().unwrap_or(self.local_addr));
             let app = app.clone();
             let tls = tls.clone();
             tokio::spawn(async move {
@@ -180,8 +178,9 @@ async fn serve_connection<I>(io: I, app: Router, peer: Peer, header_read_timeout
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let remote = peer.remote;
     let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
-        request.extensions_mut().insert(peer);
+        request.extensions_mut().insert(peer.clone());
         let mut app = app.clone();
         async move { app.call(request).await }
     });
@@ -191,6 +190,6 @@ where
         .serve_connection(TokioIo::new(io), service)
         .with_upgrades();
     if let Err(e) = connection.await {
-        tracing::debug!(remote = %peer.remote, "HTTP connection ended: {e}");
+        tracing::debug!(%remote, "HTTP connection ended: {e}");
     }
 }

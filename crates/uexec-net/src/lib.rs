@@ -14,7 +14,9 @@
 //!    `axum::serve` has none); every request carries the [`peer::Peer`] it came from;
 //! 2. [`authorize`] decides per request: with tokens configured, a right bearer token is
 //!    required (`401` otherwise); without, only a loopback peer of the server's own uid is let
-//!    in (`403` otherwise: "loopback" must not mean "any user of this machine");
+//!    in (`403` otherwise: "loopback" must not mean "any user of this machine"), and never one
+//!    held by a process in another user namespace (`403`: a sandboxed command has the user's
+//!    uid but is not the user; see [`peer`], looked up once per connection);
 //! 3. [`check_exposure`] refuses a non-loopback listener without a token, or without TLS
 //!    unless `--insecure-plaintext` is given;
 //! 4. tokens come from argv, the environment or, better, a file ([`secret`]);
@@ -34,7 +36,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 pub use accept::{HttpListener, ListenerOptions};
-pub use peer::Peer;
+pub use peer::{LocalUser, Peer};
 pub use signal::{shutdown_signal, SignalError};
 
 /// Default longest wait for a request's headers (and for a TLS handshake).
@@ -135,6 +137,8 @@ pub enum Refusal {
     BadToken,
     /// `403`: no token is configured and the peer is not this server's user on loopback.
     OtherUser,
+    /// `403`: no token is configured and the peer is a sandboxed command of this user.
+    Sandboxed,
 }
 
 impl IntoResponse for Refusal {
@@ -151,20 +155,31 @@ impl IntoResponse for Refusal {
                 "without a token, only the server's own user may connect (over loopback)\n",
             )
                 .into_response(),
+            Refusal::Sandboxed => (
+                StatusCode::FORBIDDEN,
+                "a sandboxed command is not the server's user: without a token, only the \
+                 server's own user may connect (over loopback), from outside every uexec sandbox\n",
+            )
+                .into_response(),
         }
     }
 }
 
 /// Decides whether a request may go on: see the module docs, step 2.
-pub fn authorize<T: AsRef<str>>(
+pub async fn authorize<T: AsRef<str>>(
     tokens: &[T],
     headers: &HeaderMap,
     peer: Option<&Peer>,
 ) -> Result<Access, Refusal> {
     if tokens.is_empty() {
-        return match peer {
-            Some(peer) if peer.is_same_user() => Ok(Access::SameUser),
-            _ => Err(Refusal::OtherUser),
+        let user = match peer {
+            Some(peer) => peer.user().await,
+            None => LocalUser::Unknown,
+        };
+        return match user {
+            LocalUser::Same => Ok(Access::SameUser),
+            LocalUser::Sandboxed => Err(Refusal::Sandboxed),
+            LocalUser::Unknown | LocalUser::Other(_) => Err(Refusal::OtherUser),
         };
     }
     let presented = bearer(headers).ok_or(Refusal::BadToken)?;
@@ -189,27 +204,45 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 mod tests {
     use super::*;
 
-    #[test]
-    fn bearer_tokens_must_match_exactly() {
+    #[tokio::test]
+    async fn bearer_tokens_must_match_exactly() {
         let tokens = ["s3cret", "other"];
         let mut headers = HeaderMap::new();
-        assert_eq!(authorize(&tokens, &headers, None), Err(Refusal::BadToken));
+        let check = |headers: &HeaderMap| {
+            let headers = headers.clone();
+            async move { authorize(&tokens, &headers, None).await }
+        };
+        assert_eq!(check(&headers).await, Err(Refusal::BadToken));
         headers.insert(header::AUTHORIZATION, "Bearer s3cret".parse().unwrap());
-        assert_eq!(authorize(&tokens, &headers, None), Ok(Access::Token(0)));
+        assert_eq!(check(&headers).await, Ok(Access::Token(0)));
         headers.insert(header::AUTHORIZATION, "Bearer other".parse().unwrap());
-        assert_eq!(authorize(&tokens, &headers, None), Ok(Access::Token(1)));
+        assert_eq!(check(&headers).await, Ok(Access::Token(1)));
         headers.insert(header::AUTHORIZATION, "Bearer s3cre".parse().unwrap());
-        assert_eq!(authorize(&tokens, &headers, None), Err(Refusal::BadToken));
+        assert_eq!(check(&headers).await, Err(Refusal::BadToken));
         headers.insert(header::AUTHORIZATION, "Basic s3cret".parse().unwrap());
-        assert_eq!(authorize(&tokens, &headers, None), Err(Refusal::BadToken));
+        assert_eq!(check(&headers).await, Err(Refusal::BadToken));
     }
 
-    #[test]
-    fn without_tokens_an_unknown_peer_is_refused() {
+    #[tokio::test]
+    async fn without_tokens_an_unknown_peer_is_refused() {
         let none: [&str; 0] = [];
         assert_eq!(
-            authorize(&none, &HeaderMap::new(), None),
+            authorize(&none, &HeaderMap::new(), None).await,
             Err(Refusal::OtherUser)
+        );
+    }
+
+    #[tokio::test]
+    async fn without_tokens_our_own_loopback_peer_is_let_in() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let local = listener.local_addr().unwrap();
+        let _client = std::net::TcpStream::connect(local).unwrap();
+        let (_accepted, remote) = listener.accept().unwrap();
+        let none: [&str; 0] = [];
+        let peer = Peer::new(remote, local);
+        assert_eq!(
+            authorize(&none, &HeaderMap::new(), Some(&peer)).await,
+            Ok(Access::SameUser)
         );
     }
 

@@ -14,14 +14,17 @@
 //! It gives the engine's answers, not its own: it parses only the flags of
 //! `uexec run --help`, exactly, and hands anything else over untouched; it prints and exits
 //! through the engine's own code (`uexec_cli::cli`); and until its request is sent (no
-//! daemon yet, a daemon of another build, a bad socket directory) it hands over too, so
-//! the engine starts the daemon or says what is wrong. Only once the command may run does
-//! the front report failures itself, as the engine would.
+//! daemon yet, a daemon of another build, a bad socket directory, a listener of another
+//! user) it hands over too, so the engine starts the daemon or says what is wrong. It
+//! checks the socket as the engine does before sending anything (its directory this user's
+//! and private, its listener this user's: `uexec_mcp::daemon::client`). Only once the
+//! command may run does the front report failures itself, as the engine would.
 
 #![no_main]
 
 use std::ffi::{c_char, c_int, OsString};
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -30,6 +33,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use uexec_cli::cli::{self, conn, Failure, RunArgs};
+use uexec_mcp::daemon::client::{check_listener, check_socket_dir};
 use uexec_mcp::daemon::handshake::{build_id_of, Reply};
 
 /// The engine's file name; it is looked for beside this executable.
@@ -92,8 +96,10 @@ fn run_here(engine: &Path, socket: Option<PathBuf>, run: &RunArgs) -> Option<c_i
     first.push(b'\n');
     first.extend(conn::handshake_lines().ok()?);
     first.extend(conn::request_line(conn::FIRST_CALL_ID, "tools/call", &call).ok()?);
-    // No daemon yet: the engine starts one.
+    // A socket that may not be ours, or no daemon yet: the engine refuses it, or starts one.
+    check_socket_dir(&socket).ok()?;
     let stream = UnixStream::connect(&socket).ok()?;
+    check_listener(&socket, stream.as_fd()).ok()?;
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .ok()?;

@@ -1,6 +1,19 @@
 //! The client side of the daemon: connect (starting a daemon if none runs), say hello, then
 //! carry bytes. `uexec mcp --daemon` is this plus a copy of stdin and stdout.
+//!
+//! A client trusts a socket before it says anything to it, since its hello carries the
+//! client's directory and environment and what follows is the commands it wants run:
+//! 1. the socket's directory must be this user's and private ([`check_socket_dir`]): in a
+//!    directory others may write, another user could have put a socket of theirs (and a
+//!    daemon started there would be theirs to swap);
+//! 2. the listener at the other end must run as this user ([`check_listener`],
+//!    `SO_PEERCRED`), wherever the socket lies;
+//! 3. only then the hello, which carries no secret-looking variable
+//!    ([`Hello::here`](super::handshake::Hello::here)).
+//!
+//! A refusal names the socket and says that nothing was sent.
 
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -63,13 +76,15 @@ pub struct Connected {
 
 /// Connects and says hello, followed at once by `early` (the first words of the
 /// conversation, so that they need not wait for the reply); with `start`, starts a daemon
-/// when none answers.
+/// when none answers. Nothing is sent, nor a daemon started, before the checks of the
+/// module docs pass.
 pub async fn connect(
     socket: &Path,
     hello: &Hello,
     start: bool,
     early: &[u8],
 ) -> anyhow::Result<Connected> {
+    check_socket_dir(socket)?;
     let stream = match UnixStream::connect(socket).await {
         Ok(stream) => stream,
         Err(e)
@@ -86,7 +101,45 @@ pub async fn connect(
                 .with_context(|| format!("cannot reach the uexec daemon at {}", socket.display()))
         }
     };
+    check_listener(socket, stream.as_fd())?;
     say_hello(stream, hello, early).await
+}
+
+/// Step 1 of the module docs: the directory of `socket` is this user's, 0700, and not a
+/// symlink ([`uexec_core::fs::check_private_dir`]).
+pub fn check_socket_dir(socket: &Path) -> anyhow::Result<()> {
+    let dir = match socket.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    uexec_core::fs::check_private_dir(dir).map_err(|e| {
+        anyhow::anyhow!(
+            "will not use the uexec daemon socket {}: {e}; a socket there may be another \
+             user's (nothing was sent to it)",
+            socket.display()
+        )
+    })
+}
+
+/// Step 2 of the module docs: the process listening on `socket` (connected as `stream`)
+/// runs as this user.
+pub fn check_listener(socket: &Path, stream: BorrowedFd<'_>) -> anyhow::Result<()> {
+    let ours = uexec_core::sys::effective_uid();
+    let (_, uid) = uexec_core::sys::peer_credentials(stream.as_raw_fd()).with_context(|| {
+        format!(
+            "will not use the uexec daemon socket {}: cannot tell who listens on it \
+             (nothing was sent to it)",
+            socket.display()
+        )
+    })?;
+    if uid != ours {
+        anyhow::bail!(
+            "will not use the uexec daemon socket {}: it is served by uid {uid}, not by this \
+             user (uid {ours}); a socket planted by another user? (nothing was sent to it)",
+            socket.display()
+        );
+    }
+    Ok(())
 }
 
 /// Longest hello reply read.
@@ -100,7 +153,9 @@ async fn say_hello(
     let mut line = serde_json::to_vec(hello)?;
     line.push(b'\n');
     line.extend_from_slice(early);
-    stream.write_all(&line).await?;
+    // A daemon that refuses answers before it reads: if it hung up meanwhile, its reply
+    // says why better than the failed write.
+    let written = stream.write_all(&line).await;
     // The reply is one line; what came with it is handed over, not dropped.
     let mut reply = Vec::new();
     let read_line = async {
@@ -122,6 +177,11 @@ async fn say_hello(
     let end = tokio::time::timeout(Duration::from_secs(10), read_line)
         .await
         .context("the uexec daemon did not answer the hello within 10 s")??;
+    if let (Err(e), None) = (&written, end) {
+        return Err(anyhow::anyhow!(
+            "cannot send the hello to the uexec daemon: {e}"
+        ));
+    }
     let after = match end {
         Some(end) => {
             let after = reply.split_off(end + 1);

@@ -62,7 +62,9 @@ pub struct Hello {
     /// The client's working directory: the default workdir of its commands.
     pub cwd: PathBuf,
     /// The client's environment, base64 of the raw bytes (names and values need not be
-    /// UTF-8): commands start from it, as they would in the client's own process.
+    /// UTF-8): commands start from it, as they would in the client's own process. Without
+    /// its secret-looking variables (but those of `settings.env_keep`): commands would not
+    /// get them anyway, and a hello must never hand a secret to whoever listens.
     pub env: Vec<(String, String)>,
     pub settings: Settings,
     /// Instead of MCP: join a person's terminal to a session (`uexec attach`).
@@ -197,7 +199,6 @@ impl Hello {
 
     /// This process as a client of the engine build `build` (see [`build_id_of`]).
     pub fn here_for(build: String, owner: String, settings: Settings) -> std::io::Result<Self> {
-        let b64 = base64::engine::general_purpose::STANDARD;
         Ok(Self {
             protocol: PROTOCOL.to_owned(),
             version: VERSION.to_owned(),
@@ -205,9 +206,7 @@ impl Hello {
             owner,
             cwd: std::env::current_dir()?,
             attach: None,
-            env: std::env::vars_os()
-                .map(|(k, v)| (b64.encode(k.as_bytes()), b64.encode(v.as_bytes())))
-                .collect(),
+            env: hello_env(std::env::vars_os(), &settings.env_keep),
             settings,
         })
     }
@@ -261,6 +260,25 @@ impl Hello {
     }
 }
 
+/// The `env` of a hello: `vars` as base64 pairs, without the secret-looking names that
+/// commands would not get either ([`uexec_core::env::looks_secret`]), unless `keep` names
+/// them (`--env-keep`).
+pub fn hello_env(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+    keep: &[String],
+) -> Vec<(String, String)> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let policy = EnvPolicy {
+        keep: keep.to_vec(),
+        ..EnvPolicy::default()
+    };
+    policy
+        .inherited(vars)
+        .into_iter()
+        .map(|(k, v)| (b64.encode(k.as_bytes()), b64.encode(v.as_bytes())))
+        .collect()
+}
+
 impl Settings {
     /// These settings over `config` (the same whether the store runs in the MCP server's
     /// own process or in the daemon).
@@ -306,6 +324,25 @@ mod tests {
             env.get(&OsString::from_vec(b"K\xff".to_vec())),
             Some(&OsString::from_vec(b"v\xfe".to_vec()))
         );
+    }
+
+    #[test]
+    fn the_hello_env_drops_secret_looking_names_unless_kept() {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let vars = [
+            ("PATH", "/bin"),
+            ("OPENAI_API_KEY", "sk-1"),
+            ("GH_TOKEN", "t"),
+            ("NPM_AUTH", "a"),
+            ("KEPT_SECRET", "k"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let env = hello_env(vars, &["KEPT_SECRET".to_owned()]);
+        let names: Vec<String> = env
+            .iter()
+            .map(|(k, _)| String::from_utf8(b64.decode(k).expect("b64")).expect("utf-8"))
+            .collect();
+        assert_eq!(names, ["KEPT_SECRET", "PATH"]);
     }
 
     #[test]

@@ -4,7 +4,10 @@
 //! - **Where**: a Unix socket (0600) in a private runtime directory,
 //!   `$XDG_RUNTIME_DIR/uexec/`, else `<temp dir>/uexec-<uid>/`. The directory must be 0700 and
 //!   this user's, or the daemon refuses to start; a peer of another uid is refused
-//!   (`SO_PEERCRED`). One daemon per directory: it holds `daemon.lock`.
+//!   (`SO_PEERCRED`), and so is a sandboxed command of this uid: a peer whose process lives
+//!   in another user namespace than the daemon's (every uexec sandbox has its own; see
+//!   `uexec_net::peer`), which would otherwise run through the daemon, unsandboxed, what its
+//!   sandbox forbids. One daemon per directory: it holds `daemon.lock`.
 //! - **Protocol**: one JSON line each way ([`handshake`]: protocol, version, owner, the
 //!   client's cwd and environment), then MCP on the same stream: the daemon serves the same
 //!   tools as `uexec mcp`, on the owner's store.
@@ -19,6 +22,7 @@ pub mod client;
 pub mod handshake;
 
 use std::io;
+use std::os::fd::AsFd;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,6 +35,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use uexec_core::store::IdSpace;
 use uexec_core::{LocalBackend, SessionStore, StoreConfig};
+use uexec_net::peer::Standing;
 use uexec_net::shutdown_signal;
 
 use crate::serve::TranscriptArgs;
@@ -107,6 +112,9 @@ impl Daemon {
         }
     }
 }
+
+/// Longest wait for a refused client to hang up (see `serve_client`).
+const REFUSED_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Runs the daemon until it is idle for `--idle-timeout`, or a signal.
 pub async fn run(args: DaemonArgs) -> anyhow::Result<()> {
@@ -257,17 +265,40 @@ async fn stop(args: &DaemonArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One client: peer check, hello, then MCP on the owner's store.
+/// One client: peer checks (its uid, then its user namespace), hello, then MCP on the
+/// owner's store. A refused peer is answered before anything it sent is read.
 async fn serve_client(daemon: &Daemon, stream: UnixStream) -> anyhow::Result<()> {
     let uid = uexec_core::sys::effective_uid();
     let peer = stream.peer_cred()?.uid();
+    let standing = (peer == uid).then(|| uexec_net::peer::unix_peer_standing(stream.as_fd()));
     let (read, mut write) = stream.into_split();
-    if peer != uid {
-        let reply = Reply::refuse(format!(
-            "uid {peer} may not use the uexec daemon of uid {uid}"
-        ));
-        write_reply(&mut write, &reply).await?;
-        anyhow::bail!("refused a peer of uid {peer}");
+    let refusal = match standing {
+        None => Some((
+            format!("uid {peer} may not use the uexec daemon of uid {uid}"),
+            format!("refused a peer of uid {peer}"),
+        )),
+        Some(Standing::Ours) => None,
+        Some(Standing::Sandboxed) => Some((
+            "a sandboxed command may not use the uexec daemon: it would run there, outside \
+             the sandbox, what the sandbox forbids"
+                .to_owned(),
+            "refused a sandboxed command (a peer in another user namespace)".to_owned(),
+        )),
+        Some(Standing::Unknown(why)) => Some((
+            format!("the uexec daemon cannot tell who connected ({why}), so it serves nothing"),
+            format!("refused a peer it cannot place: {why}"),
+        )),
+    };
+    if let Some((reply, log)) = refusal {
+        write_reply(&mut write, &Reply::refuse(reply)).await?;
+        // What the client sends with its hello is read and dropped until it hangs up: closed
+        // at once, its write could fail (EPIPE, or SIGPIPE for the front) before it reads why.
+        let _ = write.shutdown().await;
+        let mut unread = read.take(MAX_HELLO_BYTES as u64);
+        let mut sink = tokio::io::sink();
+        let drain = tokio::io::copy(&mut unread, &mut sink);
+        let _ = tokio::time::timeout(REFUSED_DRAIN_TIMEOUT, drain).await;
+        anyhow::bail!(log);
     }
     let mut read = BufReader::new(read);
     let mut line = Vec::new();

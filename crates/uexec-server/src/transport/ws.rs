@@ -104,7 +104,7 @@ async fn upgrade(
     if headers.contains_key(header::ORIGIN) {
         return StatusCode::FORBIDDEN.into_response();
     }
-    if let Err(refusal) = authorize(&state.tokens, &headers, peer.as_ref().map(|p| &p.0)) {
+    if let Err(refusal) = authorize(&state.tokens, &headers, peer.as_ref().map(|p| &p.0)).await {
         return refusal.into_response();
     }
     let ws = match ws {

@@ -145,7 +145,7 @@ fn drain_stderr(child: &mut Child) -> Arc<Mutex<String>> {
 
 /// One raw request, in Python, optionally over TLS trusting `ca`; prints the status code, or
 /// `closed` when the server closed the connection without an answer.
-const CLIENT: &str = r#"
+pub const CLIENT: &str = r#"
 import socket, ssl, sys
 host, port, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 ca = sys.argv[4] if len(sys.argv) > 4 else None
