@@ -264,15 +264,22 @@ fn nobody_uid() -> u32 {
     String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
 }
 
-/// `runuser -u nobody -- env XDG_RUNTIME_DIR=.. HOME=.. UEXEC ARGS` in `root`.
+/// `UEXEC ARGS` as `nobody` in `root`, with its own XDG_RUNTIME_DIR and HOME. Through
+/// `setpriv`, which execs (runuser forks and waits: killing it would leave uexec running).
 fn as_nobody(root: &Path, args: &[&str]) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new("runuser");
-    cmd.args(["-u", "nobody", "--", "env"])
-        .arg(format!("XDG_RUNTIME_DIR={}", root.join("run").display()))
-        .arg(format!("HOME={}", root.join("home").display()))
-        .arg(UEXEC)
-        .args(args)
-        .current_dir(root);
+    let mut cmd = tokio::process::Command::new("setpriv");
+    cmd.args([
+        "--reuid=nobody",
+        "--regid=nogroup",
+        "--clear-groups",
+        "--",
+        "env",
+    ])
+    .arg(format!("XDG_RUNTIME_DIR={}", root.join("run").display()))
+    .arg(format!("HOME={}", root.join("home").display()))
+    .arg(UEXEC)
+    .args(args)
+    .current_dir(root);
     cmd
 }
 

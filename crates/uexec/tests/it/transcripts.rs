@@ -103,8 +103,12 @@ async fn a_transcript_whose_disk_fills_says_where_it_stopped_and_promises_no_byt
         "the flood ran to its end: {}",
         text(&r)
     );
+    // Bounded: a release build's server peaks near 34 MiB here, a debug build's near 70 to
+    // 95 MiB (its progress forwarder drains the events more slowly; the peak does not grow
+    // with the flood: 71 MiB after 512 MiB).
+    let limit_kib = if cfg!(debug_assertions) { 160 } else { 64 } * 1024;
     let rss = peak_rss_kib(server);
-    assert!(rss < 64 * 1024, "server peak RSS {rss} KiB");
+    assert!(rss < limit_kib, "server peak RSS {rss} KiB");
     let id = s["session_id"].as_i64().expect("still running");
     let dir = s["transcript"].as_str().expect("the transcript is named");
     assert!(Path::new(dir).starts_with(&root), "{dir}");
