@@ -27,6 +27,7 @@ mod net_peer_user;
 mod net_tls;
 mod place;
 mod sandbox;
+mod sandbox_attacks;
 mod sandbox_ceiling;
 mod sandbox_doors;
 mod sandbox_fs;
