@@ -195,3 +195,39 @@ async fn a_shell_the_model_wrote_never_runs_outside_the_sandbox() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&elsewhere);
 }
+
+/// Another local user who made the sandboxes' base directory first (with no
+/// `XDG_RUNTIME_DIR`, it is `$TMPDIR/uexec-sandbox-<uid>`, a guessable name) would see, and
+/// could swap, what uexec puts there: a sandboxed command is refused, naming it.
+#[tokio::test]
+async fn a_sandbox_base_another_user_made_first_is_refused() {
+    let dir = scratch("attack-base");
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let uid = std::fs::metadata(&dir).map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.uid()
+    });
+    let base = tmp.join(format!("uexec-sandbox-{}", uid.unwrap()));
+    std::fs::create_dir_all(&base).unwrap();
+    std::os::unix::fs::chown(&base, Some(65534), Some(65534)).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let tmp_env = tmp.display().to_string();
+    let (client, _) = server(&dir, &["--extended"], &[("TMPDIR", &tmp_env)]).await;
+    let e = crate::sandbox::exec_error(
+        &client,
+        json!({"cmd": "echo ran", "sandbox": "read-only", "login": false}),
+    )
+    .await;
+    assert!(!e.contains("ran\n"), "{e}");
+    assert!(
+        e.contains(&base.display().to_string()) && e.contains("refusing"),
+        "{e}"
+    );
+    // Unsandboxed commands do not need it.
+    let r = exec(&client, json!({"cmd": "echo ran"})).await;
+    assert!(text(&r).contains("ran"), "{}", text(&r));
+    client.cancel().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
