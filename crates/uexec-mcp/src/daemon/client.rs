@@ -84,7 +84,12 @@ pub async fn connect(
     start: bool,
     early: &[u8],
 ) -> anyhow::Result<Connected> {
-    check_socket_dir(socket)?;
+    if start {
+        // The daemon we may start makes it anyway: a missing directory is made ours (0700).
+        make_socket_dir(socket)?;
+    } else {
+        check_socket_dir(socket)?;
+    }
     let stream = match UnixStream::connect(socket).await {
         Ok(stream) => stream,
         Err(e)
@@ -108,11 +113,20 @@ pub async fn connect(
 /// Step 1 of the module docs: the directory of `socket` is this user's, 0700, and not a
 /// symlink ([`uexec_core::fs::check_private_dir`]).
 pub fn check_socket_dir(socket: &Path) -> anyhow::Result<()> {
+    socket_dir_check(socket, uexec_core::fs::check_private_dir)
+}
+
+/// [`check_socket_dir`], making the directory (0700, ours) when it does not exist yet.
+fn make_socket_dir(socket: &Path) -> anyhow::Result<()> {
+    socket_dir_check(socket, uexec_core::fs::private_dir)
+}
+
+fn socket_dir_check(socket: &Path, check: fn(&Path) -> std::io::Result<()>) -> anyhow::Result<()> {
     let dir = match socket.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
-    uexec_core::fs::check_private_dir(dir).map_err(|e| {
+    check(dir).map_err(|e| {
         anyhow::anyhow!(
             "will not use the uexec daemon socket {}: {e}; a socket there may be another \
              user's (nothing was sent to it)",

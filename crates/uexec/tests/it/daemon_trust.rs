@@ -258,3 +258,29 @@ fn the_hello_carries_no_secret_looking_variable_unless_kept() {
         );
     }
 }
+
+/// `uexec mcp --daemon --daemon-socket DIR/daemon.sock` with DIR not made yet (as CI runs
+/// the conformance suite): the client makes DIR private (0700, ours) and starts the daemon
+/// there; a DIR that exists but is not private is still refused (above).
+#[tokio::test]
+async fn a_socket_directory_not_made_yet_is_made_private_and_the_daemon_starts_there() {
+    use std::os::unix::fs::PermissionsExt;
+    let place = Place::new("trust-newdir");
+    let dir = place.runtime.join("not-yet");
+    let socket = dir.join("daemon.sock");
+    let socket_arg = socket.display().to_string();
+    let client = place.client(&["--daemon-socket", &socket_arg]).await;
+    let r = crate::helpers::call(
+        &client,
+        "exec_command",
+        serde_json::json!({"cmd": "echo through-the-new-dir", "login": false}),
+    )
+    .await;
+    assert!(crate::helpers::text(&r).contains("through-the-new-dir"));
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o700);
+    client.cancel().await.unwrap();
+    let _ = place
+        .command(&["daemon", "--stop", "--socket", &socket_arg])
+        .output();
+}
