@@ -31,6 +31,8 @@
 //! Requests never use `process/read`'s long poll: Codex serves one request at a time per
 //! connection, so a long poll would hold up every write and signal behind it.
 
+#![forbid(unsafe_code)]
+
 mod backend;
 mod control;
 mod error;

@@ -37,7 +37,7 @@ pub fn private_dir(dir: &Path) -> io::Result<()> {
 pub fn check_private_dir(dir: &Path) -> io::Result<()> {
     let meta = std::fs::symlink_metadata(dir)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
-    let uid = crate::sys::effective_uid();
+    let uid = uexec_sys::effective_uid();
     let kind = if meta.file_type().is_symlink() {
         "a symlink"
     } else if meta.is_dir() {
@@ -93,7 +93,7 @@ fn xdg_runtime() -> Option<PathBuf> {
 pub fn runtime_dir_path() -> PathBuf {
     match xdg_runtime() {
         Some(dir) => dir.join("uexec"),
-        None => std::env::temp_dir().join(format!("uexec-{}", crate::sys::effective_uid())),
+        None => std::env::temp_dir().join(format!("uexec-{}", uexec_sys::effective_uid())),
     }
 }
 
@@ -109,7 +109,7 @@ pub fn runtime_dir() -> io::Result<PathBuf> {
 pub fn sandbox_base_path() -> PathBuf {
     match xdg_runtime() {
         Some(dir) => dir.join("uexec-sandbox"),
-        None => std::env::temp_dir().join(format!("uexec-sandbox-{}", crate::sys::effective_uid())),
+        None => std::env::temp_dir().join(format!("uexec-sandbox-{}", uexec_sys::effective_uid())),
     }
 }
 

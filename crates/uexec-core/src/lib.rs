@@ -7,6 +7,8 @@
 //!
 //! This crate knows nothing of MCP, JSON-RPC or terminals: faces translate.
 
+#![forbid(unsafe_code)]
+
 pub mod backend;
 pub mod buffer;
 pub mod config;
@@ -30,10 +32,6 @@ pub mod text;
 pub mod transcript;
 pub mod until;
 pub mod utf8;
-
-#[cfg(unix)]
-#[path = "sys/unix.rs"]
-pub mod sys;
 
 pub use backend::local::LocalBackend;
 pub use backend::{Backend, SpawnSpec};

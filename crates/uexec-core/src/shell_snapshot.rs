@@ -63,7 +63,6 @@ use crate::backend::local::find_program;
 use crate::backend::SpawnSpec;
 use crate::env::{looks_secret, Environment};
 use crate::events::lock;
-use crate::sys;
 
 /// How long a profile may take before its snapshot is given up on.
 pub const SHELL_SNAPSHOT_BUILD_TIMEOUT_MS: u64 = 5_000;
@@ -422,7 +421,7 @@ fn shell_kind(shell: &str, env: &Environment) -> Option<(ShellKind, PathBuf)> {
 
 fn snapshot_key(kind: ShellKind, program: &Path, env: &Environment) -> u64 {
     let mut h = DefaultHasher::new();
-    (kind, program, env, sys::effective_uid()).hash(&mut h);
+    (kind, program, env, uexec_sys::effective_uid()).hash(&mut h);
     h.finish()
 }
 
@@ -569,7 +568,7 @@ async fn run_login_shell(
     let status = tokio::time::timeout(timeout, child.wait()).await;
     // Whatever the profile started in its group goes with it (a prompt, a stray agent).
     if let Some(pid) = pid {
-        sys::kill_group(pid, sys::SIGKILL);
+        uexec_sys::kill_group(pid, uexec_sys::SIGKILL);
     }
     match status {
         Err(_) => {

@@ -7,8 +7,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use uexec_core::sys::open_fd_count;
 use uexec_core::WriteRequest;
+use uexec_sys::open_fd_count;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_sessions_leak_no_fd() {

@@ -4,6 +4,8 @@
 //! Faces translate; the engine (`uexec-core`) does the work. One store per connection over
 //! stdio; over HTTP one store per principal (see [`http`]).
 
+#![forbid(unsafe_code)]
+
 pub mod args;
 pub mod daemon;
 pub mod environments;

@@ -22,6 +22,8 @@
 //! 4. tokens come from argv, the environment or, better, a file ([`secret`]);
 //! 5. every face stops on SIGTERM or SIGINT ([`shutdown_signal`]) and kills what it started.
 
+#![forbid(unsafe_code)]
+
 pub mod accept;
 pub mod peer;
 pub mod secret;

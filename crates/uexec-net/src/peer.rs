@@ -58,7 +58,6 @@ use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 
 use tokio::sync::OnceCell;
-use uexec_core::sys;
 
 /// The two ends of an accepted connection; put in every request's extensions. Clones share
 /// the connection's [`LocalUser`], looked up once.
@@ -121,7 +120,7 @@ pub fn local_user(remote: SocketAddr, local: SocketAddr) -> LocalUser {
     let Some(entry) = entry else {
         return LocalUser::Unknown;
     };
-    if entry.uid != sys::effective_uid() {
+    if entry.uid != uexec_sys::effective_uid() {
         return LocalUser::Other(entry.uid);
     }
     if held_in_another_user_namespace(entry.inode) {
@@ -180,7 +179,7 @@ pub enum Standing {
 /// module docs).
 pub fn unix_peer_standing(socket: BorrowedFd<'_>) -> Standing {
     let fd = socket.as_raw_fd();
-    match sys::peer_pidfd(fd) {
+    match uexec_sys::peer_pidfd(fd) {
         Ok(pidfd) => {
             let fdinfo = format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd());
             let pid = std::fs::read_to_string(&fdinfo)
@@ -192,17 +191,19 @@ pub fn unix_peer_standing(socket: BorrowedFd<'_>) -> Standing {
                 Some(_) => Standing::Unknown("its process has exited".into()),
                 None => Standing::Unknown(format!("no pid in {fdinfo}")),
             };
-            if sys::pidfd_alive(&pidfd) {
+            if uexec_sys::pidfd_alive(&pidfd) {
                 standing
             } else {
                 Standing::Unknown("its process has exited".into())
             }
         }
-        Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => match sys::peer_credentials(fd) {
-            Ok((pid, _)) if pid > 0 => pid_standing(pid),
-            Ok(_) => Standing::Unknown("the kernel gave no pid for it".into()),
-            Err(e) => Standing::Unknown(format!("SO_PEERCRED: {e}")),
-        },
+        Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => {
+            match uexec_sys::peer_credentials(fd) {
+                Ok((pid, _)) if pid > 0 => pid_standing(pid),
+                Ok(_) => Standing::Unknown("the kernel gave no pid for it".into()),
+                Err(e) => Standing::Unknown(format!("SO_PEERCRED: {e}")),
+            }
+        }
         Err(e) => Standing::Unknown(format!("SO_PEERPIDFD: {e}")),
     }
 }

@@ -22,6 +22,8 @@
 //! [`events`] (the notifications), [`chunk`] (base64 byte chunks), [`file_uri`] (`file://`
 //! working directories).
 
+#![forbid(unsafe_code)]
+
 pub mod bounded;
 pub mod chunk;
 pub mod events;

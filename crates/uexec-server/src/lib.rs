@@ -24,6 +24,8 @@
 //! The face holds no process logic of its own: spawning, PTYs, process groups and reaping
 //! are the backend's.
 
+#![forbid(unsafe_code)]
+
 pub mod config;
 pub mod connection;
 pub mod env_policy;

@@ -2,6 +2,8 @@
 //! People and agents call `uexec`, the small front beside it, which execs this binary for
 //! all but a plain `uexec run`.
 
+#![forbid(unsafe_code)]
+
 mod last_will;
 
 use uexec_cli::cli;
@@ -228,12 +230,12 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     if owns_sessions {
         last_will::install();
         // A file size limit must stop a transcript, not the face and its sessions.
-        uexec_core::sys::ignore_sigxfsz();
+        uexec_sys::ignore_sigxfsz();
     } else {
         // A person's verbs print to pipes (`uexec ls | head -1`): like any Unix tool, they end
         // quietly when the reader goes away, instead of failing on EPIPE mid-print. The
         // faces that own sessions keep SIGPIPE ignored: a client gone is no reason to die.
-        uexec_core::sys::default_sigpipe();
+        uexec_sys::default_sigpipe();
     }
     let result = runtime.block_on(async move {
         let verb = match cli.command {
@@ -249,7 +251,7 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             }
             Command::Daemon(args) => {
                 // Started from /proc/self/exe (`start_daemon`): named after its path again.
-                uexec_core::sys::name_after_argv0();
+                uexec_sys::name_after_argv0();
                 return uexec_mcp::daemon::run(args)
                     .await
                     .map(|()| std::process::ExitCode::SUCCESS);
@@ -288,12 +290,11 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
 ///
 /// Logging is not set up yet: failures go to stderr.
 fn harden_process() {
-    use uexec_core::sys;
-    if let Err(e) = sys::set_undumpable() {
+    if let Err(e) = uexec_sys::set_undumpable() {
         eprintln!("uexec: warning: cannot make the process undumpable: {e}");
     }
-    sys::reset_ignored_sigchld();
-    if let Err(e) = sys::raise_nofile_limit() {
+    uexec_sys::reset_ignored_sigchld();
+    if let Err(e) = uexec_sys::raise_nofile_limit() {
         eprintln!("uexec: warning: cannot raise the open-file limit: {e}");
     }
 }

@@ -21,11 +21,13 @@
 //! command may run does the front report failures itself, as the engine would.
 
 #![no_main]
+// The C `main` below is this crate's only unsafe code (its `#[no_mangle]`, and the read of
+// its arguments, which `uexec_sys` does).
+#![deny(unsafe_code)]
 
 use std::ffi::{c_char, c_int, OsString};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsFd;
-use std::os::unix::ffi::OsStringExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -41,17 +43,13 @@ const ENGINE: &str = "uexec-engine";
 
 /// C's `main`: Rust's start-up (stack guard probing, signal handlers) is not needed here,
 /// and what the engine needs it does itself once exec'd.
+#[allow(unsafe_code)]
 #[no_mangle]
 extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
     // From `main`'s own arguments: without Rust's start-up, `std::env::args` is empty where
     // the C library does not hand them to initialisers too (musl, the static build).
-    let args: Vec<OsString> = (0..usize::try_from(argc).unwrap_or(0))
-        .map(|i| {
-            // SAFETY: the C runtime passes `argc` valid NUL-terminated strings in `argv`.
-            let arg = unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) };
-            OsString::from_vec(arg.to_bytes().to_vec())
-        })
-        .collect();
+    // SAFETY: the C runtime passes `argc` valid NUL-terminated strings in `argv`.
+    let args = unsafe { uexec_sys::c_main_args(argc, argv) };
     let engine = std::env::current_exe().map(|exe| exe.with_file_name(ENGINE));
     if let (Ok(engine), Some((socket, run))) = (&engine, cli::plain_run(&args)) {
         if let Some(code) = run_here(engine, socket, &run) {
@@ -84,8 +82,8 @@ fn hand_over(engine: std::io::Result<PathBuf>, args: &[OsString]) -> c_int {
 fn run_here(engine: &Path, socket: Option<PathBuf>, run: &RunArgs) -> Option<c_int> {
     // As the engine's CLI verbs: quiet on a closed pipe, and our environment unreadable by
     // the commands of the same user.
-    uexec_core::sys::default_sigpipe();
-    let _ = uexec_core::sys::set_undumpable();
+    uexec_sys::default_sigpipe();
+    let _ = uexec_sys::set_undumpable();
     let socket = match socket {
         Some(socket) => socket,
         None => uexec_mcp::daemon::default_socket().ok()?,

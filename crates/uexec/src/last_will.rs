@@ -181,7 +181,7 @@ impl Watchdog {
         let (Ok(_), Some(pipe)) = (reaper, pipe) else {
             // In its own group, the watchdog's pgid is its pid. SIGKILL: it must not take the
             // closing pipe for our death and kill the live groups.
-            uexec_core::sys::kill_group(pid, uexec_core::sys::SIGKILL);
+            uexec_sys::kill_group(pid, uexec_sys::SIGKILL);
             return Err(std::io::Error::other(
                 "cannot watch the watchdog (no reaper thread or no stdin)",
             ));
@@ -237,7 +237,7 @@ fn keep_watch(groups: &Arc<LiveGroups>, watchdog: Watchdog) {
                 tracing::error!("the last-will watchdog stopped reading: {e}");
                 // A closed pipe means it exited; anything else, it must go.
                 if e.kind() != std::io::ErrorKind::BrokenPipe {
-                    uexec_core::sys::kill_group(watchdog.pid, uexec_core::sys::SIGKILL);
+                    uexec_sys::kill_group(watchdog.pid, uexec_sys::SIGKILL);
                 }
             }
             continue;
@@ -261,7 +261,7 @@ fn keep_watch(groups: &Arc<LiveGroups>, watchdog: Watchdog) {
 
 /// The watchdog's main loop: returns once stdin closes and every remaining group is killed.
 pub fn run() {
-    uexec_core::sys::name_after_argv0();
+    uexec_sys::name_after_argv0();
     let mut groups: HashSet<u32> = std::env::args_os()
         .skip(2)
         .filter_map(|arg| arg.to_str().and_then(|pgid| pgid.parse().ok()))
@@ -283,6 +283,6 @@ pub fn run() {
         }
     }
     for pgid in groups {
-        uexec_core::sys::kill_group(pgid, uexec_core::sys::SIGKILL);
+        uexec_sys::kill_group(pgid, uexec_sys::SIGKILL);
     }
 }

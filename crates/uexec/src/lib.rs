@@ -3,4 +3,6 @@
 //! agents call (it makes a plain `uexec run` itself and hands everything else to the
 //! engine beside it).
 
+#![forbid(unsafe_code)]
+
 pub mod cli;

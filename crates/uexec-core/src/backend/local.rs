@@ -32,7 +32,6 @@ use super::{
 };
 use crate::events::lock;
 use crate::limits::{PTY_COLS, PTY_ROWS};
-use crate::sys;
 
 /// Size of one read from a pipe or PTY.
 const READ_BUFFER_BYTES: usize = 64 * 1024;
@@ -95,7 +94,7 @@ fn describe_spawn_error(spec: &SpawnSpec, e: &io::Error) -> String {
 }
 
 fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
-    sys::reset_ignored_sigchld();
+    uexec_sys::reset_ignored_sigchld();
     let env = match &spec.env_mode {
         EnvMode::Exact => spec.env.clone(),
         EnvMode::InheritFiltered { drop } => {
@@ -141,7 +140,7 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
         })?),
         None => None,
     };
-    let child_spec = sys::ChildSpec {
+    let child_spec = uexec_sys::ChildSpec {
         program: c_string(resolved.as_os_str().as_bytes())?,
         argv,
         envp,
@@ -157,11 +156,11 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
     let (closing_tx, closing_rx) = watch::channel(false);
     let (out_tx, out_rx) = mpsc::channel(OUTPUT_CHANNEL_CHUNKS);
     let (child, stdin) = if spec.tty {
-        let (master, slave) = sys::open_pty(PTY_ROWS, PTY_COLS)?;
-        sys::set_nonblocking(master.as_raw_fd())?;
-        let master = Arc::new(sys::async_fd(master)?);
+        let (master, slave) = uexec_sys::open_pty(PTY_ROWS, PTY_COLS)?;
+        uexec_sys::set_nonblocking(master.as_raw_fd())?;
+        let master = Arc::new(uexec_sys::async_fd(master)?);
         let fd = slave.as_raw_fd();
-        let child = Unclaimed::spawn(&sys::ChildSpec {
+        let child = Unclaimed::spawn(&uexec_sys::ChildSpec {
             stdio: [fd, fd, fd],
             ..child_spec
         })?;
@@ -170,13 +169,13 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
         (child, Stdin::Pty(master))
     } else {
         let (stdin_child, stdin_ours) = if spec.pipe_stdin {
-            let (read, write) = sys::pipe_cloexec()?;
+            let (read, write) = uexec_sys::pipe_cloexec()?;
             (read, Some(write))
         } else {
-            (sys::dev_null()?, None)
+            (uexec_sys::dev_null()?, None)
         };
-        let (out_read, out_write) = sys::pipe_cloexec()?;
-        let (err_read, err_write) = sys::pipe_cloexec()?;
+        let (out_read, out_write) = uexec_sys::pipe_cloexec()?;
+        let (err_read, err_write) = uexec_sys::pipe_cloexec()?;
         let out = pipe::Receiver::from_owned_fd(out_read)?;
         let err = pipe::Receiver::from_owned_fd(err_read)?;
         let stdin = match stdin_ours {
@@ -190,7 +189,7 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
             out_write.as_raw_fd(),
             err_write.as_raw_fd(),
         ];
-        let child = Unclaimed::spawn(&sys::ChildSpec {
+        let child = Unclaimed::spawn(&uexec_sys::ChildSpec {
             stdio,
             ..child_spec
         })?;
@@ -230,11 +229,11 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
 /// spawn failed), it is killed with its group and reaped, so the call that reports
 /// "Failed to create process" leaves nothing running.
 struct Unclaimed {
-    child: Option<sys::SpawnedChild>,
+    child: Option<uexec_sys::SpawnedChild>,
 }
 
 impl Unclaimed {
-    fn spawn(spec: &sys::ChildSpec) -> io::Result<Self> {
+    fn spawn(spec: &uexec_sys::ChildSpec) -> io::Result<Self> {
         // A sandboxed command's launcher is started by the sandbox: the one waiting, or a
         // cold one from the file it holds.
         let warm = match spec.argv.get(1) {
@@ -245,7 +244,7 @@ impl Unclaimed {
         };
         let child = match warm {
             Some(child) => child,
-            None => sys::spawn_child(spec)?,
+            None => uexec_sys::spawn_child(spec)?,
         };
         #[cfg(test)]
         tests::note_spawned(child.pid);
@@ -261,10 +260,10 @@ impl Unclaimed {
             .take()
             .ok_or_else(|| io::Error::other("the child was already claimed"))?;
         let pid = child.pid;
-        match sys::async_fd(child.pidfd) {
+        match uexec_sys::async_fd(child.pidfd) {
             Ok(pidfd) => Ok((pid, Arc::new(pidfd))),
             Err(e) => {
-                sys::kill_and_reap(pid);
+                uexec_sys::kill_and_reap(pid);
                 Err(e)
             }
         }
@@ -274,8 +273,8 @@ impl Unclaimed {
 impl Drop for Unclaimed {
     fn drop(&mut self) {
         if let Some(child) = self.child.take() {
-            sys::pidfd_kill(&child.pidfd, sys::SIGKILL);
-            sys::kill_and_reap(child.pid);
+            uexec_sys::pidfd_kill(&child.pidfd, uexec_sys::SIGKILL);
+            uexec_sys::kill_and_reap(child.pid);
         }
     }
 }
@@ -326,7 +325,7 @@ async fn reap(
             Err(e) => break failed_wait(e),
         };
         let mut state = lock(&leader);
-        match sys::try_reap(pid) {
+        match uexec_sys::try_reap(pid) {
             Ok(Some(status)) => {
                 *state = Leader::Reaped;
                 break ExitReport {
@@ -400,7 +399,7 @@ async fn read_pty(
         tokio::select! {
             ready = master.readable() => {
                 let Ok(mut guard) = ready else { return };
-                match guard.try_io(|fd| sys::read_fd(fd.as_raw_fd(), &mut buf)) {
+                match guard.try_io(|fd| uexec_sys::read_fd(fd.as_raw_fd(), &mut buf)) {
                     Ok(Ok(0)) | Ok(Err(_)) => return, // EIO: every slave fd is closed
                     Ok(Ok(n)) => {
                         if send(&tx, Stream::Pty, &buf[..n]).await.is_err() {
@@ -411,7 +410,7 @@ async fn read_pty(
                 }
             }
             _ = closed(&mut closing) => {
-                while let Ok(n) = sys::read_fd(master.as_raw_fd(), &mut buf) {
+                while let Ok(n) = uexec_sys::read_fd(master.as_raw_fd(), &mut buf) {
                     if n == 0 || send(&tx, Stream::Pty, &buf[..n]).await.is_err() {
                         break;
                     }
@@ -490,7 +489,7 @@ impl LocalControl {
                 let mut rest = bytes;
                 while !rest.is_empty() {
                     let mut guard = master.writable().await?;
-                    match guard.try_io(|fd| sys::write_fd(fd.as_raw_fd(), rest)) {
+                    match guard.try_io(|fd| uexec_sys::write_fd(fd.as_raw_fd(), rest)) {
                         Ok(Ok(n)) => rest = &rest[n..],
                         Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => {
                             return Ok(WriteOutcome::StdinClosed)
@@ -519,8 +518,8 @@ impl ProcessControl for LocalControl {
         let leader = lock(&self.leader);
         if *leader == Leader::Running {
             match signal {
-                Signal::Interrupt => sys::kill_group(self.pid, sys::SIGINT),
-                Signal::Terminate => sys::kill_group(self.pid, sys::SIGTERM),
+                Signal::Interrupt => uexec_sys::kill_group(self.pid, uexec_sys::SIGINT),
+                Signal::Terminate => uexec_sys::kill_group(self.pid, uexec_sys::SIGTERM),
             }
         }
         drop(leader);
@@ -530,8 +529,8 @@ impl ProcessControl for LocalControl {
     fn terminate(&self) {
         let leader = lock(&self.leader);
         if *leader == Leader::Running {
-            sys::kill_group(self.pid, sys::SIGKILL);
-            sys::pidfd_kill(self.pidfd.get_ref(), sys::SIGKILL);
+            uexec_sys::kill_group(self.pid, uexec_sys::SIGKILL);
+            uexec_sys::pidfd_kill(self.pidfd.get_ref(), uexec_sys::SIGKILL);
             drop(leader);
             let _ = self.closing.send(true);
         } else {
@@ -557,7 +556,7 @@ impl ProcessControl for LocalControl {
 
     fn input_modes(&self) -> Option<InputModes> {
         match &self.stdin {
-            Stdin::Pty(master) => sys::terminal_modes(master.as_raw_fd())
+            Stdin::Pty(master) => uexec_sys::terminal_modes(master.as_raw_fd())
                 .ok()
                 .map(|(echo, canonical)| InputModes { echo, canonical }),
             _ => None,
@@ -566,7 +565,7 @@ impl ProcessControl for LocalControl {
 
     fn resize(&self, rows: u16, cols: u16) -> Result<(), BackendError> {
         match &self.stdin {
-            Stdin::Pty(master) => sys::set_window_size(master.as_raw_fd(), rows, cols)
+            Stdin::Pty(master) => uexec_sys::set_window_size(master.as_raw_fd(), rows, cols)
                 .map_err(|e| BackendError::new(format!("resizing the terminal failed: {e}"))),
             _ => Err(BackendError::new("this session has no terminal to resize")),
         }
@@ -576,16 +575,16 @@ impl ProcessControl for LocalControl {
         if *lock(&self.leader) != Leader::Running {
             return Some(InputWait::Neither);
         }
-        sys::tree_input_wait(self.pid)
+        uexec_sys::tree_input_wait(self.pid)
     }
 
     fn kill_leftovers(&self) {
         let mut leader = lock(&self.leader);
         match *leader {
             // The leader is ours until reaped: its group cannot be anyone else's.
-            Leader::Running => sys::kill_group(self.pid, sys::SIGKILL),
+            Leader::Running => uexec_sys::kill_group(self.pid, uexec_sys::SIGKILL),
             Leader::Reaped => {
-                sys::kill_group(self.pid, sys::SIGKILL);
+                uexec_sys::kill_group(self.pid, uexec_sys::SIGKILL);
                 *leader = Leader::Swept;
                 if let Some(watch) = GROUP_WATCH.get() {
                     watch.swept(self.pid);
@@ -653,7 +652,7 @@ mod tests {
             ours.set_read_timeout(Some(std::time::Duration::from_secs(5)))
                 .expect("timeout");
             // Far from fd 3, so that the move shows.
-            let moved = sys::dup_at_least(theirs.as_raw_fd(), 40).expect("dup");
+            let moved = uexec_sys::dup_at_least(theirs.as_raw_fd(), 40).expect("dup");
             drop(theirs);
             let mut s = spec(
                 "echo passed >&3; for n in 4 40; do [ -e /proc/$$/fd/$n ] && echo fd$n >&3; done; exit 0",

@@ -139,7 +139,7 @@ pub enum Signal {
     Terminate,
 }
 
-pub use crate::sys::InputWait;
+pub use uexec_sys::InputWait;
 
 /// How a PTY session's terminal is set to read input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,9 +17,8 @@ pub struct Facility {
 #[cfg(target_os = "linux")]
 pub fn check() -> Vec<Facility> {
     use super::launcher::in_child;
-    use crate::sys;
     let ok = |r: Result<(), String>| r.map(|()| String::new());
-    let ids = sys::real_ids();
+    let ids = uexec_sys::real_ids();
     let map_ids = move || -> std::io::Result<()> {
         std::fs::write("/proc/self/setgroups", "deny")?;
         std::fs::write("/proc/self/uid_map", format!("{0} {0} 1", ids.0))?;
@@ -27,7 +26,7 @@ pub fn check() -> Vec<Facility> {
     };
     let with_user = move |extra: libc::c_int| {
         in_child(move || {
-            sys::unshare(libc::CLONE_NEWUSER | extra)?;
+            uexec_sys::unshare(libc::CLONE_NEWUSER | extra)?;
             map_ids()
         })
     };
@@ -35,7 +34,7 @@ pub fn check() -> Vec<Facility> {
         Facility {
             key: "landlock",
             name: "Landlock",
-            verdict: sys::landlock_abi()
+            verdict: uexec_sys::landlock_abi()
                 .map(|abi| format!("ABI {abi}"))
                 .map_err(|e| e.to_string()),
         },
@@ -53,18 +52,18 @@ pub fn check() -> Vec<Facility> {
             key: "mount_namespaces",
             name: "mount namespaces",
             verdict: ok(in_child(move || {
-                sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS)?;
+                uexec_sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS)?;
                 map_ids()?;
-                sys::make_mounts_private()
+                uexec_sys::make_mounts_private()
             })),
         },
         Facility {
             key: "network_namespaces",
             name: "network namespaces",
             verdict: ok(in_child(move || {
-                sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET)?;
+                uexec_sys::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET)?;
                 map_ids()?;
-                sys::loopback_up()
+                uexec_sys::loopback_up()
             })),
         },
         Facility {

@@ -20,8 +20,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::sys;
-
 /// Most bytes of a probe's answer read.
 const PROBE_OUTPUT_MAX_BYTES: u64 = 64 * 1024;
 
@@ -63,7 +61,7 @@ impl Launcher {
             .open(&display)
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", display.display())))?;
         // Kept above the descriptors a child's start moves into place (stdio, fd 3).
-        let fd = sys::dup_at_least(file.as_raw_fd(), sys::PROGRAM_FD_LOWEST)?;
+        let fd = uexec_sys::dup_at_least(file.as_raw_fd(), uexec_sys::PROGRAM_FD_LOWEST)?;
         Ok(Self {
             display,
             source: Source::Held(Arc::new(fd)),
@@ -101,9 +99,9 @@ impl Launcher {
         let envp = std::env::vars_os()
             .map(|(k, v)| c(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
             .collect::<io::Result<Vec<_>>>()?;
-        let (read, write) = sys::pipe_cloexec()?;
-        let null = sys::dev_null()?;
-        let child = sys::spawn_child(&sys::ChildSpec {
+        let (read, write) = uexec_sys::pipe_cloexec()?;
+        let null = uexec_sys::dev_null()?;
+        let child = uexec_sys::spawn_child(&uexec_sys::ChildSpec {
             program: c(self.program().as_os_str().as_bytes())?,
             argv: vec![
                 c(self.display.as_os_str().as_bytes())?,
@@ -122,7 +120,7 @@ impl Launcher {
         let read = std::fs::File::from(read)
             .take(PROBE_OUTPUT_MAX_BYTES)
             .read_to_string(&mut stdout);
-        let (_, status) = sys::wait_child(Some(child.pid))?;
+        let (_, status) = uexec_sys::wait_child(Some(child.pid))?;
         read?;
         Ok((stdout, status))
     }

@@ -32,7 +32,6 @@ use std::path::PathBuf;
 
 use super::protect::{Mount, READ_ONLY_FLAG, WRITABLE_FLAG};
 use super::{namespaces, Layer, FAULT_ENV, LAUNCHER_FAILED_EXIT_CODE};
-use crate::sys;
 
 /// Exit code when the command cannot be executed (as a shell says for "not found").
 const EXEC_FAILED_EXIT_CODE: i32 = 127;
@@ -56,10 +55,10 @@ struct Launch {
 pub fn run(args: impl Iterator<Item = OsString>) -> i32 {
     // Exec'd through a descriptor (see `super::exe`): that one, and anything else inherited,
     // goes no further than this process.
-    if sys::close_inherited_on_exec().is_err() {
+    if uexec_sys::close_inherited_on_exec().is_err() {
         return LAUNCHER_FAILED_EXIT_CODE;
     }
-    sys::name_after_argv0();
+    uexec_sys::name_after_argv0();
     let mut args: Vec<OsString> = args.collect();
     if args.first().is_some_and(|a| a == super::warm::WARM_FLAG) {
         args = match super::warm::receive() {
@@ -130,7 +129,7 @@ fn parse(args: Vec<OsString>) -> Result<Launch, String> {
                 if launch.proxy.is_some() {
                     return Err("--proxy-fd given twice".to_owned());
                 }
-                let socket = sys::adopt_inherited_unix_socket(fd)
+                let socket = uexec_sys::adopt_inherited_unix_socket(fd)
                     .map_err(|e| format!("--proxy-fd {fd}: {e}"))?;
                 launch.proxy = Some(socket);
             }
@@ -213,27 +212,27 @@ fn apply(launch: &mut Launch) -> Result<i32, (Layer, String)> {
     }
     // Root of the user namespace keeps its capabilities across exec: the command would
     // hold CAP_SYS_ADMIN there, enough to clone a mount tree and lift the read-only binds.
-    sys::drop_capabilities_on_exec().map_err(|e| (Layer::Namespaces, e.to_string()))?;
-    sys::catch_and_ignore(&[libc::SIGINT, libc::SIGTERM, libc::SIGQUIT, libc::SIGHUP]);
+    uexec_sys::drop_capabilities_on_exec().map_err(|e| (Layer::Namespaces, e.to_string()))?;
+    uexec_sys::catch_and_ignore(&[libc::SIGINT, libc::SIGTERM, libc::SIGQUIT, libc::SIGHUP]);
     // The init learns of a launcher that died before its death signal was set: the write
     // end, held only by the launcher, hangs up.
     let (alive_read, alive_write) =
-        sys::pipe_cloexec().map_err(|e| (Layer::Namespaces, e.to_string()))?;
-    match sys::fork_process() {
+        uexec_sys::pipe_cloexec().map_err(|e| (Layer::Namespaces, e.to_string()))?;
+    match uexec_sys::fork_process() {
         Err(e) => Err((Layer::Namespaces, e.to_string())),
         Ok(None) => {
             drop(alive_write);
-            if sys::set_parent_death_signal(libc::SIGKILL).is_err()
-                || sys::pipe_hung_up(alive_read.as_raw_fd())
+            if uexec_sys::set_parent_death_signal(libc::SIGKILL).is_err()
+                || uexec_sys::pipe_hung_up(alive_read.as_raw_fd())
             {
-                sys::exit_now(LAUNCHER_FAILED_EXIT_CODE);
+                uexec_sys::exit_now(LAUNCHER_FAILED_EXIT_CODE);
             }
             drop(alive_read);
-            sys::exit_now(init(launch))
+            uexec_sys::exit_now(init(launch))
         }
         Ok(Some(init)) => {
             drop(alive_read);
-            let code = match sys::wait_child(Some(init)) {
+            let code = match uexec_sys::wait_child(Some(init)) {
                 Ok((_, status)) => {
                     crate::backend::local::exit_code_of(status).unwrap_or(LAUNCHER_FAILED_EXIT_CODE)
                 }
@@ -265,7 +264,7 @@ fn init(launch: &Launch) -> i32 {
         }
     };
     loop {
-        match sys::wait_child(None) {
+        match uexec_sys::wait_child(None) {
             Ok((pid, status)) if pid == command => {
                 return crate::backend::local::exit_code_of(status)
                     .unwrap_or(LAUNCHER_FAILED_EXIT_CODE)
@@ -295,7 +294,7 @@ fn exec(launch: &Launch) -> i32 {
 /// except Landlock, whose ABI version says it all).
 pub fn probe() -> Vec<(Layer, Result<(), String>)> {
     let landlock = injected(Layer::Landlock)
-        .and_then(|()| sys::landlock_abi())
+        .and_then(|()| uexec_sys::landlock_abi())
         .map(|_| ())
         .map_err(|e| e.to_string());
     let fault = faults();
@@ -334,16 +333,16 @@ pub fn probe() -> Vec<(Layer, Result<(), String>)> {
 
 /// Runs `f` in a forked child; its error comes back as an errno (other errors as EINVAL).
 pub(super) fn in_child(f: impl FnOnce() -> std::io::Result<()>) -> Result<(), String> {
-    match sys::fork_process() {
+    match uexec_sys::fork_process() {
         Err(e) => Err(e.to_string()),
         Ok(None) => {
             let code = match f() {
                 Ok(()) => 0,
                 Err(e) => e.raw_os_error().unwrap_or(libc::EINVAL),
             };
-            sys::exit_now(code)
+            uexec_sys::exit_now(code)
         }
-        Ok(Some(pid)) => match sys::wait_child(Some(pid)) {
+        Ok(Some(pid)) => match uexec_sys::wait_child(Some(pid)) {
             Ok((_, status)) => match status.code() {
                 Some(0) => Ok(()),
                 Some(errno) => Err(std::io::Error::from_raw_os_error(errno).to_string()),
@@ -362,6 +361,6 @@ fn hand_over_proxy_port(uexec: OwnedFd) -> Result<(), String> {
     let listener =
         std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, super::proxy::PROXY_PORT))
             .map_err(|e| format!("the proxy's port: {e}"))?;
-    sys::send_fd(uexec.as_raw_fd(), listener.as_raw_fd())
+    uexec_sys::send_fd(uexec.as_raw_fd(), listener.as_raw_fd())
         .map_err(|e| format!("handing the proxy's port to uexec: {e}"))
 }

@@ -613,7 +613,7 @@ pub fn prepare(
             let (socket, launcher_end) = proxy::ProxySocket::pair(allow.clone(), config.on_denial)
                 .map_err(|e| ExecError::Spawn(format!("cannot start the network proxy: {e}")))?;
             argv.push("--proxy-fd".to_owned());
-            argv.push(crate::sys::PASSED_FD.to_string());
+            argv.push(uexec_sys::PASSED_FD.to_string());
             spec.passed_fd = Some(crate::backend::PassedFd::new(launcher_end));
             for (name, value) in proxy::proxy_env(allow) {
                 spec.env.insert(name.into(), value.into());

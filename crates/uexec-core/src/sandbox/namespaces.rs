@@ -11,7 +11,6 @@
 //! 4. the caller then forks: the child is pid 1 of the new pid namespace.
 
 use super::protect::Mount;
-use crate::sys;
 use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -30,27 +29,27 @@ pub fn enter(binds: &[Mount], mounts: Mounts, fail: bool) -> io::Result<()> {
     if fail {
         return Err(io::Error::from_raw_os_error(libc::EPERM));
     }
-    let (uid, gid) = sys::real_ids();
+    let (uid, gid) = uexec_sys::real_ids();
     let mount_namespace = mounts == Mounts::Always || !binds.is_empty();
     let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWPID;
     if mount_namespace {
         flags |= libc::CLONE_NEWNS;
     }
-    sys::unshare(flags)?;
+    uexec_sys::unshare(flags)?;
     std::fs::write("/proc/self/setgroups", "deny")?;
     std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
     std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
     if !mount_namespace {
         return Ok(());
     }
-    sys::make_mounts_private()?;
+    uexec_sys::make_mounts_private()?;
     for bind in binds {
         let path = bind.path();
         let c = CString::new(path.as_os_str().as_bytes())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         match bind {
-            Mount::ReadOnly(_) => sys::bind_read_only(&c),
-            Mount::Writable(_) => sys::bind_writable(&c),
+            Mount::ReadOnly(_) => uexec_sys::bind_read_only(&c),
+            Mount::Writable(_) => uexec_sys::bind_writable(&c),
         }
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
     }
@@ -62,6 +61,6 @@ pub fn isolate_network(fail: bool) -> io::Result<()> {
     if fail {
         return Err(io::Error::from_raw_os_error(libc::EPERM));
     }
-    sys::unshare(libc::CLONE_NEWNET)?;
-    sys::loopback_up()
+    uexec_sys::unshare(libc::CLONE_NEWNET)?;
+    uexec_sys::loopback_up()
 }

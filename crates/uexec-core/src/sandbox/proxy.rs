@@ -192,14 +192,14 @@ async fn receive_port(
     let fd = loop {
         socket.readable().await?;
         match socket.try_io(tokio::io::Interest::READABLE, || {
-            crate::sys::recv_fd(socket.as_raw_fd())
+            uexec_sys::recv_fd(socket.as_raw_fd())
         }) {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
             other => break other?,
         }
     };
-    if !crate::sys::is_tcp_listener(fd.as_raw_fd()) {
+    if !uexec_sys::is_tcp_listener(fd.as_raw_fd()) {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             "the launcher handed over something other than a TCP listener",

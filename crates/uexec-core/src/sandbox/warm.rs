@@ -37,7 +37,6 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use super::Launcher;
-use crate::sys;
 
 /// The launcher's first argument in warm mode.
 pub const WARM_FLAG: &str = "--warm";
@@ -59,7 +58,7 @@ pub struct Launch {
     pub cwd: OsString,
     /// One descriptor (the PTY slave) instead of three.
     pub tty: bool,
-    /// One more descriptor follows stdio, for fd [`sys::PASSED_FD`].
+    /// One more descriptor follows stdio, for fd [`uexec_sys::PASSED_FD`].
     pub passed: bool,
 }
 
@@ -131,7 +130,9 @@ pub fn receive() -> Result<Option<Launch>, i32> {
     const FAILED: i32 = super::LAUNCHER_FAILED_EXIT_CODE;
     // Our own copy of stdin (close-on-exec), which the launch's stdio will replace, clear of
     // the passed descriptor's place.
-    let Ok(control) = sys::dup_at_least(std::io::stdin().as_raw_fd(), sys::PASSED_FD + 1) else {
+    let Ok(control) =
+        uexec_sys::dup_at_least(std::io::stdin().as_raw_fd(), uexec_sys::PASSED_FD + 1)
+    else {
         return Err(FAILED);
     };
     let control = UnixStream::from(control);
@@ -140,7 +141,7 @@ pub fn receive() -> Result<Option<Launch>, i32> {
     let mut got = 0;
     let mut fds = Vec::new();
     while got < header.len() {
-        match sys::recv_with_fds(fd, &mut header[got..]) {
+        match uexec_sys::recv_with_fds(fd, &mut header[got..]) {
             Ok((0, _)) if got == 0 => return Ok(None),
             Ok((0, _)) => return Err(FAILED),
             Ok((n, more)) => {
@@ -151,11 +152,11 @@ pub fn receive() -> Result<Option<Launch>, i32> {
         }
     }
     let reply = |stage: u32, errno: i32| {
-        let _ = (&control).write_all(&sys::stage_report(stage, errno));
+        let _ = (&control).write_all(&uexec_sys::stage_report(stage, errno));
     };
     let len = u32::from_le_bytes([header[4], header[5], header[6], header[7]]) as usize;
     if header[..4] != MAGIC || len > MAX_BODY {
-        reply(sys::STAGE_SETUP, libc::EPROTO);
+        reply(uexec_sys::STAGE_SETUP, libc::EPROTO);
         return Err(FAILED);
     }
     let mut body = vec![0u8; len];
@@ -166,7 +167,7 @@ pub fn receive() -> Result<Option<Launch>, i32> {
     let launch = match decode(&body) {
         Ok(launch) if fds.len() == stdio_fds(&launch) + usize::from(launch.passed) => launch,
         _ => {
-            reply(sys::STAGE_SETUP, libc::EPROTO);
+            reply(uexec_sys::STAGE_SETUP, libc::EPROTO);
             return Err(FAILED);
         }
     };
@@ -183,7 +184,7 @@ pub fn receive() -> Result<Option<Launch>, i32> {
     for fd in fds {
         // What now sits at the passed descriptor's place is the launcher's to adopt (see
         // `launcher`): not closed here. The rest were copied where they belong.
-        if passed.is_some() && fd.as_raw_fd() == sys::PASSED_FD {
+        if passed.is_some() && fd.as_raw_fd() == uexec_sys::PASSED_FD {
             let _ = fd.into_raw_fd();
         }
     }
@@ -207,21 +208,21 @@ pub fn receive() -> Result<Option<Launch>, i32> {
 /// directory. `Err((stage, errno))`.
 fn take(launch: &Launch, stdio: [RawFd; 3], passed: Option<RawFd>) -> Result<(), (u32, i32)> {
     let errno = |e: io::Error| e.raw_os_error().unwrap_or(libc::EIO);
-    let setup = |e| (sys::STAGE_SETUP, errno(e));
+    let setup = |e| (uexec_sys::STAGE_SETUP, errno(e));
     for (target, source) in stdio.into_iter().enumerate() {
-        sys::dup_onto(source, target as RawFd).map_err(setup)?;
+        uexec_sys::dup_onto(source, target as RawFd).map_err(setup)?;
     }
     // Close-on-exec (as it came): only the launcher's `--proxy-fd` adopts it, nothing it
     // runs inherits it.
-    if let Some(source) = passed.filter(|fd| *fd != sys::PASSED_FD) {
-        sys::dup_onto_cloexec(source, sys::PASSED_FD).map_err(setup)?;
+    if let Some(source) = passed.filter(|fd| *fd != uexec_sys::PASSED_FD) {
+        uexec_sys::dup_onto_cloexec(source, uexec_sys::PASSED_FD).map_err(setup)?;
     }
     if launch.tty {
-        sys::take_stdin_as_controlling_terminal().map_err(setup)?;
+        uexec_sys::take_stdin_as_controlling_terminal().map_err(setup)?;
     }
     let cwd = CString::new(launch.cwd.clone().into_vec())
-        .map_err(|_| (sys::STAGE_CHDIR, libc::EINVAL))?;
-    sys::change_dir(&cwd).map_err(|e| (sys::STAGE_CHDIR, errno(e)))
+        .map_err(|_| (uexec_sys::STAGE_CHDIR, libc::EINVAL))?;
+    uexec_sys::change_dir(&cwd).map_err(|e| (uexec_sys::STAGE_CHDIR, errno(e)))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -231,7 +232,7 @@ fn take(launch: &Launch, stdio: [RawFd; 3], passed: Option<RawFd>) -> Result<(),
 /// A launcher started and waiting for its launch.
 struct Waiting {
     launcher: Launcher,
-    child: sys::SpawnedChild,
+    child: uexec_sys::SpawnedChild,
     control: UnixStream,
     /// Which start this is (a pid can come back; a start cannot).
     generation: u64,
@@ -240,8 +241,8 @@ struct Waiting {
 impl Waiting {
     /// Kills and reaps it (its launch never came, or failed).
     fn discard(self) {
-        sys::pidfd_kill(&self.child.pidfd, sys::SIGKILL);
-        sys::kill_and_reap(self.child.pid);
+        uexec_sys::pidfd_kill(&self.child.pidfd, uexec_sys::SIGKILL);
+        uexec_sys::kill_and_reap(self.child.pid);
     }
 }
 
@@ -328,7 +329,7 @@ fn fill(launcher: &Launcher) {
 /// place emptied, rather than left a zombie until the next sandboxed spawn. Once taken by a
 /// launch, it is the session's to reap: the check under the slot's lock tells which.
 async fn reap_if_it_dies(generation: u64, pidfd: OwnedFd) {
-    let Ok(pidfd) = sys::async_fd(pidfd) else {
+    let Ok(pidfd) = uexec_sys::async_fd(pidfd) else {
         return;
     };
     if pidfd.readable().await.is_err() {
@@ -349,12 +350,12 @@ fn start(launcher: &Launcher) -> io::Result<Waiting> {
     // past this, the spawn goes cold and the launcher is killed with its group.
     ours.set_read_timeout(Some(HAND_OVER_TIMEOUT))?;
     ours.set_write_timeout(Some(HAND_OVER_TIMEOUT))?;
-    let null = sys::dev_null()?;
+    let null = uexec_sys::dev_null()?;
     let c_path = |p: &Path| {
         CString::new(p.as_os_str().as_bytes())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
     };
-    let child = sys::spawn_child(&sys::ChildSpec {
+    let child = uexec_sys::spawn_child(&uexec_sys::ChildSpec {
         program: c_path(&launcher.program())?,
         argv: vec![
             c_path(launcher.display())?,
@@ -382,7 +383,7 @@ fn start(launcher: &Launcher) -> io::Result<Waiting> {
 /// `None` when `spec.program` is no such launcher (spawn it as any program).
 /// `spec.argv` is the launcher's (`[display path, subcommand, args...]`). Starts the next
 /// waiting launcher either way.
-pub fn launch(spec: &sys::ChildSpec) -> io::Result<Option<sys::SpawnedChild>> {
+pub fn launch(spec: &uexec_sys::ChildSpec) -> io::Result<Option<uexec_sys::SpawnedChild>> {
     let program = Path::new(std::ffi::OsStr::from_bytes(spec.program.as_bytes()));
     let Some((launcher, warm)) = known()
         .iter()
@@ -398,8 +399,8 @@ pub fn launch(spec: &sys::ChildSpec) -> io::Result<Option<sys::SpawnedChild>> {
     }
     // Cold, with the descriptor the program is reached through kept across the exec.
     let child = match launcher.program_fd() {
-        None => sys::spawn_child(spec)?,
-        Some(fd) => sys::spawn_child(&sys::ChildSpec {
+        None => uexec_sys::spawn_child(spec)?,
+        Some(fd) => uexec_sys::spawn_child(&uexec_sys::ChildSpec {
             program_fd: Some(fd),
             ..spec.clone()
         })?,
@@ -411,8 +412,8 @@ pub fn launch(spec: &sys::ChildSpec) -> io::Result<Option<sys::SpawnedChild>> {
 /// waiting): spawn cold.
 fn launch_warm(
     launcher: &Launcher,
-    spec: &sys::ChildSpec,
-) -> io::Result<Option<sys::SpawnedChild>> {
+    spec: &uexec_sys::ChildSpec,
+) -> io::Result<Option<uexec_sys::SpawnedChild>> {
     let taken = {
         let mut slot = waiting();
         match slot.take() {
@@ -446,7 +447,7 @@ fn launch_warm(
         Ok(None) => Ok(Some(w.child)),
         Ok(Some(report)) => {
             w.discard();
-            Err(sys::stage_error(report))
+            Err(uexec_sys::stage_error(report))
         }
         // It died waiting, its socket failed, or it did not answer in time: cold.
         Err(_) => {
@@ -459,7 +460,7 @@ fn launch_warm(
 /// Sends the message with the descriptors and waits for the report: `None` when all is
 /// well, `Some(report)` of a failure.
 fn hand_over(control: &UnixStream, message: &[u8], fds: &[RawFd]) -> io::Result<Option<[u8; 8]>> {
-    let sent = sys::send_with_fds(control.as_raw_fd(), message, fds)?;
+    let sent = uexec_sys::send_with_fds(control.as_raw_fd(), message, fds)?;
     let mut control = control;
     control.write_all(&message[sent..])?;
     let mut report = [0u8; 8];

@@ -138,8 +138,8 @@ fn socket_dir_check(socket: &Path, check: fn(&Path) -> std::io::Result<()>) -> a
 /// Step 2 of the module docs: the process listening on `socket` (connected as `stream`)
 /// runs as this user.
 pub fn check_listener(socket: &Path, stream: BorrowedFd<'_>) -> anyhow::Result<()> {
-    let ours = uexec_core::sys::effective_uid();
-    let (_, uid) = uexec_core::sys::peer_credentials(stream.as_raw_fd()).with_context(|| {
+    let ours = uexec_sys::effective_uid();
+    let (_, uid) = uexec_sys::peer_credentials(stream.as_raw_fd()).with_context(|| {
         format!(
             "will not use the uexec daemon socket {}: cannot tell who listens on it \
              (nothing was sent to it)",

@@ -253,7 +253,7 @@ async fn stop(args: &DaemonArgs) -> anyhow::Result<()> {
         .ok()
         .and_then(|p| p.trim().parse().ok())
         .context("the daemon holds its lock but wrote no daemon.pid")?;
-    uexec_core::sys::kill_process(pid, uexec_core::sys::SIGTERM);
+    uexec_sys::kill_process(pid, uexec_sys::SIGTERM);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while lock.try_lock_shared().is_err() {
         if tokio::time::Instant::now() >= deadline {
@@ -268,7 +268,7 @@ async fn stop(args: &DaemonArgs) -> anyhow::Result<()> {
 /// One client: peer checks (its uid, then its user namespace), hello, then MCP on the
 /// owner's store. A refused peer is answered before anything it sent is read.
 async fn serve_client(daemon: &Daemon, stream: UnixStream) -> anyhow::Result<()> {
-    let uid = uexec_core::sys::effective_uid();
+    let uid = uexec_sys::effective_uid();
     let peer = stream.peer_cred()?.uid();
     let standing = (peer == uid).then(|| uexec_net::peer::unix_peer_standing(stream.as_fd()));
     let (read, mut write) = stream.into_split();

@@ -43,12 +43,12 @@ fn parse_key(s: &str) -> Result<u8, String> {
 }
 
 /// Puts the terminal back when dropped.
-struct RawGuard(Option<uexec_core::sys::SavedTerminal>);
+struct RawGuard(Option<uexec_sys::SavedTerminal>);
 
 impl Drop for RawGuard {
     fn drop(&mut self) {
         if let Some(saved) = &self.0 {
-            uexec_core::sys::restore_terminal(std::io::stdin().as_raw_fd(), saved);
+            uexec_sys::restore_terminal(std::io::stdin().as_raw_fd(), saved);
         }
     }
 }
@@ -61,7 +61,7 @@ pub async fn attach(target: &Target, args: AttachArgs) -> Result<ExitCode, Failu
             message: "--write needs a terminal on stdin".to_owned(),
         });
     }
-    let (rows, cols) = uexec_core::sys::window_size(std::io::stdout().as_raw_fd())
+    let (rows, cols) = uexec_sys::window_size(std::io::stdout().as_raw_fd())
         .ok()
         .filter(|(r, c)| *r > 0 && *c > 0)
         .unwrap_or((24, 80));
@@ -90,7 +90,7 @@ pub async fn attach(target: &Target, args: AttachArgs) -> Result<ExitCode, Failu
         })?;
     let (mut from_daemon, mut to_daemon) = connected.stream.into_split();
     let _raw = RawGuard(if interactive {
-        uexec_core::sys::make_raw(std::io::stdin().as_raw_fd()).ok()
+        uexec_sys::make_raw(std::io::stdin().as_raw_fd()).ok()
     } else {
         None
     });
@@ -138,7 +138,7 @@ pub async fn attach(target: &Target, args: AttachArgs) -> Result<ExitCode, Failu
                 }
             }
             _ = winch.recv() => {
-                if let Ok((r, c)) = uexec_core::sys::window_size(std::io::stdout().as_raw_fd()) {
+                if let Ok((r, c)) = uexec_sys::window_size(std::io::stdout().as_raw_fd()) {
                     send(&mut to_daemon, &AttachFrame::Resize(r, c)).await?;
                 }
             }

@@ -787,7 +787,7 @@ fn send_launch(socket: &std::os::unix::net::UnixStream, message: &[u8]) {
     use std::os::fd::AsRawFd;
     let null = std::fs::File::open("/dev/null").unwrap();
     let fd = null.as_raw_fd();
-    uexec_core::sys::send_with_fds(socket.as_raw_fd(), &message[..1], &[fd, fd, fd]).unwrap();
+    uexec_sys::send_with_fds(socket.as_raw_fd(), &message[..1], &[fd, fd, fd]).unwrap();
     std::io::Write::write_all(&mut &*socket, &message[1..]).unwrap();
 }
 
