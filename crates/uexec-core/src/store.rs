@@ -189,6 +189,11 @@ impl SessionStore {
         self.events.subscribe()
     }
 
+    /// The store's events but output deltas: for subscribers that only tell what changed.
+    pub fn subscribe_changes(&self) -> EventStream {
+        self.events.subscribe_changes()
+    }
+
     /// Starts a command and observes it for its window (SPEC §2).
     pub async fn exec_command(self: &Arc<Self>, req: ExecRequest) -> Result<Snapshot, ExecError> {
         self.exec_command_monitored(req, Vec::new()).await

@@ -1,7 +1,8 @@
 //! Progress notifications: output that arrives during a call's window goes to the client as
 //! `notifications/progress` when the call carries a progress token.
 //!
-//! The store delivers events through an unbounded stream per subscriber, and a client may read
+//! The store holds at most ~1 MiB of output deltas per subscriber and counts the rest as
+//! `OutputSkipped` (the forwarder itself may be starved of CPU), and a client may read
 //! slowly (or not at all for a while): queueing one notification per output delta would make
 //! the server's memory grow with the output, and the result would wait behind the backlog. So
 //! the forwarder coalesces:
@@ -9,7 +10,8 @@
 //! 1. Before the call starts, subscribe to the store's events (nothing can be missed).
 //! 2. A task drains the stream at once, whatever the client's pace: each output delta of the
 //!    call's session adds to a running byte count and to a bounded [`Pending`] sample (the
-//!    last [`PROGRESS_SAMPLE_MAX_BYTES`] of the text not yet sent).
+//!    last [`PROGRESS_SAMPLE_MAX_BYTES`] of the text not yet sent); a skipped stretch adds to
+//!    the count and restarts the sample.
 //! 3. At most one notification is in flight. When it has gone, the next one carries what
 //!    arrived meanwhile: `progress` is the running byte count, `message` the sample, led by
 //!    `[… N bytes omitted …]` when the sample had to drop bytes. A client that keeps up gets
@@ -75,6 +77,14 @@ impl Pending {
             self.sample.drain(..cut);
             self.omitted += cut as u64;
         }
+    }
+
+    /// Output the event stream counted instead of queueing (the forwarder fell behind): the
+    /// sample so far no longer ends where the next bytes begin, so it is dropped too.
+    pub fn skip(&mut self, bytes: u64) {
+        self.total += bytes;
+        self.omitted += self.sample.len() as u64 + bytes;
+        self.sample.clear();
     }
 
     /// The next notification's `(progress, message)`, if any output is unsent.
@@ -183,10 +193,13 @@ async fn forward(
 }
 
 fn fold(pending: &mut Pending, target: &CallTarget, event: &Event) {
-    if let EventKind::OutputDelta { chunk } = &event.kind {
-        if target.matches(event) {
-            pending.push(chunk);
-        }
+    if !target.matches(event) {
+        return;
+    }
+    match &event.kind {
+        EventKind::OutputDelta { chunk } => pending.push(chunk),
+        EventKind::OutputSkipped { bytes } => pending.skip(*bytes),
+        _ => {}
     }
 }
 
@@ -233,6 +246,18 @@ mod tests {
         let marker = format!("[… {omitted} bytes omitted …]");
         assert!(message.starts_with(&marker), "{}", &message[..60]);
         assert_eq!(message.len(), marker.len() + PROGRESS_SAMPLE_MAX_BYTES);
+    }
+
+    #[test]
+    fn skipped_output_counts_and_the_sample_restarts_after_it() {
+        let mut p = Pending::default();
+        p.push(b"before ");
+        p.skip(1000);
+        p.push(b"after");
+        assert_eq!(
+            p.take(),
+            Some((1012, "[… 1007 bytes omitted …]after".to_owned()))
+        );
     }
 
     #[test]

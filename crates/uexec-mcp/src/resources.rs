@@ -86,7 +86,7 @@ pub fn change_of(event: &Event) -> Option<Change> {
     match &event.kind {
         EventKind::Begin { .. } | EventKind::End { .. } => Some(Change::Listing(event.session_id)),
         EventKind::TerminalInteraction { .. } => Some(Change::Session(event.session_id)),
-        EventKind::OutputDelta { .. } => None,
+        EventKind::OutputDelta { .. } | EventKind::OutputSkipped { .. } => None,
     }
 }
 
@@ -203,7 +203,7 @@ impl LegacySubscriptions {
         }
         let (uris, watched) = watch::channel(HashSet::from([uri]));
         inner.uris = Some(uris);
-        tokio::spawn(watch_legacy(store.subscribe(), watched, peer));
+        tokio::spawn(watch_legacy(store.subscribe_changes(), watched, peer));
     }
 
     pub fn unsubscribe(&self, uri: &str) {
@@ -273,7 +273,7 @@ pub async fn listen(
             }
         })
     };
-    tell_changes(store.subscribe(), record, send, cancelled).await;
+    tell_changes(store.subscribe_changes(), record, send, cancelled).await;
 }
 
 #[cfg(test)]

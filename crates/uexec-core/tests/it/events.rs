@@ -46,6 +46,7 @@ async fn begin_deltas_interaction_and_one_end_under_the_original_call_id() {
                 assert!(chunk.len() <= 8192);
                 deltas.extend_from_slice(chunk);
             }
+            EventKind::OutputSkipped { bytes } => panic!("{bytes} bytes skipped: 20 KB fit"),
             EventKind::TerminalInteraction { stdin } => interactions.push(stdin.clone()),
             EventKind::End {
                 status,

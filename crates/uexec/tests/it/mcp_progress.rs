@@ -103,12 +103,20 @@ async fn a_slow_client_costs_bounded_memory_and_gets_its_result() {
     let line = server.read_line();
     assert!(line.contains("\"id\":3"), "{line}");
     let m = marker();
-    let pause = format!("1.{}", m.split('.').nth(1).unwrap());
+    // The command waits at a FIFO between its two floods until the second call is sent (a
+    // gate, not a sleep: a test thread starved of CPU cannot miss it).
+    let gate = server.dir.join(format!("gate-{}", rand_suffix()));
+    assert!(Command::new("mkfifo")
+        .arg(&gate)
+        .status()
+        .unwrap()
+        .success());
+    let gate = gate.display().to_string();
     server.send(
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
         "name": "exec_command",
         "arguments": {
-            "cmd": format!("head -c 1000000 /dev/zero | tr '\\0' y; sleep {pause}; head -c {OUTPUT_BYTES} /dev/zero | tr '\\0' x; : {m}"),
+            "cmd": format!("head -c 1000000 /dev/zero | tr '\\0' y; cat {gate} >/dev/null; head -c {OUTPUT_BYTES} /dev/zero | tr '\\0' x; : {m}"),
             "login": false,
             "yield_time_ms": 30_000
         },
@@ -116,15 +124,18 @@ async fn a_slow_client_costs_bounded_memory_and_gets_its_result() {
     );
 
     // The client reads nothing from now on: the first megabyte of progress fills its pipe.
-    eventually("the command to pause", Duration::from_secs(10), || {
-        !procs_with(&format!("sleep {pause}")).is_empty()
-    })
+    eventually(
+        "the command to wait at its gate",
+        Duration::from_secs(30),
+        || !procs_with(&format!("cat {gate}")).is_empty(),
+    )
     .await;
     server.send(
         json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
         "name": "exec_command",
         "arguments": {"cmd": "true", "login": false}}}),
     );
+    std::fs::write(&gate, b"").unwrap(); // EOF: the command goes on
     eventually("the command to finish", Duration::from_secs(120), || {
         procs_with(&m).is_empty()
     })
