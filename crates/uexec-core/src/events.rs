@@ -98,7 +98,8 @@ struct Gap {
     call_id: String,
     session_id: i32,
     bytes: u64,
-    /// Of the last delta counted.
+    /// Of the first delta counted: gaps are kept in the order they began, so their numbers
+    /// rise, and each lies between the events queued before it and those after.
     seq: u64,
 }
 
@@ -224,10 +225,7 @@ impl Subscriber {
 fn count_gap(skipped: &mut Vec<Gap>, event: &Event, bytes: u64) {
     let same = |gap: &&mut Gap| gap.session_id == event.session_id && gap.call_id == event.call_id;
     match skipped.iter_mut().find(same) {
-        Some(gap) => {
-            gap.bytes += bytes;
-            gap.seq = event.seq;
-        }
+        Some(gap) => gap.bytes += bytes,
         None => skipped.push(Gap {
             call_id: event.call_id.clone(),
             session_id: event.session_id,
@@ -396,20 +394,24 @@ mod tests {
     fn a_gap_is_told_when_the_output_stops_and_the_subscriber_catches_up() {
         let bus = EventBus::default();
         let mut slow = bus.subscribe();
-        for session in [1, 2] {
-            for _ in 0..200 {
+        // Two sessions printing at once, each past the queue.
+        for _ in 0..200 {
+            for session in [1, 2] {
                 delta(&bus, session, 8192);
             }
         }
+        // The first goes on alone.
+        delta(&bus, 1, 8192);
         // Nothing follows the burst: the gaps come once the queue is read.
         let (delivered, skipped, events) = drain(&mut slow);
-        assert_eq!(delivered + skipped, 2 * 200 * 8192);
+        assert_eq!(delivered + skipped, (2 * 200 + 1) * 8192);
         let gaps: Vec<_> = events
             .iter()
             .filter(|e| matches!(e.kind, EventKind::OutputSkipped { .. }))
             .map(|e| e.session_id)
             .collect();
         assert_eq!(gaps, [1, 2]);
+        assert!(events.windows(2).all(|w| w[0].seq < w[1].seq));
         // Once caught up, deltas are queued again.
         delta(&bus, 1, 10);
         assert_eq!(drain(&mut slow).0, 10);
