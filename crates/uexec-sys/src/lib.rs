@@ -23,7 +23,6 @@
 //! PTY pairs are opened with `O_CLOEXEC` from the start (`posix_openpt` + `open` of the
 //! slave), so a concurrent spawn can never inherit a master or slave: a leaked slave would
 //! keep the master from ever seeing EOF.
-
 //!
 //! # Architecture invariants
 //! - Every `unsafe` block of the workspace is here, each with its SAFETY line; every other
