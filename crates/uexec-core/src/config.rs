@@ -35,7 +35,7 @@ pub struct StoreConfig {
     /// off (every `login: true` command is a real login shell).
     pub shell_snapshots: Option<ShellSnapshots>,
     /// A terminal emulator kept per PTY session for people who attach (`None`: none kept).
-    pub screens: Option<crate::screen::ScreenFactory>,
+    pub screens: Option<crate::session::keeper::ScreenFactory>,
 }
 
 /// Output hygiene of a snapshot body.

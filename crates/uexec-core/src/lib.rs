@@ -23,7 +23,6 @@ pub mod plan;
 pub mod prune;
 pub mod request;
 pub mod sandbox;
-pub mod screen;
 mod session;
 pub mod shell_snapshot;
 pub mod snapshot;
@@ -44,7 +43,15 @@ pub use request::{
     ExecRequest, HygieneRequest, OutputPage, ReadOutputRequest, SessionInfo, WaitRequest,
     WriteRequest,
 };
-pub use session::{Lifecycle, MonitorHandle, Outcome, OutputWatch, PolicyMonitor};
+pub use session::{MonitorHandle, Outcome, OutputWatch, PolicyMonitor};
+
+/// Terminal screens kept per PTY session for people who attach (the emulator comes from
+/// the face).
+pub mod screen {
+    pub use crate::session::keeper::{
+        KeeperHandle, Screen, ScreenFactory, ScreenView, REBUILD_SEED_BYTES,
+    };
+}
 pub use snapshot::Snapshot;
 pub use store::SessionStore;
 pub use until::{Match, Reason, Until};

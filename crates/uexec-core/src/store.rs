@@ -385,7 +385,7 @@ impl SessionStore {
         }
         let _interaction = session.interaction.lock().await;
         // A call queued behind the one that reported the exit finds the id dead.
-        if session.lifecycle().reported {
+        if session.reported() {
             return Err(ExecError::UnknownProcess(id));
         }
         let aborting = req.chars == "\u{3}" || req.chars == "\u{4}";
@@ -550,10 +550,7 @@ impl SessionStore {
         let window_start = Instant::now();
         let deadline = window_start + Duration::from_millis(window_ms);
         let close_wait = Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS);
-        let live: Vec<&Arc<Session>> = sessions
-            .iter()
-            .filter(|s| !s.lifecycle().reported)
-            .collect();
+        let live: Vec<&Arc<Session>> = sessions.iter().filter(|s| !s.reported()).collect();
         let mut reasons: HashMap<i32, Reason> = HashMap::new();
         if !live.is_empty() {
             let observations = live.iter().map(|s| {
@@ -572,7 +569,7 @@ impl SessionStore {
         let mut results = Vec::with_capacity(sessions.len());
         for session in &sessions {
             let id = session.id();
-            if session.lifecycle().reported {
+            if session.reported() {
                 results.push((id, Err(ExecError::UnknownProcess(id))));
                 continue;
             }
@@ -707,7 +704,7 @@ impl SessionStore {
 
     fn push_exit_notice(&self, session: &Arc<Session>) {
         let state = session.lifecycle();
-        let (Some(exited_at), Some(outcome)) = (state.exited_at, state.outcome) else {
+        let (Some(exited_at), Some(outcome)) = (state.exited_at(), state.outcome().cloned()) else {
             return;
         };
         let mut inner = lock(&self.inner);
@@ -716,7 +713,7 @@ impl SessionStore {
             .sessions
             .get(&session.id())
             .is_some_and(|e| Arc::ptr_eq(&e.session, session));
-        if !stored || state.reported {
+        if !stored || session.reported() {
             return;
         }
         if inner.notices.len() >= MAX_EXIT_NOTICES {
@@ -906,7 +903,7 @@ impl SessionStore {
                 .get(&session_id)
                 .ok_or(ExecError::UnknownProcess(session_id))?;
             let session = entry.session.clone();
-            if !session.lifecycle().first_call_active {
+            if !session.first_call_active() {
                 inner.forget(&session);
             }
             session

@@ -19,7 +19,7 @@ use std::sync::{Arc, Weak};
 
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::session::{OutputWatch, Session};
+use super::{OutputWatch, Session};
 
 /// Output a stale screen is rebuilt from.
 pub const REBUILD_SEED_BYTES: usize = 256 * 1024;
