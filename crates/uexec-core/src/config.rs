@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use crate::env::EnvPolicy;
 use crate::limits::{MAX_SESSIONS, OUTPUT_TOKEN_POLICY_MAX};
+use crate::output::Hygiene;
 use crate::shell_snapshot::ShellSnapshots;
 
 /// How a store starts commands.
@@ -36,39 +37,6 @@ pub struct StoreConfig {
     pub shell_snapshots: Option<ShellSnapshots>,
     /// A terminal emulator kept per PTY session for people who attach (`None`: none kept).
     pub screens: Option<crate::session::keeper::ScreenFactory>,
-}
-
-/// Output hygiene of a snapshot body.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Hygiene {
-    /// Terminal escape sequences removed.
-    pub strip_ansi: bool,
-    /// Carriage returns rendered as a terminal shows them.
-    pub collapse_cr: bool,
-}
-
-impl Hygiene {
-    /// `asked` over these defaults.
-    pub fn with(self, asked: crate::request::HygieneRequest) -> Self {
-        Self {
-            strip_ansi: asked.strip_ansi.unwrap_or(self.strip_ansi),
-            collapse_cr: asked.collapse_cr.unwrap_or(self.collapse_cr),
-        }
-    }
-
-    /// `text` cleaned as asked.
-    pub fn apply(self, text: String) -> String {
-        let text = if self.strip_ansi {
-            crate::text::strip_ansi(&text)
-        } else {
-            text
-        };
-        if self.collapse_cr {
-            crate::text::collapse_cr(&text)
-        } else {
-            text
-        }
-    }
 }
 
 impl Default for StoreConfig {

@@ -10,7 +10,6 @@
 #![forbid(unsafe_code)]
 
 pub mod backend;
-pub mod buffer;
 pub mod config;
 pub mod env;
 pub mod environments;
@@ -19,18 +18,15 @@ pub mod events;
 pub mod fs;
 pub mod limits;
 pub mod notice;
+mod output;
 pub mod plan;
 pub mod prune;
 pub mod request;
 pub mod sandbox;
 mod session;
 pub mod shell_snapshot;
-pub mod snapshot;
 pub mod store;
-pub mod text;
 pub mod transcript;
-pub mod until;
-pub mod utf8;
 
 pub use backend::local::LocalBackend;
 pub use backend::{Backend, SpawnSpec};
@@ -40,8 +36,7 @@ pub use error::ExecError;
 pub use events::{EndStatus, Event, EventKind, EventStream};
 pub use notice::ExitNotice;
 pub use request::{
-    ExecRequest, HygieneRequest, OutputPage, ReadOutputRequest, SessionInfo, WaitRequest,
-    WriteRequest,
+    ExecRequest, OutputPage, ReadOutputRequest, SessionInfo, WaitRequest, WriteRequest,
 };
 pub use session::{MonitorHandle, Outcome, OutputWatch, PolicyMonitor};
 
@@ -52,6 +47,7 @@ pub mod screen {
         KeeperHandle, Screen, ScreenFactory, ScreenView, REBUILD_SEED_BYTES,
     };
 }
-pub use snapshot::Snapshot;
+pub use output::snapshot::Snapshot;
+pub use output::until::{Match, Reason, Until};
+pub use output::{buffer, snapshot, text, until, utf8, Hygiene, HygieneRequest};
 pub use store::SessionStore;
-pub use until::{Match, Reason, Until};

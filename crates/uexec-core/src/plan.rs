@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use crate::backend::local::find_program;
 use crate::backend::{EnvMode, Placement, SpawnSpec};
-use crate::config::{Hygiene, StoreConfig};
+use crate::config::StoreConfig;
 use crate::error::ExecError;
 use crate::limits::{exec_window_ms, output_token_budget, MAX_TIMEOUT_MS, MIN_TIMEOUT_MS};
+use crate::output::until::Condition;
+use crate::output::Hygiene;
 use crate::request::ExecRequest;
-use crate::until::Condition;
 
 /// An `exec_command` after validation.
 pub struct Plan {

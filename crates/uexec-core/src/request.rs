@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::until::Until;
+use crate::output::until::Until;
+use crate::output::HygieneRequest;
 
 /// Arguments of `exec_command` (SPEC §2). `None` means "the default".
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -27,7 +28,7 @@ pub struct ExecRequest {
     /// Run in this named environment (see `SessionStore::with_environments`) instead of
     /// the default backend.
     pub environment_id: Option<String>,
-    /// End the window early when this holds (see [`crate::until`]).
+    /// End the window early when this holds (see [`crate::output::until`]).
     pub until: Option<Until>,
     /// Hard completion timeout: SIGTERM to the group at the deadline, SIGKILL after
     /// [`crate::limits::TIMEOUT_KILL_GRACE_MS`]; reported as exit code
@@ -44,15 +45,6 @@ pub struct ExecRequest {
     pub network: Option<crate::sandbox::Network>,
 }
 
-/// Output hygiene asked for by a call; `None` means the store's default.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct HygieneRequest {
-    /// Remove terminal escape sequences from the returned output.
-    pub strip_ansi: Option<bool>,
-    /// Render carriage returns as a terminal shows them (progress bars collapse).
-    pub collapse_cr: Option<bool>,
-}
-
 /// Arguments of `write_stdin` (SPEC §3).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WriteRequest {
@@ -62,7 +54,7 @@ pub struct WriteRequest {
     /// Observation window; an empty poll clamps to 5000..=300000 ms, a write to 250..=30000.
     pub yield_time_ms: Option<i64>,
     pub max_output_tokens: Option<i64>,
-    /// End the window early when this holds (see [`crate::until`]).
+    /// End the window early when this holds (see [`crate::output::until`]).
     pub until: Option<Until>,
     /// Close the session's piped stdin after writing `chars`.
     pub eof: bool,

@@ -32,15 +32,15 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::backend::{ProcessControl, SpawnedProcess};
-use crate::buffer::{Drained, HeadTailBuffer};
-use crate::config::Hygiene;
 use crate::events::{lock, EventBus};
 use crate::limits::{OUTPUT_BUFFER_MAX_BYTES, PTY_COLS, PTY_ROWS};
-use crate::snapshot::Body;
-use crate::text::strip_ansi;
+use crate::output::buffer::{Drained, HeadTailBuffer};
+use crate::output::snapshot::Body;
+use crate::output::text::strip_ansi;
+use crate::output::until::{Match, Matcher};
+use crate::output::utf8::{incomplete_suffix_len, Utf8Carry};
+use crate::output::Hygiene;
 use crate::transcript::{Transcript, TranscriptInfo, TranscriptPlan};
-use crate::until::{Match, Matcher};
-use crate::utf8::{incomplete_suffix_len, Utf8Carry};
 
 pub(crate) use lifecycle::Lifecycle;
 pub use lifecycle::Outcome;

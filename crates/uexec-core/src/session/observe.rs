@@ -10,8 +10,8 @@ use tokio::time::{timeout_at, Instant};
 use super::{Lifecycle, Session};
 use crate::backend::InputWait;
 use crate::events::lock;
-use crate::text::strip_ansi;
-use crate::until::{Condition, Matcher, Reason, PROMPT_FIRST_CHECK_MS, PROMPT_QUIET_MS};
+use crate::output::text::strip_ansi;
+use crate::output::until::{Condition, Matcher, Reason, PROMPT_FIRST_CHECK_MS, PROMPT_QUIET_MS};
 
 /// Ends a call's pattern matching when the call ends (or is dropped).
 struct MatcherGuard<'a>(&'a Session);

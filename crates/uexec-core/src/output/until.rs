@@ -20,7 +20,7 @@ use std::time::Duration;
 use regex::bytes::{Regex, RegexBuilder};
 
 use crate::error::ExecError;
-use crate::text::AnsiStripper;
+use crate::output::text::AnsiStripper;
 
 /// Longest pattern accepted, in bytes.
 pub const MAX_PATTERN_BYTES: usize = 4096;

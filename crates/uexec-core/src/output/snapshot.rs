@@ -10,11 +10,11 @@
 
 use std::time::Duration;
 
-use crate::buffer::Drained;
-use crate::config::Hygiene;
 use crate::limits::approx_tokens;
-use crate::until::{Match, Reason};
-use crate::utf8::{boundary_at_or_after, incomplete_suffix_len};
+use crate::output::buffer::Drained;
+use crate::output::until::{Match, Reason};
+use crate::output::utf8::{boundary_at_or_after, incomplete_suffix_len};
+use crate::output::Hygiene;
 
 /// One observation of a session.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,0 +1,154 @@
+//! A person joined to a session (`uexec attach`): the screen as it is now or the last bytes
+//! printed, then a live feed; with the input lease, their keystrokes go through the one
+//! write path ([`super::write::deliver`]) and the model's writes are refused meanwhile.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::write::deliver;
+use super::SessionStore;
+use crate::backend::WriteOutcome;
+use crate::error::ExecError;
+use crate::limits::POST_EXIT_CLOSE_WAIT_MS;
+use crate::session::Session;
+
+impl SessionStore {
+    /// Joins a person to a session (`uexec attach`): the screen as it is now (a PTY session
+    /// with a kept screen, at `size` when given: the screen takes it) or the last
+    /// `seed_bytes` printed, then a live feed of what follows; with `write`, the input lease
+    /// (the model's writes are refused until it is dropped). Pipe sessions attach read-only.
+    pub async fn attach(
+        &self,
+        id: i32,
+        write: bool,
+        seed_bytes: usize,
+        size: Option<(u16, u16)>,
+    ) -> Result<Attachment, ExecError> {
+        let session = self.touch(id).ok_or(ExecError::UnknownProcess(id))?;
+        let lease = if write {
+            if !session.info.tty {
+                return Err(ExecError::invalid(
+                    "write",
+                    format!("session {id} has no terminal: pipe sessions attach read-only, as a live log view"),
+                ));
+            }
+            Some(session.take_lease().ok_or_else(|| {
+                ExecError::invalid(
+                    "write",
+                    format!("someone else is attached to session {id} with --write"),
+                )
+            })?)
+        } else {
+            None
+        };
+        let view = match session.screen() {
+            Some(keeper) => keeper.view(size).await,
+            None => None,
+        };
+        let (screen, watch) = match view {
+            Some(view) => (Some(view.screen), view.watch),
+            None => (None, session.watch_output(seed_bytes)),
+        };
+        Ok(Attachment {
+            session,
+            screen,
+            watch,
+            _lease: lease,
+        })
+    }
+}
+
+/// How an [`Attachment`] catches up after its feed lagged.
+pub enum CatchUp {
+    /// The kept screen, drawn.
+    Screen(Vec<u8>),
+    /// The last bytes printed, to draw from.
+    Seed(Vec<u8>),
+}
+
+/// A person joined to a session ([`SessionStore::attach`]).
+pub struct Attachment {
+    session: Arc<Session>,
+    /// The kept screen as it was when the feed began (PTY sessions with a kept screen);
+    /// otherwise draw from the watch's seed.
+    pub screen: Option<Vec<u8>>,
+    /// The output: a seed to redraw from, then the live feed.
+    pub watch: crate::session::OutputWatch,
+    _lease: Option<crate::session::Lease>,
+}
+
+impl Attachment {
+    pub fn session_id(&self) -> i32 {
+        self.session.id()
+    }
+
+    pub fn tty(&self) -> bool {
+        self.session.info.tty
+    }
+
+    /// The feed dropped chunks (the person's terminal is slower than the output).
+    pub fn lagged(&self) -> bool {
+        self.watch.lagged.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Catches up after [`Self::lagged`]: the kept screen now (`Screen`) or a new seed
+    /// (`Seed`); the feed goes on from there.
+    pub async fn resync(&mut self, size: (u16, u16), seed_bytes: usize) -> CatchUp {
+        if let Some(keeper) = self.session.screen() {
+            // A reader sees the screen at the session's size; a writer has set it to theirs.
+            let size = self._lease.is_some().then_some(size);
+            if let Some(view) = keeper.view(size).await {
+                self.watch = view.watch;
+                return CatchUp::Screen(view.screen);
+            }
+        }
+        CatchUp::Seed(self.session.resync(&mut self.watch, seed_bytes))
+    }
+
+    /// Types into the session (only with the lease).
+    pub async fn write(&self, bytes: Vec<u8>) -> Result<(), ExecError> {
+        let id = self.session.id();
+        if self._lease.is_none() {
+            return Err(ExecError::invalid("write", "attached read-only"));
+        }
+        match deliver(&self.session, &bytes, false, None).await? {
+            Some(WriteOutcome::Accepted) => Ok(()),
+            _ => Err(ExecError::Write {
+                session_id: id,
+                message: "its terminal is closed".to_owned(),
+            }),
+        }
+    }
+
+    /// Sets the session's terminal size (only with the lease: one person drives it).
+    pub fn resize(&self, rows: u16, cols: u16) -> Result<(), ExecError> {
+        if self._lease.is_none() {
+            return Ok(());
+        }
+        let (rows, cols) = (rows.max(1), cols.max(1));
+        self.session
+            .control()
+            .resize(rows, cols)
+            .map_err(|e| ExecError::Write {
+                session_id: self.session.id(),
+                message: e.message,
+            })?;
+        if let Some(keeper) = self.session.screen() {
+            keeper.resize(rows, cols);
+        }
+        Ok(())
+    }
+
+    /// Resolves with the outcome once the session exited and settled (its exit report stays
+    /// for its owner).
+    pub fn exit_future(
+        &self,
+    ) -> impl std::future::Future<Output = crate::session::Outcome> + Send + 'static {
+        let session = self.session.clone();
+        async move {
+            session
+                .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
+                .await
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! The end of a call's window: the snapshot it returns (SPEC §2 step 5), and the exit
+//! notices of sessions whose exit no call watched, for the owner's next result.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::SessionStore;
+use crate::error::ExecError;
+use crate::events::lock;
+use crate::limits::{MAX_EXIT_NOTICES, POST_EXIT_CLOSE_WAIT_MS};
+use crate::notice::ExitNotice;
+use crate::output::snapshot::Snapshot;
+use crate::output::until::Reason;
+use crate::output::Hygiene;
+use crate::session::Session;
+use crate::transcript;
+
+impl SessionStore {
+    /// Builds the snapshot at the end of a window (SPEC §2 step 5). A running session keeps
+    /// its pending output's incomplete last character for the next call. An exited one is
+    /// first settled (output closed or `POST_EXIT_CLOSE_WAIT_MS`, monitors' verdicts), so the
+    /// call reports exactly what the End will; then, without another await (a cancelled call
+    /// loses nothing), exactly one call claims the report, drains everything and removes the
+    /// entry.
+    pub(super) async fn conclude(
+        &self,
+        session: &Arc<Session>,
+        window_start: Instant,
+        max_output_tokens: u64,
+        hygiene: Hygiene,
+        reason: Reason,
+    ) -> Result<Snapshot, ExecError> {
+        // What every snapshot of this call says besides its output.
+        let annotate = |mut snapshot: Snapshot, omitted: Option<std::ops::Range<u64>>| {
+            snapshot.reason = reason;
+            if reason == Reason::Matched {
+                snapshot.matched = session.matched();
+            }
+            snapshot.transcript = session.transcript_dir();
+            if let Some(info) = session.transcript() {
+                snapshot.omitted_coverage =
+                    omitted.as_ref().map(|cut| transcript::coverage(cut, &info));
+                snapshot.transcript_stop = info.stop;
+            }
+            snapshot.omitted_range = omitted;
+            snapshot.sandbox = session
+                .info
+                .sandbox
+                .as_ref()
+                .map(|s| s.judge(&snapshot.output, session.take_new_verdicts()));
+            snapshot
+        };
+        // What the transcript has of a cut is looked at after this wait, and it comes
+        // before the drain: a call cancelled while it waits loses nothing.
+        let transcript_wait = Duration::from_millis(transcript::RESULT_WAITS_FOR_TRANSCRIPT_MS);
+        if !session.lifecycle().exited() {
+            session.transcript_caught_up(transcript_wait).await;
+            let (drained, omitted) = session.drain_located(true);
+            let mut snapshot = annotate(
+                Snapshot::cleaned(
+                    &drained,
+                    max_output_tokens,
+                    hygiene,
+                    window_start.elapsed(),
+                    None,
+                    Some(session.id()),
+                ),
+                omitted,
+            );
+            snapshot.awaiting_secret = session.awaiting_secret();
+            return Ok(snapshot);
+        }
+        let outcome = session
+            .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
+            .await;
+        session.transcript_caught_up(transcript_wait).await;
+        let wall_time = window_start.elapsed();
+        if !session.claim_report() {
+            return Err(ExecError::UnknownProcess(session.id()));
+        }
+        let (drained, omitted) = session.drain_located(false);
+        {
+            let mut inner = lock(&self.inner);
+            // Reported here: a notice of the same exit would say it twice.
+            inner.notices.retain(|n| n.session_id != session.id());
+            let same = inner
+                .sessions
+                .get(&session.id())
+                .is_some_and(|e| Arc::ptr_eq(&e.session, session));
+            if same {
+                inner.forget(session);
+            } else {
+                inner.remember_transcript(session);
+            }
+        }
+        session.control().kill_leftovers();
+        if let Some(message) = outcome.failure {
+            return Err(ExecError::ProcessFailed {
+                session_id: session.id(),
+                message,
+            });
+        }
+        let mut snapshot = annotate(
+            Snapshot::cleaned(
+                &drained,
+                max_output_tokens,
+                hygiene,
+                wall_time,
+                outcome.exit_code,
+                None,
+            ),
+            omitted,
+        );
+        // Whatever ended the wait, the process is gone: that is what the caller acts on.
+        if reason == Reason::Window {
+            snapshot.reason = Reason::Exited;
+        }
+        snapshot.timed_out_ms = outcome.timed_out_ms;
+        Ok(snapshot)
+    }
+
+    /// Exits that no call watched, each once: the owner's next result of any kind carries
+    /// them (oldest first).
+    pub fn take_exit_notices(&self) -> Vec<ExitNotice> {
+        lock(&self.inner).notices.drain(..).collect()
+    }
+
+    pub(super) fn push_exit_notice(&self, session: &Arc<Session>) {
+        let state = session.lifecycle();
+        let (Some(exited_at), Some(outcome)) = (state.exited_at(), state.outcome().cloned()) else {
+            return;
+        };
+        let mut inner = lock(&self.inner);
+        // Terminated or pruned sessions are gone on purpose: nothing to announce.
+        let stored = inner
+            .sessions
+            .get(&session.id())
+            .is_some_and(|e| Arc::ptr_eq(&e.session, session));
+        if !stored || session.reported() {
+            return;
+        }
+        if inner.notices.len() >= MAX_EXIT_NOTICES {
+            inner.notices.pop_front();
+        }
+        inner.notices.push_back(ExitNotice {
+            session_id: session.id(),
+            command: session.info.command.clone(),
+            exit_code: outcome.exit_code,
+            failure: outcome.failure,
+            timed_out_ms: outcome.timed_out_ms,
+            exited_at,
+        });
+    }
+}

@@ -1,0 +1,217 @@
+//! `exec_command` (SPEC §2), in order:
+//! 1. validate and plan (argv, cwd, environment, window, budget); reserve an id;
+//! 2. spawn through the backend (a failure releases the id and emits Begin + a failed End);
+//! 3. wait up to `EARLY_EXIT_GRACE_MS` for an exit; a process still running is stored
+//!    *before* the window starts, so cancelling the call cannot lose it;
+//! 4. observe until the window ends, or the process exited and its output closed;
+//! 5. conclude: running → snapshot with the id; exited → entry removed, snapshot with the
+//!    code. A call dropped mid-way keeps those promises through its [`FirstCall`] guard.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::ids::new_call_id;
+use super::SessionStore;
+use crate::config::StoreConfig;
+use crate::error::ExecError;
+use crate::events::{EndStatus, EventKind};
+use crate::limits::{EARLY_EXIT_GRACE_MS, POST_EXIT_CLOSE_WAIT_MS};
+use crate::output::snapshot::Snapshot;
+use crate::plan::Plan;
+use crate::request::ExecRequest;
+use crate::session::{PolicyMonitor, Session, SessionMetaInfo};
+use crate::transcript::TranscriptPlan;
+
+impl SessionStore {
+    /// Starts a command and observes it for its window (SPEC §2).
+    pub async fn exec_command(self: &Arc<Self>, req: ExecRequest) -> Result<Snapshot, ExecError> {
+        self.exec_command_monitored(req, Vec::new()).await
+    }
+
+    /// [`Self::exec_command`] with policy monitors attached to the new session (SPEC §7).
+    pub async fn exec_command_monitored(
+        self: &Arc<Self>,
+        req: ExecRequest,
+        monitors: Vec<Box<dyn PolicyMonitor>>,
+    ) -> Result<Snapshot, ExecError> {
+        self.exec_command_for(&self.config, req, monitors).await
+    }
+
+    /// [`Self::exec_command_monitored`] for a caller whose defaults are not the store's:
+    /// `caller` says where and how a command runs when the request does not (working
+    /// directory, environment and its policy, shell, token budget, hygiene, sandbox), as a
+    /// daemon client does for each connection to an owner's store. What is the store's
+    /// (ids, transcripts, screens, limits) stays the store's.
+    pub async fn exec_command_for(
+        self: &Arc<Self>,
+        caller: &StoreConfig,
+        req: ExecRequest,
+        monitors: Vec<Box<dyn PolicyMonitor>>,
+    ) -> Result<Snapshot, ExecError> {
+        let backend = self.backend_for(req.environment_id.as_deref())?;
+        backend
+            .prepare()
+            .await
+            .map_err(|e| ExecError::Spawn(e.message))?;
+        let mut plan = Plan::new(caller, &req, backend.placement())?;
+        plan.use_shell_snapshot(caller).await;
+        let mut monitors = monitors;
+        monitors.extend(plan.sandbox.as_ref().and_then(|s| s.take_monitor()));
+        let reservation = self.reserve_id()?;
+        let id = reservation.id;
+        let call_id = req.call_id.clone().unwrap_or_else(new_call_id);
+        let argv = plan.spec.argv.clone();
+        let cwd = plan.spec.cwd.clone();
+        // Cancelled here, the reservation releases the id (the backend cleans up its side).
+        let process = match backend.spawn(plan.spec.clone()).await {
+            Ok(p) => p,
+            Err(e) => {
+                drop(reservation);
+                let begin = EventKind::Begin { command: argv, cwd };
+                self.events.publish(&call_id, id, begin);
+                self.events.publish(
+                    &call_id,
+                    id,
+                    EventKind::End {
+                        exit_code: None,
+                        status: EndStatus::Failed,
+                        aggregated_output: String::new(),
+                        duration: Duration::ZERO,
+                        failure: Some(e.message.clone()),
+                        transcript: None,
+                    },
+                );
+                return Err(ExecError::Spawn(e.message));
+            }
+        };
+        self.events.publish(
+            &call_id,
+            id,
+            EventKind::Begin {
+                command: argv,
+                cwd: cwd.clone(),
+            },
+        );
+        let info = SessionMetaInfo {
+            id,
+            call_id,
+            command: plan.command,
+            cwd,
+            tty: plan.spec.tty,
+            pipe_stdin: plan.spec.pipe_stdin,
+            hygiene: plan.hygiene,
+            sandbox: plan.sandbox,
+        };
+        let transcript = self.config.transcripts.as_ref().and_then(|config| {
+            TranscriptPlan::new(config, id, &info.command, &info.cwd, info.tty)
+                .map_err(|e| tracing::warn!(session_id = id, "no transcript: {e}"))
+                .ok()
+        });
+        let session = Session::start(
+            info,
+            process,
+            self.events.clone(),
+            monitors,
+            plan.timeout,
+            transcript,
+            self.config.screens.clone(),
+        );
+        // From here on the first-call guard owns the id: it stores the session or finishes it.
+        reservation.hand_over();
+        let mut guard = FirstCall {
+            store: self.clone(),
+            session: session.clone(),
+            stored: false,
+            done: false,
+        };
+        let _interaction = session.interaction.lock().await;
+
+        let exited_early = session
+            .wait_exited(Duration::from_millis(EARLY_EXIT_GRACE_MS))
+            .await;
+        let mut refused = None;
+        if !exited_early {
+            session.set_first_call_active(true);
+            match self.store_session(session.clone()) {
+                Ok(()) => guard.stored = true,
+                Err(e) => {
+                    // The store shut down during the grace: nothing may live on in it.
+                    session.set_first_call_active(false);
+                    session.terminate();
+                    refused = Some(e);
+                }
+            }
+        }
+        let window_start = Instant::now();
+        let reason = session
+            .observe(
+                window_start + plan.window,
+                Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS),
+                plan.condition.as_ref(),
+            )
+            .await;
+        let snapshot = self
+            .conclude(
+                &session,
+                window_start,
+                plan.max_output_tokens,
+                plan.hygiene,
+                reason,
+            )
+            .await;
+        session.set_first_call_active(false);
+        if !guard.stored {
+            // Never stored: this call owns the End (SPEC §5, inline). Cancelled while it
+            // settles, the guard finishes the job.
+            finish_unstored(self, &session).await;
+        }
+        guard.done = true;
+        match refused {
+            Some(e) => Err(e),
+            None => snapshot,
+        }
+    }
+}
+
+/// Keeps the promises of a first call that is dropped mid-way (an MCP cancel): a stored
+/// session lives on and loses its guard; an unstored one is stored if still running (or
+/// killed, when the store shut down), and finished (End emitted, id released) otherwise.
+struct FirstCall {
+    store: Arc<SessionStore>,
+    session: Arc<Session>,
+    stored: bool,
+    done: bool,
+}
+
+impl Drop for FirstCall {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        self.session.set_first_call_active(false);
+        if self.stored {
+            return;
+        }
+        if !self.session.lifecycle().exited() {
+            if self.store.store_session(self.session.clone()).is_ok() {
+                return;
+            }
+            self.session.terminate();
+        }
+        let session = self.session.clone();
+        let store = self.store.clone();
+        tokio::spawn(async move { finish_unstored(&store, &session).await });
+    }
+}
+
+/// Ends a session that was never stored: End once settled, leftovers killed, id released.
+async fn finish_unstored(store: &SessionStore, session: &Session) {
+    session
+        .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
+        .await;
+    session.emit_end();
+    session.control().kill_leftovers();
+    store.release_id(session.id());
+}
