@@ -204,7 +204,7 @@ impl Drop for PendingStart<'_> {
 impl Backend for RemoteBackend {
     fn spawn(&self, spec: SpawnSpec) -> BoxFuture<'_, Result<SpawnedProcess, BackendError>> {
         Box::pin(async move {
-            if spec.argv.is_empty() {
+            if spec.command().0.is_empty() {
                 return Err(BackendError::new("empty argv"));
             }
             // JSON carries text only: a byte-string variable cannot be sent as it is.
@@ -246,6 +246,7 @@ fn placement_of(info: &EnvironmentInfo) -> Placement {
 
 /// `process/start` for a spawn spec (whose variables were checked to be UTF-8).
 fn start_params(process_id: &str, spec: SpawnSpec) -> StartParams {
+    let (argv, arg0) = spec.command();
     let env: BTreeMap<String, String> = spec
         .env
         .iter()
@@ -267,13 +268,13 @@ fn start_params(process_id: &str, spec: SpawnSpec) -> StartParams {
     };
     StartParams {
         process_id: process_id.to_string(),
-        argv: spec.argv,
+        argv,
         cwd: file_uri::to_uri(&spec.cwd),
         env,
         env_policy,
         tty: spec.tty,
         pipe_stdin: spec.pipe_stdin,
-        arg0: spec.arg0,
+        arg0,
     }
 }
 
@@ -282,10 +283,15 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
     use std::path::PathBuf;
+    use uexec_core::backend::Program;
 
     fn spec(env_mode: EnvMode) -> SpawnSpec {
         SpawnSpec {
-            argv: vec!["/bin/sh".into(), "-c".into(), "true".into()],
+            program: Program::Shell {
+                shell: "/bin/sh".into(),
+                login: false,
+                script: "true".into(),
+            },
             arg0: None,
             cwd: PathBuf::from("/tmp/a b"),
             env: BTreeMap::from([("NO_COLOR".into(), "1".into())]),
@@ -293,6 +299,7 @@ mod tests {
             tty: true,
             pipe_stdin: false,
             passed_fd: None,
+            launcher: None,
         }
     }
 

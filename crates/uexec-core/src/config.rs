@@ -30,8 +30,8 @@ pub struct StoreConfig {
     /// The environment commands start from, before the policy (`None`: this process's).
     /// A daemon serves each client with the client's own.
     pub base_env: Option<crate::env::Environment>,
-    /// Sandbox defaults and the launcher (see [`crate::sandbox`]).
-    pub sandbox: crate::sandbox::SandboxConfig,
+    /// Sandbox policy and the confinement that applies it (see [`crate::policy`]).
+    pub sandbox: crate::confine::SandboxConfig,
     /// Login commands from a shell snapshot instead of a profile run each time; `None` =
     /// off (every `login: true` command is a real login shell).
     pub shell_snapshots: Option<ShellSnapshots>,
@@ -52,7 +52,7 @@ impl Default for StoreConfig {
             transcripts: None,
             base_env: None,
             allow_secret_input: false,
-            sandbox: crate::sandbox::SandboxConfig::default(),
+            sandbox: crate::confine::SandboxConfig::default(),
             shell_snapshots: Some(ShellSnapshots::default()),
             screens: None,
         }

@@ -26,14 +26,15 @@ pub enum ExecError {
     Write { session_id: i32, message: String },
     /// A call asked for a wider sandbox or network than the server's policy; nothing ran.
     #[error(transparent)]
-    Widening(#[from] crate::sandbox::Widening),
+    Widening(#[from] crate::policy::Widening),
     /// The store was shut down (its connection or daemon is going away).
     #[error("the session store is shut down")]
     ShutDown,
 }
 
 impl ExecError {
-    pub(crate) fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
+    /// An argument is wrong: `field` names it as the call does.
+    pub fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
         Self::InvalidArgument {
             field,
             reason: reason.into(),

@@ -11,6 +11,7 @@
 
 pub mod backend;
 pub mod config;
+pub mod confine;
 pub mod env;
 pub mod environments;
 pub mod error;
@@ -20,9 +21,9 @@ pub mod limits;
 pub mod notice;
 mod output;
 pub mod plan;
+pub mod policy;
 pub mod prune;
 pub mod request;
-pub mod sandbox;
 mod session;
 pub mod shell_snapshot;
 pub mod store;
@@ -35,10 +36,11 @@ pub use environments::Environments;
 pub use error::ExecError;
 pub use events::{EndStatus, Event, EventKind, EventStream};
 pub use notice::ExitNotice;
+pub use policy::{MonitorHandle, PolicyMonitor};
 pub use request::{
     ExecRequest, OutputPage, ReadOutputRequest, SessionInfo, WaitRequest, WriteRequest,
 };
-pub use session::{MonitorHandle, Outcome, OutputWatch, PolicyMonitor};
+pub use session::{Outcome, OutputWatch};
 
 /// Terminal screens kept per PTY session for people who attach (the emulator comes from
 /// the face).

@@ -4,15 +4,18 @@
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::local::find_program;
-use crate::backend::{EnvMode, Placement, SpawnSpec};
+use crate::backend::{EnvMode, Placement, Program, SpawnSpec};
 use crate::config::StoreConfig;
+use crate::confine::{Confine, Confined, UexecDirs};
 use crate::error::ExecError;
 use crate::limits::{exec_window_ms, output_token_budget, MAX_TIMEOUT_MS, MIN_TIMEOUT_MS};
 use crate::output::until::Condition;
 use crate::output::Hygiene;
+use crate::policy::{narrow, needed_layers};
 use crate::request::ExecRequest;
 
 /// An `exec_command` after validation.
@@ -27,7 +30,7 @@ pub struct Plan {
     pub timeout: Option<Duration>,
     pub hygiene: Hygiene,
     /// The session's sandbox, when one applies.
-    pub sandbox: Option<crate::sandbox::SandboxSession>,
+    pub sandbox: Option<Arc<dyn Confined>>,
     /// A local login shell: a shell snapshot may stand in for its profile.
     local_login: bool,
 }
@@ -119,9 +122,12 @@ impl Plan {
             }
         };
         let login = req.login.unwrap_or(true);
-        let flag = if login { "-lc" } else { "-c" };
         let mut spec = SpawnSpec {
-            argv: vec![shell, flag.to_owned(), req.cmd.clone()],
+            program: Program::Shell {
+                shell,
+                login,
+                script: req.cmd.clone(),
+            },
             arg0: None,
             cwd,
             env,
@@ -129,6 +135,7 @@ impl Plan {
             tty,
             pipe_stdin: req.pipe_stdin,
             passed_fd: None,
+            launcher: None,
         };
         let sandbox = sandbox_for(config, req, remote, &mut spec)?;
         Ok(Self {
@@ -153,13 +160,15 @@ impl Plan {
     }
 }
 
-/// The sandbox of a call, which rewrites `spec` to go through the launcher (local only).
+/// The sandbox of a call (local only): the call's choice checked against the server's
+/// policy, which is a ceiling ([`narrow`]); then, when a layer applies, the store's
+/// confinement gives `spec` its launcher. `None` when the command runs unsandboxed.
 fn sandbox_for(
     config: &StoreConfig,
     req: &ExecRequest,
     remote: bool,
     spec: &mut SpawnSpec,
-) -> Result<Option<crate::sandbox::SandboxSession>, ExecError> {
+) -> Result<Option<Arc<dyn Confined>>, ExecError> {
     if remote {
         if req.sandbox.is_some() || req.network.is_some() {
             return Err(ExecError::invalid(
@@ -169,14 +178,51 @@ fn sandbox_for(
         }
         return Ok(None);
     }
-    crate::sandbox::prepare(
-        &config.sandbox,
-        &config.cwd,
-        &crate::sandbox::UexecDirs::of(config),
+    let policy = &config.sandbox;
+    let (profile, network) = narrow(
+        policy.profile,
+        &policy.network,
         req.sandbox,
         req.network.clone(),
-        spec,
-    )
+    )?;
+    let layers = needed_layers(profile, &network);
+    if layers.is_empty() {
+        return Ok(None);
+    }
+    let confinement = policy.confinement.as_ref().ok_or_else(|| {
+        ExecError::invalid(
+            "sandbox",
+            "this uexec has no sandbox launcher configured (StoreConfig::sandbox.confinement); \
+             it cannot run sandboxed commands",
+        )
+    })?;
+    for root in &policy.writable_roots {
+        if !root.is_dir() {
+            return Err(ExecError::invalid(
+                "writable_roots",
+                format!("{} does not exist or is not a directory", root.display()),
+            ));
+        }
+    }
+    let confine = Confine {
+        profile,
+        network,
+        layers,
+        workspace: &config.cwd,
+        writable_roots: &policy.writable_roots,
+        fallback: policy.fallback,
+        on_denial: policy.on_denial,
+        dirs: uexec_dirs(config),
+    };
+    confinement.confine(confine, spec).map(Some)
+}
+
+/// uexec's own directories that `config` names (a confinement keeps them read-only).
+fn uexec_dirs(config: &StoreConfig) -> UexecDirs {
+    UexecDirs {
+        transcripts: config.transcripts.as_ref().map(|t| t.root.clone()),
+        shell_snapshots: config.shell_snapshots.as_ref().map(|s| s.dir()),
+    }
 }
 
 /// The token budget of a call: negative is an error, the rest is capped by policy.
@@ -233,7 +279,7 @@ mod tests {
     #[test]
     fn local_defaults_are_a_login_shell_in_the_server_cwd_with_the_forced_env() {
         let plan = Plan::new(&config(), &req("ls"), Placement::Local).expect("valid");
-        assert_eq!(plan.spec.argv, ["/bin/sh", "-lc", "ls"]);
+        assert_eq!(plan.spec.command().0, ["/bin/sh", "-lc", "ls"]);
         assert_eq!(plan.spec.cwd, std::env::temp_dir());
         assert_eq!(plan.spec.env_mode, EnvMode::Exact);
         assert_eq!(plan.spec.env[OsStr::new("TERM")], "dumb");
@@ -249,7 +295,7 @@ mod tests {
             Placement::Local,
         )
         .expect("valid");
-        assert_eq!(plan.spec.argv[1], "-c");
+        assert_eq!(plan.spec.command().0[1], "-c");
         assert_eq!(plan.spec.cwd, std::env::temp_dir());
     }
 
@@ -265,7 +311,7 @@ mod tests {
         };
         let plan = Plan::new(&config(), &r, placement).expect("valid remotely");
         assert_eq!(plan.spec.cwd, PathBuf::from("/srv/app/no/such/dir/here"));
-        assert_eq!(plan.spec.argv[0], "/usr/bin/zsh");
+        assert_eq!(plan.spec.command().0[0], "/usr/bin/zsh");
         assert!(matches!(
             plan.spec.env_mode,
             EnvMode::InheritFiltered { .. }
@@ -285,5 +331,34 @@ mod tests {
             10_000
         );
         assert_eq!(token_budget(&config(), Some(0)).expect("zero"), 0);
+    }
+
+    #[test]
+    fn a_sandbox_without_a_confinement_is_a_clear_error_and_no_sandbox_needs_none() {
+        let sandboxed = ExecRequest {
+            sandbox: Some(crate::policy::Profile::ReadOnly),
+            ..req("ls")
+        };
+        let e = Plan::new(&config(), &sandboxed, Placement::Local)
+            .err()
+            .expect("no confinement");
+        assert!(e.to_string().contains("sandbox"), "{e}");
+        let plan = Plan::new(&config(), &req("ls"), Placement::Local).expect("unsandboxed");
+        assert!(plan.sandbox.is_none());
+        assert!(plan.spec.launcher.is_none());
+    }
+
+    #[test]
+    fn a_call_cannot_widen_the_servers_sandbox_even_without_a_confinement() {
+        let mut strict = config();
+        strict.sandbox.profile = crate::policy::Profile::ReadOnly;
+        let wider = ExecRequest {
+            sandbox: Some(crate::policy::Profile::DangerFullAccess),
+            ..req("ls")
+        };
+        let e = Plan::new(&strict, &wider, Placement::Local)
+            .err()
+            .expect("a widening");
+        assert!(matches!(e, ExecError::Widening(_)), "{e}");
     }
 }

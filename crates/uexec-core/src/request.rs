@@ -39,10 +39,10 @@ pub struct ExecRequest {
     pub pipe_stdin: bool,
     /// Output hygiene for this call and the session's later calls (default: the store's).
     pub hygiene: HygieneRequest,
-    /// Sandbox profile (default: the store's; see [`crate::sandbox`]).
-    pub sandbox: Option<crate::sandbox::Profile>,
+    /// Sandbox profile (default: the store's; see [`crate::policy`]).
+    pub sandbox: Option<crate::policy::Profile>,
     /// Network policy (default: the store's).
-    pub network: Option<crate::sandbox::Network>,
+    pub network: Option<crate::policy::Network>,
 }
 
 /// Arguments of `write_stdin` (SPEC §3).

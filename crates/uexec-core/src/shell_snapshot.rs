@@ -60,7 +60,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::backend::local::find_program;
-use crate::backend::SpawnSpec;
+use crate::backend::{Program, SpawnSpec};
 use crate::env::{looks_secret, Environment};
 use crate::events::lock;
 
@@ -248,14 +248,22 @@ impl ShellSnapshots {
         self.len() == 0
     }
 
-    /// Rewrites a planned local login spawn (`[shell, "-lc", cmd]`) into `[shell, "-c",
-    /// cmd]` with its snapshot, when one is ready or can be built within the deadline;
-    /// otherwise leaves the spawn as it is (a real login shell). True when rewritten.
+    /// Turns a planned local login shell (`Program::Shell { login: true }`, started by the
+    /// backend itself, as itself) into a shell without a login that runs from its snapshot,
+    /// when one is ready or can be built within the deadline; otherwise leaves the spawn as
+    /// it is (a real login shell). True when changed. A launched spawn (a sandbox's) keeps
+    /// its real login.
     pub async fn apply(&self, spec: &mut SpawnSpec) -> bool {
-        if spec.argv.len() != 3 || spec.argv[1] != "-lc" || spec.arg0.is_some() {
+        let Program::Shell {
+            shell, login: true, ..
+        } = &spec.program
+        else {
+            return false;
+        };
+        if spec.launcher.is_some() || spec.arg0.is_some() {
             return false;
         }
-        let Some((kind, program)) = shell_kind(&spec.argv[0], &spec.env) else {
+        let Some((kind, program)) = shell_kind(shell, &spec.env) else {
             return false;
         };
         let key = snapshot_key(kind, &program, &spec.env);
@@ -404,7 +412,9 @@ fn use_snapshot(built: &Built, spec: &mut SpawnSpec) {
         env.insert("BASH_ENV".into(), script.clone().into_os_string());
     }
     spec.env = env;
-    spec.argv[1] = "-c".to_owned();
+    if let Program::Shell { login, .. } = &mut spec.program {
+        *login = false;
+    }
 }
 
 /// The shell a spawn names, if it can have a snapshot, with the program it resolves to.

@@ -243,8 +243,8 @@ pub fn exec_request(arguments: Option<&Args>, dialect: Dialect) -> Result<ExecRe
 }
 
 /// `network`: `"off"`, `"on"` or `{"allow": ["host", "*.domain", "host:port"]}`.
-fn network(args: &Args) -> Result<Option<uexec_core::sandbox::Network>, ArgError> {
-    use uexec_core::sandbox::{AllowEntry, Network};
+fn network(args: &Args) -> Result<Option<uexec_core::policy::Network>, ArgError> {
+    use uexec_core::policy::{AllowEntry, Network};
     match field(args, "network") {
         None => Ok(None),
         Some(Value::String(s)) => s.parse().map(Some).map_err(|e: String| err("network", e)),
@@ -494,8 +494,8 @@ mod tests {
             ..Dialect::default()
         };
         let r = exec_request(Some(&a), extended).expect("extended");
-        assert_eq!(r.sandbox, Some(uexec_core::sandbox::Profile::ReadOnly));
-        assert_eq!(r.network, Some(uexec_core::sandbox::Network::Off));
+        assert_eq!(r.sandbox, Some(uexec_core::policy::Profile::ReadOnly));
+        assert_eq!(r.network, Some(uexec_core::policy::Network::Off));
     }
 
     #[test]

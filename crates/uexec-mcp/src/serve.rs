@@ -36,6 +36,10 @@ use crate::stores::{Principal, Stores};
 /// Arguments of `uexec mcp`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct McpArgs {
+    /// What confines sandboxed commands (the binary builds it: `uexec-sandbox`'s launcher);
+    /// `None`: asking for a sandbox is an error.
+    #[arg(skip)]
+    pub confinement: Option<Arc<dyn uexec_core::confine::Confinement>>,
     /// Serve streamable HTTP on ADDR (e.g. 127.0.0.1:8765) at the path /mcp instead of
     /// stdio (https:// with --tls-cert). Loopback addresses only, unless a bearer token is
     /// set; without a token, only this server's own user may connect.
@@ -164,18 +168,18 @@ pub struct McpArgs {
     /// may only narrow it. Linux: Landlock, seccomp, user/pid/mount namespaces; see
     /// `uexec doctor`.
     #[arg(long, value_name = "PROFILE", value_parser = parse_profile)]
-    pub sandbox: Option<uexec_core::sandbox::Profile>,
+    pub sandbox: Option<uexec_core::policy::Profile>,
     /// Network of commands: "off" (only a loopback of their own; IPv4/IPv6 sockets fail)
     /// or "on" (the default). A ceiling: a call's `network` argument (--extended) may only
     /// narrow it (on, then an allowlist, then off).
     #[arg(long, value_name = "off|on", value_parser = parse_network)]
-    pub network: Option<uexec_core::sandbox::Network>,
+    pub network: Option<uexec_core::policy::Network>,
     /// Let commands reach only these hosts, through a proxy uexec runs at 127.0.0.1:3128
     /// inside (HTTP and SOCKS5; HTTP_PROXY and friends are set); any other host is refused
     /// and fails the session, naming the host. HOST, *.DOMAIN (its subdomains), or either
     /// with :PORT. Repeatable. A ceiling: a call may name only hosts this list allows.
     #[arg(long = "network-allow", value_name = "HOST[:PORT]", value_parser = parse_allow_entry, conflicts_with = "network")]
-    pub network_allow: Vec<uexec_core::sandbox::AllowEntry>,
+    pub network_allow: Vec<uexec_core::policy::AllowEntry>,
     /// Also writable under workspace-write, besides this server's working directory (an
     /// existing directory). Repeatable.
     #[arg(long = "writable-root", value_name = "PATH", value_parser = parse_writable_root)]
@@ -183,32 +187,32 @@ pub struct McpArgs {
     /// When a sandbox layer is missing on this machine: "refuse" to run the command (the
     /// default) or run it "best-effort" with the layers that work (results say which).
     #[arg(long, value_name = "refuse|best-effort", value_parser = parse_fallback)]
-    pub sandbox_fallback: Option<uexec_core::sandbox::Fallback>,
+    pub sandbox_fallback: Option<uexec_core::policy::Fallback>,
     /// What a request to a host off the allowlist (--network-allow, or a call's
     /// {"allow": [...]}) does besides being refused: "terminate" the command (the default;
     /// the result is an error naming the host) or "record" it and let the command run on
     /// (its next result says denied: true and names the host; the End is failed).
     #[arg(long, value_name = "terminate|record", value_parser = parse_on_denial)]
-    pub network_denial: Option<uexec_core::sandbox::OnDenial>,
+    pub network_denial: Option<uexec_core::policy::OnDenial>,
 }
 
-fn parse_profile(s: &str) -> Result<uexec_core::sandbox::Profile, String> {
+fn parse_profile(s: &str) -> Result<uexec_core::policy::Profile, String> {
     s.parse()
 }
 
-fn parse_network(s: &str) -> Result<uexec_core::sandbox::Network, String> {
+fn parse_network(s: &str) -> Result<uexec_core::policy::Network, String> {
     s.parse()
 }
 
-fn parse_allow_entry(s: &str) -> Result<uexec_core::sandbox::AllowEntry, String> {
-    uexec_core::sandbox::AllowEntry::parse(s)
+fn parse_allow_entry(s: &str) -> Result<uexec_core::policy::AllowEntry, String> {
+    uexec_core::policy::AllowEntry::parse(s)
 }
 
-fn parse_fallback(s: &str) -> Result<uexec_core::sandbox::Fallback, String> {
+fn parse_fallback(s: &str) -> Result<uexec_core::policy::Fallback, String> {
     s.parse()
 }
 
-fn parse_on_denial(s: &str) -> Result<uexec_core::sandbox::OnDenial, String> {
+fn parse_on_denial(s: &str) -> Result<uexec_core::policy::OnDenial, String> {
     s.parse()
 }
 
@@ -251,7 +255,7 @@ impl McpArgs {
                 network_allow: self
                     .network_allow
                     .iter()
-                    .map(uexec_core::sandbox::show_allow_entry)
+                    .map(uexec_core::policy::show_allow_entry)
                     .collect(),
                 writable_roots: self.writable_roots.clone(),
                 fallback: self.sandbox_fallback.map(|f| f.as_str().to_owned()),
@@ -262,9 +266,7 @@ impl McpArgs {
 
     fn store_config(&self) -> anyhow::Result<StoreConfig> {
         let mut config = StoreConfig::from_env();
-        // This binary is the launcher (`uexec __sandbox-exec`); one is kept started ahead
-        // (`uexec_core::sandbox::warm`).
-        config.sandbox.launcher = uexec_core::sandbox::Launcher::current_exe().ok();
+        config.sandbox.confinement = self.confinement.clone();
         self.settings()
             .apply(&mut config)
             .map_err(anyhow::Error::msg)?;

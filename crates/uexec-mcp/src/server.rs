@@ -472,7 +472,7 @@ fn list_sessions(store: &SessionStore, environments: &[String]) -> CallToolResul
 /// or network wider than the server's policy, the flag a person would change (the engine
 /// knows no flags).
 fn exec_error_text(e: &ExecError) -> String {
-    use uexec_core::sandbox::Widening;
+    use uexec_core::policy::Widening;
     let hint = match e {
         ExecError::Widening(Widening::Profile { asked, .. }) => {
             format!("--sandbox {}", asked.as_str())
@@ -553,11 +553,11 @@ fn snapshot_fields(s: &Snapshot, extended: bool) -> Map<String, Value> {
         }
         if let Some(sandbox) = &s.sandbox {
             let denied = match sandbox.denied {
-                uexec_core::sandbox::Denied::No => json!(false),
-                uexec_core::sandbox::Denied::Yes => json!(true),
-                uexec_core::sandbox::Denied::Likely => json!("likely"),
+                uexec_core::policy::Denied::No => json!(false),
+                uexec_core::policy::Denied::Yes => json!(true),
+                uexec_core::policy::Denied::Likely => json!("likely"),
             };
-            let names = |layers: &[uexec_core::sandbox::Layer]| {
+            let names = |layers: &[uexec_core::policy::Layer]| {
                 layers.iter().map(|l| l.as_str()).collect::<Vec<_>>()
             };
             structured.insert(

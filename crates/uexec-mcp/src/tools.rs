@@ -114,9 +114,9 @@ fn hygiene_properties(props: &mut Value, config: &StoreConfig) {
 }
 
 /// `sandbox` and `network`, offering only what narrows this server's policy (a ceiling: see
-/// `uexec_core::sandbox::narrow`).
+/// `uexec_core::policy::narrow`).
 fn sandbox_properties(props: &mut Value, config: &StoreConfig) {
-    use uexec_core::sandbox::{narrow, show_allow_entry, Network, Profile};
+    use uexec_core::policy::{narrow, show_allow_entry, Network, Profile};
     let ceiling = &config.sandbox;
     let profile = ceiling.profile.as_str();
     let profiles: Vec<&str> = [
@@ -140,8 +140,8 @@ fn sandbox_properties(props: &mut Value, config: &StoreConfig) {
         other => format!("\"{}\"", other.as_str()),
     };
     let denial = match ceiling.on_denial {
-        uexec_core::sandbox::OnDenial::Terminate => "another host fails the command and names the host",
-        uexec_core::sandbox::OnDenial::Record => "another host is refused and the result names it (sandbox.denied: true) while the command runs on",
+        uexec_core::policy::OnDenial::Terminate => "another host fails the command and names the host",
+        uexec_core::policy::OnDenial::Record => "another host is refused and the result names it (sandbox.denied: true) while the command runs on",
     };
     props["sandbox"] = json!({"type": "string", "enum": profiles, "default": profile, "description": format!("What the command may write: \"read-only\" (nothing but a private $TMPDIR), \"workspace-write\" (also the server's working directory and writable roots, wherever the command runs; never .git nor uexec's own files), \"danger-full-access\" (no restriction). This server's policy is {profile}: a call may narrow it, never widen it (a wider one is refused and nothing runs). A result whose output shows a denial says so; ask the user if the command needs more.")});
     let (strings, allow): (&[&str], bool) = match ceiling.network {

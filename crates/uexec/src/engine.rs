@@ -160,12 +160,8 @@ const CLI_AFTER_HELP: &str = "Exit codes of the CLI verbs: run and wait exit wit
 fn main() -> std::process::ExitCode {
     // The sandbox launcher first: single-threaded and dumpable (its uid map is written
     // through /proc/self, which an undumpable process does not own).
-    if std::env::args_os().nth(1).as_deref()
-        == Some(uexec_core::sandbox::LAUNCHER_SUBCOMMAND.as_ref())
-    {
-        std::process::exit(uexec_core::sandbox::launcher::run(
-            std::env::args_os().skip(2),
-        ));
+    if std::env::args_os().nth(1).as_deref() == Some(uexec_sandbox::LAUNCHER_SUBCOMMAND.as_ref()) {
+        std::process::exit(uexec_sandbox::launcher::run(std::env::args_os().skip(2)));
     }
     harden_process();
     if std::env::args().nth(1).as_deref() == Some(last_will::SUBCOMMAND) {
@@ -175,8 +171,8 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     if let Command::Doctor { json } = cli.command {
         // Before any thread exists: the probes fork and enter namespaces.
-        let facilities = uexec_core::sandbox::doctor::check();
-        print!("{}", uexec_core::sandbox::doctor::render(&facilities, json));
+        let facilities = uexec_sandbox::doctor::check();
+        print!("{}", uexec_sandbox::doctor::render(&facilities, json));
         return std::process::ExitCode::SUCCESS;
     }
     if let Command::Completions { shell } = &cli.command {
@@ -239,19 +235,21 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     }
     let result = runtime.block_on(async move {
         let verb = match cli.command {
-            Command::Mcp(args) => {
+            Command::Mcp(mut args) => {
+                args.confinement = confinement();
                 return uexec_mcp::run(args)
                     .await
-                    .map(|()| std::process::ExitCode::SUCCESS)
+                    .map(|()| std::process::ExitCode::SUCCESS);
             }
             Command::Serve(args) => {
                 return uexec_server::serve(args)
                     .await
                     .map(|()| std::process::ExitCode::SUCCESS)
             }
-            Command::Daemon(args) => {
+            Command::Daemon(mut args) => {
                 // Started from /proc/self/exe (`start_daemon`): named after its path again.
                 uexec_sys::name_after_argv0();
+                args.confinement = confinement();
                 return uexec_mcp::daemon::run(args)
                     .await
                     .map(|()| std::process::ExitCode::SUCCESS);
@@ -297,6 +295,13 @@ fn harden_process() {
     if let Err(e) = uexec_sys::raise_nofile_limit() {
         eprintln!("uexec: warning: cannot raise the open-file limit: {e}");
     }
+}
+
+/// The sandbox of the faces that own sessions: this binary is its own launcher
+/// (`uexec __sandbox-exec`), and one is kept started ahead for every store of the process.
+fn confinement() -> Option<std::sync::Arc<dyn uexec_core::confine::Confinement>> {
+    let sandbox = uexec_sandbox::Sandbox::current_exe().ok()?;
+    Some(sandbox)
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{
-    Backend, BackendError, BackendErrorKind, EnvMode, ExitReport, InputModes, InputWait,
+    Backend, BackendError, BackendErrorKind, EnvMode, ExitReport, InputModes, InputWait, Launch,
     OutputChunk, ProcessControl, Signal, SpawnSpec, SpawnedProcess, Stream, WriteOutcome,
 };
 use crate::events::lock;
@@ -75,7 +75,8 @@ impl Backend for LocalBackend {
 }
 
 fn describe_spawn_error(spec: &SpawnSpec, e: &io::Error) -> String {
-    let program = spec.argv.first().map(String::as_str).unwrap_or("");
+    let (argv, _) = spec.command();
+    let program = argv.first().map(String::as_str).unwrap_or("");
     match e.kind() {
         io::ErrorKind::NotFound if !spec.cwd.is_dir() => {
             format!(
@@ -107,8 +108,8 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
             env
         }
     };
-    let program = spec
-        .argv
+    let (command, arg0) = spec.command();
+    let program = command
         .first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty argv"))?;
     let path = env.get(OsStr::new("PATH")).map(OsString::as_os_str);
@@ -118,12 +119,11 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
         None if program.contains('/') => PathBuf::from(program),
         None => return Err(io::Error::new(io::ErrorKind::NotFound, "not found in PATH")),
     };
-    let mut argv: Vec<CString> = spec
-        .argv
+    let mut argv: Vec<CString> = command
         .iter()
         .map(|a| c_string(a.as_bytes()))
         .collect::<io::Result<_>>()?;
-    if let Some(arg0) = &spec.arg0 {
+    if let Some(arg0) = &arg0 {
         argv[0] = c_string(arg0.as_bytes())?;
     }
     let envp = env
@@ -160,10 +160,13 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
         uexec_sys::set_nonblocking(master.as_raw_fd())?;
         let master = Arc::new(uexec_sys::async_fd(master)?);
         let fd = slave.as_raw_fd();
-        let child = Unclaimed::spawn(&uexec_sys::ChildSpec {
-            stdio: [fd, fd, fd],
-            ..child_spec
-        })?;
+        let child = Unclaimed::spawn(
+            &uexec_sys::ChildSpec {
+                stdio: [fd, fd, fd],
+                ..child_spec
+            },
+            spec.launcher.as_deref(),
+        )?;
         drop(slave); // EOF must come when the child's copies close
         tokio::spawn(read_pty(master.clone(), out_tx, closing_rx));
         (child, Stdin::Pty(master))
@@ -189,10 +192,13 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
             out_write.as_raw_fd(),
             err_write.as_raw_fd(),
         ];
-        let child = Unclaimed::spawn(&uexec_sys::ChildSpec {
-            stdio,
-            ..child_spec
-        })?;
+        let child = Unclaimed::spawn(
+            &uexec_sys::ChildSpec {
+                stdio,
+                ..child_spec
+            },
+            spec.launcher.as_deref(),
+        )?;
         drop((stdin_child, out_write, err_write));
         tokio::spawn(read_pipe(
             out,
@@ -233,16 +239,14 @@ struct Unclaimed {
 }
 
 impl Unclaimed {
-    fn spawn(spec: &uexec_sys::ChildSpec) -> io::Result<Self> {
-        // A sandboxed command's launcher is started by the sandbox: the one waiting, or a
-        // cold one from the file it holds.
-        let warm = match spec.argv.get(1) {
-            Some(sub) if sub.as_bytes() == crate::sandbox::LAUNCHER_SUBCOMMAND.as_bytes() => {
-                crate::sandbox::warm::launch(spec)?
-            }
-            _ => None,
+    fn spawn(spec: &uexec_sys::ChildSpec, launcher: Option<&dyn Launch>) -> io::Result<Self> {
+        // A launched command (a sandbox's) may be started by its launcher: one started
+        // ahead, or a cold one from the file it holds.
+        let started = match launcher {
+            Some(launcher) => launcher.start(spec)?,
+            None => None,
         };
-        let child = match warm {
+        let child = match started {
             Some(child) => child,
             None => uexec_sys::spawn_child(spec)?,
         };
@@ -609,6 +613,8 @@ mod tests {
     use std::cell::Cell;
     use std::collections::BTreeMap;
 
+    use crate::backend::Program;
+
     use super::*;
 
     thread_local! {
@@ -630,7 +636,11 @@ mod tests {
 
     fn spec(cmd: &str, tty: bool) -> SpawnSpec {
         SpawnSpec {
-            argv: vec!["/bin/sh".into(), "-c".into(), cmd.into()],
+            program: Program::Shell {
+                shell: "/bin/sh".into(),
+                login: false,
+                script: cmd.into(),
+            },
             arg0: None,
             cwd: std::env::temp_dir(),
             env: BTreeMap::from([("PATH".into(), "/usr/bin:/bin".into())]),
@@ -638,6 +648,7 @@ mod tests {
             tty,
             pipe_stdin: false,
             passed_fd: None,
+            launcher: None,
         }
     }
 

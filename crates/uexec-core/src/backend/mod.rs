@@ -20,11 +20,58 @@ use tokio::sync::{mpsc, oneshot};
 
 pub mod local;
 
-/// What to start.
+/// What to run, as intent: a shell command line, or a program and its arguments. It becomes
+/// an argv in one place only ([`SpawnSpec::command`]), and nothing parses an argv back.
 #[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Program {
+    /// `shell -lc script` (a login shell) or `shell -c script`.
+    Shell {
+        shell: String,
+        login: bool,
+        script: String,
+    },
+    /// A program and its arguments, as given; `argv[0]` is looked up in `PATH` when it has
+    /// no slash.
+    Argv { argv: Vec<String> },
+}
+
+impl Program {
+    /// The program's own argv.
+    pub fn argv(&self) -> Vec<String> {
+        match self {
+            Self::Shell {
+                shell,
+                login,
+                script,
+            } => {
+                let flag = if *login { "-lc" } else { "-c" };
+                vec![shell.clone(), flag.to_owned(), script.clone()]
+            }
+            Self::Argv { argv } => argv.clone(),
+        }
+    }
+}
+
+/// How a prepared child starts when something must stand between the backend and the
+/// program (a sandbox's launcher): it wraps the program's argv, and it may start the
+/// rendered child itself (one started ahead). Core declares it; `uexec-sandbox` implements
+/// it. Only the local backend runs one.
+pub trait Launch: std::fmt::Debug + Send + Sync + 'static {
+    /// The argv that runs `argv` (shown as `arg0`, when given) through this launcher, and
+    /// the `argv[0]` the launcher's own process shows.
+    fn render(&self, argv: Vec<String>, arg0: Option<String>) -> (Vec<String>, Option<String>);
+    /// Starts the rendered child, when this launcher has a faster way than a spawn; `None`:
+    /// the backend spawns it.
+    fn start(
+        &self,
+        child: &uexec_sys::ChildSpec,
+    ) -> std::io::Result<Option<uexec_sys::SpawnedChild>>;
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
 pub struct SpawnSpec {
-    /// Program and arguments; `argv[0]` is looked up in `PATH` when it has no slash.
-    pub argv: Vec<String>,
+    pub program: Program,
     /// `argv[0]` as the process sees it, when different from the program.
     pub arg0: Option<String>,
     /// Absolute working directory.
@@ -40,7 +87,44 @@ pub struct SpawnSpec {
     /// A descriptor the process gets as fd 3 (local backend only: the sandbox launcher's end
     /// of its proxy hand-over).
     pub passed_fd: Option<PassedFd>,
+    /// What starts the program (local backend only: a sandbox's launcher); `None`: the
+    /// backend spawns the program itself.
+    pub launcher: Option<Arc<dyn Launch>>,
 }
+
+impl SpawnSpec {
+    /// The argv to exec and the `argv[0]` to show: the program's, wrapped by the launcher
+    /// when there is one. The one place a spawn becomes an argv.
+    pub fn command(&self) -> (Vec<String>, Option<String>) {
+        let argv = self.program.argv();
+        match &self.launcher {
+            Some(launcher) => launcher.render(argv, self.arg0.clone()),
+            None => (argv, self.arg0.clone()),
+        }
+    }
+}
+
+/// Equal programs, places and descriptors, and the same launcher (not an equal one).
+impl PartialEq for SpawnSpec {
+    fn eq(&self, other: &Self) -> bool {
+        let same_launcher = match (&self.launcher, &other.launcher) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        same_launcher
+            && self.program == other.program
+            && self.arg0 == other.arg0
+            && self.cwd == other.cwd
+            && self.env == other.env
+            && self.env_mode == other.env_mode
+            && self.tty == other.tty
+            && self.pipe_stdin == other.pipe_stdin
+            && self.passed_fd == other.passed_fd
+    }
+}
+
+impl Eq for SpawnSpec {}
 
 /// A descriptor for one process to inherit, taken by the spawn that passes it: once passed,
 /// the engine holds no copy (its peer sees the end of the stream when that process closes

@@ -49,7 +49,7 @@ pub struct Snapshot {
     /// made).
     pub transcript_stop: Option<crate::transcript::TranscriptStop>,
     /// The session's sandbox and whether this output shows a denial.
-    pub sandbox: Option<crate::sandbox::SandboxReport>,
+    pub sandbox: Option<crate::policy::SandboxReport>,
 }
 
 impl Snapshot {

@@ -40,11 +40,11 @@ use crate::output::text::strip_ansi;
 use crate::output::until::{Match, Matcher};
 use crate::output::utf8::{incomplete_suffix_len, Utf8Carry};
 use crate::output::Hygiene;
+use crate::policy::{MonitorHandle, Monitored, PolicyMonitor};
 use crate::transcript::{Transcript, TranscriptInfo, TranscriptPlan};
 
 pub(crate) use lifecycle::Lifecycle;
 pub use lifecycle::Outcome;
-pub use monitor::{MonitorHandle, PolicyMonitor};
 use taps::Tap;
 pub use taps::{Lease, OutputWatch};
 
@@ -70,7 +70,7 @@ pub(crate) struct SessionMetaInfo {
     /// Output hygiene of this session's snapshots unless a call says otherwise.
     pub hygiene: Hygiene,
     /// The sandbox the command runs in (its private tmp goes with the session).
-    pub sandbox: Option<crate::sandbox::SandboxSession>,
+    pub sandbox: Option<std::sync::Arc<dyn crate::confine::Confined>>,
 }
 
 /// Where the output stands, for calls that wait on it (wait conditions). Written by the pump
@@ -177,11 +177,9 @@ impl Session {
             tokio::spawn(session.clone().enforce_timeout(limit));
         }
         for monitor in monitors {
-            let handle = MonitorHandle {
-                session: Arc::downgrade(&session),
-                state: session.state.subscribe(),
-            };
             let weak = Arc::downgrade(&session);
+            let target: std::sync::Weak<dyn Monitored> = weak.clone();
+            let handle = MonitorHandle::new(target);
             tokio::spawn(async move {
                 monitor.watch(handle).await;
                 if let Some(s) = weak.upgrade() {

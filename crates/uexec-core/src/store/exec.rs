@@ -20,8 +20,9 @@ use crate::events::{EndStatus, EventKind};
 use crate::limits::{EARLY_EXIT_GRACE_MS, POST_EXIT_CLOSE_WAIT_MS};
 use crate::output::snapshot::Snapshot;
 use crate::plan::Plan;
+use crate::policy::PolicyMonitor;
 use crate::request::ExecRequest;
-use crate::session::{PolicyMonitor, Session, SessionMetaInfo};
+use crate::session::{Session, SessionMetaInfo};
 use crate::transcript::TranscriptPlan;
 
 impl SessionStore {
@@ -62,7 +63,7 @@ impl SessionStore {
         let reservation = self.reserve_id()?;
         let id = reservation.id;
         let call_id = req.call_id.clone().unwrap_or_else(new_call_id);
-        let argv = plan.spec.argv.clone();
+        let (argv, _) = plan.spec.command();
         let cwd = plan.spec.cwd.clone();
         // Cancelled here, the reservation releases the id (the backend cleans up its side).
         let process = match backend.spawn(plan.spec.clone()).await {

@@ -15,7 +15,6 @@ mod id_space;
 mod inherited_fds;
 mod invalid_input;
 mod monitors;
-mod sandbox_launcher;
 mod screens;
 mod shell_snapshot;
 mod shutdown_races;

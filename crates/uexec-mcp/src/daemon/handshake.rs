@@ -128,8 +128,8 @@ pub struct SandboxSettings {
 
 impl SandboxSettings {
     /// These settings over `sandbox` (its launcher is the server's own and stays).
-    pub fn apply(&self, sandbox: &mut uexec_core::sandbox::SandboxConfig) -> Result<(), String> {
-        use uexec_core::sandbox::{AllowEntry, Network};
+    pub fn apply(&self, sandbox: &mut uexec_core::confine::SandboxConfig) -> Result<(), String> {
+        use uexec_core::policy::{AllowEntry, Network};
         let named = |flag: &str, e: String| format!("{flag}: {e}");
         if let Some(p) = &self.profile {
             sandbox.profile = p.parse().map_err(|e| named("--sandbox", e))?;

@@ -46,6 +46,9 @@ use handshake::{Hello, Reply, MAX_HELLO_BYTES};
 /// Arguments of `uexec daemon`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct DaemonArgs {
+    /// What confines sandboxed commands (the binary builds it); `None`: none.
+    #[arg(skip)]
+    pub confinement: Option<Arc<dyn uexec_core::confine::Confinement>>,
     /// The socket to listen on (default: $XDG_RUNTIME_DIR/uexec/daemon.sock, else
     /// <temp dir>/uexec-<uid>/daemon.sock). Its directory must be this user's, mode 0700.
     #[arg(long, value_name = "PATH")]
@@ -167,8 +170,7 @@ pub async fn run(args: DaemonArgs) -> anyhow::Result<()> {
     let mut base = StoreConfig::from_env();
     base.transcripts = args.transcripts.config();
     base.screens = Some(attach::screens());
-    // Sessions that ask for a sandbox run through this binary's launcher.
-    base.sandbox.launcher = uexec_core::sandbox::Launcher::current_exe().ok();
+    base.sandbox.confinement = args.confinement.clone();
     let daemon = Arc::new(Daemon {
         ids: Arc::default(),
         base,

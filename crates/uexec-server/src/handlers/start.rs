@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 use tokio::sync::oneshot;
-use uexec_core::backend::{BackendErrorKind, EnvMode, SpawnSpec};
+use uexec_core::backend::{BackendErrorKind, EnvMode, Program, SpawnSpec};
 use uexec_protocol::file_uri;
 use uexec_protocol::{RpcError, StartParams, StartResult};
 
@@ -43,7 +43,7 @@ pub async fn handle(
     })?;
 
     let mut spec = SpawnSpec {
-        argv: params.argv,
+        program: program_of(params.argv),
         arg0: params.arg0,
         cwd,
         env: build_env(&params.env, params.env_policy.as_ref(), std::env::vars_os()),
@@ -51,6 +51,7 @@ pub async fn handle(
         tty: params.tty,
         pipe_stdin: params.pipe_stdin,
         passed_fd: None,
+        launcher: None,
     };
     if let Some(snapshots) = &conn.server.shell_snapshots {
         snapshots.apply(&mut spec).await;
@@ -105,4 +106,21 @@ pub async fn handle(
         },
         gate_tx,
     ))
+}
+
+/// What a client's argv asks for. The wire carries argvs, and a client's login shell comes
+/// as `[shell, "-lc", script]`: read as such, it may run from a shell snapshot, as the
+/// engine's own login shells do. Any other argv runs as given.
+fn program_of(argv: Vec<String>) -> Program {
+    match <[String; 3]>::try_from(argv) {
+        Ok([shell, flag, script]) if flag == "-lc" => Program::Shell {
+            shell,
+            login: true,
+            script,
+        },
+        Ok(three) => Program::Argv {
+            argv: three.to_vec(),
+        },
+        Err(argv) => Program::Argv { argv },
+    }
 }

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 use uexec_client::{ClientConfig, RemoteBackend};
-use uexec_core::backend::{Backend, EnvMode, ExitReport, SpawnSpec, SpawnedProcess};
+use uexec_core::backend::{Backend, EnvMode, ExitReport, Program, SpawnSpec, SpawnedProcess};
 
 use crate::helpers::{b64, WAIT};
 
@@ -126,7 +126,9 @@ async fn spawn(url: &str, config: ClientConfig) -> (Arc<RemoteBackend>, SpawnedP
         .await
         .unwrap();
     let spec = SpawnSpec {
-        argv: vec!["scripted".into()],
+        program: Program::Argv {
+            argv: vec!["scripted".into()],
+        },
         arg0: None,
         cwd: PathBuf::from("/tmp"),
         env: Default::default(),
@@ -134,6 +136,7 @@ async fn spawn(url: &str, config: ClientConfig) -> (Arc<RemoteBackend>, SpawnedP
         tty: false,
         pipe_stdin: false,
         passed_fd: None,
+        launcher: None,
     };
     let process = backend.spawn(spec).await.unwrap();
     (backend, process)

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use uexec_client::{ClientConfig, RemoteBackend};
-use uexec_core::backend::{Backend, BackendErrorKind, EnvMode, Placement, SpawnSpec};
+use uexec_core::backend::{Backend, BackendErrorKind, EnvMode, Placement, Program, SpawnSpec};
 use uexec_core::{
     EndStatus, EventKind, EventStream, ExecError, ExecRequest, LocalBackend, SessionStore,
     Snapshot, StoreConfig, WriteRequest,
@@ -62,7 +62,9 @@ pub async fn rig(url: &str) -> Rig {
 /// What a backend is asked to run directly: `argv` in `/`, pipes, an empty environment.
 pub fn spawn_spec(argv: &[&str]) -> SpawnSpec {
     SpawnSpec {
-        argv: argv.iter().map(|a| a.to_string()).collect(),
+        program: Program::Argv {
+            argv: argv.iter().map(|a| a.to_string()).collect(),
+        },
         arg0: None,
         cwd: PathBuf::from("/"),
         env: Default::default(),
@@ -70,6 +72,7 @@ pub fn spawn_spec(argv: &[&str]) -> SpawnSpec {
         tty: false,
         pipe_stdin: false,
         passed_fd: None,
+        launcher: None,
     }
 }
 

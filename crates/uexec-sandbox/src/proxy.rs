@@ -36,7 +36,7 @@ mod allow;
 mod forward;
 mod socks5;
 
-pub use allow::{proxy_env, AllowEntry};
+pub use allow::proxy_env;
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -48,8 +48,8 @@ use futures::future::BoxFuture;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
-use super::OnDenial;
-use crate::{MonitorHandle, PolicyMonitor};
+use uexec_core::policy::{AllowEntry, OnDenial};
+use uexec_core::{MonitorHandle, PolicyMonitor};
 
 /// The proxy's port on the namespace's loopback.
 pub const PROXY_PORT: u16 = 3128;
@@ -176,7 +176,7 @@ impl PolicyMonitor for ProxySocket {
             // Their clients are gone, so every judgement ends at once (at the end of input);
             // past the engine's grace, a verdict would change nothing.
             let _ = tokio::time::timeout(
-                Duration::from_millis(crate::limits::LATE_FAILURE_GRACE_MS),
+                Duration::from_millis(uexec_core::limits::LATE_FAILURE_GRACE_MS),
                 async { while judging.join_next().await.is_some() {} },
             )
             .await;

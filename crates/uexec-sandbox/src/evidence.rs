@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::Network;
+use uexec_core::policy::Network;
 
 /// Evidence lines kept per snapshot.
 const MAX_EVIDENCE_LINES: usize = 3;

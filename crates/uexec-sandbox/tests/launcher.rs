@@ -1,12 +1,72 @@
 //! The engine's side of the sandbox launcher, with a stand-in launcher (a shell script that
 //! answers the probe and runs what follows `--`): which start a sandboxed command gets.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use uexec_core::sandbox::{Profile, SandboxConfig};
+use tokio::time::Instant;
+use uexec_core::confine::SandboxConfig;
+use uexec_core::policy::Profile;
+use uexec_core::{ExecRequest, LocalBackend, SessionStore, Snapshot, StoreConfig, WriteRequest};
+use uexec_sandbox::{Launcher, Sandbox};
 
-use crate::helpers::{collect, eventually, exec, store_with};
+/// A store on the local backend whose sandbox is `sandbox`.
+fn store_with(sandbox: Arc<Sandbox>) -> Arc<SessionStore> {
+    let config = StoreConfig {
+        cwd: std::env::temp_dir(),
+        deterministic_ids: true,
+        default_shell: Some("/bin/bash".into()),
+        sandbox: SandboxConfig {
+            confinement: Some(sandbox),
+            ..SandboxConfig::default()
+        },
+        ..StoreConfig::default()
+    };
+    SessionStore::new(Arc::new(LocalBackend), config)
+}
+
+/// `exec_command` with `login: false` and the given window.
+fn exec(cmd: &str, yield_ms: i64) -> ExecRequest {
+    ExecRequest {
+        cmd: cmd.into(),
+        login: Some(false),
+        yield_time_ms: Some(yield_ms),
+        ..ExecRequest::default()
+    }
+}
+
+/// Polls until the session exits; all its output and the last snapshot.
+async fn collect(store: &Arc<SessionStore>, first: Snapshot) -> (String, Snapshot) {
+    let mut out = first.output.clone();
+    let mut last = first;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while let Some(id) = last.session_id {
+        assert!(
+            Instant::now() < deadline,
+            "session {id} did not exit: {out}"
+        );
+        let poll = WriteRequest {
+            session_id: id,
+            yield_time_ms: Some(5000),
+            ..WriteRequest::default()
+        };
+        last = store.write_stdin(poll).await.expect("poll");
+        out.push_str(&last.output);
+    }
+    (out, last)
+}
+
+/// Waits for `check` to hold, failing after `timeout`.
+async fn eventually(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
 
 /// A stand-in for `uexec __sandbox-exec` at a fresh path: `--probe` says every layer works,
 /// `--warm` appends `warm PID` to `log` and exits at once (a launcher that dies waiting),
@@ -43,9 +103,9 @@ fn stand_in(dir: &Path, log: &Path, warm: &str) -> PathBuf {
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
-        "uexec-core-launcher-{name}-{}-{}",
+        "uexec-sandbox-launcher-{name}-{}-{:08x}",
         std::process::id(),
-        crate::helpers::marker()
+        rand::random::<u32>()
     ));
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -65,18 +125,14 @@ fn reaped(pid: u32) -> bool {
     !std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
-/// The engine keeps one launcher started ahead for the whole process: these tests take
-/// turns, or one's start would replace another's.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 async fn run_sandboxed(launcher: PathBuf, cold_launcher: bool, times: usize) {
-    let store = store_with(|c| {
-        c.sandbox = SandboxConfig {
-            launcher: Some(uexec_core::sandbox::Launcher::open(launcher).unwrap()),
-            cold_launcher,
-            ..SandboxConfig::default()
-        }
-    });
+    let launcher = Launcher::open(launcher).unwrap();
+    let sandbox = if cold_launcher {
+        Sandbox::cold(launcher)
+    } else {
+        Sandbox::new(launcher)
+    };
+    let store = store_with(sandbox);
     for _ in 0..times {
         let mut request = exec("echo \"ran under $UEXEC_SANDBOX\"", 10_000);
         request.sandbox = Some(Profile::ReadOnly);
@@ -89,7 +145,6 @@ async fn run_sandboxed(launcher: PathBuf, cold_launcher: bool, times: usize) {
 
 #[tokio::test]
 async fn a_launcher_that_dies_waiting_leaves_the_command_to_a_cold_start_and_no_zombie() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     let dir = scratch("dies");
     let log = dir.join("log");
     run_sandboxed(fake_launcher(&dir, &log), false, 3).await;
@@ -110,7 +165,6 @@ async fn a_launcher_that_dies_waiting_leaves_the_command_to_a_cold_start_and_no_
 
 #[tokio::test]
 async fn cold_launcher_execs_the_launcher_for_each_command() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     let dir = scratch("cold");
     let log = dir.join("log");
     run_sandboxed(fake_launcher(&dir, &log), true, 2).await;
@@ -120,7 +174,6 @@ async fn cold_launcher_execs_the_launcher_for_each_command() {
 
 #[tokio::test]
 async fn a_launcher_that_never_answers_is_killed_and_the_command_starts_cold() {
-    let _turn = ONE_AT_A_TIME.lock().await;
     let dir = scratch("mute");
     let log = dir.join("log");
     // Started ahead, it never reads its launch: the engine gives up on it after 2 s.
@@ -129,8 +182,8 @@ async fn a_launcher_that_never_answers_is_killed_and_the_command_starts_cold() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert_eq!(text.matches("cold").count(), 1, "{text}");
     assert!(text.starts_with("warm "), "{text}");
-    // It was killed and reaped (the next one started ahead sleeps on until the next test's
-    // start replaces it, or this process exits).
+    // It was killed and reaped (the next one started ahead sleeps on until its sandbox is
+    // dropped, which kills it).
     let mute = warm_pids(&text)[0];
     assert!(reaped(mute), "the mute launcher {mute} is still there");
 }

@@ -25,8 +25,10 @@
 //! cold. One whose engine went away reads the end of its socket and exits. Nothing here
 //! changes what runs: the same binary (exec'd from the file this process holds, never by
 //! path: [`super::exe`]), the same arguments, the same process tree; only the moment of the
-//! exec moves off the command's path. Cold starts come through here too ([`launch`]), so
-//! that a held launcher keeps its descriptor across the exec.
+//! exec moves off the command's path. Cold starts come through here too ([`Pool::launch`]), so
+//! that a held launcher keeps its descriptor across the exec. The pool is a value its
+//! [`Sandbox`](crate::Sandbox) holds: two sandboxes (two tests, two launchers) never take
+//! each other's launcher, and dropping one kills the launcher it kept waiting.
 
 use std::ffi::{CString, OsString};
 use std::io::{self, Read, Write};
@@ -34,7 +36,8 @@ use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use super::Launcher;
 
@@ -231,7 +234,6 @@ fn take(launch: &Launch, stdio: [RawFd; 3], passed: Option<RawFd>) -> Result<(),
 
 /// A launcher started and waiting for its launch.
 struct Waiting {
-    launcher: Launcher,
     child: uexec_sys::SpawnedChild,
     control: UnixStream,
     /// Which start this is (a pid can come back; a start cannot).
@@ -246,81 +248,166 @@ impl Waiting {
     }
 }
 
-/// A launcher the sandbox runs, and whether one is kept started ahead.
-struct Known {
-    launcher: Launcher,
+/// The launcher started ahead for one [`Sandbox`](crate::Sandbox): a value its owner holds
+/// (dropped, it kills the one waiting), not a process-wide slot.
+#[derive(Debug)]
+pub(crate) struct Pool {
+    /// Keep one started ahead; otherwise every start is cold.
     warm: bool,
+    /// The first sandboxed command has been planned: from then on one waits.
+    started: AtomicBool,
+    /// The waiting launcher (one: sandboxed spawns come one at a time from a person or an
+    /// agent; a second at the same moment goes cold).
+    waiting: Mutex<Option<Waiting>>,
+    starts: AtomicU64,
 }
 
-/// The waiting launcher (one: sandboxed spawns come one at a time from a person or an agent;
-/// a second at the same moment goes cold).
-static WAITING: Mutex<Option<Waiting>> = Mutex::new(None);
-
-/// The launchers the sandbox probed: their spawns go through [`launch`] (a program whose
-/// second argument happens to be the subcommand is not one).
-static KNOWN: Mutex<Vec<Known>> = Mutex::new(Vec::new());
-
-fn waiting() -> std::sync::MutexGuard<'static, Option<Waiting>> {
-    WAITING
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+impl std::fmt::Debug for Waiting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waiting")
+            .field("pid", &self.child.pid)
+            .field("generation", &self.generation)
+            .finish_non_exhaustive()
+    }
 }
 
-fn known() -> std::sync::MutexGuard<'static, Vec<Known>> {
-    KNOWN
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+impl Pool {
+    pub fn new(warm: bool) -> Arc<Self> {
+        Arc::new(Self {
+            warm,
+            started: AtomicBool::new(false),
+            waiting: Mutex::new(None),
+            starts: AtomicU64::new(0),
+        })
+    }
 
-/// Registers `launcher` as one the sandbox runs (see [`super::prepare`], before each
-/// sandboxed spawn), kept started ahead when `warm`. A launcher any store runs warm is warm
-/// for all. The first time it is warm, starts one waiting, now (after the probe, which
-/// blocks for longer): the first sandboxed command finds it.
-pub fn register(launcher: &Launcher, warm: bool) {
-    {
-        let mut known = known();
-        match known.iter_mut().find(|k| k.launcher == *launcher) {
-            Some(k) if k.warm || !warm => return,
-            Some(k) => k.warm = true,
-            None => known.push(Known {
-                launcher: launcher.clone(),
-                warm,
+    fn waiting(&self) -> std::sync::MutexGuard<'_, Option<Waiting>> {
+        self.waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Called as each sandboxed command is planned (after the probe, which blocks for
+    /// longer): the first time, when warm, starts one waiting, so that the first sandboxed
+    /// command finds it.
+    pub fn planned(self: &Arc<Self>, launcher: &Launcher) {
+        if self.warm && !self.started.swap(true, Ordering::SeqCst) {
+            self.fill(launcher);
+        }
+    }
+
+    /// Starts a waiting launcher unless one is already there (on a worker thread of the
+    /// runtime when there is one: the launcher dies with the thread that spawned it, see
+    /// `uexec_sys`).
+    fn refill(self: &Arc<Self>, launcher: &Launcher) {
+        let launcher = launcher.clone();
+        let pool = Arc::downgrade(self);
+        let fill = move || {
+            if let Some(pool) = pool.upgrade() {
+                pool.fill(&launcher);
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn(async move { fill() })),
+            Err(_) => fill(),
+        }
+    }
+
+    /// Starts a waiting launcher unless one is already there.
+    fn fill(self: &Arc<Self>, launcher: &Launcher) {
+        if self.waiting().is_some() {
+            return;
+        }
+        // A spawn failure leaves the slot empty: the next command goes cold and tries again.
+        let generation = self.starts.fetch_add(1, Ordering::Relaxed);
+        let Ok(w) = start(launcher, generation) else {
+            return;
+        };
+        let watch = w.child.pidfd.try_clone();
+        if let Some(old) = self.waiting().replace(w) {
+            old.discard();
+        }
+        if let Ok(watch) = watch {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                drop(runtime.spawn(reap_if_it_dies(Arc::downgrade(self), generation, watch)));
+            }
+        }
+    }
+
+    /// Starts `launcher` for a rendered spawn (`spec.argv` is the launcher's: `[display
+    /// path, subcommand, args...]`): the waiting one when there is one (handed the launch),
+    /// else a cold one. Starts the next waiting launcher either way.
+    pub fn launch(
+        self: &Arc<Self>,
+        launcher: &Launcher,
+        spec: &uexec_sys::ChildSpec,
+    ) -> io::Result<uexec_sys::SpawnedChild> {
+        if self.warm {
+            if let Some(child) = self.launch_warm(launcher, spec)? {
+                return Ok(child);
+            }
+        }
+        // Cold, with the descriptor the program is reached through kept across the exec.
+        match launcher.program_fd() {
+            None => uexec_sys::spawn_child(spec),
+            Some(fd) => uexec_sys::spawn_child(&uexec_sys::ChildSpec {
+                program_fd: Some(fd),
+                ..spec.clone()
             }),
         }
     }
-    if warm {
-        fill(launcher);
+
+    /// Hands the launch to the waiting launcher: `None` when there is none (or it died
+    /// waiting): spawn cold.
+    fn launch_warm(
+        self: &Arc<Self>,
+        launcher: &Launcher,
+        spec: &uexec_sys::ChildSpec,
+    ) -> io::Result<Option<uexec_sys::SpawnedChild>> {
+        let taken = self.waiting().take();
+        self.refill(launcher);
+        let Some(w) = taken else {
+            return Ok(None);
+        };
+        let args: Vec<&[u8]> = spec.argv.iter().skip(2).map(|a| a.as_bytes()).collect();
+        let env: Vec<&[u8]> = spec.envp.iter().map(|e| e.as_bytes()).collect();
+        let message = encode(
+            &args,
+            &env,
+            spec.cwd.as_bytes(),
+            spec.controlling_tty,
+            spec.passed_fd.is_some(),
+        );
+        let stdio: &[RawFd] = if spec.controlling_tty {
+            &spec.stdio[..1]
+        } else {
+            &spec.stdio
+        };
+        let fds: Vec<RawFd> = stdio.iter().copied().chain(spec.passed_fd).collect();
+        match hand_over(&w.control, &message, &fds) {
+            Ok(None) => Ok(Some(w.child)),
+            Ok(Some(report)) => {
+                w.discard();
+                Err(uexec_sys::stage_error(report))
+            }
+            // It died waiting, its socket failed, or it did not answer in time: cold.
+            Err(_) => {
+                w.discard();
+                Ok(None)
+            }
+        }
     }
 }
 
-/// Starts a waiting launcher for `launcher` unless one is already there (on a worker
-/// thread of the runtime when there is one: the launcher dies with the thread that spawned
-/// it, see `sys`).
-fn refill(launcher: &Launcher) {
-    let launcher = launcher.clone();
-    match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => drop(runtime.spawn(async move { fill(&launcher) })),
-        Err(_) => fill(&launcher),
-    }
-}
-
-/// Starts a waiting launcher for `launcher` unless one is already there.
-fn fill(launcher: &Launcher) {
-    if waiting().as_ref().is_some_and(|w| w.launcher == *launcher) {
-        return;
-    }
-    // A spawn failure leaves the slot empty: the next command goes cold and tries again.
-    let Ok(w) = start(launcher) else {
-        return;
-    };
-    let generation = w.generation;
-    let watch = w.child.pidfd.try_clone();
-    if let Some(old) = waiting().replace(w) {
-        old.discard();
-    }
-    if let Ok(watch) = watch {
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            drop(runtime.spawn(reap_if_it_dies(generation, watch)));
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let waiting = self
+            .waiting
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(w) = waiting {
+            w.discard();
         }
     }
 }
@@ -328,14 +415,17 @@ fn fill(launcher: &Launcher) {
 /// A waiting launcher that dies (killed, or a launcher that is not one) is reaped and its
 /// place emptied, rather than left a zombie until the next sandboxed spawn. Once taken by a
 /// launch, it is the session's to reap: the check under the slot's lock tells which.
-async fn reap_if_it_dies(generation: u64, pidfd: OwnedFd) {
+async fn reap_if_it_dies(pool: Weak<Pool>, generation: u64, pidfd: OwnedFd) {
     let Ok(pidfd) = uexec_sys::async_fd(pidfd) else {
         return;
     };
     if pidfd.readable().await.is_err() {
         return;
     }
-    let mut slot = waiting();
+    let Some(pool) = pool.upgrade() else {
+        return;
+    };
+    let mut slot = pool.waiting();
     if slot.as_ref().is_some_and(|w| w.generation == generation) {
         if let Some(dead) = slot.take() {
             drop(slot);
@@ -344,7 +434,7 @@ async fn reap_if_it_dies(generation: u64, pidfd: OwnedFd) {
     }
 }
 
-fn start(launcher: &Launcher) -> io::Result<Waiting> {
+fn start(launcher: &Launcher, generation: u64) -> io::Result<Waiting> {
     let (ours, theirs) = UnixStream::pair()?;
     // A launcher that stops answering (stopped, starved) must not hold the spawning thread:
     // past this, the spawn goes cold and the launcher is killed with its group.
@@ -369,92 +459,11 @@ fn start(launcher: &Launcher) -> io::Result<Waiting> {
         passed_fd: None,
         program_fd: launcher.program_fd(),
     })?;
-    static STARTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     Ok(Waiting {
-        launcher: launcher.clone(),
         child,
         control: ours,
-        generation: STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        generation,
     })
-}
-
-/// Starts the launcher `spec.program` names, if it is one the sandbox runs
-/// ([`register`]): the waiting one when there is one (handed the launch), else a cold one.
-/// `None` when `spec.program` is no such launcher (spawn it as any program).
-/// `spec.argv` is the launcher's (`[display path, subcommand, args...]`). Starts the next
-/// waiting launcher either way.
-pub fn launch(spec: &uexec_sys::ChildSpec) -> io::Result<Option<uexec_sys::SpawnedChild>> {
-    let program = Path::new(std::ffi::OsStr::from_bytes(spec.program.as_bytes()));
-    let Some((launcher, warm)) = known()
-        .iter()
-        .find(|k| k.launcher.program() == program)
-        .map(|k| (k.launcher.clone(), k.warm))
-    else {
-        return Ok(None);
-    };
-    if warm {
-        if let Some(child) = launch_warm(&launcher, spec)? {
-            return Ok(Some(child));
-        }
-    }
-    // Cold, with the descriptor the program is reached through kept across the exec.
-    let child = match launcher.program_fd() {
-        None => uexec_sys::spawn_child(spec)?,
-        Some(fd) => uexec_sys::spawn_child(&uexec_sys::ChildSpec {
-            program_fd: Some(fd),
-            ..spec.clone()
-        })?,
-    };
-    Ok(Some(child))
-}
-
-/// Hands the launch to the waiting launcher: `None` when there is none (or it died
-/// waiting): spawn cold.
-fn launch_warm(
-    launcher: &Launcher,
-    spec: &uexec_sys::ChildSpec,
-) -> io::Result<Option<uexec_sys::SpawnedChild>> {
-    let taken = {
-        let mut slot = waiting();
-        match slot.take() {
-            Some(w) if w.launcher == *launcher => Some(w),
-            other => {
-                *slot = other;
-                None
-            }
-        }
-    };
-    refill(launcher);
-    let Some(w) = taken else {
-        return Ok(None);
-    };
-    let args: Vec<&[u8]> = spec.argv.iter().skip(2).map(|a| a.as_bytes()).collect();
-    let env: Vec<&[u8]> = spec.envp.iter().map(|e| e.as_bytes()).collect();
-    let message = encode(
-        &args,
-        &env,
-        spec.cwd.as_bytes(),
-        spec.controlling_tty,
-        spec.passed_fd.is_some(),
-    );
-    let stdio: &[RawFd] = if spec.controlling_tty {
-        &spec.stdio[..1]
-    } else {
-        &spec.stdio
-    };
-    let fds: Vec<RawFd> = stdio.iter().copied().chain(spec.passed_fd).collect();
-    match hand_over(&w.control, &message, &fds) {
-        Ok(None) => Ok(Some(w.child)),
-        Ok(Some(report)) => {
-            w.discard();
-            Err(uexec_sys::stage_error(report))
-        }
-        // It died waiting, its socket failed, or it did not answer in time: cold.
-        Err(_) => {
-            w.discard();
-            Ok(None)
-        }
-    }
 }
 
 /// Sends the message with the descriptors and waits for the report: `None` when all is

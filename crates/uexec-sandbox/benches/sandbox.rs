@@ -7,15 +7,17 @@
 //! is its own launcher; the `uexec` front would add an exec);
 //! `UEXEC_BENCH_GAP_MS` (default 0: back to back) leaves that long between commands.
 //!
-//! Run: `cargo build --release -p uexec && cargo bench -p uexec-core --bench sandbox`
+//! Run: `cargo build --release -p uexec && cargo bench -p uexec-sandbox --bench sandbox`
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use uexec_core::sandbox::{Network, Profile, SandboxConfig};
+use uexec_core::confine::SandboxConfig;
+use uexec_core::policy::{Network, Profile};
 use uexec_core::{ExecRequest, LocalBackend, SessionStore, StoreConfig};
+use uexec_sandbox::{Launcher, Sandbox};
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -37,8 +39,14 @@ fn request(sandbox: Option<Profile>, network: Option<Network>) -> ExecRequest {
 fn store(launcher: PathBuf, cold_launcher: bool) -> Arc<SessionStore> {
     let config = StoreConfig {
         sandbox: SandboxConfig {
-            launcher: Some(uexec_core::sandbox::Launcher::open(launcher).unwrap()),
-            cold_launcher,
+            confinement: Some({
+                let launcher = Launcher::open(launcher).unwrap();
+                if cold_launcher {
+                    Sandbox::cold(launcher)
+                } else {
+                    Sandbox::new(launcher)
+                }
+            }),
             ..SandboxConfig::default()
         },
         ..StoreConfig::default()

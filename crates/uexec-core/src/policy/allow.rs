@@ -1,8 +1,6 @@
-//! The allowlist's entries, and the variables that point a command's tools at the proxy.
+//! Allowlist entries: `host`, `*.domain`, either with `:port`, or an address.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-
-use super::PROXY_PORT;
+use std::net::IpAddr;
 
 /// One allowlist entry: `host`, `*.domain` (its subdomains) or either with `:port`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,59 +75,15 @@ impl AllowEntry {
     }
 
     /// Whether this entry names `ip` (canonical) itself, for `port`: then that address is
-    /// allowed even when it is not a public one (see [`super::address`]).
+    /// allowed even when it is not a public one.
     pub fn names_address(&self, ip: IpAddr, port: u16) -> bool {
         self.port.is_none_or(|p| p == port) && self.address() == Some(ip)
     }
 
     /// Whether this entry names `localhost` or a name under it.
-    fn names_localhost(&self) -> bool {
+    pub fn names_localhost(&self) -> bool {
         self.host == "localhost" || self.host.ends_with(".localhost")
     }
-}
-
-/// The variables that point tools at the proxy. `NO_PROXY` keeps the namespace's own
-/// loopback (where the command's own servers listen) off the proxy, except what the
-/// allowlist names there: an allowed `127.0.0.1:PORT` is the host's, reached only through
-/// the proxy, so neither `127.0.0.1` nor the `localhost` that means it may send it around.
-pub fn proxy_env(allow: &[AllowEntry]) -> Vec<(&'static str, String)> {
-    let url = format!("http://127.0.0.1:{PROXY_PORT}");
-    let mut env: Vec<(&'static str, String)> = [
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "all_proxy",
-        "npm_config_proxy",
-        "npm_config_https_proxy",
-        "YARN_HTTP_PROXY",
-        "YARN_HTTPS_PROXY",
-        "PIP_PROXY",
-    ]
-    .into_iter()
-    .map(|name| (name, url.clone()))
-    .collect();
-    let local = local_bypass(allow).join(",");
-    env.push(("NO_PROXY", local.clone()));
-    env.push(("no_proxy", local));
-    env
-}
-
-/// The loopback names and addresses `NO_PROXY` holds for `allow` (see [`proxy_env`]).
-fn local_bypass(allow: &[AllowEntry]) -> Vec<&'static str> {
-    let named = |ip: IpAddr| allow.iter().any(|a| a.address() == Some(ip));
-    let v4 = named(IpAddr::V4(Ipv4Addr::LOCALHOST));
-    let v6 = named(IpAddr::V6(Ipv6Addr::LOCALHOST));
-    let localhost = v4 || v6 || allow.iter().any(AllowEntry::names_localhost);
-    [
-        (!localhost).then_some("localhost"),
-        (!v4).then_some("127.0.0.1"),
-        (!v6).then_some("::1"),
-    ]
-    .into_iter()
-    .flatten()
-    .collect()
 }
 
 #[cfg(test)]
@@ -189,21 +143,5 @@ mod tests {
             !name.names_address(ip("127.0.0.1"), 8080),
             "a name names no address"
         );
-    }
-
-    #[test]
-    fn no_proxy_leaves_out_the_loopback_the_allowlist_names() {
-        let bypass = |list: &[&str]| local_bypass(&entries(list)).join(",");
-        assert_eq!(bypass(&["example.com"]), "localhost,127.0.0.1,::1");
-        assert_eq!(bypass(&["127.0.0.1:8080"]), "::1");
-        assert_eq!(bypass(&["[::1]:8080"]), "127.0.0.1");
-        assert_eq!(bypass(&["127.0.0.1", "[::1]"]), "");
-        assert_eq!(bypass(&["localhost:8080"]), "127.0.0.1,::1");
-        assert_eq!(bypass(&["*.localhost"]), "127.0.0.1,::1");
-        assert_eq!(bypass(&["[::ffff:127.0.0.1]:80"]), "::1");
-        let env = proxy_env(&entries(&["127.0.0.1:8080"]));
-        for name in ["NO_PROXY", "no_proxy"] {
-            assert!(env.contains(&(name, "::1".to_owned())), "{env:?}");
-        }
     }
 }

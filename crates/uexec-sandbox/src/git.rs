@@ -313,7 +313,7 @@ fn write_record(base: &Path, registry: &Registry) {
         text.push(0);
     }
     let next = base.join(format!("{RECORD_PREFIX}{}.next", std::process::id()));
-    let written = crate::fs::new_private_file(&next)
+    let written = uexec_core::fs::new_private_file(&next)
         .and_then(|mut f| io::Write::write_all(&mut f, &text))
         .and_then(|()| std::fs::rename(&next, &path));
     if written.is_err() {

@@ -31,7 +31,9 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 
 use super::protect::{Mount, READ_ONLY_FLAG, WRITABLE_FLAG};
-use super::{namespaces, Layer, FAULT_ENV, LAUNCHER_FAILED_EXIT_CODE};
+use uexec_core::policy::Layer;
+
+use super::{namespaces, FAULT_ENV, LAUNCHER_FAILED_EXIT_CODE};
 
 /// Exit code when the command cannot be executed (as a shell says for "not found").
 const EXEC_FAILED_EXIT_CODE: i32 = 127;
@@ -233,9 +235,8 @@ fn apply(launch: &mut Launch) -> Result<i32, (Layer, String)> {
         Ok(Some(init)) => {
             drop(alive_read);
             let code = match uexec_sys::wait_child(Some(init)) {
-                Ok((_, status)) => {
-                    crate::backend::local::exit_code_of(status).unwrap_or(LAUNCHER_FAILED_EXIT_CODE)
-                }
+                Ok((_, status)) => uexec_core::backend::local::exit_code_of(status)
+                    .unwrap_or(LAUNCHER_FAILED_EXIT_CODE),
                 Err(_) => LAUNCHER_FAILED_EXIT_CODE,
             };
             drop(alive_write);
@@ -266,7 +267,7 @@ fn init(launch: &Launch) -> i32 {
     loop {
         match uexec_sys::wait_child(None) {
             Ok((pid, status)) if pid == command => {
-                return crate::backend::local::exit_code_of(status)
+                return uexec_core::backend::local::exit_code_of(status)
                     .unwrap_or(LAUNCHER_FAILED_EXIT_CODE)
             }
             Ok(_) => {}

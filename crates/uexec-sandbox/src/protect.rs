@@ -39,6 +39,8 @@
 
 use std::path::{Path, PathBuf};
 
+use uexec_core::confine::UexecDirs;
+
 use super::{git, Launcher};
 
 /// One mount the launcher makes, in order.
@@ -134,25 +136,6 @@ pub fn mounts(c: Candidates<'_>) -> Vec<Mount> {
     out
 }
 
-/// uexec's directories that one store's configuration names, besides the per-user ones.
-#[derive(Debug, Clone, Default)]
-pub struct UexecDirs {
-    /// The transcripts root (`StoreConfig::transcripts`, perhaps a `--transcripts-dir`).
-    pub transcripts: Option<PathBuf>,
-    /// Where shell snapshots are kept (`StoreConfig::shell_snapshots`).
-    pub shell_snapshots: Option<PathBuf>,
-}
-
-impl UexecDirs {
-    /// Those of `config`.
-    pub fn of(config: &crate::config::StoreConfig) -> Self {
-        Self {
-            transcripts: config.transcripts.as_ref().map(|t| t.root.clone()),
-            shell_snapshots: config.shell_snapshots.as_ref().map(|s| s.dir()),
-        }
-    }
-}
-
 /// The name of the front executable, installed beside the engine.
 const FRONT_NAME: &str = "uexec";
 
@@ -161,12 +144,12 @@ const FRONT_NAME: &str = "uexec";
 /// base, and the launcher's binary with the `uexec` front beside it.
 pub fn own_paths(store: &UexecDirs, launcher: &Launcher) -> OwnPaths {
     let dirs = [
-        Some(crate::fs::runtime_dir_path()),
-        crate::fs::state_dir(),
-        crate::fs::config_dir(),
+        Some(uexec_core::fs::runtime_dir_path()),
+        uexec_core::fs::state_dir(),
+        uexec_core::fs::config_dir(),
         store.transcripts.clone(),
         store.shell_snapshots.clone(),
-        Some(crate::fs::sandbox_base_path()),
+        Some(uexec_core::fs::sandbox_base_path()),
     ];
     let engine = launcher.display().to_path_buf();
     let front = engine.with_file_name(FRONT_NAME);
@@ -207,7 +190,7 @@ pub fn protection(
     for dir in &own.dirs {
         if overlaps(dir) {
             // Refused (another user's, a symlink): mounted over as it is, if it exists.
-            let _ = crate::fs::private_dir(dir);
+            let _ = uexec_core::fs::private_dir(dir);
         }
         uexec.extend(real(dir));
     }
