@@ -1,0 +1,99 @@
+//! What every verb shares: the exit codes a failure means, one tool call that turns a tool
+//! error into that failure, the wait conditions of `run` and `poll`, and JSON output.
+//!
+//! A verb file uses this and [`conn`](super::conn), never another verb file.
+
+use serde_json::{json, Value};
+
+use super::conn::{Conn, ToolResult};
+use uexec_core::until::{MAX_IDLE_MS, MIN_IDLE_MS};
+
+/// The session does not exist (any more).
+pub const EXIT_NO_SESSION: u8 = 3;
+/// uexec itself failed.
+pub const EXIT_UEXEC: u8 = 125;
+
+/// Wait conditions of `run` and `poll` (the window stays the cap).
+#[derive(Debug, Clone, Default, PartialEq, clap::Args)]
+pub struct UntilArgs {
+    /// Return as soon as the output matches this regex.
+    #[arg(long, value_name = "REGEX")]
+    pub until_pattern: Option<String>,
+    /// Return once the output has been quiet this many ms (10 to 300000; after some output).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(i64).range(MIN_IDLE_MS..=MAX_IDLE_MS))]
+    pub until_idle: Option<i64>,
+    /// Return when the command waits for input (a prompt).
+    #[arg(long)]
+    pub until_prompt: bool,
+}
+
+impl UntilArgs {
+    pub(super) fn json(&self) -> Option<Value> {
+        if self.until_pattern.is_none() && self.until_idle.is_none() && !self.until_prompt {
+            return None;
+        }
+        let mut until = json!({});
+        if let Some(p) = &self.until_pattern {
+            until["pattern"] = json!(p);
+        }
+        if let Some(ms) = self.until_idle {
+            until["idle_ms"] = json!(ms);
+        }
+        if self.until_prompt {
+            until["prompt"] = json!(true);
+        }
+        Some(until)
+    }
+}
+
+/// A failure, with the exit code it means.
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Self {
+            code: EXIT_UEXEC,
+            message: format!("{e:#}"),
+        }
+    }
+}
+
+/// A tool error as a failure: an unknown session is [`EXIT_NO_SESSION`], a bad argument a
+/// usage error (2).
+pub(super) fn tool_failure(result: &ToolResult) -> Failure {
+    let code = if result.text.contains("Unknown process id") {
+        EXIT_NO_SESSION
+    } else if result.text.contains("invalid arguments: ") {
+        2
+    } else {
+        EXIT_UEXEC
+    };
+    Failure {
+        code,
+        message: result.text.clone(),
+    }
+}
+
+/// Calls a tool; its error is a [`Failure`].
+pub(super) async fn call(conn: &mut Conn, tool: &str, args: Value) -> Result<ToolResult, Failure> {
+    let result = conn.call(tool, args).await?;
+    if result.is_error {
+        return Err(tool_failure(&result));
+    }
+    Ok(result)
+}
+
+pub(super) fn print_json(v: &Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+/// A command's exit code as this process's, clamped to 0..=255 (1 when it has none).
+pub(super) fn exit_code_of(code: Option<i64>) -> u8 {
+    match code {
+        Some(c) => u8::try_from(c.clamp(0, 255)).unwrap_or(1),
+        None => 1,
+    }
+}

@@ -1,0 +1,220 @@
+//! `uexec logs ID`: a session's transcript, from the start or its last lines, once or
+//! followed until the session ends (as `tail -f`), as raw output, JSON pages or an
+//! asciicast recording.
+//!
+//! Following:
+//!
+//! 1. read pages of `read_output` from the offset reached, printing each;
+//! 2. once caught up and quiet for a while, ask `list_sessions` whether it still runs;
+//! 3. when it no longer does, read one last page (what it printed before the exit) and stop.
+//!
+//! The asciicast export reads the transcript directory itself: it is transcript logic,
+//! kept apart at the end of this file (`fn asciicast`).
+
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::common::{call, Failure, EXIT_UEXEC};
+use super::conn::{Conn, Target};
+
+/// The most one `read_output` page carries, in bytes.
+const PAGE_LIMIT_BYTES: u64 = 262_144;
+/// How long a followed session stays quiet before `logs -f` asks whether it still runs, in ms.
+const QUIET_BEFORE_CHECK_MS: u64 = 500;
+/// How often `logs -f` looks for more output once caught up, in ms.
+const FOLLOW_INTERVAL_MS: u64 = 100;
+
+/// `uexec logs`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LogsArgs {
+    /// The session (running, or recently exited).
+    pub id: i32,
+    /// Keep printing what it prints until it exits.
+    #[arg(short, long)]
+    pub follow: bool,
+    /// Only the last N lines (1 to 10000).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..=10_000))]
+    pub tail: Option<i64>,
+    /// Print pages as JSON lines (offset, text) instead of raw output.
+    #[arg(long)]
+    pub json: bool,
+    /// Print the transcript as an asciicast v2 recording (with its timing), for players
+    /// such as `asciinema play`.
+    #[arg(long, conflicts_with_all = ["follow", "tail", "json"])]
+    pub asciicast: bool,
+}
+
+pub async fn logs(target: &Target, args: LogsArgs) -> Result<ExitCode, Failure> {
+    let mut conn = Conn::open(target, Vec::new())?;
+    if args.asciicast {
+        let page = call(
+            &mut conn,
+            "read_output",
+            json!({"session_id": args.id, "limit": 1}),
+        )
+        .await?;
+        let dir = page.structured["transcript"].as_str().unwrap_or_default();
+        let cast = asciicast(std::path::Path::new(dir)).map_err(|e| Failure {
+            code: EXIT_UEXEC,
+            message: format!("cannot read the transcript {dir}: {e}"),
+        })?;
+        std::io::stdout()
+            .write_all(&cast)
+            .map_err(anyhow::Error::from)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut offset = match args.tail {
+        Some(n) => {
+            let page = call(
+                &mut conn,
+                "read_output",
+                json!({"session_id": args.id, "tail_lines": n}),
+            )
+            .await?;
+            emit_page(&page.structured, args.json);
+            page.structured["next_offset"].as_u64().unwrap_or(0)
+        }
+        None => 0,
+    };
+    let mut quiet_since = tokio::time::Instant::now();
+    loop {
+        let page = call(
+            &mut conn,
+            "read_output",
+            json!({"session_id": args.id, "offset": offset, "limit": PAGE_LIMIT_BYTES}),
+        )
+        .await?;
+        let next = page.structured["next_offset"].as_u64().unwrap_or(offset);
+        if next > offset {
+            emit_page(&page.structured, args.json);
+            let _ = std::io::stdout().flush();
+            offset = next;
+            quiet_since = tokio::time::Instant::now();
+            continue;
+        }
+        if !args.follow {
+            return Ok(ExitCode::SUCCESS);
+        }
+        // Caught up: stop once the session is over, else look again shortly (as `tail -f`).
+        if quiet_since.elapsed() >= Duration::from_millis(QUIET_BEFORE_CHECK_MS) {
+            let listed = call(&mut conn, "list_sessions", json!({})).await?;
+            let alive = listed.structured["sessions"].as_array().is_some_and(|all| {
+                all.iter().any(|s| {
+                    s["session_id"].as_i64() == Some(i64::from(args.id)) && s["state"] == "running"
+                })
+            });
+            if !alive {
+                // One last read: what it printed before the exit.
+                let last = call(
+                    &mut conn,
+                    "read_output",
+                    json!({"session_id": args.id, "offset": offset, "limit": PAGE_LIMIT_BYTES}),
+                )
+                .await?;
+                if last.structured["next_offset"].as_u64().unwrap_or(offset) > offset {
+                    emit_page(&last.structured, args.json);
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            quiet_since = tokio::time::Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(FOLLOW_INTERVAL_MS)).await;
+    }
+}
+
+/// One page as asked: its text as it was printed, or a JSON line with its offsets.
+fn emit_page(page: &Value, json: bool) {
+    if json {
+        println!(
+            "{}",
+            json!({"offset": page["offset"], "next_offset": page["next_offset"], "text": page["text"]})
+        );
+    } else {
+        print!("{}", page["text"].as_str().unwrap_or_default());
+    }
+}
+
+// The asciicast export: transcript logic (a transcript directory in, a recording out),
+// not the verb's. It reads no daemon and prints nothing.
+
+/// A transcript directory as an asciicast v2 recording: a header, then one output event per
+/// timing line; bytes that rotated away are left out, and a character split between two
+/// writes is kept whole.
+fn asciicast(dir: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    let meta = std::fs::read_to_string(dir.join("meta")).unwrap_or_default();
+    let field = |name: &str| {
+        meta.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}=")))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut segments: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(dir)?
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let index = name.strip_prefix("output.")?.parse().ok()?;
+            Some((index, e.path()))
+        })
+        .collect();
+    segments.sort();
+    let segment_len = segments
+        .first()
+        .map(|(_, p)| std::fs::metadata(p).map(|m| m.len()))
+        .transpose()?
+        .unwrap_or(0);
+    let first_index = segments.first().map_or(0, |(i, _)| *i);
+    // Segments are all full but the last: the first kept one's length is the segment size
+    // unless it is also the last.
+    let first_kept = if segments.len() > 1 {
+        first_index * segment_len
+    } else {
+        0
+    };
+    let mut data = Vec::new();
+    for (_, path) in &segments {
+        data.extend(std::fs::read(path)?);
+    }
+    let mut out = serde_json::to_vec(&json!({
+        "version": 2,
+        "width": 80,
+        "height": 24,
+        "timestamp": field("started_unix").parse::<u64>().unwrap_or(0),
+        "title": field("command"),
+    }))
+    .map_err(std::io::Error::other)?;
+    out.push(b'\n');
+    let timing = std::fs::read_to_string(dir.join("timing")).unwrap_or_default();
+    let mut at = 0u64;
+    let mut carry: Vec<u8> = Vec::new();
+    for line in timing.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(t), Some(n)) = (
+            words.next().and_then(|w| w.parse::<f64>().ok()),
+            words.next().and_then(|w| w.parse::<u64>().ok()),
+        ) else {
+            continue;
+        };
+        let (start, end) = (at, at + n);
+        at = end;
+        if end <= first_kept {
+            continue;
+        }
+        let from = usize::try_from(start.max(first_kept) - first_kept).unwrap_or(usize::MAX);
+        let to = usize::try_from(end - first_kept)
+            .unwrap_or(usize::MAX)
+            .min(data.len());
+        if from >= to {
+            continue;
+        }
+        carry.extend_from_slice(&data[from..to]);
+        let whole = carry.len() - uexec_core::utf8::incomplete_suffix_len(&carry);
+        let text = String::from_utf8_lossy(&carry[..whole]).into_owned();
+        carry.drain(..whole);
+        out.extend(serde_json::to_vec(&json!([t, "o", text])).map_err(std::io::Error::other)?);
+        out.push(b'\n');
+    }
+    Ok(out)
+}

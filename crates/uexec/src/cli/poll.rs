@@ -1,0 +1,45 @@
+//! `uexec poll ID`: what a session printed since the last look (`write_stdin` with no
+//! input), waiting up to the window or a wait condition; it exits with the command's code
+//! once the command has exited.
+
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use super::common::{call, exit_code_of, print_json, Failure, UntilArgs};
+use super::conn::{Conn, Target};
+use uexec_core::limits::{MAX_EMPTY_POLL_YIELD_TIME_MS, MIN_EMPTY_POLL_YIELD_TIME_MS};
+
+/// `uexec poll`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PollArgs {
+    /// The session.
+    pub id: i32,
+    /// How long to wait for output, in ms (5000 to 300000; returns early at the exit).
+    #[arg(long = "yield", value_name = "MS", default_value_t = 5_000, value_parser = clap::value_parser!(i64).range(MIN_EMPTY_POLL_YIELD_TIME_MS as i64..=MAX_EMPTY_POLL_YIELD_TIME_MS as i64))]
+    pub yield_ms: i64,
+    #[command(flatten)]
+    pub until: UntilArgs,
+    /// Print the result as JSON (output, exit_code or session_id, reason).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn poll(target: &Target, args: PollArgs) -> Result<ExitCode, Failure> {
+    let mut conn = Conn::open(target, Vec::new())?;
+    let mut poll_args = json!({"session_id": args.id, "yield_time_ms": args.yield_ms});
+    if let Some(until) = args.until.json() {
+        poll_args["until"] = until;
+    }
+    let result = call(&mut conn, "write_stdin", poll_args).await?;
+    let s = &result.structured;
+    if args.json {
+        print_json(s);
+    } else {
+        print!("{}", s["output"].as_str().unwrap_or_default());
+    }
+    if s.get("exit_code").is_some() {
+        return Ok(ExitCode::from(exit_code_of(s["exit_code"].as_i64())));
+    }
+    Ok(ExitCode::SUCCESS)
+}

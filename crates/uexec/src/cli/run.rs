@@ -1,0 +1,386 @@
+//! `uexec run [FLAGS] [--] CMD...`: one `exec_command` as a person, its output printed and
+//! the command's own exit code returned (0 when it still runs as a session).
+//!
+//! The front (`uexec`, without the engine linked in) makes a plain run itself, so this file
+//! holds the run in the two readings that must agree:
+//!
+//! 1. clap reads [`RunArgs`] for the engine;
+//! 2. [`plain_run`] reads the same words by hand for the front, or gives up (None) where
+//!    the engine should decide (help, an unknown flag, a value out of range...);
+//! 3. both build the call with [`run_call_args`] and print its answer with [`finish_run`].
+//!
+//! The tests check that every reading [`plain_run`] makes is clap's.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde_json::{json, Value};
+
+use super::common::{exit_code_of, print_json, tool_failure, Failure, UntilArgs};
+use super::conn::{Conn, Target, ToolResult};
+use uexec_core::limits::{MAX_TIMEOUT_MS, MIN_TIMEOUT_MS};
+use uexec_core::until::{MAX_IDLE_MS, MIN_IDLE_MS};
+
+/// `uexec run --yield`: its default and its bounds, in ms.
+pub const RUN_YIELD_DEFAULT_MS: i64 = 10_000;
+pub const RUN_YIELD_MIN_MS: i64 = 250;
+pub const RUN_YIELD_MAX_MS: i64 = 30_000;
+
+/// `uexec run`.
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+pub struct RunArgs {
+    /// Run in a pseudo-terminal (24x80), so it can be typed into (`uexec send`).
+    #[arg(long)]
+    pub tty: bool,
+    /// How long to watch before returning, in ms (250 to 30000; default 10000). A command
+    /// still running then stays in the daemon as a session.
+    #[arg(long = "yield", value_name = "MS", default_value_t = RUN_YIELD_DEFAULT_MS, value_parser = clap::value_parser!(i64).range(RUN_YIELD_MIN_MS..=RUN_YIELD_MAX_MS))]
+    pub yield_ms: i64,
+    /// Working directory (default: the current one).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
+    /// Set NAME=VALUE for the command. Repeatable.
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_assignment)]
+    pub env: Vec<(String, String)>,
+    /// Run the shell without a login (`-c`, no profiles) instead of `-lc`.
+    #[arg(long)]
+    pub no_login: bool,
+    #[command(flatten)]
+    pub until: UntilArgs,
+    /// Hard timeout in ms (100 to 86400000): SIGTERM, then SIGKILL 2 s later; exit code 124.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(i64).range(MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS))]
+    pub timeout: Option<i64>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The command and its arguments (one argument is taken as a shell command line). A
+    /// word before it that starts with `-` is a flag of `run` (a mistyped one is an error):
+    /// put `--` before a command that starts with `-`.
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// `--env NAME=VALUE`.
+pub fn parse_assignment(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("expected NAME=VALUE, got {s:?}")),
+    }
+}
+
+/// Quotes `args` into one shell command line (one argument is a command line already).
+fn command_line(args: &[String]) -> String {
+    if let [one] = args {
+        return one.clone();
+    }
+    args.iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub async fn run(target: &Target, args: RunArgs) -> Result<ExitCode, Failure> {
+    let mut conn = Conn::open(target, args.env.clone())?;
+    let result = conn.call("exec_command", run_call_args(&args)).await?;
+    finish_run(&args, &result).map(ExitCode::from)
+}
+
+/// `uexec run [FLAGS] [--] CMD...` (`args` with `argv[0]`) read as clap reads it for the
+/// engine, or None when the front should not decide (an unknown or repeated flag, a value
+/// out of range, help, a missing command, an argument that is not UTF-8...). Returns the
+/// `--socket` and the run.
+pub fn plain_run(args: &[OsString]) -> Option<(Option<PathBuf>, RunArgs)> {
+    let mut words = args.iter().skip(1).map(|a| a.to_str());
+    if words.next()?? != "run" {
+        return None;
+    }
+    let mut run = RunArgs {
+        tty: false,
+        yield_ms: RUN_YIELD_DEFAULT_MS,
+        cwd: None,
+        env: Vec::new(),
+        no_login: false,
+        until: UntilArgs::default(),
+        timeout: None,
+        json: false,
+        command: Vec::new(),
+    };
+    let mut socket = None;
+    let mut seen: Vec<&str> = Vec::new();
+    while let Some(word) = words.next() {
+        let word = word?;
+        if word == "--" || !word.starts_with('-') {
+            // The command: this word (unless `--`) and every word after it.
+            if word != "--" {
+                run.command.push(word.to_owned());
+            }
+            for word in words.by_ref() {
+                run.command.push(word?.to_owned());
+            }
+            break;
+        }
+        let (name, inline) = match word.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (word, None),
+        };
+        if seen.contains(&name) && name != "--env" {
+            return None;
+        }
+        seen.push(name);
+        let flag = match name {
+            "--tty" => &mut run.tty,
+            "--no-login" => &mut run.no_login,
+            "--json" => &mut run.json,
+            "--until-prompt" => &mut run.until.until_prompt,
+            _ => {
+                let value = match inline {
+                    Some(value) => value,
+                    None => words.next()??,
+                };
+                if value.is_empty() || value.starts_with('-') {
+                    return None;
+                }
+                match name {
+                    "--yield" => run.yield_ms = ms_in(value, RUN_YIELD_MIN_MS..=RUN_YIELD_MAX_MS)?,
+                    "--cwd" => run.cwd = Some(value.to_owned()),
+                    "--env" => run.env.push(parse_assignment(value).ok()?),
+                    "--timeout" => {
+                        run.timeout = Some(ms_in(value, MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS)?)
+                    }
+                    "--until-pattern" => run.until.until_pattern = Some(value.to_owned()),
+                    "--until-idle" => {
+                        run.until.until_idle = Some(ms_in(value, MIN_IDLE_MS..=MAX_IDLE_MS)?)
+                    }
+                    "--socket" => socket = Some(PathBuf::from(value)),
+                    _ => return None,
+                }
+                continue;
+            }
+        };
+        if inline.is_some() {
+            return None;
+        }
+        *flag = true;
+    }
+    if run.command.is_empty() {
+        return None;
+    }
+    Some((socket, run))
+}
+
+/// `value` in ms if it is within `range`, as clap checks it for the engine (None: the
+/// engine says why).
+fn ms_in(value: &str, range: std::ops::RangeInclusive<i64>) -> Option<i64> {
+    let ms = value.parse().ok()?;
+    range.contains(&ms).then_some(ms)
+}
+
+/// The `exec_command` arguments of a `uexec run`.
+pub fn run_call_args(args: &RunArgs) -> Value {
+    let mut call_args = json!({
+        "cmd": command_line(&args.command),
+        "tty": args.tty,
+        "yield_time_ms": args.yield_ms,
+        "login": !args.no_login,
+    });
+    if let Some(cwd) = &args.cwd {
+        call_args["workdir"] = json!(cwd);
+    }
+    if let Some(until) = args.until.json() {
+        call_args["until"] = until;
+    }
+    if let Some(ms) = args.timeout {
+        call_args["timeout_ms"] = json!(ms);
+    }
+    call_args
+}
+
+/// Prints what a `uexec run` got and says what to exit with: the command's own code, or 0
+/// when it still runs as a session.
+pub fn finish_run(args: &RunArgs, result: &ToolResult) -> Result<u8, Failure> {
+    if result.is_error {
+        return Err(tool_failure(result));
+    }
+    let s = &result.structured;
+    if args.json {
+        print_json(s);
+    } else {
+        print!("{}", s["output"].as_str().unwrap_or_default());
+    }
+    if let Some(id) = s["session_id"].as_i64() {
+        if !args.json {
+            eprintln!("uexec: still running as session {id}: `uexec logs -f {id}` follows it, `uexec wait {id}` waits for it, `uexec kill {id}` stops it");
+        }
+        return Ok(0);
+    }
+    Ok(exit_code_of(s["exit_code"].as_i64()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `uexec run` as the engine parses it.
+    #[derive(Debug, clap::Parser)]
+    #[command(name = "uexec")]
+    struct Cli {
+        #[command(subcommand)]
+        verb: Verb,
+    }
+
+    #[derive(Debug, clap::Subcommand)]
+    enum Verb {
+        Run {
+            #[command(flatten)]
+            target: Target,
+            #[command(flatten)]
+            args: RunArgs,
+        },
+    }
+
+    fn argv(words: &[&str]) -> Vec<OsString> {
+        ["uexec", "run"]
+            .iter()
+            .chain(words)
+            .map(OsString::from)
+            .collect()
+    }
+
+    fn by_clap(argv: &[OsString]) -> Option<(Option<PathBuf>, RunArgs)> {
+        let Cli {
+            verb: Verb::Run { target, args },
+        } = <Cli as clap::Parser>::try_parse_from(argv).ok()?;
+        Some((target.socket, args))
+    }
+
+    /// Every reading the front makes is the engine's, for every sequence of up to three
+    /// words from a pool of flags, values and commands (the engine may take more).
+    #[test]
+    fn the_front_reads_a_run_as_the_engine_does_or_leaves_it_to_the_engine() {
+        let pool = [
+            "--tty",
+            "--no-login",
+            "--json",
+            "--until-prompt",
+            "--yield",
+            "300",
+            "--yield=250",
+            "30001",
+            "--env",
+            "A=1",
+            "--env=B=",
+            "=x",
+            "--cwd",
+            "/tmp",
+            "--cwd=",
+            "--timeout",
+            "-5",
+            "--until-idle",
+            "x",
+            "--until-pattern",
+            "--socket=/s",
+            "--",
+            "echo",
+            "-n",
+            "--tty=1",
+            "-h",
+            "--help",
+            "--log-file",
+            "--ttyy",
+        ];
+        let mut sequences: Vec<Vec<&str>> = vec![vec![]];
+        for _ in 0..3 {
+            let longer: Vec<Vec<&str>> = sequences
+                .iter()
+                .filter(|s| s.len() == sequences.last().map_or(0, Vec::len))
+                .flat_map(|s| {
+                    pool.iter().map(move |w| {
+                        let mut s = s.clone();
+                        s.push(w);
+                        s
+                    })
+                })
+                .collect();
+            sequences.extend(longer);
+        }
+        let mut made = 0;
+        for words in &sequences {
+            let argv = argv(words);
+            if let Some(ours) = plain_run(&argv) {
+                made += 1;
+                assert_eq!(Some(ours), by_clap(&argv), "{words:?}");
+            }
+        }
+        assert!(made > 1_000, "the front made only {made} of the runs");
+    }
+
+    #[test]
+    fn the_usual_runs_are_made_by_the_front() {
+        for words in [
+            &["--", "true"][..],
+            &["make", "test"],
+            &["--tty", "--yield", "2000", "--", "python3"],
+            &[
+                "--json", "--env", "A=1", "--cwd=/", "--", "sh", "-c", "echo $A",
+            ],
+            &[
+                "--until-pattern",
+                "ready",
+                "--timeout",
+                "600000",
+                "--",
+                "npm run dev",
+            ],
+            &[
+                "--no-login",
+                "--until-idle",
+                "500",
+                "--until-prompt",
+                "--socket",
+                "/s",
+                "x",
+            ],
+        ] {
+            let argv = argv(words);
+            assert!(plain_run(&argv).is_some(), "{words:?}");
+            assert_eq!(plain_run(&argv), by_clap(&argv), "{words:?}");
+        }
+    }
+
+    #[test]
+    fn help_bad_values_and_anything_unknown_are_the_engines() {
+        for words in [
+            &[][..],
+            &["--help"],
+            &["--yield", "10", "--", "true"],
+            &["--yield", "x", "--", "true"],
+            &["--env", "novalue", "--", "true"],
+            &["--tty", "--tty", "--", "true"],
+            &["--cwd", "--", "true"],
+            &["--log-file", "l", "--", "true"],
+            &["--frobnicate", "--", "true"],
+            &["--"],
+        ] {
+            assert_eq!(plain_run(&argv(words)), None, "{words:?}");
+        }
+        // Not a run at all, or not UTF-8.
+        assert_eq!(
+            plain_run(&[OsString::from("uexec"), OsString::from("ls")]),
+            None
+        );
+        use std::os::unix::ffi::OsStringExt;
+        let mut bad = argv(&["--", "echo"]);
+        bad.push(OsString::from_vec(vec![0xff]));
+        assert_eq!(plain_run(&bad), None);
+    }
+}

@@ -1,0 +1,74 @@
+//! `uexec send ID [TEXT]`: types into a session, as a person at its terminal would.
+//!
+//! Enter is a carriage return on a terminal and a newline on a pipe, and the end of input
+//! is Ctrl-D on a terminal but closing the pipe otherwise: so the session's kind is looked
+//! up first (`list_sessions`) when the text gets an Enter or `--eof`.
+
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use super::common::{call, print_json, Failure};
+use super::conn::{Conn, Target};
+
+/// `uexec send`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SendArgs {
+    /// The session.
+    pub id: i32,
+    /// Text to type; a newline (Enter) is added unless --no-newline.
+    #[arg(required_unless_present_any = ["ctrl_c", "eof"])]
+    pub text: Option<String>,
+    /// Do not add the newline.
+    #[arg(short = 'n', long)]
+    pub no_newline: bool,
+    /// Send Ctrl-C (an interrupt) instead of text.
+    #[arg(long, conflicts_with_all = ["text", "eof"])]
+    pub ctrl_c: bool,
+    /// End the input (after the text, if any): close the stdin pipe, or on a terminal
+    /// type Ctrl-D, which ends input at the start of a line.
+    #[arg(long)]
+    pub eof: bool,
+    /// Print the daemon's answer as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn send(target: &Target, args: SendArgs) -> Result<ExitCode, Failure> {
+    let mut conn = Conn::open(target, Vec::new())?;
+    let mut eof = args.eof;
+    let chars = if args.ctrl_c {
+        "\u{3}".to_owned()
+    } else {
+        let mut text = args.text.clone().unwrap_or_default();
+        let enter = !args.no_newline && args.text.is_some();
+        if enter || eof {
+            // Enter is a carriage return on a terminal, a newline on a pipe; the end of
+            // input is Ctrl-D on a terminal, closing the pipe otherwise.
+            let listed = call(&mut conn, "list_sessions", json!({})).await?;
+            let tty = listed.structured["sessions"].as_array().is_some_and(|all| {
+                all.iter().any(|s| {
+                    s["session_id"].as_i64() == Some(i64::from(args.id)) && s["tty"] == true
+                })
+            });
+            if enter {
+                text.push(if tty { '\r' } else { '\n' });
+            }
+            if eof && tty {
+                text.push('\u{4}');
+                eof = false;
+            }
+        }
+        text
+    };
+    let result = call(
+        &mut conn,
+        "send_input",
+        json!({"session_id": args.id, "chars": chars, "eof": eof}),
+    )
+    .await?;
+    if args.json {
+        print_json(&result.structured);
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,69 @@
+//! `uexec wait ID`: waits for a session's end and exits with its code (124 after
+//! `--timeout`).
+//!
+//! The wait is a loop of `await_exit` calls of at most [`AWAIT_EXIT_MAX_SECS`] each (the
+//! longest the tool accepts), and `--timeout`'s deadline is checked between them.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::common::{call, exit_code_of, print_json, Failure};
+use super::conn::{Conn, Target};
+
+/// The longest one `await_exit` call may wait, in seconds (its `yield_time_ms` bound).
+const AWAIT_EXIT_MAX_SECS: u64 = 300;
+
+/// `uexec wait`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WaitArgs {
+    /// The session.
+    pub id: i32,
+    /// Give up after this many seconds (exit 124); default: wait as long as it runs.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
+    /// Print the session's end as JSON (exit_code, exited, exit_notices).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn wait(target: &Target, args: WaitArgs) -> Result<ExitCode, Failure> {
+    let mut conn = Conn::open(target, Vec::new())?;
+    let deadline = args
+        .timeout
+        .map(|s| tokio::time::Instant::now() + Duration::from_secs(s));
+    loop {
+        let chunk = match deadline {
+            Some(d) => d
+                .saturating_duration_since(tokio::time::Instant::now())
+                .min(Duration::from_secs(AWAIT_EXIT_MAX_SECS)),
+            None => Duration::from_secs(AWAIT_EXIT_MAX_SECS),
+        };
+        let result = call(
+            &mut conn,
+            "await_exit",
+            json!({"session_id": args.id, "yield_time_ms": chunk.as_millis() as u64}),
+        )
+        .await?;
+        let s = &result.structured;
+        if s["exited"] == true {
+            if args.json {
+                print_json(s);
+            }
+            return Ok(ExitCode::from(exit_code_of(s["exit_code"].as_i64())));
+        }
+        if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+            if args.json {
+                print_json(s);
+            } else {
+                eprintln!(
+                    "uexec: session {} still runs after {} s",
+                    args.id,
+                    args.timeout.unwrap_or(0)
+                );
+            }
+            return Ok(ExitCode::from(124));
+        }
+    }
+}
