@@ -52,46 +52,41 @@ pub struct Snapshot {
     pub sandbox: Option<crate::policy::SandboxReport>,
 }
 
-impl Snapshot {
-    /// Builds a snapshot from drained output under a token budget.
-    pub fn new(
-        drained: &Drained,
-        max_output_tokens: u64,
-        wall_time: Duration,
-        exit_code: Option<i32>,
-        session_id: Option<i32>,
-    ) -> Self {
-        Self::cleaned(
-            drained,
-            max_output_tokens,
-            Hygiene::default(),
-            wall_time,
-            exit_code,
-            session_id,
-        )
-    }
+/// A result says one thing about its process: running (with the id to poll), or exited
+/// (with its code, when known).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Running { session_id: i32 },
+    Exited { exit_code: Option<i32> },
+}
 
-    /// [`Self::new`] with the body cleaned before it is counted and truncated.
-    pub fn cleaned(
-        drained: &Drained,
-        max_output_tokens: u64,
-        hygiene: Hygiene,
-        wall_time: Duration,
-        exit_code: Option<i32>,
-        session_id: Option<i32>,
-    ) -> Self {
-        let body = Body::cleaned(drained, max_output_tokens, hygiene);
+/// Everything a call observed besides the output itself, fixed before its snapshot is built:
+/// the snapshot is made whole, once, from this and the drained output.
+#[derive(Debug, Clone)]
+pub struct Observed {
+    pub status: Status,
+    /// Length of the observation window.
+    pub wall_time: Duration,
+    /// Why the call returned (an exited process always says `exited` or what matched).
+    pub reason: Reason,
+    pub matched: Option<Match>,
+    pub timed_out_ms: Option<u64>,
+    pub awaiting_secret: bool,
+    pub transcript: Option<std::path::PathBuf>,
+    pub omitted_range: Option<std::ops::Range<u64>>,
+    pub omitted_coverage: Option<crate::transcript::OmittedCoverage>,
+    pub transcript_stop: Option<crate::transcript::TranscriptStop>,
+}
+
+impl Observed {
+    /// A window that ended on its own, with nothing else to say.
+    pub fn plain(status: Status, wall_time: Duration) -> Self {
         Self {
-            chunk_id: new_chunk_id(),
+            status,
             wall_time,
-            exit_code,
-            session_id,
-            original_token_count: body.original_token_count,
-            output: body.text,
-            reason: if exit_code.is_some() {
-                Reason::Exited
-            } else {
-                Reason::Window
+            reason: match status {
+                Status::Exited { .. } => Reason::Exited,
+                Status::Running { .. } => Reason::Window,
             },
             matched: None,
             timed_out_ms: None,
@@ -100,7 +95,59 @@ impl Snapshot {
             omitted_range: None,
             omitted_coverage: None,
             transcript_stop: None,
-            sandbox: None,
+        }
+    }
+}
+
+impl Snapshot {
+    /// Builds a snapshot from drained output under a token budget.
+    pub fn new(
+        drained: &Drained,
+        max_output_tokens: u64,
+        wall_time: Duration,
+        status: Status,
+    ) -> Self {
+        Self::build(
+            drained,
+            max_output_tokens,
+            Hygiene::default(),
+            Observed::plain(status, wall_time),
+            |_| None,
+        )
+    }
+
+    /// The snapshot of a call: the body cleaned as `hygiene` says, then counted and
+    /// truncated; what the call `observed`; and the sandbox's report, which `judge` makes
+    /// from the body as the model will read it.
+    pub fn build(
+        drained: &Drained,
+        max_output_tokens: u64,
+        hygiene: Hygiene,
+        observed: Observed,
+        judge: impl FnOnce(&str) -> Option<crate::policy::SandboxReport>,
+    ) -> Self {
+        let body = Body::cleaned(drained, max_output_tokens, hygiene);
+        let sandbox = judge(&body.text);
+        let (exit_code, session_id) = match observed.status {
+            Status::Running { session_id } => (None, Some(session_id)),
+            Status::Exited { exit_code } => (exit_code, None),
+        };
+        Self {
+            chunk_id: new_chunk_id(),
+            wall_time: observed.wall_time,
+            exit_code,
+            session_id,
+            original_token_count: body.original_token_count,
+            output: body.text,
+            reason: observed.reason,
+            matched: observed.matched,
+            timed_out_ms: observed.timed_out_ms,
+            awaiting_secret: observed.awaiting_secret,
+            transcript: observed.transcript,
+            omitted_range: observed.omitted_range,
+            omitted_coverage: observed.omitted_coverage,
+            transcript_stop: observed.transcript_stop,
+            sandbox,
         }
     }
 
@@ -323,8 +370,7 @@ mod tests {
             &drained(b"abcdefghij"),
             10_000,
             Duration::ZERO,
-            Some(0),
-            None,
+            Status::Exited { exit_code: Some(0) },
         );
         assert_eq!(
             s.to_text(),
@@ -342,7 +388,14 @@ mod tests {
 
     #[test]
     fn annotated_text_puts_uexecs_lines_before_the_count() {
-        let mut s = Snapshot::new(&drained(b"ok\n"), 10_000, Duration::ZERO, Some(124), None);
+        let mut s = Snapshot::new(
+            &drained(b"ok\n"),
+            10_000,
+            Duration::ZERO,
+            Status::Exited {
+                exit_code: Some(124),
+            },
+        );
         s.timed_out_ms = Some(500);
         assert_eq!(
             s.to_text_annotated(),
@@ -355,8 +408,7 @@ mod tests {
             &drained(b"ready\n"),
             10_000,
             Duration::ZERO,
-            None,
-            Some(1000),
+            Status::Running { session_id: 1000 },
         );
         m.reason = Reason::Matched;
         m.matched = Some(Match {
@@ -374,8 +426,7 @@ mod tests {
             &drained(b"READY"),
             10_000,
             Duration::from_millis(2003),
-            None,
-            Some(1000),
+            Status::Running { session_id: 1000 },
         );
         assert!(s.to_text().ends_with(
             "Wall time: 2.0030 seconds\nProcess running with session ID 1000\nOriginal token count: 2\nOutput:\nREADY"
@@ -453,7 +504,12 @@ mod tests {
 
     fn cut_snapshot(total: u64, first_kept: u64, stop_at: Option<u64>) -> Snapshot {
         use crate::transcript::{coverage, TranscriptInfo, TranscriptStop};
-        let mut s = Snapshot::new(&drained(b"x"), 100, Duration::ZERO, Some(0), None);
+        let mut s = Snapshot::new(
+            &drained(b"x"),
+            100,
+            Duration::ZERO,
+            Status::Exited { exit_code: Some(0) },
+        );
         let stop = stop_at.map(|at| TranscriptStop {
             at,
             error: "No space left on device".into(),

@@ -11,7 +11,7 @@ use crate::error::ExecError;
 use crate::events::lock;
 use crate::limits::{MAX_EXIT_NOTICES, POST_EXIT_CLOSE_WAIT_MS};
 use crate::notice::ExitNotice;
-use crate::output::snapshot::Snapshot;
+use crate::output::snapshot::{Observed, Snapshot, Status};
 use crate::output::until::Reason;
 use crate::output::Hygiene;
 use crate::session::Session;
@@ -32,25 +32,37 @@ impl SessionStore {
         hygiene: Hygiene,
         reason: Reason,
     ) -> Result<Snapshot, ExecError> {
-        // What every snapshot of this call says besides its output.
-        let annotate = |mut snapshot: Snapshot, omitted: Option<std::ops::Range<u64>>| {
-            snapshot.reason = reason;
-            if reason == Reason::Matched {
-                snapshot.matched = session.matched();
+        // What every snapshot of this call says besides its output, and its sandbox report
+        // (judged on the body as the model will read it).
+        let observed = |status: Status, wall_time, omitted: Option<std::ops::Range<u64>>| {
+            let info = session.transcript();
+            Observed {
+                status,
+                wall_time,
+                // Whatever ended the wait, a process that is gone is what the caller acts on.
+                reason: match status {
+                    Status::Exited { .. } if reason == Reason::Window => Reason::Exited,
+                    _ => reason,
+                },
+                matched: (reason == Reason::Matched)
+                    .then(|| session.matched())
+                    .flatten(),
+                timed_out_ms: None,
+                awaiting_secret: false,
+                transcript: session.transcript_dir(),
+                omitted_coverage: info
+                    .as_ref()
+                    .and_then(|info| omitted.as_ref().map(|cut| transcript::coverage(cut, info))),
+                transcript_stop: info.and_then(|info| info.stop),
+                omitted_range: omitted,
             }
-            snapshot.transcript = session.transcript_dir();
-            if let Some(info) = session.transcript() {
-                snapshot.omitted_coverage =
-                    omitted.as_ref().map(|cut| transcript::coverage(cut, &info));
-                snapshot.transcript_stop = info.stop;
-            }
-            snapshot.omitted_range = omitted;
-            snapshot.sandbox = session
+        };
+        let judge = |output: &str| {
+            session
                 .info
                 .sandbox
                 .as_ref()
-                .map(|s| s.judge(&snapshot.output, session.take_new_verdicts()));
-            snapshot
+                .map(|s| s.judge(output, session.take_new_verdicts()))
         };
         // What the transcript has of a cut is looked at after this wait, and it comes
         // before the drain: a call cancelled while it waits loses nothing.
@@ -58,19 +70,20 @@ impl SessionStore {
         if !session.lifecycle().exited() {
             session.transcript_caught_up(transcript_wait).await;
             let (drained, omitted) = session.drain_located(true);
-            let mut snapshot = annotate(
-                Snapshot::cleaned(
-                    &drained,
-                    max_output_tokens,
-                    hygiene,
-                    window_start.elapsed(),
-                    None,
-                    Some(session.id()),
-                ),
-                omitted,
-            );
-            snapshot.awaiting_secret = session.awaiting_secret();
-            return Ok(snapshot);
+            let running = Status::Running {
+                session_id: session.id(),
+            };
+            let observed = Observed {
+                awaiting_secret: session.awaiting_secret(),
+                ..observed(running, window_start.elapsed(), omitted)
+            };
+            return Ok(Snapshot::build(
+                &drained,
+                max_output_tokens,
+                hygiene,
+                observed,
+                judge,
+            ));
         }
         let outcome = session
             .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
@@ -102,23 +115,20 @@ impl SessionStore {
                 message,
             });
         }
-        let mut snapshot = annotate(
-            Snapshot::cleaned(
-                &drained,
-                max_output_tokens,
-                hygiene,
-                wall_time,
-                outcome.exit_code,
-                None,
-            ),
-            omitted,
-        );
-        // Whatever ended the wait, the process is gone: that is what the caller acts on.
-        if reason == Reason::Window {
-            snapshot.reason = Reason::Exited;
-        }
-        snapshot.timed_out_ms = outcome.timed_out_ms;
-        Ok(snapshot)
+        let exited = Status::Exited {
+            exit_code: outcome.exit_code,
+        };
+        let observed = Observed {
+            timed_out_ms: outcome.timed_out_ms,
+            ..observed(exited, wall_time, omitted)
+        };
+        Ok(Snapshot::build(
+            &drained,
+            max_output_tokens,
+            hygiene,
+            observed,
+            judge,
+        ))
     }
 
     /// Exits that no call watched, each once: the owner's next result of any kind carries

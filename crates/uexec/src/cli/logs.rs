@@ -8,8 +8,8 @@
 //! 2. once caught up and quiet for a while, ask `list_sessions` whether it still runs;
 //! 3. when it no longer does, read one last page (what it printed before the exit) and stop.
 //!
-//! The asciicast export reads the transcript directory itself: it is transcript logic,
-//! kept apart at the end of this file (`fn asciicast`).
+//! The asciicast export reads the transcript directory (`uexec_core::transcript::recording`)
+//! and only writes it out as JSON lines here.
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -137,82 +137,20 @@ fn emit_page(page: &Value, json: bool) {
     }
 }
 
-// The asciicast export: transcript logic (a transcript directory in, a recording out),
-// not the verb's. It reads no daemon and prints nothing.
-
 /// A transcript directory as an asciicast v2 recording: a header, then one output event per
-/// timing line; bytes that rotated away are left out, and a character split between two
-/// writes is kept whole.
+/// write (the recording is read by core, which knows the transcript's layout).
 fn asciicast(dir: &std::path::Path) -> std::io::Result<Vec<u8>> {
-    let meta = std::fs::read_to_string(dir.join("meta")).unwrap_or_default();
-    let field = |name: &str| {
-        meta.lines()
-            .find_map(|l| l.strip_prefix(&format!("{name}=")))
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let mut segments: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(dir)?
-        .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let index = name.strip_prefix("output.")?.parse().ok()?;
-            Some((index, e.path()))
-        })
-        .collect();
-    segments.sort();
-    let segment_len = segments
-        .first()
-        .map(|(_, p)| std::fs::metadata(p).map(|m| m.len()))
-        .transpose()?
-        .unwrap_or(0);
-    let first_index = segments.first().map_or(0, |(i, _)| *i);
-    // Segments are all full but the last: the first kept one's length is the segment size
-    // unless it is also the last.
-    let first_kept = if segments.len() > 1 {
-        first_index * segment_len
-    } else {
-        0
-    };
-    let mut data = Vec::new();
-    for (_, path) in &segments {
-        data.extend(std::fs::read(path)?);
-    }
+    let recording = uexec_core::transcript::recording(dir)?;
     let mut out = serde_json::to_vec(&json!({
         "version": 2,
         "width": 80,
         "height": 24,
-        "timestamp": field("started_unix").parse::<u64>().unwrap_or(0),
-        "title": field("command"),
+        "timestamp": recording.started_unix,
+        "title": recording.command,
     }))
     .map_err(std::io::Error::other)?;
     out.push(b'\n');
-    let timing = std::fs::read_to_string(dir.join("timing")).unwrap_or_default();
-    let mut at = 0u64;
-    let mut carry: Vec<u8> = Vec::new();
-    for line in timing.lines() {
-        let mut words = line.split_whitespace();
-        let (Some(t), Some(n)) = (
-            words.next().and_then(|w| w.parse::<f64>().ok()),
-            words.next().and_then(|w| w.parse::<u64>().ok()),
-        ) else {
-            continue;
-        };
-        let (start, end) = (at, at + n);
-        at = end;
-        if end <= first_kept {
-            continue;
-        }
-        let from = usize::try_from(start.max(first_kept) - first_kept).unwrap_or(usize::MAX);
-        let to = usize::try_from(end - first_kept)
-            .unwrap_or(usize::MAX)
-            .min(data.len());
-        if from >= to {
-            continue;
-        }
-        carry.extend_from_slice(&data[from..to]);
-        let whole = carry.len() - uexec_core::utf8::incomplete_suffix_len(&carry);
-        let text = String::from_utf8_lossy(&carry[..whole]).into_owned();
-        carry.drain(..whole);
+    for (t, text) in recording.events {
         out.extend(serde_json::to_vec(&json!([t, "o", text])).map_err(std::io::Error::other)?);
         out.push(b'\n');
     }
