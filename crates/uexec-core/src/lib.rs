@@ -5,29 +5,58 @@
 //! exit; the OS process runs behind a [`Backend`]. Those three timelines meet at spawn and end
 //! at different times, and the engine never confuses them.
 //!
-//! This crate knows nothing of MCP, JSON-RPC or terminals: faces translate.
+//! The rooms, from the request to the process and back:
+//! - `store/`: the calls, a file per verb over one table of sessions, and one write path;
+//! - `plan`: a request checked and turned into a typed [`SpawnSpec`] (pure, no process);
+//! - `session/`: one session: its pump, a call's window, its taps and screen, its end, and
+//!   what is known of its process as a value with pure transitions (`session/lifecycle.rs`);
+//! - [`backend`]: where processes run (local PTYs and pipes; remote ones behind the same trait);
+//! - `output/`: bytes to the text a result carries (buffers, UTF-8, hygiene, wait conditions,
+//!   the snapshot), pure and unit-tested;
+//! - [`transcript`]: every byte on disk, paged back, exported as a recording;
+//! - [`policy`] and [`confine`]: the sandbox's vocabulary and the seams a confinement
+//!   (`uexec-sandbox`) plugs into; [`fs`]: the one private-directory check.
+//!
+//! # Architecture invariants
+//!
+//! - No `unsafe` here: every syscall is in `uexec-sys`.
+//! - No face's knowledge: no MCP, JSON-RPC, wire format or terminal; faces translate. (Some
+//!   error texts still name a tool or a flag, as the Codex reference words them; see the
+//!   issue-27 closing note.)
+//! - No confinement mechanism: core names its policy vocabulary and declares the seams
+//!   ([`confine::Confinement`], [`backend::Launch`]); it never names a launcher, a namespace
+//!   or a proxy.
+//! - A spawn is intent ([`backend::Program`]) until one place renders it into an argv
+//!   ([`SpawnSpec::command`]); nothing parses an argv back.
+//! - No process-wide state but the last will's hook (`backend::local::set_group_watch`: a
+//!   process has one group watcher) and a transcript pruning clock; everything else is a
+//!   value its owner holds.
+//! - No import circle between modules. The leaves come first: `utf8` and `policy` use no
+//!   other module; `transcript` uses only `fs` and `utf8`; `output` only those, `limits`
+//!   and `error`; the store, the sessions and the plan sit above them.
 
 #![forbid(unsafe_code)]
 
 pub mod backend;
-pub mod config;
+mod config;
 pub mod confine;
 pub mod env;
 pub mod environments;
-pub mod error;
-pub mod events;
+mod error;
+mod events;
 pub mod fs;
 pub mod limits;
-pub mod notice;
+mod notice;
 mod output;
-pub mod plan;
+mod plan;
 pub mod policy;
-pub mod prune;
-pub mod request;
+mod prune;
+mod request;
 mod session;
 pub mod shell_snapshot;
 pub mod store;
 pub mod transcript;
+pub mod utf8;
 
 pub use backend::local::LocalBackend;
 pub use backend::{Backend, SpawnSpec};
@@ -51,5 +80,5 @@ pub mod screen {
 }
 pub use output::snapshot::Snapshot;
 pub use output::until::{Match, Reason, Until};
-pub use output::{buffer, snapshot, text, until, utf8, Hygiene, HygieneRequest};
+pub use output::{buffer, snapshot, until, Hygiene, HygieneRequest};
 pub use store::SessionStore;

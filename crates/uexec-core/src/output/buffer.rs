@@ -106,7 +106,7 @@ impl HeadTailBuffer {
         } else {
             &mut drained.tail
         };
-        let keep = crate::output::utf8::incomplete_suffix_len(end);
+        let keep = crate::utf8::incomplete_suffix_len(end);
         let held = end.split_off(end.len() - keep);
         self.push(&held);
         drained

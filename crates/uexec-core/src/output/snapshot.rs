@@ -13,8 +13,8 @@ use std::time::Duration;
 use crate::limits::approx_tokens;
 use crate::output::buffer::Drained;
 use crate::output::until::{Match, Reason};
-use crate::output::utf8::{boundary_at_or_after, incomplete_suffix_len};
 use crate::output::Hygiene;
+use crate::utf8::{boundary_at_or_after, incomplete_suffix_len};
 
 /// One observation of a session.
 #[derive(Debug, Clone, PartialEq)]

@@ -38,10 +38,10 @@ use crate::output::buffer::{Drained, HeadTailBuffer};
 use crate::output::snapshot::Body;
 use crate::output::text::strip_ansi;
 use crate::output::until::{Match, Matcher};
-use crate::output::utf8::{incomplete_suffix_len, Utf8Carry};
 use crate::output::Hygiene;
 use crate::policy::{MonitorHandle, Monitored, PolicyMonitor};
 use crate::transcript::{Transcript, TranscriptInfo, TranscriptPlan};
+use crate::utf8::{incomplete_suffix_len, Utf8Carry};
 
 pub(crate) use lifecycle::Lifecycle;
 pub use lifecycle::Outcome;

@@ -16,8 +16,8 @@ use super::{taps, Lifecycle, Session};
 use crate::backend::{ExitReport, OutputChunk};
 use crate::events::{lock, EventKind};
 use crate::limits::OUTPUT_DELTA_MAX_BYTES;
-use crate::output::utf8::split_chunks;
 use crate::transcript::TranscriptFeed;
+use crate::utf8::split_chunks;
 
 impl Session {
     pub(super) async fn pump(

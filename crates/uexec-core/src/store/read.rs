@@ -346,7 +346,7 @@ fn read_page(
     let slice = transcript::read_slice(info, segment, offset, limit as usize).map_err(io)?;
     let mut bytes = slice.bytes;
     // End on a character boundary; the rest starts the next page.
-    let keep = bytes.len() - crate::output::utf8::incomplete_suffix_len(&bytes);
+    let keep = bytes.len() - crate::utf8::incomplete_suffix_len(&bytes);
     if keep > 0 {
         bytes.truncate(keep);
     }

@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::output::utf8::incomplete_suffix_len;
+use crate::utf8::incomplete_suffix_len;
 
 /// A session's output as timed events.
 #[derive(Debug, Clone, Default, PartialEq)]
