@@ -36,7 +36,7 @@ pub(super) struct Target {
 pub(super) enum Via {
     /// HTTP `CONNECT`: a tunnel.
     Connect,
-    /// A plain HTTP request in absolute form, sent on in origin form ([`forward`]).
+    /// A plain HTTP request in absolute form, sent on in origin form ([`forward`](super::forward)).
     Forward,
     /// A SOCKS5 `CONNECT`: a tunnel.
     Socks5,

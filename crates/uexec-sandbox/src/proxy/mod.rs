@@ -75,7 +75,7 @@ pub struct ProxySocket {
 
 impl ProxySocket {
     /// A fresh pair: the session's end, and the launcher's, for the spawn to pass on
-    /// ([`crate::backend::SpawnSpec::passed_fd`]). Both close on exec: only a spawn that
+    /// ([`uexec_core::backend::SpawnSpec::passed_fd`]). Both close on exec: only a spawn that
     /// passes the launcher's end on gives it away.
     pub fn pair(allow: Vec<AllowEntry>, on_denial: OnDenial) -> std::io::Result<(Self, OwnedFd)> {
         let (ours, theirs) = UnixStream::pair()?;
