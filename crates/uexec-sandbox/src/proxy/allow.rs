@@ -1,10 +1,12 @@
-//! The allowlist's entries, and the variables that point a command's tools at the proxy.
+//! The allowlist's entries, the proxy's port, and the variables that point a command's tools
+//! at it: the launcher listens on that port, and those variables name it.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use uexec_core::policy::AllowEntry;
 
-use super::PROXY_PORT;
+/// The proxy's port on the namespace's loopback.
+pub const PROXY_PORT: u16 = 3128;
 
 /// The variables that point tools at the proxy. `NO_PROXY` keeps the namespace's own
 /// loopback (where the command's own servers listen) off the proxy, except what the

@@ -5,7 +5,7 @@
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{Head, Target, Via};
+use super::head::{Head, Target, Via, MAX_HEAD_BYTES};
 
 pub const VERSION: u8 = 5;
 const NO_AUTHENTICATION: u8 = 0;
@@ -140,7 +140,7 @@ pub async fn read_request(
             }
             Parsed::Short => {}
         }
-        if head.len() > super::MAX_HEAD_BYTES {
+        if head.len() > MAX_HEAD_BYTES {
             return None;
         }
         match client.read(&mut buf).await {

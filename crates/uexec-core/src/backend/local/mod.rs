@@ -2,62 +2,55 @@
 //! pipe) or on a PTY (one merged stream, 24x80, the PTY as controlling terminal).
 //!
 //! Per process, three tasks own the moving parts:
-//! 1. the *reaper* owns the `Child`, waits for it and reports the exit;
+//! 1. the *reaper* owns the `Child`, waits for it and reports the exit (`reap`);
 //! 2. one *reader* per stream (two for pipes, one for the PTY master) sends chunks in arrival
-//!    order; the output channel closes when the last reader ends;
-//! 3. the caller holds a [`LocalControl`] for writes and signals.
+//!    order; the output channel closes when the last reader ends (`read`);
+//! 3. the caller holds a [`LocalControl`] for writes and signals (`control`).
 //!
 //! Readers end on EOF (EIO on a PTY master once every slave fd is closed), or when told to
 //! close: then they first read whatever the kernel already buffered, so a kill never loses
 //! output that was written before it.
+//!
+//! This file is the spawn, the one place that knows all three: it resolves the program,
+//! prepares the argv, environment and descriptors, starts the child (or has its launcher
+//! start it), then hands each part to its owner. Everything that can fail without the child
+//! is prepared before it exists; what is left after the spawn is guarded (`Unclaimed`), so
+//! a failure never leaves a command running unreaped. The last-will hook ([`GroupWatch`],
+//! in `group`) is a leaf that the spawn and the control both tell.
+
+mod control;
+mod group;
+mod read;
+mod reap;
+
+pub use control::LocalControl;
+pub use group::{install_group_watch, GroupWatch};
+pub use reap::exit_code_of;
 
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
-use bytes::Bytes;
 use futures::future::BoxFuture;
-use futures::FutureExt;
 use tokio::io::unix::AsyncFd;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{
-    Backend, BackendError, BackendErrorKind, EnvMode, ExitReport, InputModes, InputWait, Launch,
-    OutputChunk, ProcessControl, Signal, SpawnSpec, SpawnedProcess, Stream, WriteOutcome,
+    Backend, BackendError, BackendErrorKind, EnvMode, Launch, SpawnSpec, SpawnedProcess, Stream,
 };
-use crate::events::lock;
 use crate::limits::{PTY_COLS, PTY_ROWS};
+use control::{Leader, Stdin};
 
-/// Size of one read from a pipe or PTY.
-const READ_BUFFER_BYTES: usize = 64 * 1024;
 /// Chunks in flight between the readers and the session before readers wait.
 const OUTPUT_CHANNEL_CHUNKS: usize = 64;
 
 /// Runs processes on this machine.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct LocalBackend;
-
-/// Hears of every process group the local backend starts and, once it is gone, sweeps: the
-/// hook for a *last will*, something outside this process that kills what is left if this
-/// process dies without cleaning up (SIGKILL, OOM killer). The parent-death signal reaches
-/// only direct children; a background job of a session is a grandchild.
-pub trait GroupWatch: Send + Sync + 'static {
-    fn started(&self, pgid: u32);
-    fn swept(&self, pgid: u32);
-}
-
-static GROUP_WATCH: OnceLock<Arc<dyn GroupWatch>> = OnceLock::new();
-
-/// Installs the process-wide [`GroupWatch`] (one per process, as the process has one death);
-/// false when one was already installed.
-pub fn install_group_watch(watch: Arc<dyn GroupWatch>) -> bool {
-    GROUP_WATCH.set(watch).is_ok()
-}
 
 impl Backend for LocalBackend {
     fn spawn(&self, spec: SpawnSpec) -> BoxFuture<'_, Result<SpawnedProcess, BackendError>> {
@@ -168,7 +161,7 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
             spec.launcher.as_deref(),
         )?;
         drop(slave); // EOF must come when the child's copies close
-        tokio::spawn(read_pty(master.clone(), out_tx, closing_rx));
+        tokio::spawn(read::read_pty(master.clone(), out_tx, closing_rx));
         (child, Stdin::Pty(master))
     } else {
         let (stdin_child, stdin_ours) = if spec.pipe_stdin {
@@ -200,23 +193,21 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
             spec.launcher.as_deref(),
         )?;
         drop((stdin_child, out_write, err_write));
-        tokio::spawn(read_pipe(
+        tokio::spawn(read::read_pipe(
             out,
             Stream::Stdout,
             out_tx.clone(),
             closing_rx.clone(),
         ));
-        tokio::spawn(read_pipe(err, Stream::Stderr, out_tx, closing_rx));
+        tokio::spawn(read::read_pipe(err, Stream::Stderr, out_tx, closing_rx));
         (child, stdin)
     };
     drop(passed);
     let (pid, pidfd) = child.claim()?;
-    if let Some(watch) = GROUP_WATCH.get() {
-        watch.started(pid);
-    }
+    group::started(pid);
     let leader = Arc::new(Mutex::new(Leader::Running));
     let (exit_tx, exit_rx) = oneshot::channel();
-    tokio::spawn(reap(pid, pidfd.clone(), leader.clone(), exit_tx));
+    tokio::spawn(reap::reap(pid, pidfd.clone(), leader.clone(), exit_tx));
     Ok(SpawnedProcess {
         pid: Some(pid),
         output: out_rx,
@@ -312,300 +303,6 @@ pub fn find_program(program: &str, path: Option<&OsStr>) -> Option<PathBuf> {
             dir => Path::new(OsStr::from_bytes(dir)).join(program),
         })
         .find(|p| executable(p))
-}
-
-/// Waits for the pidfd to report the exit, then reaps the child. The reap and the change
-/// to [`Leader::Reaped`] happen under the leader's lock, so a signal never reaches a pid that
-/// was freed by the reap and given to someone else.
-async fn reap(
-    pid: u32,
-    pidfd: Arc<AsyncFd<OwnedFd>>,
-    leader: Arc<Mutex<Leader>>,
-    exit_tx: oneshot::Sender<ExitReport>,
-) {
-    let report = loop {
-        let mut guard = match pidfd.readable().await {
-            Ok(guard) => guard,
-            Err(e) => break failed_wait(e),
-        };
-        let mut state = lock(&leader);
-        match uexec_sys::try_reap(pid) {
-            Ok(Some(status)) => {
-                *state = Leader::Reaped;
-                break ExitReport {
-                    exit_code: exit_code_of(status),
-                    failure: None,
-                };
-            }
-            Ok(None) => {
-                drop(state);
-                guard.clear_ready();
-            }
-            Err(e) => {
-                *state = Leader::Reaped;
-                break failed_wait(e);
-            }
-        }
-    };
-    let _ = exit_tx.send(report);
-}
-
-fn failed_wait(e: io::Error) -> ExitReport {
-    ExitReport {
-        exit_code: None,
-        failure: Some(format!("waiting for the process failed: {e}")),
-    }
-}
-
-/// The status code, or `128 + N` for a process killed by signal N.
-pub fn exit_code_of(status: std::process::ExitStatus) -> Option<i32> {
-    use std::os::unix::process::ExitStatusExt;
-    status.code().or_else(|| status.signal().map(|s| 128 + s))
-}
-
-async fn read_pipe<R: AsyncRead + Unpin>(
-    mut pipe: R,
-    stream: Stream,
-    tx: mpsc::Sender<OutputChunk>,
-    mut closing: watch::Receiver<bool>,
-) {
-    let mut buf = vec![0u8; READ_BUFFER_BYTES];
-    loop {
-        tokio::select! {
-            read = pipe.read(&mut buf) => match read {
-                Ok(0) | Err(_) => return,
-                Ok(n) => {
-                    if send(&tx, stream, &buf[..n]).await.is_err() {
-                        return;
-                    }
-                }
-            },
-            _ = closed(&mut closing) => {
-                // Keep what the kernel already holds, then stop.
-                while let Some(Ok(n)) = pipe.read(&mut buf).now_or_never() {
-                    if n == 0 || send(&tx, stream, &buf[..n]).await.is_err() {
-                        break;
-                    }
-                }
-                return;
-            }
-        }
-    }
-}
-
-async fn read_pty(
-    master: Arc<AsyncFd<OwnedFd>>,
-    tx: mpsc::Sender<OutputChunk>,
-    mut closing: watch::Receiver<bool>,
-) {
-    let mut buf = vec![0u8; READ_BUFFER_BYTES];
-    loop {
-        tokio::select! {
-            ready = master.readable() => {
-                let Ok(mut guard) = ready else { return };
-                match guard.try_io(|fd| uexec_sys::read_fd(fd.as_raw_fd(), &mut buf)) {
-                    Ok(Ok(0)) | Ok(Err(_)) => return, // EIO: every slave fd is closed
-                    Ok(Ok(n)) => {
-                        if send(&tx, Stream::Pty, &buf[..n]).await.is_err() {
-                            return;
-                        }
-                    }
-                    Err(_would_block) => continue,
-                }
-            }
-            _ = closed(&mut closing) => {
-                while let Ok(n) = uexec_sys::read_fd(master.as_raw_fd(), &mut buf) {
-                    if n == 0 || send(&tx, Stream::Pty, &buf[..n]).await.is_err() {
-                        break;
-                    }
-                }
-                return;
-            }
-        }
-    }
-}
-
-/// Resolves when the control asks readers to close (or is gone).
-async fn closed(closing: &mut watch::Receiver<bool>) {
-    let _ = closing.wait_for(|c| *c).await;
-}
-
-async fn send(
-    tx: &mpsc::Sender<OutputChunk>,
-    stream: Stream,
-    bytes: &[u8],
-) -> Result<(), mpsc::error::SendError<OutputChunk>> {
-    tx.send(OutputChunk {
-        stream,
-        bytes: Bytes::copy_from_slice(bytes),
-    })
-    .await
-}
-
-enum Stdin {
-    Pty(Arc<AsyncFd<OwnedFd>>),
-    Pipe(tokio::sync::Mutex<Option<pipe::Sender>>),
-    Closed,
-}
-
-/// Where the process group's leader (the spawned command) is: the one fact that says
-/// whether its pid, which is also the group id, may still be signalled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Leader {
-    /// Not reaped: the pid and the group id are ours.
-    Running,
-    /// Reaped: the group may live on (background jobs) and is swept once, at the exit.
-    Reaped,
-    /// Swept after the reap: the id may belong to someone else now; never signalled again.
-    Swept,
-}
-
-/// Writes, signals and kills for one local process.
-pub struct LocalControl {
-    /// Also the process group id: the child called `setsid`.
-    pid: u32,
-    /// Signals the child itself without any pid-reuse race.
-    pidfd: Arc<AsyncFd<OwnedFd>>,
-    leader: Arc<Mutex<Leader>>,
-    closing: watch::Sender<bool>,
-    stdin: Stdin,
-}
-
-impl LocalControl {
-    async fn write_bytes(&self, bytes: &[u8]) -> io::Result<WriteOutcome> {
-        match &self.stdin {
-            Stdin::Closed => Ok(WriteOutcome::StdinClosed),
-            Stdin::Pipe(pipe) => {
-                let mut pipe = pipe.lock().await;
-                let Some(p) = pipe.as_mut() else {
-                    return Ok(WriteOutcome::StdinClosed);
-                };
-                match p.write_all(bytes).await.and(p.flush().await) {
-                    Ok(()) => Ok(WriteOutcome::Accepted),
-                    Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
-                        *pipe = None;
-                        Ok(WriteOutcome::StdinClosed)
-                    }
-                    Err(e) => Err(e),
-                }
-            }
-            Stdin::Pty(master) => {
-                let mut rest = bytes;
-                while !rest.is_empty() {
-                    let mut guard = master.writable().await?;
-                    match guard.try_io(|fd| uexec_sys::write_fd(fd.as_raw_fd(), rest)) {
-                        Ok(Ok(n)) => rest = &rest[n..],
-                        Ok(Err(e)) if e.raw_os_error() == Some(libc::EIO) => {
-                            return Ok(WriteOutcome::StdinClosed)
-                        }
-                        Ok(Err(e)) => return Err(e),
-                        Err(_would_block) => continue,
-                    }
-                }
-                Ok(WriteOutcome::Accepted)
-            }
-        }
-    }
-}
-
-impl ProcessControl for LocalControl {
-    fn write(&self, bytes: Vec<u8>) -> BoxFuture<'_, Result<WriteOutcome, BackendError>> {
-        Box::pin(async move {
-            self.write_bytes(&bytes)
-                .await
-                .map_err(|e| BackendError::new(format!("writing to the process failed: {e}")))
-        })
-    }
-
-    fn signal(&self, signal: Signal) -> BoxFuture<'_, Result<(), BackendError>> {
-        // Once the leader is reaped the command is over, and its group id may be recycled.
-        let leader = lock(&self.leader);
-        if *leader == Leader::Running {
-            match signal {
-                Signal::Interrupt => uexec_sys::kill_group(self.pid, uexec_sys::SIGINT),
-                Signal::Terminate => uexec_sys::kill_group(self.pid, uexec_sys::SIGTERM),
-            }
-        }
-        drop(leader);
-        Box::pin(async { Ok(()) })
-    }
-
-    fn terminate(&self) {
-        let leader = lock(&self.leader);
-        if *leader == Leader::Running {
-            uexec_sys::kill_group(self.pid, uexec_sys::SIGKILL);
-            uexec_sys::pidfd_kill(self.pidfd.get_ref(), uexec_sys::SIGKILL);
-            drop(leader);
-            let _ = self.closing.send(true);
-        } else {
-            drop(leader);
-            self.kill_leftovers();
-        }
-    }
-
-    fn close_stdin(&self) -> BoxFuture<'_, Result<WriteOutcome, BackendError>> {
-        Box::pin(async move {
-            match &self.stdin {
-                Stdin::Pipe(pipe) => {
-                    let closed = pipe.lock().await.take();
-                    Ok(match closed {
-                        Some(_) => WriteOutcome::Accepted,
-                        None => WriteOutcome::StdinClosed,
-                    })
-                }
-                Stdin::Closed | Stdin::Pty(_) => Ok(WriteOutcome::StdinClosed),
-            }
-        })
-    }
-
-    fn input_modes(&self) -> Option<InputModes> {
-        match &self.stdin {
-            Stdin::Pty(master) => uexec_sys::terminal_modes(master.as_raw_fd())
-                .ok()
-                .map(|(echo, canonical)| InputModes { echo, canonical }),
-            _ => None,
-        }
-    }
-
-    fn resize(&self, rows: u16, cols: u16) -> Result<(), BackendError> {
-        match &self.stdin {
-            Stdin::Pty(master) => uexec_sys::set_window_size(master.as_raw_fd(), rows, cols)
-                .map_err(|e| BackendError::new(format!("resizing the terminal failed: {e}"))),
-            _ => Err(BackendError::new("this session has no terminal to resize")),
-        }
-    }
-
-    fn input_wait(&self) -> Option<InputWait> {
-        if *lock(&self.leader) != Leader::Running {
-            return Some(InputWait::Neither);
-        }
-        uexec_sys::tree_input_wait(self.pid)
-    }
-
-    fn kill_leftovers(&self) {
-        let mut leader = lock(&self.leader);
-        match *leader {
-            // The leader is ours until reaped: its group cannot be anyone else's.
-            Leader::Running => uexec_sys::kill_group(self.pid, uexec_sys::SIGKILL),
-            Leader::Reaped => {
-                uexec_sys::kill_group(self.pid, uexec_sys::SIGKILL);
-                *leader = Leader::Swept;
-                if let Some(watch) = GROUP_WATCH.get() {
-                    watch.swept(self.pid);
-                }
-            }
-            Leader::Swept => {}
-        }
-        drop(leader);
-        let _ = self.closing.send(true);
-    }
-}
-
-impl Drop for LocalControl {
-    fn drop(&mut self) {
-        // Nothing outlives its handle: a dropped session takes its process group with it.
-        self.terminate();
-    }
 }
 
 #[cfg(test)]
