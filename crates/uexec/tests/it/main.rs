@@ -31,6 +31,8 @@ mod sandbox_attacks;
 mod sandbox_ceiling;
 mod sandbox_doors;
 mod sandbox_fs;
+mod sandbox_network;
 mod sandbox_proxy;
+mod sandbox_warm;
 mod shell_snapshot;
 mod transcripts;

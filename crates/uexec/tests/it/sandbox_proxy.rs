@@ -12,10 +12,9 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::helpers::{eventually, marker, procs_with, structured, text, wait_all_gone};
-use crate::sandbox::{
-    descends_from, exec, exec_error, http_server, scratch, server, unreached_listener,
-    waiting_launchers,
-};
+use crate::sandbox::{exec, exec_error, scratch, server, unreached_listener};
+use crate::sandbox_network::http_server;
+use crate::sandbox_warm::{descends_from, waiting_launchers};
 
 /// The proxy's words for a name whose every address is non-public.
 const NON_PUBLIC: &str = "resolved to a non-public address";
