@@ -26,6 +26,7 @@
 
 #![forbid(unsafe_code)]
 
+mod caller;
 pub mod config;
 pub mod connection;
 pub mod env_policy;
