@@ -18,7 +18,7 @@
 //! When the transport ends, [`Connection::finish`] detaches the session (it may be resumed)
 //! and aborts the connection's pending answers.
 //!
-//! What the handlers see of the connection is its [`Caller`] (`caller.rs`): the connection
+//! What the handlers see of the connection is its `Caller` (`caller.rs`): the connection
 //! names the handlers, the handlers name only the caller.
 
 use std::sync::Arc;
