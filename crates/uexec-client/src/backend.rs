@@ -31,7 +31,8 @@ use uexec_protocol::{
 
 use crate::control::RemoteControl;
 use crate::error::ClientError;
-use crate::feed::{self, FeedEvent, FeedHandle};
+use crate::feed;
+use crate::inbox::{FeedEvent, FeedHandle};
 use crate::link::CallError;
 use crate::remote_session::RemoteSession;
 use crate::ClientConfig;

@@ -23,7 +23,7 @@ use uexec_protocol::{
     WriteStatus,
 };
 
-use crate::feed::{FeedEvent, FeedHandle};
+use crate::inbox::{FeedEvent, FeedHandle};
 use crate::remote_session::RemoteSession;
 
 /// The caller's side of one remote process.

@@ -19,153 +19,29 @@
 //! 4. a connection lost for good fails the process: exit unknown, failure `connection to
 //!    <url> lost: ...` (no failure when the process was being terminated anyway).
 //!
-//! The output channel is bounded: a slow reader of the output slows this task. Its inbox never
-//! makes the connection's reader wait for one process, and is bounded all the same: server
-//! notifications beyond `feed_inbox_events` or `feed_inbox_bytes` are dropped, the feed is
-//! told once ([`FeedEvent::Overflow`]) and reads them again like any gap. The other events
-//! come from this client's own actions (one per start, resume, read, terminate), so they are
-//! few.
+//! The output channel is bounded: a slow reader of the output slows this task. Its inbox
+//! (`inbox.rs`) never makes the connection's reader wait for one process, and is bounded all
+//! the same: server notifications beyond `feed_inbox_events` or `feed_inbox_bytes` are
+//! dropped, the feed is told once ([`FeedEvent::Overflow`]) and reads them again like any
+//! gap.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use uexec_core::backend::{ExitReport, OutputChunk, Stream};
-use uexec_protocol::{Method, OutputStream, ReadParams, ReadResult};
+use uexec_protocol::{Method, ReadParams, ReadResult};
 
 use crate::error::ClientError;
+use crate::inbox::{engine_stream, FeedEvent, FeedHandle, InboxBudget};
 use crate::remote_session::RemoteSession;
 use crate::sequencer::{lost_output_events, ReadAccount, Sequencer};
 
 /// Chunks in flight between a feed and the engine's session before the feed waits.
 const OUTPUT_CHANNEL_CHUNKS: usize = 64;
-
-/// What a feed is told.
-#[derive(Debug)]
-pub(crate) enum FeedEvent {
-    Output {
-        seq: u64,
-        stream: Stream,
-        bytes: Bytes,
-    },
-    Exited {
-        seq: u64,
-        exit_code: i32,
-    },
-    Closed {
-        seq: u64,
-    },
-    /// The server confirmed `process/start`: from now on the process may be read.
-    Started,
-    /// The connection was resumed: read what was missed.
-    Resumed,
-    /// The answer to this feed's gap-filling read (after the given seq).
-    ReadDone {
-        after_seq: u64,
-        result: Result<ReadResult, ClientError>,
-    },
-    /// The process is being terminated: a lost connection is then no failure.
-    Terminating,
-    /// The server no longer knows the process (a write said `unknownProcess`): it is gone,
-    /// how it ended is unknown.
-    Gone,
-    /// The connection is gone for good (the failure message).
-    Lost(String),
-    /// Notifications were dropped for want of room in the inbox (up to the given seq).
-    Overflow,
-}
-
-/// What the inbox holds of server notifications, to refuse more than its bounds.
-#[derive(Debug)]
-struct InboxBudget {
-    events: AtomicUsize,
-    bytes: AtomicUsize,
-    max_events: usize,
-    max_bytes: usize,
-    /// The highest seq dropped since the feed last looked.
-    dropped: AtomicU64,
-    /// An [`FeedEvent::Overflow`] is on its way.
-    overflow_sent: AtomicBool,
-}
-
-impl InboxBudget {
-    /// Takes an event of `bytes` bytes in, unless that passes a bound (an empty inbox takes
-    /// any one event).
-    fn admit(&self, bytes: usize) -> bool {
-        let events = self.events.load(Ordering::SeqCst);
-        let queued = self.bytes.load(Ordering::SeqCst);
-        if events > 0
-            && (events >= self.max_events || queued.saturating_add(bytes) > self.max_bytes)
-        {
-            return false;
-        }
-        self.events.fetch_add(1, Ordering::SeqCst);
-        self.bytes.fetch_add(bytes, Ordering::SeqCst);
-        true
-    }
-
-    fn release(&self, bytes: usize) {
-        self.events.fetch_sub(1, Ordering::SeqCst);
-        self.bytes.fetch_sub(bytes, Ordering::SeqCst);
-    }
-}
-
-impl FeedEvent {
-    /// The seq and size of a server notification (`None` for the client's own events).
-    fn notification(&self) -> Option<(u64, usize)> {
-        match self {
-            Self::Output { seq, bytes, .. } => Some((*seq, bytes.len())),
-            Self::Exited { seq, .. } | Self::Closed { seq } => Some((*seq, 0)),
-            _ => None,
-        }
-    }
-}
-
-/// A cheap handle on a feed.
-#[derive(Debug, Clone)]
-pub(crate) struct FeedHandle {
-    tx: mpsc::UnboundedSender<FeedEvent>,
-    finished: Arc<AtomicBool>,
-    budget: Arc<InboxBudget>,
-}
-
-impl FeedHandle {
-    /// Sends one of the client's own events (never dropped).
-    pub fn send(&self, event: FeedEvent) {
-        let _ = self.tx.send(event);
-    }
-
-    /// Sends a server notification, or drops it when the inbox is full (the feed is told, and
-    /// reads it again).
-    pub fn notify(&self, event: FeedEvent) {
-        let Some((seq, bytes)) = event.notification() else {
-            return self.send(event);
-        };
-        if self.budget.admit(bytes) {
-            if self.tx.send(event).is_err() {
-                self.budget.release(bytes);
-            }
-            return;
-        }
-        self.budget.dropped.fetch_max(seq, Ordering::SeqCst);
-        if !self.budget.overflow_sent.swap(true, Ordering::SeqCst) {
-            self.send(FeedEvent::Overflow);
-        }
-    }
-
-    /// Whether the feed ended (output closed, exit reported).
-    pub fn is_finished(&self) -> bool {
-        self.finished.load(Ordering::SeqCst)
-    }
-
-    /// Whether `finished` is this feed's flag.
-    pub fn owns(&self, finished: &Arc<AtomicBool>) -> bool {
-        Arc::ptr_eq(&self.finished, finished)
-    }
-}
 
 /// The engine's ends of a feed.
 pub(crate) struct FeedOutputs {
@@ -177,32 +53,18 @@ pub(crate) struct FeedOutputs {
 /// Registers a feed for `process_id` in `session` and starts its task. Register before
 /// `process/start` is sent, so no event can come before its feed.
 pub(crate) fn start(session: &Arc<RemoteSession>, process_id: String) -> FeedOutputs {
-    // Unbounded by count, bounded by `FeedHandle::notify`'s budget (see the module docs).
-    let (tx, rx) = mpsc::unbounded_channel();
     let (out_tx, output) = mpsc::channel(OUTPUT_CHANNEL_CHUNKS);
     let (exit_tx, exit) = oneshot::channel();
     let config = session.config();
-    let budget = Arc::new(InboxBudget {
-        events: AtomicUsize::new(0),
-        bytes: AtomicUsize::new(0),
-        max_events: config.feed_inbox_events,
-        max_bytes: config.feed_inbox_bytes,
-        dropped: AtomicU64::new(0),
-        overflow_sent: AtomicBool::new(false),
-    });
-    let handle = FeedHandle {
-        tx,
-        finished: Arc::new(AtomicBool::new(false)),
-        budget: budget.clone(),
-    };
+    let (handle, rx) = FeedHandle::new(config.feed_inbox_events, config.feed_inbox_bytes);
     session.register_feed(&process_id, handle.clone());
     let feed = Feed {
         process_id,
         session: Arc::downgrade(session),
-        me: handle.tx.downgrade(),
-        finished: handle.finished.clone(),
+        me: handle.downgrade(),
+        finished: handle.finished_flag(),
         sequencer: Sequencer::new(config.max_early_events, config.max_early_bytes),
-        budget,
+        budget: handle.budget(),
         gap_fill_delay: config.gap_fill_delay,
         output: Some(out_tx),
         exit: Some(exit_tx),
@@ -323,8 +185,7 @@ impl Feed {
                 self.sequencer.push(seq, Item::Closed)
             }
             FeedEvent::Overflow => {
-                self.budget.overflow_sent.store(false, Ordering::SeqCst);
-                let dropped = self.budget.dropped.swap(0, Ordering::SeqCst);
+                let dropped = self.budget.take_dropped();
                 self.sequencer.note_dropped(dropped);
                 Vec::new()
             }
@@ -541,14 +402,5 @@ async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
-    }
-}
-
-/// The engine's name of a wire stream.
-pub(crate) fn engine_stream(stream: OutputStream) -> Stream {
-    match stream {
-        OutputStream::Stdout => Stream::Stdout,
-        OutputStream::Stderr => Stream::Stderr,
-        OutputStream::Pty => Stream::Pty,
     }
 }

@@ -2,6 +2,17 @@
 //! an exec server (`uexec serve`, or `codex exec-server`), with the same semantics as local
 //! ones.
 //!
+//! # Architecture invariants
+//! - It never knows the exec server (`uexec-server`) nor any face: it speaks the wire
+//!   (`uexec-protocol`) and implements the engine's `Backend` seam (`uexec-core`), with the
+//!   TLS trust of `uexec-net`.
+//! - It runs no process of its own: every process it reports on lives on the server.
+//! - Neither clap nor anyhow: its errors are [`ClientError`], which the engine reads as a
+//!   `BackendError`. No `unsafe`.
+//! - The connection's reader never waits for one process: a feed's inbox drops what does not
+//!   fit and the feed reads it again.
+//! - The session and the feeds meet through `inbox` and never name each other.
+//!
 //! Who uses it: the remote environments of `uexec mcp` (`--environment`,
 //! `--environments-file`, in `uexec-mcp`), and any other face that runs commands on an exec
 //! server. A crate of its own, so such a face depends on the client alone, not on the exec
@@ -37,6 +48,7 @@ mod backend;
 mod control;
 mod error;
 mod feed;
+mod inbox;
 mod link;
 mod remote_session;
 pub mod sequencer;

@@ -18,7 +18,7 @@
 //! 4. not resumed: every live process is failed, `Down`.
 //!
 //! The session also routes `process/output|exited|closed` notifications to the feed of their
-//! `processId` (`feed.rs`), and sends the requests of processes ([`RemoteSession::call`]),
+//! `processId` (through its inbox, `inbox.rs`), and sends the requests of processes ([`RemoteSession::call`]),
 //! retrying the idempotent ones across a resume.
 
 use std::collections::HashMap;
@@ -36,7 +36,7 @@ use uexec_protocol::{
 };
 
 use crate::error::ClientError;
-use crate::feed::{engine_stream, FeedEvent, FeedHandle};
+use crate::inbox::{engine_stream, FeedEvent, FeedHandle};
 use crate::link::{CallError, Link, LinkTimers, NotificationSink};
 use crate::lock;
 use crate::ClientConfig;

@@ -9,6 +9,7 @@
 pub mod args;
 pub mod daemon;
 pub mod environments;
+mod listener_args;
 pub mod progress;
 pub mod resources;
 pub mod serve;

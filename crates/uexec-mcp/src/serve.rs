@@ -26,10 +26,11 @@ use uexec_core::transcript::TranscriptConfig;
 use uexec_core::{Backend, LocalBackend, SessionStore, StoreConfig};
 use uexec_net::secret::read_token_file;
 use uexec_net::tls::ClientTrust;
-use uexec_net::{authorize, shutdown_signal, Access, HttpListener, ListenerArgs, Peer};
+use uexec_net::{authorize, shutdown_signal, Access, HttpListener, Peer};
 
 use crate::environments::backend::{Endpoint, EnvironmentBackend};
 use crate::environments::{self, Defaults, EnvironmentRegistry};
+use crate::listener_args::ListenerArgs;
 use crate::server::{Options, UexecServer};
 use crate::stores::{Principal, Stores};
 

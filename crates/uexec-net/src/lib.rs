@@ -1,6 +1,16 @@
 //! Network hardening shared by every uexec face that listens or dials: who may connect, over
 //! what, how many at once, and when a face stops.
 //!
+//! # Architecture invariants
+//! - It knows no face, no engine and no wire dialect: it depends on `uexec-sys` (peer
+//!   credentials, pidfds, the effective uid), never on `uexec-core`, and any face can use it
+//!   without pulling in another.
+//! - Neither clap nor anyhow: a face's flags arrive as a plain [`ListenerConfig`] (their clap
+//!   definitions live in the binary), errors are typed. No `unsafe`: the syscalls are
+//!   `uexec-sys`'s.
+//! - Without a token nothing but this user's own loopback peer, outside every sandbox, is let
+//!   in; a non-loopback listener never runs without a token.
+//!
 //! Who uses it: `uexec serve`'s WebSocket listener (`uexec-server`), `uexec mcp --http` and the
 //! per-user daemon (`uexec-mcp`), and the exec-server client (`uexec-client`: TLS trust for
 //! `wss://`, token files). A crate of its own so that a face depending on it pulls in neither
@@ -46,31 +56,24 @@ pub const HEADER_READ_TIMEOUT_MS: u64 = 10_000;
 /// Default most HTTP connections served at once (an upgraded WebSocket no longer counts).
 pub const MAX_CONNECTIONS: usize = 512;
 
-/// Listener flags shared by `uexec serve` and `uexec mcp --http`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ListenerArgs {
-    /// Serve TLS with this PEM certificate chain (with --tls-key): wss:// for `serve`,
-    /// https:// for `mcp --http`.
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
+/// What a face asks of its listener: TLS files, whether plain text may leave loopback, and
+/// limits. `uexec serve` and `uexec mcp --http` fill it from the same flags (the binary's
+/// `args::net::ListenerArgs`); [`ListenerConfig::options`] reads the TLS files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerConfig {
+    /// PEM certificate chain to serve TLS with (with `tls_key`).
     pub tls_cert: Option<PathBuf>,
-    /// The PEM private key of --tls-cert.
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    /// The PEM private key of `tls_cert`.
     pub tls_key: Option<PathBuf>,
-    /// Allow a non-loopback listener without TLS (the token and every command and its
-    /// output then cross the network in clear text).
-    #[arg(long)]
+    /// A non-loopback listener may go without TLS ([`check_exposure`]).
     pub insecure_plaintext: bool,
-    /// Most HTTP connections served at once; more are answered 503 and closed.
-    #[arg(long, value_name = "N", default_value_t = MAX_CONNECTIONS as u32,
-          value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_connections: u32,
-    /// Longest wait for a request's headers or a TLS handshake, in ms (for tests).
-    #[arg(long, hide = true, value_name = "MS", default_value_t = HEADER_READ_TIMEOUT_MS,
-          value_parser = clap::value_parser!(u64).range(1..))]
-    pub header_read_timeout_ms: u64,
+    /// Most HTTP connections served at once.
+    pub max_connections: usize,
+    /// Longest wait for a request's headers or a TLS handshake.
+    pub header_read_timeout: Duration,
 }
 
-impl ListenerArgs {
+impl ListenerConfig {
     /// The options of a listener, reading the TLS files.
     pub fn options(&self) -> Result<ListenerOptions, tls::TlsError> {
         let tls = match (&self.tls_cert, &self.tls_key) {
@@ -79,8 +82,8 @@ impl ListenerArgs {
         };
         Ok(ListenerOptions {
             tls,
-            header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
-            max_connections: self.max_connections as usize,
+            header_read_timeout: self.header_read_timeout,
+            max_connections: self.max_connections,
         })
     }
 }

@@ -2,6 +2,13 @@
 //! server (`uexec serve`) and the client (`uexec-client`, the engine's remote backend). Every
 //! type here both serializes and deserializes, so either side can use it.
 //!
+//! # Architecture invariants
+//! - Types only: no I/O, no task, no process. It depends on serde, base64, bytes and
+//!   thiserror, never on the engine, the network crate or a face.
+//! - Both ways: what one side writes, the other reads with the same type.
+//! - A peer's frame is never built into a `serde_json::Value`: members stay raw until read
+//!   into their typed params, whose lists are length-capped ([`bounded`]). No `unsafe`.
+//!
 //! The dialect is JSON-RPC 2.0 *without* the `"jsonrpc"` field, one message per WebSocket
 //! frame (or per line on stdio):
 //!

@@ -17,82 +17,55 @@
 //!
 //! When the transport ends, [`Connection::finish`] detaches the session (it may be resumed)
 //! and aborts the connection's pending answers.
+//!
+//! What the handlers see of the connection is its `Caller` (`caller.rs`): the connection
+//! names the handlers, the handlers name only the caller.
 
 use std::sync::Arc;
 
-use tokio::task::JoinSet;
 use uexec_protocol::jsonrpc::{self, encode_error, MALFORMED_MESSAGE_ID};
-use uexec_protocol::{Incoming, Method, RequestId, RpcError};
+use uexec_protocol::{Incoming, Method, RequestId};
 
-use crate::config::MAX_PENDING_ANSWERS;
-
-use crate::handlers::{self, Reply};
+use crate::caller::{Caller, Phase};
+use crate::config::OUTBOUND_QUEUE_MESSAGES;
+use crate::handlers::{self, reply::Reply};
 use crate::outbound::Outbound;
 use crate::server::ExecServer;
-use crate::session::{ConnectionId, Session};
+use crate::session::Session;
 
-/// Where the connection is in the handshake.
-#[derive(Debug, Clone)]
-pub enum Phase {
-    /// Waiting for `initialize`.
-    New,
-    /// `initialize` answered, waiting for the `initialized` notification.
-    Initializing(Arc<Session>),
-    Ready(Arc<Session>),
+impl ExecServer {
+    /// A new connection, and the queue its transport must drain to the peer.
+    pub fn connect(self: &Arc<Self>) -> (Connection, tokio::sync::mpsc::Receiver<String>) {
+        let (outbound, rx) = Outbound::channel(OUTBOUND_QUEUE_MESSAGES);
+        let connection = Connection {
+            caller: Caller::new(self.clone(), outbound),
+        };
+        (connection, rx)
+    }
 }
 
 /// The server side of one connection.
 pub struct Connection {
-    pub(crate) server: Arc<ExecServer>,
-    pub(crate) id: ConnectionId,
-    pub(crate) outbound: Outbound,
-    pub(crate) phase: Phase,
-    pending: JoinSet<()>,
+    caller: Caller,
 }
 
 impl Connection {
-    pub(crate) fn new(server: Arc<ExecServer>, outbound: Outbound) -> Self {
-        let id = server.registry.next_connection_id();
-        Self {
-            server,
-            id,
-            outbound,
-            phase: Phase::New,
-            pending: JoinSet::new(),
-        }
-    }
-
     /// The session, once `initialize` succeeded.
     pub fn session(&self) -> Option<&Arc<Session>> {
-        match &self.phase {
-            Phase::New => None,
-            Phase::Initializing(s) | Phase::Ready(s) => Some(s),
-        }
-    }
-
-    /// Refuses a request that may wait for its answer when [`MAX_PENDING_ANSWERS`] already do.
-    pub(crate) fn room_to_wait(&mut self) -> Result<(), RpcError> {
-        while self.pending.try_join_next().is_some() {}
-        if self.pending.len() >= MAX_PENDING_ANSWERS {
-            return Err(RpcError::internal(format!(
-                "{MAX_PENDING_ANSWERS} requests of this connection are already waiting for \
-                 their answers; send this one again once some are answered"
-            )));
-        }
-        Ok(())
+        self.caller.session()
     }
 
     /// Handles one frame (a WebSocket message or a stdio line).
     pub async fn handle_frame(&mut self, frame: &[u8]) {
-        while self.pending.try_join_next().is_some() {}
+        self.caller.reap();
         match jsonrpc::parse(frame) {
             Err(e) => {
                 tracing::debug!("malformed message: {e}");
                 let text = encode_error(&MALFORMED_MESSAGE_ID, &e.to_rpc_error());
-                self.outbound.send_text(text).await;
+                self.caller.outbound.send_text(text).await;
             }
             Ok(Incoming::Request { id, method, params }) => {
-                let reply = handlers::dispatch(self, &id, &method, params).await;
+                let reply = handlers::dispatch(&mut self.caller, &id, &method, params).await;
                 self.send_reply(&id, reply).await;
             }
             Ok(Incoming::Notification { method, .. }) => self.on_notification(&method),
@@ -105,7 +78,8 @@ impl Connection {
     /// Answers a frame the transport could not even read as a message (e.g. too large).
     pub async fn reject_frame(&mut self, why: &str) {
         let error = uexec_protocol::RpcError::invalid_request(why.to_string());
-        self.outbound
+        self.caller
+            .outbound
             .send_text(encode_error(&MALFORMED_MESSAGE_ID, &error))
             .await;
     }
@@ -113,27 +87,23 @@ impl Connection {
     async fn send_reply(&mut self, id: &RequestId, reply: Reply) {
         match reply {
             Reply::Now(text) => {
-                self.outbound.send_text(text).await;
+                self.caller.outbound.send_text(text).await;
             }
             Reply::NowThenOpen(text, gate) => {
-                self.outbound.send_text(text).await;
+                self.caller.outbound.send_text(text).await;
                 drop(gate);
             }
             Reply::Later(answer) => {
-                let outbound = self.outbound.clone();
                 tracing::trace!(%id, "answering later");
-                self.pending.spawn(async move {
-                    let text = answer.await;
-                    outbound.send_text(text).await;
-                });
+                self.caller.answer_later(answer);
             }
         }
     }
 
     fn on_notification(&mut self, method: &str) {
         if method == Method::Initialized.as_str() {
-            if let Phase::Initializing(session) = &self.phase {
-                self.phase = Phase::Ready(session.clone());
+            if let Phase::Initializing(session) = &self.caller.phase {
+                self.caller.phase = Phase::Ready(session.clone());
                 return;
             }
         }
@@ -142,9 +112,9 @@ impl Connection {
 
     /// Ends the connection: detaches its session and drops pending answers.
     pub fn finish(mut self) {
-        self.pending.abort_all();
+        self.caller.abort_pending();
         if let Some(session) = self.session().cloned() {
-            self.server.registry.detach(&session, self.id);
+            self.caller.server.registry.detach(&session, self.caller.id);
         }
     }
 }

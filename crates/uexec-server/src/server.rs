@@ -3,7 +3,8 @@
 //! An [`ExecServer`] owns the session [`Registry`], the [`Backend`] processes run on, the
 //! [`ServerConfig`] and the environment description computed at startup. Transports
 //! (`transport::ws`, `transport::stdio`) turn their frames into calls on a
-//! [`Connection`](crate::connection::Connection) made by [`ExecServer::connect`], and call
+//! [`Connection`](crate::connection::Connection) made by [`ExecServer::connect`] (defined
+//! beside the connection, so this module need not name it), and call
 //! [`ExecServer::shutdown`] on the way out so no process outlives the server.
 
 use std::sync::Arc;
@@ -13,9 +14,7 @@ use uexec_core::shell_snapshot::ShellSnapshots;
 use uexec_core::Backend;
 use uexec_protocol::EnvironmentInfo;
 
-use crate::config::{ServerConfig, OUTBOUND_QUEUE_MESSAGES};
-use crate::connection::Connection;
-use crate::outbound::Outbound;
+use crate::config::ServerConfig;
 use crate::registry::Registry;
 
 /// Shared state of one exec server.
@@ -53,12 +52,6 @@ impl ExecServer {
 
     pub fn config(&self) -> &ServerConfig {
         &self.config
-    }
-
-    /// A new connection, and the queue its transport must drain to the peer.
-    pub fn connect(self: &Arc<Self>) -> (Connection, tokio::sync::mpsc::Receiver<String>) {
-        let (outbound, rx) = Outbound::channel(OUTBOUND_QUEUE_MESSAGES);
-        (Connection::new(self.clone(), outbound), rx)
     }
 
     /// Ends every session and kills every process.

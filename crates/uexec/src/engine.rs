@@ -4,6 +4,7 @@
 
 #![forbid(unsafe_code)]
 
+mod args;
 mod last_will;
 
 use uexec_cli::cli;
@@ -58,7 +59,7 @@ a watchdog, even when uexec itself is killed.")]
 
 Without a token, only this server's own user may connect (checked over loopback). A
 non-loopback address needs a token, and TLS unless --insecure-plaintext is given.")]
-    Serve(uexec_server::ServeArgs),
+    Serve(args::serve::ServeArgs),
     /// Own this user's sessions in the background, so they outlive the MCP servers that
     /// started them (`uexec mcp --daemon` starts it when needed).
     #[command(
@@ -242,9 +243,10 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                     .map(|()| std::process::ExitCode::SUCCESS);
             }
             Command::Serve(args) => {
-                return uexec_server::serve(args)
+                return uexec_server::serve(args.into())
                     .await
                     .map(|()| std::process::ExitCode::SUCCESS)
+                    .map_err(anyhow::Error::from)
             }
             Command::Daemon(mut args) => {
                 // Started from /proc/self/exe (`start_daemon`): named after its path again.

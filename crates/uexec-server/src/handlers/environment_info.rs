@@ -2,8 +2,8 @@
 
 use uexec_protocol::EnvironmentInfo;
 
-use crate::connection::Connection;
+use crate::caller::Caller;
 
-pub fn handle(conn: &Connection) -> EnvironmentInfo {
+pub fn handle(conn: &Caller) -> EnvironmentInfo {
     conn.server.environment.clone()
 }

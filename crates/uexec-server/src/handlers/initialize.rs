@@ -3,13 +3,10 @@
 
 use uexec_protocol::{ErrorCode, InitializeParams, InitializeResult, RpcError};
 
-use crate::connection::{Connection, Phase};
+use crate::caller::{Caller, Phase};
 use crate::registry::ResumeError;
 
-pub fn handle(
-    conn: &mut Connection,
-    params: InitializeParams,
-) -> Result<InitializeResult, RpcError> {
+pub fn handle(conn: &mut Caller, params: InitializeParams) -> Result<InitializeResult, RpcError> {
     if !matches!(conn.phase, Phase::New) {
         return Err(RpcError::invalid_request(
             "initialize may only be sent once per connection",

@@ -3,11 +3,12 @@
 //! [`dispatch`] applies Codex's order of checks: method name, then params, then the
 //! handshake phase. Each handler returns a typed result; [`answer`] encodes it with the
 //! request id into the text of a response, so a handler's result is never turned into an
-//! intermediate `serde_json::Value`.
+//! intermediate `serde_json::Value`. Handlers see their connection as a [`Caller`].
 
 mod environment_info;
 mod initialize;
 mod read;
+pub mod reply;
 mod signal;
 mod start;
 mod terminate;
@@ -15,38 +16,12 @@ mod write;
 
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-use serde::Serialize;
-use tokio::sync::oneshot;
-use uexec_protocol::jsonrpc::{decode_params, encode_error, encode_result, RawJson};
+use uexec_protocol::jsonrpc::{decode_params, RawJson};
 use uexec_protocol::{Method, ReadParams, RequestId, RpcError};
 
-use crate::connection::{Connection, Phase};
+use crate::caller::{Caller, Phase};
 use crate::session::Session;
-
-/// How a request is answered.
-pub enum Reply {
-    /// Right away, in order.
-    Now(String),
-    /// Right away, then `gate` is dropped (a started process's events may flow once its
-    /// `process/start` answer is queued ahead of them).
-    NowThenOpen(String, oneshot::Sender<()>),
-    /// From a task of the connection, when ready; later requests go on meanwhile.
-    Later(BoxFuture<'static, String>),
-}
-
-/// Encodes a handler's outcome as the response to `id`.
-pub fn answer<T: Serialize>(id: &RequestId, outcome: Result<T, RpcError>) -> String {
-    match outcome {
-        Ok(result) => encode_result(id, &result).unwrap_or_else(|e| {
-            encode_error(
-                id,
-                &RpcError::internal(format!("failed to encode the result: {e}")),
-            )
-        }),
-        Err(error) => encode_error(id, &error),
-    }
-}
+use reply::{answer, Reply};
 
 /// Which family of methods the handshake guard is checking (Codex words them differently).
 #[derive(Clone, Copy)]
@@ -56,7 +31,7 @@ enum Guarded {
 }
 
 /// The session of a connection that completed the handshake.
-fn ready_session(conn: &Connection, family: Guarded) -> Result<Arc<Session>, RpcError> {
+fn ready_session(conn: &Caller, family: Guarded) -> Result<Arc<Session>, RpcError> {
     let what = match family {
         Guarded::Exec => "exec methods",
         Guarded::EnvironmentInfo => "environment info methods",
@@ -74,7 +49,7 @@ fn ready_session(conn: &Connection, family: Guarded) -> Result<Arc<Session>, Rpc
 
 /// Routes one request to its handler.
 pub async fn dispatch(
-    conn: &mut Connection,
+    conn: &mut Caller,
     id: &RequestId,
     method: &str,
     params: Option<RawJson>,
@@ -94,7 +69,7 @@ pub async fn dispatch(
 }
 
 async fn route(
-    conn: &mut Connection,
+    conn: &mut Caller,
     id: &RequestId,
     method: Method,
     params: Option<RawJson>,

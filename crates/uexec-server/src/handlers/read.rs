@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use uexec_protocol::{ReadParams, RequestId, RpcError};
 
-use super::{answer, Reply};
+use super::reply::{answer, Reply};
 use crate::session::{Lookup, Session};
 
 /// Longest long poll (a bigger `waitMs` is clamped).

@@ -21,8 +21,8 @@ use uexec_core::backend::{BackendErrorKind, EnvMode, Program, SpawnSpec};
 use uexec_protocol::file_uri;
 use uexec_protocol::{RpcError, StartParams, StartResult};
 
+use crate::caller::Caller;
 use crate::config::{STDIN_QUEUE_WRITES, WRITE_IDS_REMEMBERED};
-use crate::connection::Connection;
 use crate::env_policy::build_env;
 use crate::process::pump::{self, PumpConfig, PumpInputs};
 use crate::process::stdin::StdinQueue;
@@ -30,7 +30,7 @@ use crate::process::ProcessHandle;
 use crate::session::Session;
 
 pub async fn handle(
-    conn: &Connection,
+    conn: &Caller,
     session: &Arc<Session>,
     params: StartParams,
 ) -> Result<(StartResult, oneshot::Sender<()>), RpcError> {

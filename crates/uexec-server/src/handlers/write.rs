@@ -12,7 +12,7 @@ use std::sync::Arc;
 use futures::FutureExt;
 use uexec_protocol::{RequestId, RpcError, WriteParams, WriteResult, WriteStatus};
 
-use super::{answer, Reply};
+use super::reply::{answer, Reply};
 use crate::process::stdin::PendingWrite;
 use crate::session::{Lookup, Session};
 

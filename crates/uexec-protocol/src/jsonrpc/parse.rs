@@ -1,4 +1,4 @@
-//! JSON-RPC envelopes of the dialect: no `"jsonrpc"` field, integer or string ids.
+//! Reading a frame of the dialect, and a method's params.
 //!
 //! Reading one frame ([`parse`]):
 //! 1. the bytes must be JSON (else [`ParseError::Json`]) and an object (else
@@ -17,167 +17,18 @@
 //! (128), element counts by the typed params (see `process.rs`), and an error's `data` is
 //! kept only up to [`MAX_ERROR_DATA_BYTES`].
 //!
-//! A server answers a [`ParseError`] with an error of id `-1` ([`MALFORMED_MESSAGE_ID`]) and
+//! A server answers a [`ParseError`] with an error of id `-1` ([`MALFORMED_MESSAGE_ID`](super::MALFORMED_MESSAGE_ID)) and
 //! code `-32600`, as Codex does (not `-32700`), and keeps the connection.
-//!
-//! Writing goes through [`encode_result`], [`encode_error`] and [`encode_notification`], which
-//! serialize typed payloads straight to text (no intermediate `Value`): a `process/read`
-//! answer can carry a megabyte of output.
 
 use serde::de::{self, DeserializeOwned, IgnoredAny, Visitor};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
-use serde_json::Value;
+
+use super::message::{Incoming, RawJson, RequestId, RpcError};
 
 /// Largest `data` of an error response that is kept (a bigger one is dropped): it is read into a
 /// `Value`, which may cost many times its size.
 pub const MAX_ERROR_DATA_BYTES: usize = 64 * 1024;
-
-/// The id a server uses to answer a message it could not read.
-pub const MALFORMED_MESSAGE_ID: RequestId = RequestId::Integer(-1);
-
-/// A request id: an integer or a string, echoed verbatim in the response.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum RequestId {
-    Integer(i64),
-    String(String),
-}
-
-impl std::fmt::Display for RequestId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Integer(n) => write!(f, "{n}"),
-            Self::String(s) => write!(f, "{s:?}"),
-        }
-    }
-}
-
-/// The error codes of the dialect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorCode {
-    /// `-32600`: malformed message, unknown process or session, wrong handshake phase.
-    InvalidRequest,
-    /// `-32601`: no such method.
-    MethodNotFound,
-    /// `-32602`: the params do not fit the method.
-    InvalidParams,
-    /// `-32603`: the server failed to do what was asked (e.g. the spawn failed).
-    InternalError,
-    /// `-32004`: a named resource does not exist.
-    NotFound,
-    /// `-32010`: the session to resume is attached to another live connection.
-    SessionAttached,
-}
-
-impl ErrorCode {
-    /// The numeric code on the wire.
-    pub const fn code(self) -> i64 {
-        match self {
-            Self::InvalidRequest => -32600,
-            Self::MethodNotFound => -32601,
-            Self::InvalidParams => -32602,
-            Self::InternalError => -32603,
-            Self::NotFound => -32004,
-            Self::SessionAttached => -32010,
-        }
-    }
-}
-
-/// The `error` member of a response.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
-#[error("error {code}: {message}")]
-pub struct RpcError {
-    pub code: i64,
-    pub message: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
-}
-
-impl RpcError {
-    /// An error with a code and a message.
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self {
-            code: code.code(),
-            message: message.into(),
-            data: None,
-        }
-    }
-
-    /// Attaches structured `data`.
-    pub fn with_data(mut self, data: Value) -> Self {
-        self.data = Some(data);
-        self
-    }
-
-    pub fn invalid_request(message: impl Into<String>) -> Self {
-        Self::new(ErrorCode::InvalidRequest, message)
-    }
-
-    pub fn method_not_found(message: impl Into<String>) -> Self {
-        Self::new(ErrorCode::MethodNotFound, message)
-    }
-
-    pub fn invalid_params(message: impl Into<String>) -> Self {
-        Self::new(ErrorCode::InvalidParams, message)
-    }
-
-    pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(ErrorCode::InternalError, message)
-    }
-}
-
-/// A member kept as raw JSON text, to be decoded straight into its type ([`RawJson::decode`]).
-#[derive(Debug, Clone)]
-pub struct RawJson(Box<RawValue>);
-
-impl RawJson {
-    /// The JSON text.
-    pub fn get(&self) -> &str {
-        self.0.get()
-    }
-
-    /// Whether it is `null`.
-    pub fn is_null(&self) -> bool {
-        self.get() == "null"
-    }
-
-    /// Reads it into `T`.
-    pub fn decode<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
-        serde_json::from_str(self.get())
-    }
-
-    /// The JSON of `value`.
-    pub fn from_value<T: Serialize + ?Sized>(value: &T) -> Result<Self, serde_json::Error> {
-        serde_json::value::to_raw_value(value).map(Self)
-    }
-}
-
-/// Same JSON text (not same value: `{"a":1, "b":2}` and `{"b":2,"a":1}` differ).
-impl PartialEq for RawJson {
-    fn eq(&self, other: &Self) -> bool {
-        self.get() == other.get()
-    }
-}
-
-/// One message read from the peer.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Incoming {
-    Request {
-        id: RequestId,
-        method: String,
-        params: Option<RawJson>,
-    },
-    Notification {
-        method: String,
-        params: Option<RawJson>,
-    },
-    /// A response (what a client reads; a server has no use for it).
-    Response {
-        id: RequestId,
-        outcome: Result<RawJson, RpcError>,
-    },
-}
 
 /// Why a frame is not a message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -411,67 +262,6 @@ fn read_error(raw: &RawJson) -> Result<RpcError, ParseError> {
     })
 }
 
-#[derive(Serialize)]
-struct ResultEnvelope<'a, T> {
-    id: &'a RequestId,
-    result: &'a T,
-}
-
-#[derive(Serialize)]
-struct ErrorEnvelope<'a> {
-    id: &'a RequestId,
-    error: &'a RpcError,
-}
-
-#[derive(Serialize)]
-struct NotificationEnvelope<'a, T> {
-    method: &'a str,
-    params: &'a T,
-}
-
-#[derive(Serialize)]
-struct RequestEnvelope<'a, T> {
-    id: &'a RequestId,
-    method: &'a str,
-    params: &'a T,
-}
-
-/// `{"id", "result"}` as text.
-pub fn encode_result<T: Serialize>(
-    id: &RequestId,
-    result: &T,
-) -> Result<String, serde_json::Error> {
-    serde_json::to_string(&ResultEnvelope { id, result })
-}
-
-/// `{"id", "error"}` as text.
-pub fn encode_error(id: &RequestId, error: &RpcError) -> String {
-    // Only strings, integers and `Value`s: serialization cannot fail.
-    serde_json::to_string(&ErrorEnvelope { id, error }).unwrap_or_else(|_| {
-        format!(
-            r#"{{"id":-1,"error":{{"code":{},"message":"unencodable error"}}}}"#,
-            error.code
-        )
-    })
-}
-
-/// `{"method", "params"}` as text.
-pub fn encode_notification<T: Serialize>(
-    method: &str,
-    params: &T,
-) -> Result<String, serde_json::Error> {
-    serde_json::to_string(&NotificationEnvelope { method, params })
-}
-
-/// `{"id", "method", "params"}` as text (for clients).
-pub fn encode_request<T: Serialize>(
-    id: &RequestId,
-    method: &str,
-    params: &T,
-) -> Result<String, serde_json::Error> {
-    serde_json::to_string(&RequestEnvelope { id, method, params })
-}
-
 /// Deserializes a method's params; a missing or `null` `params` reads as `{}`.
 pub fn decode_params<T: DeserializeOwned>(params: Option<&RawJson>) -> Result<T, RpcError> {
     let text = match params {
@@ -495,7 +285,7 @@ fn without_position(error: &serde_json::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     fn raw(value: Value) -> RawJson {
         RawJson::from_value(&value).unwrap()
@@ -634,16 +424,6 @@ mod tests {
             panic!("not an error response");
         };
         assert_eq!((e.code, e.data), (-1, None));
-    }
-
-    #[test]
-    fn envelopes_have_no_jsonrpc_field() {
-        let text = encode_result(&RequestId::Integer(1), &json!({"a": 1})).unwrap();
-        assert_eq!(text, r#"{"id":1,"result":{"a":1}}"#);
-        let text = encode_error(&MALFORMED_MESSAGE_ID, &RpcError::invalid_request("bad"));
-        assert_eq!(text, r#"{"id":-1,"error":{"code":-32600,"message":"bad"}}"#);
-        let text = encode_notification("process/closed", &json!({"seq": 2})).unwrap();
-        assert_eq!(text, r#"{"method":"process/closed","params":{"seq":2}}"#);
     }
 
     #[test]

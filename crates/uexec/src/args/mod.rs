@@ -1,0 +1,2 @@
+pub mod net;
+pub mod serve;

@@ -1,0 +1,48 @@
+//! `uexec serve`'s flags: the clap twin of [`uexec_server::ServeOptions`]. The library takes
+//! plain options; the flags, their help, defaults and parsers live here, in the binary.
+
+use uexec_server::ServeOptions;
+
+use super::net::ListenerArgs;
+
+/// Arguments of `uexec serve`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Where to listen: `ws://IP:PORT` (`wss://IP:PORT` with --tls-cert; port 0 picks one;
+    /// the bound URL is printed as the first line on stdout) or `stdio` (newline-delimited
+    /// JSON on stdin/stdout; stdin EOF stops the server and its processes).
+    #[arg(long, default_value = "ws://127.0.0.1:0")]
+    pub listen: String,
+
+    /// Bearer token WebSocket clients must send (`Authorization: Bearer TOKEN`). Required to
+    /// listen on anything but a loopback address. Without one, only this server's own user
+    /// may connect (over loopback). Visible in `ps`: prefer --token-file.
+    #[arg(long, env = "UEXEC_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+
+    /// Read the bearer token from this file (its first line; keep it mode 0600); wins over
+    /// --token and UEXEC_TOKEN.
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<std::path::PathBuf>,
+
+    #[command(flatten)]
+    pub listener: ListenerArgs,
+
+    /// Run every `-lc` login of bash or sh as a real login shell, reading the profile each
+    /// time, instead of from a snapshot of what the profile set up (environment, functions,
+    /// aliases, options), taken once and rebuilt when a profile file changes.
+    #[arg(long)]
+    pub no_shell_snapshot: bool,
+}
+
+impl From<ServeArgs> for ServeOptions {
+    fn from(args: ServeArgs) -> Self {
+        Self {
+            listen: args.listen,
+            token: args.token,
+            token_file: args.token_file,
+            listener: args.listener.into(),
+            shell_snapshot: !args.no_shell_snapshot,
+        }
+    }
+}
