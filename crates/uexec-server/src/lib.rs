@@ -43,6 +43,7 @@ pub mod environment;
 mod handlers;
 pub mod outbound;
 pub mod process;
+mod pump;
 pub mod registry;
 mod serve;
 pub mod server;

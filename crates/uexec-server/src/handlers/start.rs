@@ -24,9 +24,9 @@ use uexec_protocol::{RpcError, StartParams, StartResult};
 use crate::caller::Caller;
 use crate::config::{STDIN_QUEUE_WRITES, WRITE_IDS_REMEMBERED};
 use crate::env_policy::build_env;
-use crate::process::pump::{self, PumpConfig, PumpInputs};
 use crate::process::stdin::StdinQueue;
 use crate::process::ProcessHandle;
+use crate::pump::{self, PumpConfig, PumpInputs};
 use crate::session::Session;
 
 pub async fn handle(

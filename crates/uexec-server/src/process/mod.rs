@@ -3,11 +3,10 @@
 //! Three timelines, three owners:
 //! 1. the OS process and its output readers belong to the backend (`uexec_core`);
 //! 2. the event stream (seq, retention, lifecycle) belongs to the process's *pump* task
-//!    ([`pump`]), the only writer of its [`ProcessState`];
+//!    (`crate::pump`, beside this room), the only writer of its [`ProcessState`];
 //! 3. requests hold a cheap [`ProcessHandle`]: they read the state, wait on it (long polls),
 //!    queue stdin writes ([`stdin`]) and send signals, but never change the event stream.
 
-pub mod pump;
 pub mod retention;
 pub mod state;
 pub mod stdin;

@@ -1,4 +1,6 @@
-//! The owner task of one process: the only writer of its [`ProcessState`].
+//! The owner task of one process: the only writer of its `ProcessState`. It sits beside the
+//! process room, not in it: it tells the process's session, and the session's table holds
+//! the processes, so the room itself never names a session.
 //!
 //! It turns what the backend reports into the wire's event stream:
 //! 1. wait until the `process/start` answer is queued, so a client never sees events of a
@@ -27,9 +29,9 @@ use uexec_protocol::{
     ClosedNotification, ExitedNotification, Method, OutputNotification, OutputStream,
 };
 
-use super::retention::split_chunk;
-use super::state::ExitInfo;
-use super::ProcessHandle;
+use crate::process::retention::split_chunk;
+use crate::process::state::ExitInfo;
+use crate::process::ProcessHandle;
 use crate::session::Session;
 
 /// What the pump consumes.
