@@ -75,11 +75,11 @@ async fn overhead(
         let t = Instant::now();
         let s = store.exec_command(request("true", 10_000)).await.unwrap();
         engine.push(t.elapsed());
-        assert_eq!(s.exit_code, Some(0));
+        assert_eq!(s.exit_code(), Some(0));
         let t = Instant::now();
         let s = kept.exec_command(request("true", 10_000)).await.unwrap();
         engine_kept.push(t.elapsed());
-        assert_eq!(s.exit_code, Some(0));
+        assert_eq!(s.exit_code(), Some(0));
     }
     (median(bare), median(engine), median(engine_kept))
 }
@@ -126,7 +126,7 @@ async fn session_rate(store: &Arc<SessionStore>, flood: &Flood) -> (f64, u64) {
         .await
         .unwrap();
     let mut tokens = snap.original_token_count;
-    while let Some(id) = snap.session_id {
+    while let Some(id) = snap.session_id() {
         snap = store
             .write_stdin(WriteRequest {
                 session_id: id,
@@ -137,7 +137,7 @@ async fn session_rate(store: &Arc<SessionStore>, flood: &Flood) -> (f64, u64) {
             .unwrap();
         tokens += snap.original_token_count;
     }
-    assert_eq!(snap.exit_code, Some(0));
+    assert_eq!(snap.exit_code(), Some(0));
     (flood.bytes as f64 / t.elapsed().as_secs_f64(), tokens)
 }
 
@@ -149,7 +149,7 @@ fn median_f64(mut v: Vec<f64>) -> f64 {
 async fn idle(store: &Arc<SessionStore>) -> Duration {
     for _ in 0..64 {
         let s = store.exec_command(request("sleep 60", 250)).await.unwrap();
-        assert!(s.session_id.is_some());
+        assert!(s.session_id().is_some());
     }
     let before = cpu_time();
     tokio::time::sleep(Duration::from_secs(10)).await;

@@ -78,7 +78,7 @@ pub mod screen {
         KeeperHandle, Screen, ScreenFactory, ScreenView, REBUILD_SEED_BYTES,
     };
 }
-pub use output::snapshot::Snapshot;
+pub use output::snapshot::{Snapshot, Status};
 pub use output::until::{Match, Reason, Until};
 pub use output::{buffer, snapshot, until, Hygiene, HygieneRequest};
 pub use store::SessionStore;

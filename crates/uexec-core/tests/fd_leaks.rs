@@ -29,12 +29,12 @@ async fn two_hundred_sessions_leak_no_fd() {
                     // Exits inside the window.
                     0 | 1 => {
                         let s = store.exec_command(req("echo hi", tty)).await.unwrap();
-                        assert!(s.exit_code.is_some());
+                        assert!(s.exit_code().is_some());
                     }
                     // Stored, then terminated.
                     2 => {
                         let s = store.exec_command(req("sleep 30", tty)).await.unwrap();
-                        store.terminate(s.session_id.unwrap()).unwrap();
+                        store.terminate(s.session_id().unwrap()).unwrap();
                     }
                     // Stored, then polled to its exit.
                     _ => {
@@ -42,14 +42,14 @@ async fn two_hundred_sessions_leak_no_fd() {
                             .exec_command(req("sleep 0.3; echo done", tty))
                             .await
                             .unwrap();
-                        let mut id = s.session_id;
+                        let mut id = s.session_id();
                         while let Some(sid) = id {
                             let poll = WriteRequest {
                                 session_id: sid,
                                 yield_time_ms: Some(5000),
                                 ..WriteRequest::default()
                             };
-                            id = store.write_stdin(poll).await.unwrap().session_id;
+                            id = store.write_stdin(poll).await.unwrap().session_id();
                         }
                     }
                 }

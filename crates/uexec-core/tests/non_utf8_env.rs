@@ -22,7 +22,7 @@ async fn a_latin1_variable_passes_byte_for_byte() {
         ))
         .await
         .unwrap();
-    assert_eq!(s.exit_code, Some(0));
+    assert_eq!(s.exit_code(), Some(0));
     assert_eq!(
         s.output.split_whitespace().collect::<Vec<_>>(),
         ["63", "61", "66", "e9"]

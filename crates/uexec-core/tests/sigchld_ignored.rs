@@ -18,6 +18,6 @@ async fn exit_codes_survive_an_inherited_ignored_sigchld() {
             .exec_command(common::exec(cmd, false, 5000))
             .await
             .unwrap();
-        assert_eq!(s.exit_code, Some(code), "{cmd}: {s:?}");
+        assert_eq!(s.exit_code(), Some(code), "{cmd}: {s:?}");
     }
 }

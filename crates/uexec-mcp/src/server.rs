@@ -510,10 +510,10 @@ fn snapshot_fields(s: &Snapshot, extended: bool) -> Map<String, Value> {
     structured.insert("chunk_id".into(), json!(s.chunk_id));
     let wall: f64 = s.wall_time_text().parse().unwrap_or(0.0);
     structured.insert("wall_time_seconds".into(), json!(wall));
-    if let Some(code) = s.exit_code {
+    if let Some(code) = s.exit_code() {
         structured.insert("exit_code".into(), json!(code));
     }
-    if let Some(id) = s.session_id {
+    if let Some(id) = s.session_id() {
         structured.insert("session_id".into(), json!(id));
     }
     structured.insert("original_token_count".into(), json!(s.original_token_count));

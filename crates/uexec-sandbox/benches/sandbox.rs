@@ -116,7 +116,7 @@ async fn main() {
                 .await
                 .unwrap();
             let elapsed = t.elapsed();
-            assert_eq!(s.exit_code, Some(0), "{:?}", s.output);
+            assert_eq!(s.exit_code(), Some(0), "{:?}", s.output);
             if round >= 10 {
                 samples[i].push(elapsed); // the first rounds warm the caches
             }

@@ -43,7 +43,7 @@ async fn collect(store: &Arc<SessionStore>, first: Snapshot) -> (String, Snapsho
     let mut out = first.output.clone();
     let mut last = first;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while let Some(id) = last.session_id {
+    while let Some(id) = last.session_id() {
         assert!(
             Instant::now() < deadline,
             "session {id} did not exit: {out}"
@@ -138,7 +138,7 @@ async fn run_sandboxed(launcher: PathBuf, cold_launcher: bool, times: usize) {
         request.sandbox = Some(Profile::ReadOnly);
         let first = store.exec_command(request).await.unwrap();
         let (out, last) = collect(&store, first).await;
-        assert_eq!(last.exit_code, Some(0), "{out}");
+        assert_eq!(last.exit_code(), Some(0), "{out}");
         assert!(out.contains("ran under read-only"), "{out}");
     }
 }

@@ -23,10 +23,8 @@ pub struct Snapshot {
     pub chunk_id: String,
     /// Length of the observation window.
     pub wall_time: Duration,
-    /// Present when the process exited (it is then gone from the store).
-    pub exit_code: Option<i32>,
-    /// Present while the process is still running.
-    pub session_id: Option<i32>,
+    /// Running with an id to poll, or exited (it is then gone from the store) with its code.
+    pub status: Status,
     /// `ceil(bytes / 4)` of everything this call collected, including omitted bytes.
     pub original_token_count: u64,
     /// The body, possibly truncated.
@@ -128,15 +126,10 @@ impl Snapshot {
     ) -> Self {
         let body = Body::cleaned(drained, max_output_tokens, hygiene);
         let sandbox = judge(&body.text);
-        let (exit_code, session_id) = match observed.status {
-            Status::Running { session_id } => (None, Some(session_id)),
-            Status::Exited { exit_code } => (exit_code, None),
-        };
         Self {
             chunk_id: new_chunk_id(),
             wall_time: observed.wall_time,
-            exit_code,
-            session_id,
+            status: observed.status,
             original_token_count: body.original_token_count,
             output: body.text,
             reason: observed.reason,
@@ -148,6 +141,22 @@ impl Snapshot {
             omitted_coverage: observed.omitted_coverage,
             transcript_stop: observed.transcript_stop,
             sandbox,
+        }
+    }
+
+    /// The exit code, when the process exited and its code is known.
+    pub fn exit_code(&self) -> Option<i32> {
+        match self.status {
+            Status::Exited { exit_code } => exit_code,
+            Status::Running { .. } => None,
+        }
+    }
+
+    /// The id to poll, while the process runs.
+    pub fn session_id(&self) -> Option<i32> {
+        match self.status {
+            Status::Running { session_id } => Some(session_id),
+            Status::Exited { .. } => None,
         }
     }
 
@@ -183,7 +192,7 @@ impl Snapshot {
             extra.push_str(&line);
             extra.push('\n');
         }
-        if self.awaiting_secret && self.session_id.is_some() {
+        if self.awaiting_secret && self.session_id().is_some() {
             extra.push_str(
                 "A password prompt waits (echo off): ask the person to answer it; do not send secrets yourself\n",
             );
@@ -255,11 +264,14 @@ impl Snapshot {
         let mut s = String::with_capacity(self.output.len() + 128);
         s.push_str(&format!("Chunk ID: {}\n", self.chunk_id));
         s.push_str(&format!("Wall time: {} seconds\n", self.wall_time_text()));
-        if let Some(code) = self.exit_code {
-            s.push_str(&format!("Process exited with code {code}\n"));
-        }
-        if let Some(id) = self.session_id {
-            s.push_str(&format!("Process running with session ID {id}\n"));
+        match self.status {
+            Status::Exited {
+                exit_code: Some(code),
+            } => s.push_str(&format!("Process exited with code {code}\n")),
+            Status::Exited { exit_code: None } => {}
+            Status::Running { session_id } => {
+                s.push_str(&format!("Process running with session ID {session_id}\n"))
+            }
         }
         s.push_str(&format!(
             "Original token count: {}\n",

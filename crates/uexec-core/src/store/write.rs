@@ -119,7 +119,7 @@ impl SessionStore {
         let snapshot = self
             .conclude(&session, window_start, max_output_tokens, hygiene, reason)
             .await;
-        let still_running = matches!(&snapshot, Ok(s) if s.session_id.is_some());
+        let still_running = matches!(&snapshot, Ok(s) if s.session_id().is_some());
         if !is_poll || still_running {
             self.events.publish(
                 &session.info.call_id,

@@ -14,7 +14,7 @@ async fn background_jobs_die_with_a_terminated_session() {
             tty: Some(tty),
             ..exec(&cmd, 500)
         };
-        let id = store.exec_command(req).await.unwrap().session_id.unwrap();
+        let id = store.exec_command(req).await.unwrap().session_id().unwrap();
         wait_present(&bg).await;
         store.terminate(id).unwrap();
         wait_gone(&fg).await;
@@ -30,6 +30,6 @@ async fn background_jobs_die_once_the_exit_is_reported() {
         .exec_command(exec(&format!("sleep {bg} & echo started"), 5000))
         .await
         .unwrap();
-    assert_eq!(s.exit_code, Some(0));
+    assert_eq!(s.exit_code(), Some(0));
     wait_gone(&bg).await;
 }

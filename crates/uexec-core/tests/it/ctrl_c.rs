@@ -23,7 +23,7 @@ async fn ctrl_c_after_the_leader_was_reaped_signals_nothing() {
     let cmd = format!("python3 -c \"{script}\" & sleep 1; exit 0");
     let store = store();
     let s = store.exec_command(exec(&cmd, 250)).await.unwrap();
-    let id = s.session_id.expect("running after 250 ms");
+    let id = s.session_id().expect("running after 250 ms");
     eventually("the job to be ready", Duration::from_secs(10), || {
         ready.exists()
     })
@@ -36,7 +36,7 @@ async fn ctrl_c_after_the_leader_was_reaped_signals_nothing() {
     })
     .await;
     let snap = store.write_stdin(write(id, "\u{3}", 250)).await.unwrap();
-    assert_eq!(snap.exit_code, Some(0), "the exit is reported");
+    assert_eq!(snap.exit_code(), Some(0), "the exit is reported");
     assert!(
         !hit.exists(),
         "Ctrl-C reached a group whose leader was reaped"

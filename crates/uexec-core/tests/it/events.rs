@@ -19,10 +19,10 @@ async fn begin_deltas_interaction_and_one_end_under_the_original_call_id() {
         )
     };
     let s = store.exec_command(req).await.unwrap();
-    let id = s.session_id.expect("waits for a line");
+    let id = s.session_id().expect("waits for a line");
     let w = store.write_stdin(write(id, "xyz\n", 1000)).await.unwrap();
     let (_, last) = collect(&store, w).await;
-    assert_eq!(last.exit_code, Some(0));
+    assert_eq!(last.exit_code(), Some(0));
 
     let mut begins = 0;
     let mut deltas = Vec::new();
@@ -104,6 +104,6 @@ async fn a_spawn_failure_emits_begin_and_a_failed_end() {
     assert!(store.list_sessions().is_empty());
     // The id was released: the next session gets 1000 again.
     let s = store.exec_command(exec("sleep 1", 250)).await.unwrap();
-    assert_eq!(s.session_id, Some(1000));
+    assert_eq!(s.session_id(), Some(1000));
     std::fs::remove_dir_all(&dir).unwrap();
 }

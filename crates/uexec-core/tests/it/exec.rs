@@ -16,14 +16,17 @@ async fn full_lifecycle_with_a_background_end() {
     };
     let first = store.exec_command(req).await.unwrap();
     let (output, last) = collect(&store, first).await;
-    assert_eq!(last.exit_code, Some(0));
+    assert_eq!(last.exit_code(), Some(0));
     assert!(output.contains("HELLO-FULL-LIFECYCLE"));
     // Exactly one End for the first call; a later call's End proves the stream moved on.
     let later = ExecRequest {
         call_id: Some("call-later".into()),
         ..exec("true", 1000)
     };
-    assert_eq!(store.exec_command(later).await.unwrap().exit_code, Some(0));
+    assert_eq!(
+        store.exec_command(later).await.unwrap().exit_code(),
+        Some(0)
+    );
     let mut ends = Vec::new();
     loop {
         let e = events.recv().await.unwrap();
@@ -60,7 +63,7 @@ async fn a_quick_command_returns_early_with_its_code() {
         t0.elapsed() < Duration::from_secs(5),
         "no early return on exit"
     );
-    assert_eq!((s.exit_code, s.session_id), (Some(17), None));
+    assert_eq!((s.exit_code(), s.session_id()), (Some(17), None));
     assert_eq!(s.output, "hi\n");
     assert!(s.wall_time < Duration::from_secs(5));
     assert!(store.list_sessions().is_empty());
@@ -75,7 +78,7 @@ async fn killed_by_a_signal_reports_128_plus_n_for_pipes_and_ptys() {
             ..exec("kill -9 $$", 5000)
         };
         let s = store.exec_command(req).await.unwrap();
-        assert_eq!(s.exit_code, Some(137), "tty={tty}");
+        assert_eq!(s.exit_code(), Some(137), "tty={tty}");
     }
 }
 
@@ -87,7 +90,7 @@ async fn an_escaped_grandchild_does_not_hold_the_call() {
         .exec_command(exec("(sleep 30 &); echo done", 10_000))
         .await
         .unwrap();
-    assert_eq!(s.exit_code, Some(0));
+    assert_eq!(s.exit_code(), Some(0));
     assert!(s.output.contains("done"));
     assert!(
         t0.elapsed() < Duration::from_secs(5),
@@ -107,7 +110,7 @@ async fn output_printed_between_calls_is_delivered_once_in_order() {
         .await
         .unwrap();
     let (output, last) = collect(&store, first).await;
-    assert_eq!(last.exit_code, Some(0));
+    assert_eq!(last.exit_code(), Some(0));
     let ticks: Vec<&str> = output.lines().collect();
     let expected: Vec<String> = (1..=30).map(|i| format!("tick-{i}")).collect();
     assert_eq!(ticks, expected);
@@ -174,23 +177,23 @@ async fn a_long_command_is_stored_and_polled_to_its_end() {
         .exec_command(exec("echo first; sleep 1; echo second", 250))
         .await
         .unwrap();
-    let id = s.session_id.expect("still running after 250 ms");
+    let id = s.session_id().expect("still running after 250 ms");
     assert!(s.output.contains("first") && !s.output.contains("second"));
     assert_eq!(store.list_sessions()[0].session_id, id);
     let p = store.write_stdin(poll(id, 10_000)).await.unwrap();
-    let p = if p.session_id.is_some() {
+    let p = if p.session_id().is_some() {
         collect(&store, p).await.1
     } else {
         p
     };
-    assert_eq!(p.exit_code, Some(0));
+    assert_eq!(p.exit_code(), Some(0));
 }
 
 #[tokio::test]
 async fn a_command_that_exits_at_once_reports_almost_no_wall_time() {
     let store = store();
     let s = store.exec_command(exec("true", 5000)).await.unwrap();
-    assert_eq!(s.exit_code, Some(0));
+    assert_eq!(s.exit_code(), Some(0));
     assert!(
         s.wall_time < Duration::from_millis(150),
         "{:?}",

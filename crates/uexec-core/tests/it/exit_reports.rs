@@ -31,7 +31,7 @@ async fn a_call_that_sees_the_exit_reports_a_late_verdict_like_the_end() {
         .exec_command_monitored(req(false), vec![Box::new(LateDenial)])
         .await
         .unwrap();
-    let id = snap.session_id.expect("running");
+    let id = snap.session_id().expect("running");
     let control = spawned.recv().await.unwrap();
     let poller = {
         let store = store.clone();
@@ -73,7 +73,7 @@ async fn output_after_an_exit_just_before_the_deadline_reaches_the_call() {
     control.print("last line\n").await;
     control.close();
     let snap = poller.await.unwrap().unwrap();
-    assert_eq!(snap.exit_code, Some(0));
+    assert_eq!(snap.exit_code(), Some(0));
     assert_eq!(snap.output, "last line\n", "printed before the close");
 }
 
@@ -95,7 +95,7 @@ async fn two_queued_callers_get_the_exit_once() {
     control.exit(0);
     control.close();
     let first = first.await.unwrap().unwrap();
-    assert_eq!((first.exit_code, first.output.as_str()), (Some(0), "bye"));
+    assert_eq!((first.exit_code(), first.output.as_str()), (Some(0), "bye"));
     assert_eq!(
         second.await.unwrap(),
         Err(ExecError::UnknownProcess(id)),
@@ -119,5 +119,8 @@ async fn a_cancelled_poll_leaves_the_output_and_the_exit_to_the_next_call() {
     cancelled.abort();
     assert!(cancelled.await.unwrap_err().is_cancelled());
     let snap = store.write_stdin(poll(id, 5000)).await.unwrap();
-    assert_eq!((snap.exit_code, snap.output.as_str()), (Some(0), "DONE\n"));
+    assert_eq!(
+        (snap.exit_code(), snap.output.as_str()),
+        (Some(0), "DONE\n")
+    );
 }

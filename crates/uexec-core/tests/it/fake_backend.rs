@@ -149,7 +149,7 @@ pub async fn running(
 ) -> (i32, Arc<FakeControl>) {
     let snap = store.exec_command(req(tty)).await.unwrap();
     let control = spawned.recv().await.unwrap();
-    (snap.session_id.expect("running"), control)
+    (snap.session_id().expect("running"), control)
 }
 
 pub async fn next_end(events: &mut EventStream, session_id: i32) -> (Instant, EventKind) {
@@ -167,7 +167,7 @@ async fn a_write_reporting_unknown_process_marks_the_session_exited() {
     let (id, control) = running(&store, &mut spawned, true).await;
     *control.write_outcome.lock().unwrap() = Some(WriteOutcome::UnknownProcess);
     let snap = store.write_stdin(write(id, "ls\n", 1000)).await.unwrap();
-    assert_eq!(snap.session_id, None, "the session must be reported gone");
+    assert_eq!(snap.session_id(), None, "the session must be reported gone");
     assert!(store.list_sessions().is_empty());
     assert_eq!(
         store.write_stdin(poll(id, 0)).await.unwrap_err(),
@@ -226,7 +226,7 @@ async fn a_completed_session_id_is_unknown_afterwards_and_the_store_is_empty() {
     control.exit(0);
     control.close();
     let snap = store.write_stdin(poll(id, 5000)).await.unwrap();
-    assert_eq!((snap.exit_code, snap.session_id), (Some(0), None));
+    assert_eq!((snap.exit_code(), snap.session_id()), (Some(0), None));
     assert_eq!(snap.output, "bye");
     assert_eq!(
         store.write_stdin(poll(id, 0)).await.unwrap_err(),
@@ -290,7 +290,7 @@ async fn a_pipe_session_gets_ctrl_c_as_a_signal_and_other_input_is_refused() {
     assert!(control.writes.lock().unwrap().is_empty());
     let snap = store.write_stdin(write(id, "\u{3}", 250)).await.unwrap();
     assert_eq!(
-        snap.session_id,
+        snap.session_id(),
         Some(id),
         "a signal alone does not end a fake process"
     );
@@ -314,8 +314,8 @@ async fn terminating_during_a_poll_returns_the_exited_snapshot() {
         .await
         .unwrap()
         .expect("the Unknown fallback returns the exited snapshot");
-    assert_eq!(snap.session_id, None);
-    assert_eq!(snap.exit_code, Some(137));
+    assert_eq!(snap.session_id(), None);
+    assert_eq!(snap.exit_code(), Some(137));
     assert_eq!(snap.output, "last words");
     assert_eq!(
         store.terminate(id).unwrap_err(),
@@ -344,7 +344,7 @@ async fn a_call_cancelled_in_the_early_exit_grace_still_stores_its_session() {
     control.close();
     let snap = store.write_stdin(poll(id, 5000)).await.unwrap();
     assert_eq!(
-        (snap.exit_code, snap.output.as_str()),
+        (snap.exit_code(), snap.output.as_str()),
         (Some(0), "still here")
     );
 }

@@ -53,7 +53,7 @@ pub async fn collect(store: &Arc<SessionStore>, first: Snapshot) -> (String, Sna
     let mut out = first.output.clone();
     let mut last = first;
     let deadline = Instant::now() + Duration::from_secs(60);
-    while let Some(id) = last.session_id {
+    while let Some(id) = last.session_id() {
         assert!(
             Instant::now() < deadline,
             "session {id} did not exit; output so far: {out}"

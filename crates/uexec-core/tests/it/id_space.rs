@@ -28,20 +28,20 @@ async fn stores_sharing_a_space_use_distinct_ids_and_free_them() {
     let first = a.exec_command(exec("exec sleep 30", 250)).await.unwrap();
     let second = b.exec_command(exec("exec sleep 30", 250)).await.unwrap();
     assert_eq!(
-        (first.session_id, second.session_id),
+        (first.session_id(), second.session_id()),
         (Some(1000), Some(1001))
     );
     a.terminate(1000).unwrap();
     // 1000 is free again; 1001 is still b's.
     let third = a.exec_command(exec("exec sleep 30", 250)).await.unwrap();
-    assert_eq!(third.session_id, Some(1002), "max + 1 of the ids in use");
+    assert_eq!(third.session_id(), Some(1002), "max + 1 of the ids in use");
     drop(b);
     let fourth = a.exec_command(exec("exec sleep 30", 250)).await.unwrap();
-    assert_eq!(fourth.session_id, Some(1003));
+    assert_eq!(fourth.session_id(), Some(1003));
     a.clean_all();
     let fifth = a.exec_command(exec("true", 1000)).await.unwrap();
-    assert_eq!(fifth.exit_code, Some(0));
+    assert_eq!(fifth.exit_code(), Some(0));
     let sixth = a.exec_command(exec("exec sleep 30", 250)).await.unwrap();
-    assert_eq!(sixth.session_id, Some(1000), "everything was freed");
+    assert_eq!(sixth.session_id(), Some(1000), "everything was freed");
     a.clean_all();
 }

@@ -17,6 +17,6 @@ async fn an_fd_without_cloexec_does_not_reach_the_command() {
         libc::close(fds[0]);
         libc::close(fds[1]);
     }
-    assert_eq!(s.exit_code, Some(0));
+    assert_eq!(s.exit_code(), Some(0));
     assert_eq!(s.output, "CLEAN\n");
 }

@@ -72,7 +72,7 @@ async fn bad_exec_arguments_name_their_field() {
     assert!(store.list_sessions().is_empty());
     // Nothing was reserved: the first real session still gets 1000.
     let s = store.exec_command(exec("sleep 1", 250)).await.unwrap();
-    assert_eq!(s.session_id, Some(1000));
+    assert_eq!(s.session_id(), Some(1000));
     std::fs::remove_file(&file).unwrap();
 }
 
@@ -80,7 +80,7 @@ async fn bad_exec_arguments_name_their_field() {
 async fn absurd_windows_are_clamped_not_refused() {
     let store = store();
     let s = store.exec_command(exec("echo ok", i64::MIN)).await.unwrap();
-    assert_eq!(s.exit_code, Some(0));
+    assert_eq!(s.exit_code(), Some(0));
     let s = store.exec_command(exec("echo ok", i64::MAX)).await.unwrap();
-    assert_eq!(s.exit_code, Some(0));
+    assert_eq!(s.exit_code(), Some(0));
 }

@@ -47,7 +47,7 @@ async fn monitored(monitor: Verdict) -> (Arc<SessionStore>, i32, Arc<FakeControl
         .await
         .unwrap();
     let control = spawned.recv().await.unwrap();
-    (store, snap.session_id.expect("running"), control, events)
+    (store, snap.session_id().expect("running"), control, events)
 }
 
 fn verdict(delay_ms: u64, messages: Vec<&'static str>, on_start: bool) -> Verdict {
@@ -144,14 +144,14 @@ async fn a_recorded_verdict_lets_the_process_run_and_fails_the_end_with_its_own_
         monitored(recorded(100, vec!["denied: a", "denied: b"], true)).await;
     // Past the verdicts: the process is still there and its output still comes.
     let snap = store.write_stdin(poll(id, 5000)).await.unwrap();
-    assert_eq!(snap.session_id, Some(id));
+    assert_eq!(snap.session_id(), Some(id));
     assert!(!control.terminated());
     control.print("later output").await;
     control.exit(3);
     control.close();
     let snap = store.write_stdin(poll(id, 5000)).await.unwrap();
     assert_eq!(
-        (snap.exit_code, snap.output.as_str()),
+        (snap.exit_code(), snap.output.as_str()),
         (Some(3), "later output")
     );
     let (_, end) = next_end(&mut events, id).await;

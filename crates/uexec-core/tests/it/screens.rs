@@ -54,7 +54,7 @@ async fn the_kept_screen_has_every_byte_and_the_feed_goes_on_from_it() {
         ..Default::default()
     });
     let snap = store.exec_command(req).await.unwrap();
-    let id = snap.session_id.expect("running");
+    let id = snap.session_id().expect("running");
     let mut attachment = store.attach(id, false, 1024, None).await.unwrap();
     let screen = attachment.screen.take().expect("a kept screen");
     assert_eq!(screen, b"first");
@@ -84,7 +84,7 @@ async fn a_screen_the_output_outran_is_rebuilt_from_the_last_bytes() {
         ..Default::default()
     });
     let snap = store.exec_command(req).await.unwrap();
-    let id = snap.session_id.expect("running");
+    let id = snap.session_id().expect("running");
     drop(held);
     let attachment = store.attach(id, false, 1024, None).await.unwrap();
     let screen = attachment.screen.expect("a kept screen");

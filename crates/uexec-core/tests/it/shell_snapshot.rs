@@ -91,7 +91,7 @@ fn login(cmd: &str) -> ExecRequest {
 async fn run(store: &Arc<SessionStore>, cmd: &str) -> (String, Option<i32>) {
     let first = store.exec_command(login(cmd)).await.expect("exec");
     let (out, last) = collect(store, first).await;
-    (out, last.exit_code)
+    (out, last.exit_code())
 }
 
 const SEES_THE_PROFILE: &str = r#"greet world; ll; x=a; [[ $x == @(a|b) ]] && echo extglob-parsed

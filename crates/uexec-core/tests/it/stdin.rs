@@ -16,14 +16,14 @@ async fn ctrl_c_on_a_pipe_session_runs_the_trap_or_kills_with_130() {
     ];
     for (cmd, code) in cases {
         let s = store.exec_command(exec(cmd, 500)).await.unwrap();
-        let id = s.session_id.expect("running");
+        let id = s.session_id().expect("running");
         let mut out = s.output.clone();
         while !out.contains("READY") {
             out.push_str(&store.write_stdin(poll(id, 5000)).await.unwrap().output);
         }
         let w = store.write_stdin(write(id, "\u{3}", 2000)).await.unwrap();
         let (out, last) = collect(&store, w).await;
-        assert_eq!(last.exit_code, Some(code), "{cmd}: {out}");
+        assert_eq!(last.exit_code(), Some(code), "{cmd}: {out}");
     }
 }
 
@@ -35,7 +35,7 @@ async fn a_pipe_session_refuses_input_and_keeps_running() {
         .exec_command(exec(&format!("{}; echo still-here", gate.wait()), 250))
         .await
         .unwrap();
-    let id = s.session_id.unwrap();
+    let id = s.session_id().unwrap();
     let err = store.write_stdin(write(id, "abc", 250)).await.unwrap_err();
     gate.open();
     assert_eq!(err, ExecError::StdinClosed { session_id: id });
@@ -44,7 +44,7 @@ async fn a_pipe_session_refuses_input_and_keeps_running() {
         "stdin is closed for this session; rerun exec_command with tty=true to keep stdin open"
     );
     let (out, last) = collect(&store, store.write_stdin(poll(id, 5000)).await.unwrap()).await;
-    assert_eq!(last.exit_code, Some(0));
+    assert_eq!(last.exit_code(), Some(0));
     assert!(out.contains("still-here"));
 }
 
@@ -56,7 +56,7 @@ async fn a_tty_session_echoes_and_ends_on_ctrl_d() {
         ..exec("cat", 500)
     };
     let s = store.exec_command(req).await.unwrap();
-    let id = s.session_id.unwrap();
+    let id = s.session_id().unwrap();
     let mut out = store
         .write_stdin(write(id, "hello\n", 500))
         .await
@@ -67,7 +67,7 @@ async fn a_tty_session_echoes_and_ends_on_ctrl_d() {
     }
     let e = store.write_stdin(write(id, "\u{4}", 2000)).await.unwrap();
     let (_, last) = collect(&store, e).await;
-    assert_eq!(last.exit_code, Some(0));
+    assert_eq!(last.exit_code(), Some(0));
 }
 
 #[tokio::test]
@@ -80,7 +80,7 @@ async fn concurrent_polls_never_split_or_duplicate_output() {
         ))
         .await
         .unwrap();
-    let id = s.session_id.unwrap();
+    let id = s.session_id().unwrap();
     let mut out = s.output;
     loop {
         let (a, b) = tokio::join!(
@@ -92,7 +92,7 @@ async fn concurrent_polls_never_split_or_duplicate_output() {
             match r {
                 Ok(snap) => {
                     out.push_str(&snap.output);
-                    done |= snap.session_id.is_none();
+                    done |= snap.session_id().is_none();
                 }
                 Err(ExecError::UnknownProcess(_)) => done = true,
                 Err(e) => panic!("{e}"),
@@ -114,7 +114,7 @@ async fn chars_over_one_mebibyte_are_refused() {
         tty: Some(true),
         ..exec("cat", 250)
     };
-    let id = store.exec_command(req).await.unwrap().session_id.unwrap();
+    let id = store.exec_command(req).await.unwrap().session_id().unwrap();
     let big = "x".repeat(1024 * 1024 + 1);
     let err = store.write_stdin(write(id, &big, 250)).await.unwrap_err();
     assert!(

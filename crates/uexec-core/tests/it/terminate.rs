@@ -36,7 +36,12 @@ async fn clean_all_and_shutdown_kill_every_session() {
             tty: Some(tty),
             ..exec(&format!("sleep {m}"), 250)
         };
-        assert!(store.exec_command(req).await.unwrap().session_id.is_some());
+        assert!(store
+            .exec_command(req)
+            .await
+            .unwrap()
+            .session_id()
+            .is_some());
     }
     store.shutdown();
     wait_gone(&a).await;

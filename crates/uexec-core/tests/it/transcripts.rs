@@ -37,7 +37,7 @@ async fn a_flood_is_kept_byte_for_byte_and_the_cut_is_located() {
         .await
         .unwrap();
     let (_, last) = collect(&store, first.clone()).await;
-    assert_eq!(last.exit_code, Some(0));
+    assert_eq!(last.exit_code(), Some(0));
     let cut = first
         .omitted_range
         .clone()
@@ -100,7 +100,7 @@ async fn read_output_bad_input_names_the_field() {
     let root = temp_root();
     let store = store_with(|c| c.transcripts = Some(TranscriptConfig::at(root)));
     let s = store.exec_command(exec("echo hi", 5000)).await.unwrap();
-    assert_eq!(s.exit_code, Some(0));
+    assert_eq!(s.exit_code(), Some(0));
     for (req, field) in [
         (
             ReadOutputRequest {
@@ -166,14 +166,17 @@ async fn a_session_that_prints_nothing_names_no_transcript_and_reads_as_empty() 
     };
     // Exits at once, silent: no path in the result (nothing to read there), an empty page.
     let quiet = store.exec_command(exec("true", 5000)).await.unwrap();
-    assert_eq!((quiet.exit_code, quiet.transcript.clone()), (Some(0), None));
+    assert_eq!(
+        (quiet.exit_code(), quiet.transcript.clone()),
+        (Some(0), None)
+    );
     let empty = page(1000);
     assert_eq!((empty.total, empty.text.as_str()), (0, ""));
     // Alive and silent until typed into: named from its first byte on.
     let mut waiting = exec("read -r x; echo \"got $x\"", 300);
     waiting.pipe_stdin = true;
     let first = store.exec_command(waiting).await.unwrap();
-    let id = first.session_id.expect("still waiting for its line");
+    let id = first.session_id().expect("still waiting for its line");
     assert_eq!(first.transcript, None);
     assert_eq!(page(id).total, 0);
     let typed = store
@@ -186,7 +189,7 @@ async fn a_session_that_prints_nothing_names_no_transcript_and_reads_as_empty() 
         .await
         .unwrap();
     let (out, last) = collect(&store, typed).await;
-    assert_eq!((out.as_str(), last.exit_code), ("got hi\n", Some(0)));
+    assert_eq!((out.as_str(), last.exit_code()), ("got hi\n", Some(0)));
     let dir = last.transcript.expect("a transcript once it printed");
     assert!(dir.starts_with(&root), "{}", dir.display());
     assert_eq!(

@@ -35,7 +35,7 @@ async fn a_pattern_ends_the_window_at_the_match() {
         .await
         .unwrap();
     assert_eq!(s.reason, Reason::Matched, "{s:?}");
-    assert!(s.session_id.is_some(), "still running");
+    assert!(s.session_id().is_some(), "still running");
     let m = s.matched.clone().expect("the match");
     assert_eq!(m.text, "ready on :3000");
     assert_eq!(m.offset, "booting\n".len() as u64);
@@ -73,7 +73,7 @@ async fn a_poll_matches_output_that_arrived_between_calls() {
         ))
         .await
         .unwrap();
-    let id = s.session_id.expect("running");
+    let id = s.session_id().expect("running");
     gate.open();
     eventually("ready printed", Duration::from_secs(10), || {
         store
@@ -133,7 +133,7 @@ async fn exit_alone_ends_it_and_says_so() {
         ))
         .await
         .unwrap();
-    assert_eq!((s.reason, s.exit_code), (Reason::Exited, Some(0)));
+    assert_eq!((s.reason, s.exit_code()), (Reason::Exited, Some(0)));
     assert_eq!(s.output, "early\ndone\n");
 }
 
@@ -155,13 +155,13 @@ async fn a_prompt_ends_the_window_and_a_secret_one_is_flagged() {
     assert_eq!(s.reason, Reason::Prompt, "{s:?}");
     assert!(!s.awaiting_secret);
     assert!(s.output.ends_with("[y/N] "), "{:?}", s.output);
-    let id = s.session_id.unwrap();
+    let id = s.session_id().unwrap();
     let (out, last) = collect(
         &store,
         store.write_stdin(write(id, "y\r", 2000)).await.unwrap(),
     )
     .await;
-    assert_eq!(last.exit_code, Some(0));
+    assert_eq!(last.exit_code(), Some(0));
     assert!(out.contains("got-y"), "{out:?}");
 
     let s = store
@@ -170,7 +170,7 @@ async fn a_prompt_ends_the_window_and_a_secret_one_is_flagged() {
         .unwrap();
     assert_eq!(s.reason, Reason::Prompt, "{s:?}");
     assert!(s.awaiting_secret, "echo is off: {s:?}");
-    let id = s.session_id.unwrap();
+    let id = s.session_id().unwrap();
     // The model may not type a secret; Ctrl-C still aborts the prompt.
     match store.write_stdin(write(id, "hunter2\r", 2000)).await {
         Err(ExecError::Write { message, .. }) => {
@@ -183,7 +183,7 @@ async fn a_prompt_ends_the_window_and_a_secret_one_is_flagged() {
         store.write_stdin(write(id, "\u{3}", 2000)).await.unwrap(),
     )
     .await;
-    assert_eq!(last.exit_code, Some(130));
+    assert_eq!(last.exit_code(), Some(130));
 
     // A server that allows it types the secret (never echoed back).
     let trusting = crate::helpers::store_with(|c| c.allow_secret_input = true);
@@ -191,7 +191,7 @@ async fn a_prompt_ends_the_window_and_a_secret_one_is_flagged() {
         .exec_command(tty("read -s -p 'Password: ' x; echo; echo got-${#x}"))
         .await
         .unwrap();
-    let id = s.session_id.unwrap();
+    let id = s.session_id().unwrap();
     let (out, _) = collect(
         &trusting,
         trusting
@@ -209,7 +209,7 @@ async fn a_prompt_ends_the_window_and_a_secret_one_is_flagged() {
         .await
         .unwrap();
     assert_eq!((s.reason, s.output.as_str()), (Reason::Prompt, ""), "{s:?}");
-    store.terminate(s.session_id.unwrap()).unwrap();
+    store.terminate(s.session_id().unwrap()).unwrap();
 }
 
 #[tokio::test]
@@ -233,7 +233,7 @@ async fn quiet_programs_that_do_not_read_are_not_prompts() {
             .await
             .unwrap();
         assert_eq!(s.reason, Reason::Window, "{cmd}: {s:?}");
-        store.terminate(s.session_id.unwrap()).unwrap();
+        store.terminate(s.session_id().unwrap()).unwrap();
     }
 }
 
@@ -250,7 +250,7 @@ async fn the_hard_timeout_terms_then_kills_and_reports_124() {
         })
         .await
         .unwrap();
-    assert_eq!(polite.exit_code, Some(124), "{polite:?}");
+    assert_eq!(polite.exit_code(), Some(124), "{polite:?}");
     assert_eq!(polite.timed_out_ms, Some(500));
     assert!(polite.output.contains("got-TERM"), "{:?}", polite.output);
 
@@ -266,9 +266,9 @@ async fn the_hard_timeout_terms_then_kills_and_reports_124() {
         })
         .await
         .unwrap();
-    let id = stubborn.session_id.expect("running past the window");
+    let id = stubborn.session_id().expect("running past the window");
     let (_, last) = collect(&store, stubborn).await;
-    assert_eq!(last.exit_code, Some(124), "session {id}");
+    assert_eq!(last.exit_code(), Some(124), "session {id}");
     assert_eq!(last.timed_out_ms, Some(300));
 }
 
@@ -332,7 +332,7 @@ async fn piped_stdin_is_written_and_closed_with_eof() {
         })
         .await
         .unwrap();
-    let id = s.session_id.expect("waiting for input");
+    let id = s.session_id().expect("waiting for input");
     let w = store.write_stdin(write(id, "hello\n", 500)).await.unwrap();
     assert_eq!(w.output, "HELLO\n");
     let last = store
@@ -342,7 +342,7 @@ async fn piped_stdin_is_written_and_closed_with_eof() {
         })
         .await
         .unwrap();
-    assert_eq!((last.exit_code, last.output.as_str()), (Some(0), "BYE\n"));
+    assert_eq!((last.exit_code(), last.output.as_str()), (Some(0), "BYE\n"));
 }
 
 #[tokio::test]
@@ -352,7 +352,7 @@ async fn eof_without_a_stdin_pipe_is_refused_and_changes_nothing() {
         .exec_command(exec("echo up; exec sleep 30", 250))
         .await
         .unwrap();
-    let id = s.session_id.unwrap();
+    let id = s.session_id().unwrap();
     let err = store
         .write_stdin(WriteRequest {
             eof: true,
@@ -397,7 +397,7 @@ async fn an_unwatched_exit_is_noticed_once() {
     let gate = Gate::new();
     let command = format!("{}; exit 3", gate.wait());
     let s = store.exec_command(exec(&command, 250)).await.unwrap();
-    let id = s.session_id.expect("running");
+    let id = s.session_id().expect("running");
     gate.open();
     let mut notices = Vec::new();
     eventually("the exit notice", Duration::from_secs(10), || {
@@ -411,7 +411,7 @@ async fn an_unwatched_exit_is_noticed_once() {
     assert!(store.take_exit_notices().is_empty(), "once");
     // The session still reports its own exit to a poll.
     let p = store.write_stdin(poll(id, 5000)).await.unwrap();
-    assert_eq!(p.exit_code, Some(3));
+    assert_eq!(p.exit_code(), Some(3));
 
     // An exit a call watched is not noticed again.
     let gate = Gate::new();
@@ -419,12 +419,12 @@ async fn an_unwatched_exit_is_noticed_once() {
         .exec_command(exec(&format!("{}; exit 4", gate.wait()), 250))
         .await
         .unwrap();
-    let id = watched.session_id.unwrap();
+    let id = watched.session_id().unwrap();
     gate.open();
     let p = store.write_stdin(poll(id, 10_000)).await.unwrap();
-    assert_eq!(p.exit_code, Some(4));
+    assert_eq!(p.exit_code(), Some(4));
     let settled = store.exec_command(exec("true", 1000)).await.unwrap();
-    assert_eq!(settled.exit_code, Some(0));
+    assert_eq!(settled.exit_code(), Some(0));
     assert!(store.take_exit_notices().is_empty());
 }
 
@@ -439,13 +439,13 @@ async fn wait_returns_at_the_first_condition_or_waits_for_all() {
         ))
         .await
         .unwrap()
-        .session_id
+        .session_id()
         .unwrap();
     let b = store
         .exec_command(exec("echo B; exec sleep 30", 250))
         .await
         .unwrap()
-        .session_id
+        .session_id()
         .unwrap();
     gate.open();
     let results = store
@@ -472,13 +472,13 @@ async fn wait_returns_at_the_first_condition_or_waits_for_all() {
         .exec_command(exec(&format!("{}; exit 1", gate.wait()), 250))
         .await
         .unwrap()
-        .session_id
+        .session_id()
         .unwrap();
     let d = store
         .exec_command(exec(&format!("{}; sleep 0.3; exit 2", gate.wait()), 250))
         .await
         .unwrap()
-        .session_id
+        .session_id()
         .unwrap();
     gate.open();
     let all = store
@@ -490,7 +490,10 @@ async fn wait_returns_at_the_first_condition_or_waits_for_all() {
         })
         .await
         .unwrap();
-    let codes: Vec<_> = all.into_iter().map(|(_, r)| r.unwrap().exit_code).collect();
+    let codes: Vec<_> = all
+        .into_iter()
+        .map(|(_, r)| r.unwrap().exit_code())
+        .collect();
     assert_eq!(codes, [Some(1), Some(2)]);
 }
 
@@ -505,7 +508,7 @@ async fn wait_refuses_bad_id_lists_before_touching_anything() {
         ))
         .await
         .unwrap()
-        .session_id
+        .session_id()
         .unwrap();
     gate.open();
     for (ids, want) in [(vec![], "session_ids"), (vec![a, a], "session_ids")] {

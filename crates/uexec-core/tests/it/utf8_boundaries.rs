@@ -12,10 +12,10 @@ async fn a_character_split_across_two_reads_arrives_whole() {
         .exec_command(exec(r"printf '\303'; sleep 1; printf '\251\n'", 250))
         .await
         .unwrap();
-    assert!(first.session_id.is_some(), "still running after 250 ms");
+    assert!(first.session_id().is_some(), "still running after 250 ms");
     assert_eq!(first.output, "", "half a character is not shown yet");
     let (out, last) = collect(&store, first).await;
-    assert_eq!(last.exit_code, Some(0));
+    assert_eq!(last.exit_code(), Some(0));
     assert_eq!(out, "é\n");
     let mut deltas = Vec::new();
     while let Ok(e) = events.try_recv() {
@@ -39,6 +39,6 @@ async fn really_invalid_bytes_still_become_replacement_characters() {
         .exec_command(exec(r"printf 'a\377b\303'", 2000))
         .await
         .unwrap();
-    assert_eq!(s.exit_code, Some(0));
+    assert_eq!(s.exit_code(), Some(0));
     assert_eq!(s.output, "a\u{FFFD}b\u{FFFD}");
 }

@@ -124,7 +124,7 @@ async fn background_jobs_die_once_the_exit_is_reported() {
     let rig = rig(&server.url()).await;
     let cmd = "sleep 1000 >/dev/null 2>&1 & echo pid=$!";
     let (out, last) = run_to_exit(&rig.store, exec(cmd, 2000)).await;
-    assert_eq!(last.exit_code, Some(0), "{last:?}");
+    assert_eq!(last.exit_code(), Some(0), "{last:?}");
     let pid: u32 = out.trim().trim_start_matches("pid=").parse().unwrap();
     eventually(&format!("background job {pid} to die"), || !pid_alive(pid)).await;
 }
@@ -142,13 +142,13 @@ async fn a_process_the_server_forgot_is_marked_exited_on_write() {
         .exec_command(req)
         .await
         .unwrap()
-        .session_id
+        .session_id()
         .unwrap();
     // The server ends every session: its processes are killed and forgotten, no event is
     // pushed to the still-open connection.
     server.server.shutdown();
     let s = rig.store.write_stdin(write(id, "x", 500)).await.unwrap();
-    assert_eq!((s.session_id, s.exit_code), (None, None), "{s:?}");
+    assert_eq!((s.session_id(), s.exit_code()), (None, None), "{s:?}");
     assert_eq!(
         rig.store.write_stdin(poll(id, 250)).await.unwrap_err(),
         uexec_core::ExecError::UnknownProcess(id)

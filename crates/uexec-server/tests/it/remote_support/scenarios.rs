@@ -106,7 +106,7 @@ pub async fn collect(store: &Arc<SessionStore>, first: Snapshot) -> (String, Sna
     let mut out = first.output.clone();
     let mut last = first;
     let deadline = tokio::time::Instant::now() + WAIT;
-    while let Some(id) = last.session_id {
+    while let Some(id) = last.session_id() {
         assert!(
             tokio::time::Instant::now() < deadline,
             "session {id} did not exit; output so far: {out}"
@@ -134,7 +134,7 @@ pub async fn poll_until(store: &Arc<SessionStore>, id: i32, out: &mut String, ne
         );
         let s = store.write_stdin(poll(id, 5000)).await.expect("poll");
         out.push_str(&s.output);
-        assert!(s.session_id.is_some(), "session {id} exited early: {out}");
+        assert!(s.session_id().is_some(), "session {id} exited early: {out}");
     }
 }
 
@@ -188,7 +188,7 @@ async fn start_sleeper(store: &Arc<SessionStore>) -> (i32, u32) {
 }
 
 async fn printed_pid(store: &Arc<SessionStore>, first: &Snapshot) -> (i32, u32) {
-    let id = first.session_id.expect("the command runs on");
+    let id = first.session_id().expect("the command runs on");
     let mut out = first.output.clone();
     poll_until(store, id, &mut out, "\n").await;
     let pid = out
@@ -208,7 +208,7 @@ pub async fn echo_hi(url: &str) {
         ..ExecRequest::default()
     };
     let (out, last) = run_to_exit(&rig.store, req).await;
-    assert_eq!(last.exit_code, Some(0), "{last:?}");
+    assert_eq!(last.exit_code(), Some(0), "{last:?}");
     assert_eq!(out, "hi\n");
 }
 
@@ -216,9 +216,12 @@ pub async fn long_command_polled_to_completion(url: &str) {
     let rig = rig(url).await;
     let cmd = "for i in 1 2 3 4 5 6; do echo line-$i; sleep 0.1; done; seq 1 20000";
     let s = rig.store.exec_command(exec(cmd, 250)).await.unwrap();
-    assert!(s.session_id.is_some(), "still running after 250 ms: {s:?}");
+    assert!(
+        s.session_id().is_some(),
+        "still running after 250 ms: {s:?}"
+    );
     let (out, last) = collect(&rig.store, s).await;
-    assert_eq!(last.exit_code, Some(0));
+    assert_eq!(last.exit_code(), Some(0));
     let expected: String = (1..=6)
         .map(|i| format!("line-{i}\n"))
         .chain((1..=20_000).map(|i| format!("{i}\n")))
@@ -239,7 +242,7 @@ pub async fn tty_cat_write_and_ctrl_d(url: &str) {
         ..exec("cat", 500)
     };
     let s = rig.store.exec_command(req).await.unwrap();
-    let id = s.session_id.expect("cat waits for input");
+    let id = s.session_id().expect("cat waits for input");
     let mut out = rig
         .store
         .write_stdin(write(id, "hello\n", 500))
@@ -258,7 +261,7 @@ pub async fn tty_cat_write_and_ctrl_d(url: &str) {
         .await
         .unwrap();
     let (_, last) = collect(&rig.store, e).await;
-    assert_eq!(last.exit_code, Some(0));
+    assert_eq!(last.exit_code(), Some(0));
 }
 
 pub async fn ctrl_c_on_pipes(url: &str) {
@@ -272,7 +275,7 @@ pub async fn ctrl_c_on_pipes(url: &str) {
     ];
     for (cmd, code) in cases {
         let s = rig.store.exec_command(exec(cmd, 500)).await.unwrap();
-        let id = s.session_id.expect("running");
+        let id = s.session_id().expect("running");
         let mut out = s.output.clone();
         poll_until(&rig.store, id, &mut out, "READY").await;
         let w = rig
@@ -281,7 +284,7 @@ pub async fn ctrl_c_on_pipes(url: &str) {
             .await
             .unwrap();
         let (rest, last) = collect(&rig.store, w).await;
-        assert_eq!(last.exit_code, Some(code), "{cmd}: {out}{rest}");
+        assert_eq!(last.exit_code(), Some(code), "{cmd}: {out}{rest}");
     }
 }
 
@@ -323,7 +326,7 @@ pub async fn spawn_failures_name_the_cause(url: &str) {
     assert_eq!(err.kind, BackendErrorKind::NotFound, "{err:?}");
     // Nothing else broke.
     let (out, last) = run_to_exit(&rig.store, exec("echo ok", 2000)).await;
-    assert_eq!((last.exit_code, out.as_str()), (Some(0), "ok\n"));
+    assert_eq!((last.exit_code(), out.as_str()), (Some(0), "ok\n"));
 }
 
 pub async fn environment_is_the_servers_with_forced_variables(url: &str) {
@@ -333,7 +336,7 @@ pub async fn environment_is_the_servers_with_forced_variables(url: &str) {
     };
     let cmd = r#"echo "$UEXEC|$NO_COLOR|$TERM|$PAGER|${HOME:+home}|$(pwd)""#;
     let (out, last) = run_to_exit(&rig.store, exec(cmd, 2000)).await;
-    assert_eq!(last.exit_code, Some(0));
+    assert_eq!(last.exit_code(), Some(0));
     assert_eq!(out, format!("1|1|dumb|cat|home|{}\n", cwd.display()));
 }
 
@@ -376,7 +379,7 @@ pub async fn dropped_connection_fails_the_session(upstream: SocketAddr) -> u32 {
     assert!(matches!(err, ExecError::Spawn(_)), "{err:?}");
     proxy.admit(Admission::Forward);
     let (out, last) = run_to_exit(&rig.store, exec("echo back", 2000)).await;
-    assert_eq!((last.exit_code, out.as_str()), (Some(0), "back\n"));
+    assert_eq!((last.exit_code(), out.as_str()), (Some(0), "back\n"));
     pid
 }
 
@@ -405,7 +408,7 @@ pub async fn print_while_disconnected(upstream: SocketAddr, lines: u32) -> Strin
         finish = finish.display(),
     );
     let s = rig.store.exec_command(exec(&cmd, 250)).await.unwrap();
-    let id = s.session_id.expect("waits for its go");
+    let id = s.session_id().expect("waits for its go");
     let mut out = s.output.clone();
     // Watch without taking output (an empty poll of a running process lasts 5 s).
     let printed_so_far = |needle: &str| {
@@ -435,7 +438,7 @@ pub async fn print_while_disconnected(upstream: SocketAddr, lines: u32) -> Strin
     )
     .await;
     out.push_str(&rest);
-    assert_eq!(last.exit_code, Some(0), "{out}");
+    assert_eq!(last.exit_code(), Some(0), "{out}");
     assert!(proxy.accepted() >= 2, "the backend reconnected");
     let _ = std::fs::remove_dir_all(&dir);
     out
