@@ -6,7 +6,6 @@
 
 #![forbid(unsafe_code)]
 
-pub mod args;
 pub mod daemon;
 pub mod environments;
 pub mod progress;
