@@ -12,6 +12,7 @@ pub mod progress;
 pub mod resources;
 pub mod serve;
 pub mod server;
+pub mod settings;
 pub mod stores;
 pub mod tools;
 

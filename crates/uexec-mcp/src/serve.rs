@@ -27,10 +27,12 @@ use uexec_core::{Backend, LocalBackend, SessionStore, StoreConfig};
 use uexec_net::secret::read_token_file;
 use uexec_net::tls::ClientTrust;
 use uexec_net::{authorize, shutdown_signal, Access, HttpListener, ListenerArgs, Peer};
+use uexec_protocol::daemon::{SandboxSettings, Settings};
 
 use crate::environments::backend::{Endpoint, EnvironmentBackend};
 use crate::environments::{self, Defaults, EnvironmentRegistry};
 use crate::server::{Options, UexecServer};
+use crate::settings;
 use crate::stores::{Principal, Stores};
 
 /// Arguments of `uexec mcp`.
@@ -232,8 +234,8 @@ fn parse_assignment(s: &str) -> Result<(String, String), String> {
 
 impl McpArgs {
     /// The settings a store of this server gets (sent to the daemon with --daemon).
-    pub fn settings(&self) -> crate::daemon::handshake::Settings {
-        crate::daemon::handshake::Settings {
+    pub fn settings(&self) -> Settings {
+        Settings {
             shell: self.shell.clone(),
             max_output_tokens: self.max_output_tokens,
             env_keep: self.env_keep.clone(),
@@ -245,7 +247,7 @@ impl McpArgs {
             extended: self.extended,
             codex_tools_only: self.codex_tools_only,
             allow_secret_input: self.allow_secret_input,
-            sandbox: crate::daemon::handshake::SandboxSettings {
+            sandbox: SandboxSettings {
                 profile: self.sandbox.map(|p| p.as_str().to_owned()),
                 network: self.network.as_ref().map(|n| n.as_str().to_owned()),
                 network_allow: self
@@ -265,9 +267,7 @@ impl McpArgs {
         // This binary is the launcher (`uexec __sandbox-exec`); one is kept started ahead
         // (`uexec_core::sandbox::warm`).
         config.sandbox.launcher = uexec_core::sandbox::Launcher::current_exe().ok();
-        self.settings()
-            .apply(&mut config)
-            .map_err(anyhow::Error::msg)?;
+        settings::apply(&self.settings(), &mut config).map_err(anyhow::Error::msg)?;
         if self.no_shell_snapshot {
             config.shell_snapshots = None;
         }

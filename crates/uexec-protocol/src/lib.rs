@@ -2,6 +2,13 @@
 //! server (`uexec serve`) and the client (`uexec-client`, the engine's remote backend). Every
 //! type here both serializes and deserializes, so either side can use it.
 //!
+//! # Architecture invariants
+//! - Types only: no I/O, no task, no process. It depends on serde, base64, bytes and
+//!   thiserror, never on the engine, the network crate or a face.
+//! - Both ways: what one side writes, the other reads with the same type.
+//! - A peer's frame is never built into a `serde_json::Value`: members stay raw until read
+//!   into their typed params, whose lists are length-capped ([`bounded`]). No `unsafe`.
+//!
 //! The dialect is JSON-RPC 2.0 *without* the `"jsonrpc"` field, one message per WebSocket
 //! frame (or per line on stdio):
 //!
@@ -20,12 +27,15 @@
 //! lists in params), [`limits`] (message and frame sizes), [`method`] (method names),
 //! [`session`] (`initialize`, `environment/info`), [`process`] (the `process/*` requests),
 //! [`events`] (the notifications), [`chunk`] (base64 byte chunks), [`file_uri`] (`file://`
-//! working directories).
+//! working directories). Beside the dialect, [`daemon`] is the wire of uexec's per-user
+//! daemon (its hello, reply and attach frames), which its clients share with it.
 
 #![forbid(unsafe_code)]
 
 pub mod bounded;
 pub mod chunk;
+#[cfg(unix)]
+pub mod daemon;
 pub mod events;
 #[cfg(unix)]
 pub mod file_uri;

@@ -13,7 +13,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use uexec_core::screen::{Screen, ScreenFactory};
 use uexec_core::store::{Attachment, CatchUp};
 
-use super::handshake::AttachFrame;
+use uexec_protocol::daemon::AttachFrame;
 
 /// Output a redraw is rebuilt from when no screen is kept (and a pipe session's log seed).
 pub const SEED_BYTES: usize = 256 * 1024;

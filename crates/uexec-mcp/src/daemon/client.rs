@@ -9,11 +9,13 @@
 //! 2. the listener at the other end must run as this user ([`check_listener`],
 //!    `SO_PEERCRED`), wherever the socket lies;
 //! 3. only then the hello, which carries no secret-looking variable
-//!    ([`Hello::here`](super::handshake::Hello::here)).
+//!    ([`LocalHello::here`], [`hello_env`]).
 //!
 //! A refusal names the socket and says that nothing was sent.
 
+use std::ffi::OsString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -22,7 +24,11 @@ use anyhow::Context;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
-use super::handshake::{Hello, Reply};
+use base64::Engine as _;
+use uexec_core::env::EnvPolicy;
+use uexec_protocol::daemon::{Hello, Reply, Settings, PROTOCOL, VERSION};
+
+use super::build_id;
 use crate::serve::McpArgs;
 
 /// How long a started daemon has to open its socket.
@@ -65,6 +71,54 @@ pub async fn run_mcp(args: &McpArgs) -> anyhow::Result<()> {
             anyhow::bail!(gone);
         }
     }
+}
+
+/// The hello of this process: its working directory and environment.
+pub trait LocalHello: Sized {
+    /// This process as a client: its cwd and environment.
+    fn here(owner: String, settings: Settings) -> std::io::Result<Self>;
+    /// This process as a client of the engine build `build` (see [`build_id_of`]).
+    ///
+    /// [`build_id_of`]: super::build_id_of
+    fn here_for(build: String, owner: String, settings: Settings) -> std::io::Result<Self>;
+}
+
+impl LocalHello for Hello {
+    fn here(owner: String, settings: Settings) -> std::io::Result<Self> {
+        Self::here_for(build_id(), owner, settings)
+    }
+
+    fn here_for(build: String, owner: String, settings: Settings) -> std::io::Result<Self> {
+        Ok(Self {
+            protocol: PROTOCOL.to_owned(),
+            version: VERSION.to_owned(),
+            build,
+            owner,
+            cwd: std::env::current_dir()?,
+            attach: None,
+            env: hello_env(std::env::vars_os(), &settings.env_keep),
+            settings,
+        })
+    }
+}
+
+/// The `env` of a hello: `vars` as base64 pairs, without the secret-looking names that
+/// commands would not get either ([`uexec_core::env::looks_secret`]), unless `keep` names
+/// them (`--env-keep`).
+pub fn hello_env(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+    keep: &[String],
+) -> Vec<(String, String)> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let policy = EnvPolicy {
+        keep: keep.to_vec(),
+        ..EnvPolicy::default()
+    };
+    policy
+        .inherited(vars)
+        .into_iter()
+        .map(|(k, v)| (b64.encode(k.as_bytes()), b64.encode(v.as_bytes())))
+        .collect()
 }
 
 /// A connection past its hello.
@@ -272,4 +326,28 @@ fn log_path() -> Option<PathBuf> {
     let state = uexec_core::transcript::state_dir()?;
     std::fs::create_dir_all(&state).ok()?;
     Some(state.join("daemon.log"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hello_env_drops_secret_looking_names_unless_kept() {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let vars = [
+            ("PATH", "/bin"),
+            ("OPENAI_API_KEY", "sk-1"),
+            ("GH_TOKEN", "t"),
+            ("NPM_AUTH", "a"),
+            ("KEPT_SECRET", "k"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let env = hello_env(vars, &["KEPT_SECRET".to_owned()]);
+        let names: Vec<String> = env
+            .iter()
+            .map(|(k, _)| String::from_utf8(b64.decode(k).expect("b64")).expect("utf-8"))
+            .collect();
+        assert_eq!(names, ["KEPT_SECRET", "PATH"]);
+    }
 }

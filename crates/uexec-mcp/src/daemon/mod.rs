@@ -8,9 +8,9 @@
 //!   in another user namespace than the daemon's (every uexec sandbox has its own; see
 //!   `uexec_net::peer`), which would otherwise run through the daemon, unsandboxed, what its
 //!   sandbox forbids. One daemon per directory: it holds `daemon.lock`.
-//! - **Protocol**: one JSON line each way ([`handshake`]: protocol, version, owner, the
-//!   client's cwd and environment), then MCP on the same stream: the daemon serves the same
-//!   tools as `uexec mcp`, on the owner's store.
+//! - **Protocol**: one JSON line each way ([`uexec_protocol::daemon`]: protocol, version,
+//!   build, owner, the client's cwd and environment), then MCP on the same stream: the daemon
+//!   serves the same tools as `uexec mcp`, on the owner's store.
 //! - **Owners**: each owner has its own store (an agent sees only its sessions); the stores
 //!   share one id space, so a person can name any session by its id alone.
 //! - **Lifetime**: started on demand by `uexec mcp --daemon`; exits after `--idle-timeout`
@@ -18,8 +18,10 @@
 //!   SIGKILLed, its last-will watchdog kills every session's process group.
 
 pub mod attach;
+mod build_id;
 pub mod client;
-pub mod handshake;
+
+pub use build_id::{build_id, build_id_of};
 
 use std::io;
 use std::os::fd::AsFd;
@@ -40,8 +42,9 @@ use uexec_net::shutdown_signal;
 
 use crate::serve::TranscriptArgs;
 use crate::server::{Options, UexecServer};
+use crate::settings;
 use crate::stores::{OwnerTable, Stores};
-use handshake::{Hello, Reply, MAX_HELLO_BYTES};
+use uexec_protocol::daemon::{AttachRequest, Hello, Reply, MAX_HELLO_BYTES, PERSON, PROTOCOL};
 
 /// Arguments of `uexec daemon`.
 #[derive(Debug, Clone, clap::Args)]
@@ -323,13 +326,13 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> anyhow::Result<()>
         Err(e) => {
             let reply = Reply::refuse(format!(
                 "not a {} hello ({e}): is this client another uexec version?",
-                handshake::PROTOCOL
+                PROTOCOL
             ));
             write_reply(&mut write, &reply).await?;
             anyhow::bail!("bad hello: {e}");
         }
     };
-    if let Some(why) = hello.incompatibility() {
+    if let Some(why) = hello.incompatibility(&build_id()) {
         write_reply(&mut write, &Reply::refuse(why.clone())).await?;
         anyhow::bail!("{why}");
     }
@@ -338,8 +341,7 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> anyhow::Result<()>
     }
     // The owner's store may be older than this connection: this client's directory,
     // environment and settings are its commands' defaults, not the first client's.
-    let store = hello
-        .store_config(&daemon.base)
+    let store = settings::store_config(&hello, &daemon.base)
         .and_then(|config| Ok((daemon.store_of(&hello.owner, &config)?, config)));
     let (store, config) = match store {
         Ok(both) => both,
@@ -354,7 +356,7 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> anyhow::Result<()>
         extended: hello.settings.extended,
         config,
     };
-    let stores = if hello.owner == handshake::PERSON {
+    let stores = if hello.owner == PERSON {
         Stores::Person {
             own: store,
             owners: daemon.owners.clone(),
@@ -376,12 +378,12 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> anyhow::Result<()>
 async fn attach_client(
     daemon: &Daemon,
     hello: &Hello,
-    req: handshake::AttachRequest,
+    req: AttachRequest,
     read: BufReader<tokio::net::unix::OwnedReadHalf>,
     mut write: tokio::net::unix::OwnedWriteHalf,
 ) -> anyhow::Result<()> {
     let refuse = |why: String| Reply::refuse(why);
-    if hello.owner != handshake::PERSON {
+    if hello.owner != PERSON {
         write_reply(
             &mut write,
             &refuse("only people attach (owner @person)".into()),
