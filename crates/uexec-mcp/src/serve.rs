@@ -279,9 +279,6 @@ impl McpArgs {
 /// Runs `uexec mcp` until its transport ends or a signal arrives; every session is killed
 /// before it returns.
 pub async fn run(args: McpArgs) -> anyhow::Result<()> {
-    if args.daemon {
-        return crate::daemon::client::run_mcp(&args).await;
-    }
     args.transcripts.check()?;
     let mut environments: BTreeMap<String, Arc<dyn Backend>> = BTreeMap::new();
     // The file first: its ids are names --environment-token-file may give.

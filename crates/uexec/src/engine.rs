@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod last_will;
+mod relay;
 
 use uexec_cli::cli;
 
@@ -240,9 +241,17 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     let result = runtime.block_on(async move {
         let verb = match cli.command {
             Command::Mcp(args) => {
-                return uexec_mcp::run(args)
+                let served = if args.daemon {
+                    relay::run(
+                        args.daemon_socket.clone(),
+                        args.owner.clone(),
+                        args.settings(),
+                    )
                     .await
-                    .map(|()| std::process::ExitCode::SUCCESS)
+                } else {
+                    uexec_mcp::run(args).await
+                };
+                return served.map(|()| std::process::ExitCode::SUCCESS);
             }
             Command::Serve(args) => {
                 return uexec_server::serve(args)

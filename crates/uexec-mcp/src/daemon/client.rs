@@ -1,5 +1,6 @@
 //! The client side of the daemon: connect (starting a daemon if none runs), say hello, then
-//! carry bytes. `uexec mcp --daemon` is this plus a copy of stdin and stdout.
+//! carry bytes. Its users are in the binary: `uexec mcp --daemon` (this plus a copy of stdin
+//! and stdout), the CLI verbs, `uexec attach` and the front (which checks the socket alike).
 //!
 //! A client trusts a socket before it says anything to it, since its hello carries the
 //! client's directory and environment and what follows is the commands it wants run:
@@ -29,49 +30,9 @@ use uexec_core::env::EnvPolicy;
 use uexec_protocol::daemon::{Hello, Reply, Settings, PROTOCOL, VERSION};
 
 use super::build_id;
-use crate::serve::McpArgs;
 
 /// How long a started daemon has to open its socket.
 const START_DEADLINE: Duration = Duration::from_secs(10);
-
-/// `uexec mcp --daemon`: the MCP conversation on stdin/stdout, carried to the daemon.
-pub async fn run_mcp(args: &McpArgs) -> anyhow::Result<()> {
-    let socket = match &args.daemon_socket {
-        Some(path) => path.clone(),
-        None => super::default_socket()?,
-    };
-    let owner = match &args.owner {
-        Some(owner) => owner.clone(),
-        None => format!("mcp:{}", std::env::current_dir()?.display()),
-    };
-    let hello = Hello::here(owner, args.settings())?;
-    let Connected { stream, after } = connect(&socket, &hello, true, &[]).await?;
-    let (mut from_daemon, mut to_daemon) = stream.into_split();
-    let mut stdin = tokio::io::stdin();
-    let mut stdout = tokio::io::stdout();
-    stdout.write_all(&after).await?;
-    // Until either side ends: the client's EOF ends the conversation (the daemon keeps the
-    // sessions); the daemon's EOF means it went away.
-    let up = async {
-        let r = tokio::io::copy(&mut stdin, &mut to_daemon).await;
-        let _ = to_daemon.shutdown().await;
-        r
-    };
-    let down = async {
-        let r = tokio::io::copy(&mut from_daemon, &mut stdout).await;
-        let _ = stdout.flush().await;
-        r
-    };
-    let gone = "the uexec daemon closed the connection (it was stopped or killed); the next start brings a new one";
-    tokio::select! {
-        // A failed write up is the daemon gone too: stdin itself does not fail.
-        r = up => r.context(gone).map(|_| ()),
-        r = down => {
-            r.context(gone)?;
-            anyhow::bail!(gone);
-        }
-    }
-}
 
 /// The hello of this process: its working directory and environment.
 pub trait LocalHello: Sized {
