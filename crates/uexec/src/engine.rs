@@ -4,6 +4,7 @@
 
 #![forbid(unsafe_code)]
 
+mod args;
 mod last_will;
 mod relay;
 
@@ -48,7 +49,7 @@ enum Command {
 
 Every session is killed when the client goes away (stdin EOF), on SIGTERM/SIGINT, and, through
 a watchdog, even when uexec itself is killed.")]
-    Mcp(uexec_mcp::McpArgs),
+    Mcp(args::mcp::McpArgs),
     /// Serve the exec server wire dialect (Codex-compatible) over WebSocket or stdio.
     #[command(after_help = "Examples:
   uexec serve                                          ws://127.0.0.1:<free port>, printed on stdout (this user only)
@@ -72,7 +73,7 @@ Examples:
   uexec daemon                          run in the foreground (logs on stderr)
   uexec mcp --daemon                    an MCP server whose sessions live in the daemon"
     )]
-    Daemon(uexec_mcp::daemon::DaemonArgs),
+    Daemon(args::daemon::DaemonArgs),
     /// Run a command in the daemon: print what it printed in its window, then exit with its
     /// code, or leave it running as a session and say its id.
     #[command(after_help = "Examples:
@@ -241,15 +242,9 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     let result = runtime.block_on(async move {
         let verb = match cli.command {
             Command::Mcp(args) => {
-                let served = if args.daemon {
-                    relay::run(
-                        args.daemon_socket.clone(),
-                        args.owner.clone(),
-                        args.settings(),
-                    )
-                    .await
-                } else {
-                    uexec_mcp::run(args).await
+                let served = match args.into_options() {
+                    (options, Some(daemon)) => relay::run(daemon, options.settings()).await,
+                    (options, None) => uexec_mcp::run(options).await.map_err(Into::into),
                 };
                 return served.map(|()| std::process::ExitCode::SUCCESS);
             }
@@ -261,9 +256,10 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             Command::Daemon(args) => {
                 // Started from /proc/self/exe (`start_daemon`): named after its path again.
                 uexec_sys::name_after_argv0();
-                return uexec_mcp::daemon::run(args)
+                return uexec_mcp::daemon::run(args.into())
                     .await
-                    .map(|()| std::process::ExitCode::SUCCESS);
+                    .map(|()| std::process::ExitCode::SUCCESS)
+                    .map_err(Into::into);
             }
             Command::Completions { .. } | Command::Doctor { .. } => {
                 return Ok(std::process::ExitCode::SUCCESS)

@@ -20,17 +20,22 @@ use tokio::io::AsyncWriteExt;
 use uexec_mcp::daemon::client::{connect, Connected, LocalHello as _};
 use uexec_protocol::daemon::{Hello, Settings};
 
-/// Relays stdin and stdout to the daemon at `socket` (default: the user's) as `owner`.
-pub async fn run(
-    socket: Option<PathBuf>,
-    owner: Option<String>,
-    settings: Settings,
-) -> anyhow::Result<()> {
-    let socket = match socket {
+/// Where and as whom `uexec mcp --daemon` relays.
+#[derive(Debug, Clone, Default)]
+pub struct Target {
+    /// `--daemon-socket` (default: the user's daemon socket).
+    pub socket: Option<PathBuf>,
+    /// `--owner` (default: `mcp:` and the working directory).
+    pub owner: Option<String>,
+}
+
+/// Relays stdin and stdout to the daemon of `target`, whose sessions get `settings`.
+pub async fn run(target: Target, settings: Settings) -> anyhow::Result<()> {
+    let socket = match target.socket {
         Some(path) => path,
         None => uexec_mcp::daemon::default_socket()?,
     };
-    let owner = match owner {
+    let owner = match target.owner {
         Some(owner) => owner,
         None => format!("mcp:{}", std::env::current_dir()?.display()),
     };
