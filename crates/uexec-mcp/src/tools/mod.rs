@@ -1,8 +1,8 @@
 //! The tools as MCP clients see them, one file per tool: its name, its schema and description
 //! in our own words, its arguments (every error names its field), the engine call and the
 //! result it renders. What several tools share is beside them: argument helpers and the
-//! [`Dialect`](parse::Dialect) ([`parse`]), schema pieces and the [`Offer`](schema::Offer)
-//! ([`schema`]), results of one shape and exit notices ([`render`]).
+//! [`Dialect`](parse::Dialect) ([`parse`]), schema pieces and the [`Offer`] ([`schema`]),
+//! results of one shape and exit notices ([`render`]).
 //!
 //! A call goes: the server routes it by name (`crate::server`), the tool parses its
 //! arguments, calls the engine on the caller's store and renders the answer; the server

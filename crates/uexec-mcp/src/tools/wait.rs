@@ -135,7 +135,7 @@ fn result(results: Vec<(i32, Result<Snapshot, ExecError>)>) -> CallToolResult {
 /// How often `wait` says it is still waiting.
 const WAIT_HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Progress notifications every [`WAIT_HEARTBEAT`] while it lives (a call drops it when it
+/// Progress notifications every `WAIT_HEARTBEAT` (2 s) while it lives (a call drops it when it
 /// returns): `progress` is the milliseconds waited so far (it only grows), the message says so.
 pub struct Heartbeat(tokio::task::JoinHandle<()>);
 
