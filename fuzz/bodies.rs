@@ -50,9 +50,10 @@ pub fn jsonrpc_frame(data: &[u8]) {
     );
 }
 
-/// `uexec_mcp::args::{exec_request, write_request}`: first byte selects `environments`, the
-/// rest is the arguments object. Accepted arguments hold only known fields and the required
-/// ones; a refusal names the field at fault (one given, or a known one).
+/// `uexec_mcp::tools::{exec_command, write_stdin}::request`: first byte selects
+/// `environments`, the rest is the arguments object. Accepted arguments hold only known
+/// fields and the required ones; a refusal names the field at fault (one given, or a known
+/// one).
 pub fn mcp_args(data: &[u8]) {
     let Some((&flags, json)) = data.split_first() else {
         return;
@@ -62,7 +63,7 @@ pub fn mcp_args(data: &[u8]) {
     };
     let environments = flags & 1 == 1;
     let extended = flags & 4 == 4;
-    let dialect = uexec_mcp::args::Dialect {
+    let dialect = uexec_mcp::tools::parse::Dialect {
         environments,
         extended,
     };
@@ -76,14 +77,15 @@ pub fn mcp_args(data: &[u8]) {
                 .strip_prefix("until.")
                 .is_some_and(|_| fields.contains_key("until"))
     };
-    match uexec_mcp::args::exec_request(args, dialect) {
+    match uexec_mcp::tools::exec_command::request(args, dialect) {
         Ok(request) => {
             for key in fields.keys() {
                 assert!(
-                    uexec_mcp::args::EXEC_FIELDS.contains(&key.as_str())
+                    uexec_mcp::tools::exec_command::FIELDS.contains(&key.as_str())
                         || (environments && key == "environment_id")
                         || (extended
-                            && uexec_mcp::args::EXEC_EXTENDED_FIELDS.contains(&key.as_str())),
+                            && uexec_mcp::tools::exec_command::EXTENDED_FIELDS
+                                .contains(&key.as_str())),
                     "exec_command accepted the unknown field {key:?}"
                 );
             }
@@ -91,18 +93,19 @@ pub fn mcp_args(data: &[u8]) {
         }
         Err(e) => assert!(
             given(&e.field)
-                || uexec_mcp::args::EXEC_FIELDS.contains(&e.field.as_str())
+                || uexec_mcp::tools::exec_command::FIELDS.contains(&e.field.as_str())
                 || e.field == "environment_id",
             "a refusal names neither a given nor a known field: {e}"
         ),
     }
-    match uexec_mcp::args::write_request(args, dialect) {
+    match uexec_mcp::tools::write_stdin::request(args, dialect) {
         Ok(request) => {
             for key in fields.keys() {
                 assert!(
-                    uexec_mcp::args::WRITE_FIELDS.contains(&key.as_str())
+                    uexec_mcp::tools::write_stdin::FIELDS.contains(&key.as_str())
                         || (extended
-                            && uexec_mcp::args::WRITE_EXTENDED_FIELDS.contains(&key.as_str())),
+                            && uexec_mcp::tools::write_stdin::EXTENDED_FIELDS
+                                .contains(&key.as_str())),
                     "write_stdin accepted the unknown field {key:?}"
                 );
             }
@@ -113,7 +116,7 @@ pub fn mcp_args(data: &[u8]) {
             );
         }
         Err(e) => assert!(
-            given(&e.field) || uexec_mcp::args::WRITE_FIELDS.contains(&e.field.as_str()),
+            given(&e.field) || uexec_mcp::tools::write_stdin::FIELDS.contains(&e.field.as_str()),
             "a refusal names neither a given nor a known field: {e}"
         ),
     }

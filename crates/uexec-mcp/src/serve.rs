@@ -9,12 +9,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::Context;
 use axum::extract::Request;
-
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -22,269 +19,58 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 use uexec_client::ClientConfig;
-use uexec_core::transcript::TranscriptConfig;
-use uexec_core::{Backend, LocalBackend, SessionStore, StoreConfig};
-use uexec_net::secret::read_token_file;
-use uexec_net::tls::ClientTrust;
-use uexec_net::{authorize, shutdown_signal, Access, HttpListener, Peer};
+use uexec_core::{Backend, LocalBackend, SessionStore};
+use uexec_net::secret::{read_token_file, TokenFileError};
+use uexec_net::tls::{ClientTrust, TlsError};
+use uexec_net::{
+    authorize, shutdown_signal, Access, ExposureError, HttpListener, Peer, SignalError,
+};
 
 use crate::environments::backend::{Endpoint, EnvironmentBackend};
+use crate::environments::file::FileError;
 use crate::environments::{self, Defaults, EnvironmentRegistry};
-use crate::listener_args::ListenerArgs;
+use crate::error_chain::Chain;
 use crate::server::{Options, UexecServer};
 use crate::stores::{Principal, Stores};
+use crate::{McpOptions, TranscriptsDirError};
 
-/// Arguments of `uexec mcp`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct McpArgs {
-    /// What confines sandboxed commands (the binary builds it: `uexec-sandbox`'s launcher);
-    /// `None`: asking for a sandbox is an error.
-    #[arg(skip)]
-    pub confinement: Option<Arc<dyn uexec_core::confine::Confinement>>,
-    /// Serve streamable HTTP on ADDR (e.g. 127.0.0.1:8765) at the path /mcp instead of
-    /// stdio (https:// with --tls-cert). Loopback addresses only, unless a bearer token is
-    /// set; without a token, only this server's own user may connect.
-    #[arg(long, value_name = "ADDR")]
-    pub http: Option<SocketAddr>,
-    /// Bearer token HTTP clients must send (`Authorization: Bearer TOKEN`); required to
-    /// listen on a non-loopback address. Repeatable (or comma-separated in UEXEC_TOKEN):
-    /// each token is a client with sessions of its own that no other token can see.
-    /// Visible in `ps`: prefer --token-file.
-    #[arg(
-        long = "token",
-        env = "UEXEC_TOKEN",
-        hide_env_values = true,
-        value_delimiter = ','
+/// Why `uexec mcp` could not start or stopped; each says which flag, file or address.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    #[error(transparent)]
+    TranscriptsDir(#[from] TranscriptsDirError),
+    #[error(transparent)]
+    EnvironmentsFile(#[from] FileError),
+    #[error(transparent)]
+    TokenFile(#[from] TokenFileError),
+    #[error(
+        "--environment-token-file {name}={path}: there is no --environment or environments file entry named {name:?}"
     )]
-    pub tokens: Vec<String>,
-    /// Read a bearer token from this file (its first line; keep it mode 0600). Repeatable,
-    /// like --token.
-    #[arg(long = "token-file", value_name = "PATH")]
-    pub token_files: Vec<PathBuf>,
-    #[command(flatten)]
-    pub listener: ListenerArgs,
-    /// Extra Host header value accepted over HTTP (repeatable); loopback names are always
-    /// accepted.
-    #[arg(long = "allow-host", value_name = "HOST")]
-    pub allow_hosts: Vec<String>,
-    /// Offer only Codex's two tools (exec_command, write_stdin); hide list_sessions,
-    /// terminate_session and wait.
-    #[arg(long)]
-    pub codex_tools_only: bool,
-    /// Offer uexec's own arguments on top of Codex's: `until` (return on a regex match,
-    /// idle output, a prompt or the exit), `timeout_ms` (a hard timeout), `stdin: "pipe"`
-    /// and `eof`, `strip_ansi` and `collapse_cr`; results then say why they returned and
-    /// carry exit notices of sessions that ended unwatched. Off by default: the tools are
-    /// then exactly Codex's. The `wait` tool is always offered (not with --codex-tools-only).
-    #[arg(long, env = "UEXEC_EXTENDED", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
-    pub extended: bool,
-    /// Remove terminal escape sequences from returned output unless a call says otherwise
-    /// (`strip_ansi`; off by default, as Codex).
-    #[arg(long)]
-    pub strip_ansi: bool,
-    /// Render carriage returns as a terminal would (progress bars collapse to their last
-    /// state) unless a call says otherwise (`collapse_cr`; off by default, as Codex).
-    #[arg(long)]
-    pub collapse_cr: bool,
-    /// Let write_stdin type into password prompts (a terminal reading with echo off). By
-    /// default the model is refused there and told to ask the person.
-    #[arg(long)]
-    pub allow_secret_input: bool,
-    #[command(flatten)]
-    pub transcripts: TranscriptArgs,
-    /// Run the sessions in this user's uexec daemon instead of in this process, so they
-    /// outlive this MCP server and people can see them (`uexec ls`, `uexec logs`). The
-    /// daemon is started if none runs. Commands get this process's working directory,
-    /// environment and sandbox policy (--sandbox, --network...), as without --daemon.
-    #[arg(long, env = "UEXEC_DAEMON", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false",
-          conflicts_with_all = ["http", "tokens", "token_files", "allow_hosts", "environments", "environments_file", "remote_token", "remote_token_file", "environment_token_files", "remote_ca",
- ])]
-    pub daemon: bool,
-    /// With --daemon: whose sessions these are. One owner sees (lists, polls, kills) only its
-    /// own sessions; a restarted agent with the same owner finds them again (default:
-    /// `mcp:` and the working directory).
-    #[arg(long, value_name = "NAME", requires = "daemon")]
-    pub owner: Option<String>,
-    /// With --daemon: the daemon's socket (default: $XDG_RUNTIME_DIR/uexec/daemon.sock,
-    /// else a per-user directory under the temp dir).
-    #[arg(long, value_name = "PATH", requires = "daemon")]
-    pub daemon_socket: Option<PathBuf>,
-    /// Default shell for commands (default: $SHELL, else /bin/bash, else /bin/sh).
-    #[arg(long, value_name = "PATH")]
-    pub shell: Option<String>,
-    /// Run every login: true command as a real login shell, reading the profile each time,
-    /// instead of from a snapshot of what the profile set up (environment, functions,
-    /// aliases, options), taken once and rebuilt when a profile file changes. Not with
-    /// --daemon (the daemon keeps its own snapshots).
-    #[arg(long, conflicts_with = "daemon")]
-    pub no_shell_snapshot: bool,
-    /// Cap on max_output_tokens (default 10000).
-    #[arg(long, value_name = "TOKENS")]
-    pub max_output_tokens: Option<u64>,
-    /// Pass this variable to commands even though its name looks secret. Commands never
-    /// see variables whose names contain KEY, SECRET, TOKEN, PASSWORD, PASSWD, CREDENTIAL,
-    /// PRIVATE or COOKIE, or end in _PAT or _AUTH (any case), unless kept. Repeatable.
-    #[arg(long = "env-keep", value_name = "NAME")]
-    pub env_keep: Vec<String>,
-    /// Set NAME=VALUE for every command (wins over the forced defaults). Repeatable.
-    #[arg(long = "env-set", value_name = "NAME=VALUE", value_parser = parse_assignment)]
-    pub env_set: Vec<(String, String)>,
-    /// Do not pass this variable to commands. Repeatable.
-    #[arg(long = "env-drop", value_name = "NAME")]
-    pub env_drop: Vec<String>,
-    /// Offer another place to run commands: an exec server (`uexec serve` or
-    /// `codex exec-server`) at a ws:// or wss:// URL, chosen per call with exec_command's
-    /// `environment_id: NAME`. Dialled at start-up in the background: a server that cannot
-    /// be reached is logged, fails only its own sessions (naming NAME and URL), and is
-    /// dialled again at its next command. Repeatable.
-    #[arg(long = "environment", value_name = "NAME=URL", value_parser = parse_assignment)]
-    pub environments: Vec<(String, String)>,
-    /// Also offer the environments of this file, in the format of Codex's environments.toml
-    /// (`[[environments]]` with `id` and `url`), reloaded when it changes. Its servers are
-    /// dialled when needed: a pod that is down does not stop the others.
-    #[arg(long = "environments", value_name = "FILE")]
-    pub environments_file: Option<PathBuf>,
-    /// Bearer token sent to the exec servers of --environment and --environments (unless
-    /// one has its own token). Visible in `ps`: prefer --remote-token-file.
-    #[arg(long, env = "UEXEC_REMOTE_TOKEN", hide_env_values = true)]
-    pub remote_token: Option<String>,
-    /// Read the bearer token for the --environment(s) exec servers from this file (wins over
-    /// --remote-token and UEXEC_REMOTE_TOKEN).
-    #[arg(long, value_name = "PATH")]
-    pub remote_token_file: Option<PathBuf>,
-    /// Read the bearer token of environment NAME (an --environment, or an entry of the
-    /// --environments file) from PATH; wins over the file's auth_bearer_token and
-    /// --remote-token. Repeatable, one per environment.
-    #[arg(long = "environment-token-file", value_name = "NAME=PATH", value_parser = parse_assignment)]
-    pub environment_token_files: Vec<(String, String)>,
-    /// Also trust the certificates of this PEM file for wss:// environments (the system
-    /// roots are always trusted): as CAs, and each as a server's own certificate when the
-    /// server presents exactly it (a self-signed one), if its subjectAltName names the host.
-    #[arg(long, value_name = "FILE")]
-    pub remote_ca: Option<PathBuf>,
-    /// Sandbox profile of commands: read-only (writes only to a private tmp),
-    /// workspace-write (also this server's working directory and each --writable-root,
-    /// wherever a command runs, but never .git nor uexec's own files) or danger-full-access
-    /// (the default: no restriction). A ceiling: a call's `sandbox` argument (--extended)
-    /// may only narrow it. Linux: Landlock, seccomp, user/pid/mount namespaces; see
-    /// `uexec doctor`.
-    #[arg(long, value_name = "PROFILE", value_parser = parse_profile)]
-    pub sandbox: Option<uexec_core::policy::Profile>,
-    /// Network of commands: "off" (only a loopback of their own; IPv4/IPv6 sockets fail)
-    /// or "on" (the default). A ceiling: a call's `network` argument (--extended) may only
-    /// narrow it (on, then an allowlist, then off).
-    #[arg(long, value_name = "off|on", value_parser = parse_network)]
-    pub network: Option<uexec_core::policy::Network>,
-    /// Let commands reach only these hosts, through a proxy uexec runs at 127.0.0.1:3128
-    /// inside (HTTP and SOCKS5; HTTP_PROXY and friends are set); any other host is refused
-    /// and fails the session, naming the host. HOST, *.DOMAIN (its subdomains), or either
-    /// with :PORT. Repeatable. A ceiling: a call may name only hosts this list allows.
-    #[arg(long = "network-allow", value_name = "HOST[:PORT]", value_parser = parse_allow_entry, conflicts_with = "network")]
-    pub network_allow: Vec<uexec_core::policy::AllowEntry>,
-    /// Also writable under workspace-write, besides this server's working directory (an
-    /// existing directory). Repeatable.
-    #[arg(long = "writable-root", value_name = "PATH", value_parser = parse_writable_root)]
-    pub writable_roots: Vec<PathBuf>,
-    /// When a sandbox layer is missing on this machine: "refuse" to run the command (the
-    /// default) or run it "best-effort" with the layers that work (results say which).
-    #[arg(long, value_name = "refuse|best-effort", value_parser = parse_fallback)]
-    pub sandbox_fallback: Option<uexec_core::policy::Fallback>,
-    /// What a request to a host off the allowlist (--network-allow, or a call's
-    /// {"allow": [...]}) does besides being refused: "terminate" the command (the default;
-    /// the result is an error naming the host) or "record" it and let the command run on
-    /// (its next result says denied: true and names the host; the End is failed).
-    #[arg(long, value_name = "terminate|record", value_parser = parse_on_denial)]
-    pub network_denial: Option<uexec_core::policy::OnDenial>,
-}
-
-fn parse_profile(s: &str) -> Result<uexec_core::policy::Profile, String> {
-    s.parse()
-}
-
-fn parse_network(s: &str) -> Result<uexec_core::policy::Network, String> {
-    s.parse()
-}
-
-fn parse_allow_entry(s: &str) -> Result<uexec_core::policy::AllowEntry, String> {
-    uexec_core::policy::AllowEntry::parse(s)
-}
-
-fn parse_fallback(s: &str) -> Result<uexec_core::policy::Fallback, String> {
-    s.parse()
-}
-
-fn parse_on_denial(s: &str) -> Result<uexec_core::policy::OnDenial, String> {
-    s.parse()
-}
-
-fn parse_writable_root(s: &str) -> Result<PathBuf, String> {
-    let path = std::path::absolute(s).map_err(|e| format!("{s}: {e}"))?;
-    if !path.is_dir() {
-        return Err(format!(
-            "{} does not exist or is not a directory",
-            path.display()
-        ));
-    }
-    Ok(path)
-}
-
-fn parse_assignment(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-        _ => Err(format!("expected NAME=VALUE, got {s:?}")),
-    }
-}
-
-impl McpArgs {
-    /// The settings a store of this server gets (sent to the daemon with --daemon).
-    pub fn settings(&self) -> crate::daemon::handshake::Settings {
-        crate::daemon::handshake::Settings {
-            shell: self.shell.clone(),
-            max_output_tokens: self.max_output_tokens,
-            env_keep: self.env_keep.clone(),
-            env_set: self.env_set.clone(),
-            env_drop: self.env_drop.clone(),
-            strip_ansi: self.strip_ansi,
-            collapse_cr: self.collapse_cr,
-            deterministic_ids: std::env::var("UEXEC_DETERMINISTIC_IDS").is_ok_and(|v| v == "1"),
-            extended: self.extended,
-            codex_tools_only: self.codex_tools_only,
-            allow_secret_input: self.allow_secret_input,
-            sandbox: crate::daemon::handshake::SandboxSettings {
-                profile: self.sandbox.map(|p| p.as_str().to_owned()),
-                network: self.network.as_ref().map(|n| n.as_str().to_owned()),
-                network_allow: self
-                    .network_allow
-                    .iter()
-                    .map(uexec_core::policy::show_allow_entry)
-                    .collect(),
-                writable_roots: self.writable_roots.clone(),
-                fallback: self.sandbox_fallback.map(|f| f.as_str().to_owned()),
-                on_denial: self.network_denial.map(|d| d.as_str().to_owned()),
-            },
-        }
-    }
-
-    fn store_config(&self) -> anyhow::Result<StoreConfig> {
-        let mut config = StoreConfig::from_env();
-        config.sandbox.confinement = self.confinement.clone();
-        self.settings()
-            .apply(&mut config)
-            .map_err(anyhow::Error::msg)?;
-        if self.no_shell_snapshot {
-            config.shell_snapshots = None;
-        }
-        config.transcripts = self.transcripts.config();
-        Ok(config)
-    }
+    NoSuchEnvironment { name: String, path: String },
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// A flag the store configuration cannot take (`--writable-root`...), named.
+    #[error("{0}")]
+    Settings(String),
+    #[error("--tls-cert and --tls-key serve HTTPS: they need --http ADDR")]
+    TlsWithoutHttp,
+    #[error(transparent)]
+    Exposure(#[from] ExposureError),
+    #[error("MCP handshake over stdio failed")]
+    Handshake(#[source] Box<rmcp::service::ServerInitializeError>),
+    #[error("cannot listen on {addr}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Signal(#[from] SignalError),
 }
 
 /// Runs `uexec mcp` until its transport ends or a signal arrives; every session is killed
 /// before it returns.
-pub async fn run(args: McpArgs) -> anyhow::Result<()> {
-    if args.daemon {
-        return crate::daemon::client::run_mcp(&args).await;
-    }
+pub async fn run(args: McpOptions) -> Result<(), McpError> {
     args.transcripts.check()?;
     let mut environments: BTreeMap<String, Arc<dyn Backend>> = BTreeMap::new();
     // The file first: its ids are names --environment-token-file may give.
@@ -330,7 +116,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     let registry = EnvironmentRegistry::new(environments, file, defaults)?;
     registry.watch();
     let shared = registry.environments();
-    let config = args.store_config()?;
+    let config = args.store_config().map_err(McpError::Settings)?;
     let options = Options {
         codex_tools_only: args.codex_tools_only,
         extended: args.extended,
@@ -354,9 +140,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         options,
     );
     let result = match args.http {
-        None if args.listener.tls_cert.is_some() => Err(anyhow::anyhow!(
-            "--tls-cert and --tls-key serve HTTPS: they need --http ADDR"
-        )),
+        None if args.listener.tls_cert.is_some() => Err(McpError::TlsWithoutHttp),
         None => serve_stdio(server).await,
         Some(addr) => serve_http(&args, addr, server).await,
     };
@@ -366,7 +150,10 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
 
 /// The token of each environment by name; `""` is the default one (--remote-token or
 /// --remote-token-file). `file_ids` are the environments file's entries.
-fn remote_tokens(args: &McpArgs, file_ids: &[&str]) -> anyhow::Result<HashMap<String, String>> {
+fn remote_tokens(
+    args: &McpOptions,
+    file_ids: &[&str],
+) -> Result<HashMap<String, String>, McpError> {
     let mut tokens = HashMap::new();
     let default = match &args.remote_token_file {
         Some(path) => Some(read_token_file("--remote-token-file", path)?),
@@ -379,9 +166,10 @@ fn remote_tokens(args: &McpArgs, file_ids: &[&str]) -> anyhow::Result<HashMap<St
         if !args.environments.iter().any(|(env, _)| env == name)
             && !file_ids.contains(&name.as_str())
         {
-            anyhow::bail!(
-                "--environment-token-file {name}={path}: there is no --environment or environments file entry named {name:?}"
-            );
+            return Err(McpError::NoSuchEnvironment {
+                name: name.clone(),
+                path: path.clone(),
+            });
         }
         let token = read_token_file("--environment-token-file", std::path::Path::new(path))?;
         tokens.insert(name.clone(), token);
@@ -389,9 +177,9 @@ fn remote_tokens(args: &McpArgs, file_ids: &[&str]) -> anyhow::Result<HashMap<St
     Ok(tokens)
 }
 
-async fn serve_stdio(server: UexecServer) -> anyhow::Result<()> {
+async fn serve_stdio(server: UexecServer) -> Result<(), McpError> {
     let running = tokio::select! {
-        running = server.serve(rmcp::transport::stdio()) => running.context("MCP handshake over stdio failed")?,
+        running = server.serve(rmcp::transport::stdio()) => running.map_err(|e| McpError::Handshake(Box::new(e)))?,
         signal = shutdown_signal() => return Ok(signal?),
     };
     tokio::select! {
@@ -403,7 +191,11 @@ async fn serve_stdio(server: UexecServer) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn serve_http(args: &McpArgs, addr: SocketAddr, server: UexecServer) -> anyhow::Result<()> {
+async fn serve_http(
+    args: &McpOptions,
+    addr: SocketAddr,
+    server: UexecServer,
+) -> Result<(), McpError> {
     let mut tokens: Vec<String> = args
         .tokens
         .iter()
@@ -449,7 +241,7 @@ async fn serve_http(args: &McpArgs, addr: SocketAddr, server: UexecServer) -> an
             ));
     let listener = HttpListener::bind(addr, options)
         .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
+        .map_err(|source| McpError::Listen { addr, source })?;
     let local = listener.local_addr();
     let scheme = if listener.is_tls() { "https" } else { "http" };
     eprintln!("uexec mcp: serving streamable HTTP at {scheme}://{local}/mcp");
@@ -457,7 +249,7 @@ async fn serve_http(args: &McpArgs, addr: SocketAddr, server: UexecServer) -> an
     listener
         .serve(router, async move {
             if let Err(e) = shutdown_signal().await {
-                tracing::error!("{:#}", anyhow::Error::from(e));
+                tracing::error!("{}", Chain(&e));
             }
             stop.cancel();
         })
@@ -479,66 +271,4 @@ async fn check_access(tokens: &[String], mut req: Request, next: Next) -> Respon
         Err(refusal) => return refusal.into_response(),
     }
     next.run(req).await
-}
-
-/// Where session transcripts go (`uexec mcp`, `uexec daemon`).
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct TranscriptArgs {
-    /// Keep every session's output on disk under DIR, one directory per session (default
-    /// `$XDG_STATE_HOME/uexec/sessions`, else `~/.local/state/uexec/sessions`; 0700, files
-    /// 0600). The `read_output` tool pages through them.
-    #[arg(long, value_name = "DIR")]
-    pub transcripts_dir: Option<PathBuf>,
-    /// Keep no transcripts (and offer no `read_output`).
-    #[arg(long, conflicts_with = "transcripts_dir")]
-    pub no_transcripts: bool,
-    /// Most bytes of one session's transcript kept on disk; older bytes rotate away in
-    /// quarters (default 268435456: 256 MiB).
-    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(16384..))]
-    pub transcript_max_bytes: Option<u64>,
-    /// Most bytes of disk all transcripts take together (directories and blocks count: a
-    /// session that printed nothing is not free); the least recently written sessions go
-    /// first, never one written in the last minute (default 2147483648: 2 GiB).
-    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(16384..))]
-    pub transcripts_total_max_bytes: Option<u64>,
-}
-
-impl TranscriptArgs {
-    /// Where transcripts go, unless they are off or no directory can be found or made.
-    pub fn config(&self) -> Option<TranscriptConfig> {
-        if self.no_transcripts {
-            return None;
-        }
-        let Some(root) = self
-            .transcripts_dir
-            .clone()
-            .or_else(TranscriptConfig::default_root)
-        else {
-            tracing::warn!(
-                "no transcripts: neither XDG_STATE_HOME nor HOME is set (use --transcripts-dir)"
-            );
-            return None;
-        };
-        if let Err(e) = uexec_core::transcript::prepare_root(&root) {
-            tracing::warn!("no transcripts: {}: {e}", root.display());
-            return None;
-        }
-        let mut config = TranscriptConfig::at(root);
-        if let Some(max) = self.transcript_max_bytes {
-            config.session_max_bytes = max;
-        }
-        if let Some(max) = self.transcripts_total_max_bytes {
-            config.total_max_bytes = max;
-        }
-        Some(config)
-    }
-
-    /// Refuses an explicit directory that cannot hold transcripts (not ours, open to others).
-    pub fn check(&self) -> anyhow::Result<()> {
-        if let Some(dir) = &self.transcripts_dir {
-            uexec_core::transcript::prepare_root(dir)
-                .map_err(|e| anyhow::anyhow!("--transcripts-dir {}: {e}", dir.display()))?;
-        }
-        Ok(())
-    }
 }

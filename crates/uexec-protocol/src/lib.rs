@@ -27,12 +27,15 @@
 //! lists in params), [`limits`] (message and frame sizes), [`method`] (method names),
 //! [`session`] (`initialize`, `environment/info`), [`process`] (the `process/*` requests),
 //! [`events`] (the notifications), [`chunk`] (base64 byte chunks), [`file_uri`] (`file://`
-//! working directories).
+//! working directories). Beside the dialect, [`daemon`] is the wire of uexec's per-user
+//! daemon (its hello, reply and attach frames), which its clients share with it.
 
 #![forbid(unsafe_code)]
 
 pub mod bounded;
 pub mod chunk;
+#[cfg(unix)]
+pub mod daemon;
 pub mod events;
 #[cfg(unix)]
 pub mod file_uri;

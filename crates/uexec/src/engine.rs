@@ -6,6 +6,7 @@
 
 mod args;
 mod last_will;
+mod relay;
 
 use uexec_cli::cli;
 
@@ -48,7 +49,7 @@ enum Command {
 
 Every session is killed when the client goes away (stdin EOF), on SIGTERM/SIGINT, and, through
 a watchdog, even when uexec itself is killed.")]
-    Mcp(uexec_mcp::McpArgs),
+    Mcp(args::mcp::McpArgs),
     /// Serve the exec server wire dialect (Codex-compatible) over WebSocket or stdio.
     #[command(after_help = "Examples:
   uexec serve                                          ws://127.0.0.1:<free port>, printed on stdout (this user only)
@@ -72,7 +73,7 @@ Examples:
   uexec daemon                          run in the foreground (logs on stderr)
   uexec mcp --daemon                    an MCP server whose sessions live in the daemon"
     )]
-    Daemon(uexec_mcp::daemon::DaemonArgs),
+    Daemon(args::daemon::DaemonArgs),
     /// Run a command in the daemon: print what it printed in its window, then exit with its
     /// code, or leave it running as a session and say its id.
     #[command(after_help = "Examples:
@@ -236,11 +237,15 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     }
     let result = runtime.block_on(async move {
         let verb = match cli.command {
-            Command::Mcp(mut args) => {
-                args.confinement = confinement();
-                return uexec_mcp::run(args)
-                    .await
-                    .map(|()| std::process::ExitCode::SUCCESS);
+            Command::Mcp(args) => {
+                let served = match args.into_options() {
+                    (options, Some(daemon)) => relay::run(daemon, options.settings()).await,
+                    (mut options, None) => {
+                        options.confinement = confinement();
+                        uexec_mcp::run(options).await.map_err(Into::into)
+                    }
+                };
+                return served.map(|()| std::process::ExitCode::SUCCESS);
             }
             Command::Serve(args) => {
                 return uexec_server::serve(args.into())
@@ -248,13 +253,15 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                     .map(|()| std::process::ExitCode::SUCCESS)
                     .map_err(anyhow::Error::from)
             }
-            Command::Daemon(mut args) => {
+            Command::Daemon(args) => {
                 // Started from /proc/self/exe (`start_daemon`): named after its path again.
                 uexec_sys::name_after_argv0();
-                args.confinement = confinement();
-                return uexec_mcp::daemon::run(args)
+                let mut options: uexec_mcp::daemon::DaemonOptions = args.into();
+                options.confinement = confinement();
+                return uexec_mcp::daemon::run(options)
                     .await
-                    .map(|()| std::process::ExitCode::SUCCESS);
+                    .map(|()| std::process::ExitCode::SUCCESS)
+                    .map_err(Into::into);
             }
             Command::Completions { .. } | Command::Doctor { .. } => {
                 return Ok(std::process::ExitCode::SUCCESS)

@@ -35,8 +35,9 @@ use std::time::Duration;
 
 use serde_json::json;
 use uexec_cli::cli::{self, conn, Failure, RunArgs};
+use uexec_mcp::daemon::build_id_of;
 use uexec_mcp::daemon::client::{check_listener, check_socket_dir};
-use uexec_mcp::daemon::handshake::{build_id_of, Reply};
+use uexec_protocol::daemon::Reply;
 
 /// The engine's file name; it is looked for beside this executable.
 const ENGINE: &str = "uexec-engine";

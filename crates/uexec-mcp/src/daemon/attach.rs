@@ -13,7 +13,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use uexec_core::screen::{Screen, ScreenFactory};
 use uexec_core::store::{Attachment, CatchUp};
 
-use super::handshake::AttachFrame;
+use uexec_protocol::daemon::AttachFrame;
 
 /// Output a redraw is rebuilt from when no screen is kept (and a pipe session's log seed).
 pub const SEED_BYTES: usize = 256 * 1024;
@@ -73,6 +73,20 @@ pub fn redraw(seed: &[u8], rows: u16, cols: u16, tty: bool) -> Vec<u8> {
     screen.render()
 }
 
+/// Why an attached person's connection ended early.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    #[error("an attach frame over {MAX_FRAME_BYTES} bytes")]
+    FrameTooLong,
+    /// Not JSON of an [`AttachFrame`], or keys that are not base64.
+    #[error("a bad attach frame: {0}")]
+    BadFrame(String),
+    #[error(transparent)]
+    Exec(#[from] uexec_core::ExecError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
 enum Event {
     Output(Option<bytes::Bytes>),
     Frame(std::io::Result<usize>),
@@ -85,7 +99,7 @@ pub async fn serve(
     mut from: impl AsyncBufRead + Unpin,
     mut to: impl AsyncWriteExt + Unpin,
     (mut rows, mut cols): (u16, u16),
-) -> anyhow::Result<()> {
+) -> Result<(), AttachError> {
     let tty = attachment.tty();
     let id = attachment.session_id();
     let first = match attachment.screen.take() {
@@ -128,18 +142,18 @@ pub async fn serve(
                 }
                 if line.last() != Some(&b'\n') {
                     if line.len() as u64 >= MAX_FRAME_BYTES {
-                        anyhow::bail!("an attach frame over {MAX_FRAME_BYTES} bytes");
+                        return Err(AttachError::FrameTooLong);
                     }
                     continue;
                 }
                 let frame: AttachFrame = serde_json::from_slice(&line)
-                    .map_err(|e| anyhow::anyhow!("a bad attach frame: {e}"))?;
+                    .map_err(|e| AttachError::BadFrame(e.to_string()))?;
                 line.clear();
                 match frame {
                     AttachFrame::Input(b64) => {
                         let keys = base64::engine::general_purpose::STANDARD
                             .decode(b64)
-                            .map_err(|e| anyhow::anyhow!("a bad attach frame: {e}"))?;
+                            .map_err(|e| AttachError::BadFrame(e.to_string()))?;
                         attachment.write(keys).await?;
                     }
                     AttachFrame::Resize(r, c) => {

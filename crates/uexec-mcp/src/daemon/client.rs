@@ -1,5 +1,6 @@
 //! The client side of the daemon: connect (starting a daemon if none runs), say hello, then
-//! carry bytes. `uexec mcp --daemon` is this plus a copy of stdin and stdout.
+//! carry bytes. Its users are in the binary: `uexec mcp --daemon` (this plus a copy of stdin
+//! and stdout), the CLI verbs, `uexec attach` and the front (which checks the socket alike).
 //!
 //! A client trusts a socket before it says anything to it, since its hello carries the
 //! client's directory and environment and what follows is the commands it wants run:
@@ -9,62 +10,184 @@
 //! 2. the listener at the other end must run as this user ([`check_listener`],
 //!    `SO_PEERCRED`), wherever the socket lies;
 //! 3. only then the hello, which carries no secret-looking variable
-//!    ([`Hello::here`](super::handshake::Hello::here)).
+//!    ([`LocalHello::here`], [`hello_env`]).
 //!
 //! A refusal names the socket and says that nothing was sent.
 
+use std::ffi::OsString;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
+use std::{fmt, io};
 
-use anyhow::Context;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
-use super::handshake::{Hello, Reply};
-use crate::serve::McpArgs;
+use base64::Engine as _;
+use uexec_core::env::EnvPolicy;
+use uexec_protocol::daemon::{Hello, Reply, Settings, PROTOCOL, VERSION};
+
+use super::build_id;
+use crate::error_chain::Chain;
 
 /// How long a started daemon has to open its socket.
 const START_DEADLINE: Duration = Duration::from_secs(10);
 
-/// `uexec mcp --daemon`: the MCP conversation on stdin/stdout, carried to the daemon.
-pub async fn run_mcp(args: &McpArgs) -> anyhow::Result<()> {
-    let socket = match &args.daemon_socket {
-        Some(path) => path.clone(),
-        None => super::default_socket()?,
-    };
-    let owner = match &args.owner {
-        Some(owner) => owner.clone(),
-        None => format!("mcp:{}", std::env::current_dir()?.display()),
-    };
-    let hello = Hello::here(owner, args.settings())?;
-    let Connected { stream, after } = connect(&socket, &hello, true, &[]).await?;
-    let (mut from_daemon, mut to_daemon) = stream.into_split();
-    let mut stdin = tokio::io::stdin();
-    let mut stdout = tokio::io::stdout();
-    stdout.write_all(&after).await?;
-    // Until either side ends: the client's EOF ends the conversation (the daemon keeps the
-    // sessions); the daemon's EOF means it went away.
-    let up = async {
-        let r = tokio::io::copy(&mut stdin, &mut to_daemon).await;
-        let _ = to_daemon.shutdown().await;
-        r
-    };
-    let down = async {
-        let r = tokio::io::copy(&mut from_daemon, &mut stdout).await;
-        let _ = stdout.flush().await;
-        r
-    };
-    let gone = "the uexec daemon closed the connection (it was stopped or killed); the next start brings a new one";
-    tokio::select! {
-        // A failed write up is the daemon gone too: stdin itself does not fail.
-        r = up => r.context(gone).map(|_| ()),
-        r = down => {
-            r.context(gone)?;
-            anyhow::bail!(gone);
+/// Why a client could not reach, trust or be served by the daemon. Its `Display` is the
+/// first line; `{:#}` adds the causes, `: `-joined, as anyhow's does, for a caller that
+/// prints it whole without anyhow (`uexec attach`).
+#[derive(Debug)]
+pub struct ClientError(ClientErrorKind);
+
+/// What went wrong, with the socket it concerns; a refusal says that nothing was sent.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientErrorKind {
+    #[error(
+        "will not use the uexec daemon socket {}: {error}; a socket there may be another \
+         user's (nothing was sent to it)",
+        socket.display()
+    )]
+    SocketDir { socket: PathBuf, error: io::Error },
+    #[error("cannot reach the uexec daemon at {}", socket.display())]
+    Unreachable {
+        socket: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "will not use the uexec daemon socket {}: cannot tell who listens on it \
+         (nothing was sent to it)",
+        socket.display()
+    )]
+    ListenerUnknown {
+        socket: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "will not use the uexec daemon socket {}: it is served by uid {uid}, not by this \
+         user (uid {ours}); a socket planted by another user? (nothing was sent to it)",
+        socket.display()
+    )]
+    ListenerNotOurs {
+        socket: PathBuf,
+        uid: u32,
+        ours: u32,
+    },
+    #[error("the uexec daemon did not answer the hello within 10 s")]
+    NoReply(#[source] tokio::time::error::Elapsed),
+    #[error("cannot send the hello to the uexec daemon: {error}")]
+    HelloNotSent { error: io::Error },
+    #[error("the uexec daemon answered something else than a reply: {text:?}")]
+    NotAReply {
+        text: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("the uexec daemon (version {version}) refused: {error}")]
+    Refused { version: String, error: String },
+    #[error("cannot find the uexec executable")]
+    NoExecutable(#[source] io::Error),
+    #[error("cannot start the uexec daemon")]
+    Start(#[source] io::Error),
+    #[error("the uexec daemon exited at start ({status}); see {log}")]
+    ExitedAtStart { status: ExitStatus, log: String },
+    #[error("the uexec daemon did not open its socket within 10 s")]
+    StartTimeout(#[source] io::Error),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+impl ClientError {
+    pub fn kind(&self) -> &ClientErrorKind {
+        &self.0
+    }
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if f.alternate() {
+            write!(f, "{}", Chain(&self.0))
+        } else {
+            write!(f, "{}", self.0)
         }
     }
+}
+
+impl std::error::Error for ClientError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.0)
+    }
+}
+
+impl From<ClientErrorKind> for ClientError {
+    fn from(kind: ClientErrorKind) -> Self {
+        Self(kind)
+    }
+}
+
+impl From<io::Error> for ClientError {
+    fn from(e: io::Error) -> Self {
+        Self(e.into())
+    }
+}
+
+impl From<serde_json::Error> for ClientError {
+    fn from(e: serde_json::Error) -> Self {
+        Self(e.into())
+    }
+}
+
+/// The hello of this process: its working directory and environment.
+pub trait LocalHello: Sized {
+    /// This process as a client: its cwd and environment.
+    fn here(owner: String, settings: Settings) -> std::io::Result<Self>;
+    /// This process as a client of the engine build `build` (see [`build_id_of`]).
+    ///
+    /// [`build_id_of`]: super::build_id_of
+    fn here_for(build: String, owner: String, settings: Settings) -> std::io::Result<Self>;
+}
+
+impl LocalHello for Hello {
+    fn here(owner: String, settings: Settings) -> std::io::Result<Self> {
+        Self::here_for(build_id(), owner, settings)
+    }
+
+    fn here_for(build: String, owner: String, settings: Settings) -> std::io::Result<Self> {
+        Ok(Self {
+            protocol: PROTOCOL.to_owned(),
+            version: VERSION.to_owned(),
+            build,
+            owner,
+            cwd: std::env::current_dir()?,
+            attach: None,
+            env: hello_env(std::env::vars_os(), &settings.env_keep),
+            settings,
+        })
+    }
+}
+
+/// The `env` of a hello: `vars` as base64 pairs, without the secret-looking names that
+/// commands would not get either ([`uexec_core::env::looks_secret`]), unless `keep` names
+/// them (`--env-keep`).
+pub fn hello_env(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+    keep: &[String],
+) -> Vec<(String, String)> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let policy = EnvPolicy {
+        keep: keep.to_vec(),
+        ..EnvPolicy::default()
+    };
+    policy
+        .inherited(vars)
+        .into_iter()
+        .map(|(k, v)| (b64.encode(k.as_bytes()), b64.encode(v.as_bytes())))
+        .collect()
 }
 
 /// A connection past its hello.
@@ -83,7 +206,7 @@ pub async fn connect(
     hello: &Hello,
     start: bool,
     early: &[u8],
-) -> anyhow::Result<Connected> {
+) -> Result<Connected, ClientError> {
     if start {
         // The daemon we may start makes it anyway: a missing directory is made ours (0700).
         make_socket_dir(socket)?;
@@ -101,9 +224,12 @@ pub async fn connect(
         {
             start_daemon(socket).await?
         }
-        Err(e) => {
-            return Err(e)
-                .with_context(|| format!("cannot reach the uexec daemon at {}", socket.display()))
+        Err(source) => {
+            return Err(ClientErrorKind::Unreachable {
+                socket: socket.to_path_buf(),
+                source,
+            }
+            .into())
         }
     };
     check_listener(socket, stream.as_fd())?;
@@ -112,46 +238,49 @@ pub async fn connect(
 
 /// Step 1 of the module docs: the directory of `socket` is this user's, 0700, and not a
 /// symlink ([`uexec_core::fs::check_private_dir`]).
-pub fn check_socket_dir(socket: &Path) -> anyhow::Result<()> {
+pub fn check_socket_dir(socket: &Path) -> Result<(), ClientError> {
     socket_dir_check(socket, uexec_core::fs::check_private_dir)
 }
 
 /// [`check_socket_dir`], making the directory (0700, ours) when it does not exist yet.
-fn make_socket_dir(socket: &Path) -> anyhow::Result<()> {
+fn make_socket_dir(socket: &Path) -> Result<(), ClientError> {
     socket_dir_check(socket, uexec_core::fs::private_dir)
 }
 
-fn socket_dir_check(socket: &Path, check: fn(&Path) -> std::io::Result<()>) -> anyhow::Result<()> {
+fn socket_dir_check(
+    socket: &Path,
+    check: fn(&Path) -> std::io::Result<()>,
+) -> Result<(), ClientError> {
     let dir = match socket.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
-    check(dir).map_err(|e| {
-        anyhow::anyhow!(
-            "will not use the uexec daemon socket {}: {e}; a socket there may be another \
-             user's (nothing was sent to it)",
-            socket.display()
-        )
+    check(dir).map_err(|error| {
+        ClientErrorKind::SocketDir {
+            socket: socket.to_path_buf(),
+            error,
+        }
+        .into()
     })
 }
 
 /// Step 2 of the module docs: the process listening on `socket` (connected as `stream`)
 /// runs as this user.
-pub fn check_listener(socket: &Path, stream: BorrowedFd<'_>) -> anyhow::Result<()> {
+pub fn check_listener(socket: &Path, stream: BorrowedFd<'_>) -> Result<(), ClientError> {
     let ours = uexec_sys::effective_uid();
-    let (_, uid) = uexec_sys::peer_credentials(stream.as_raw_fd()).with_context(|| {
-        format!(
-            "will not use the uexec daemon socket {}: cannot tell who listens on it \
-             (nothing was sent to it)",
-            socket.display()
-        )
+    let (_, uid) = uexec_sys::peer_credentials(stream.as_raw_fd()).map_err(|source| {
+        ClientErrorKind::ListenerUnknown {
+            socket: socket.to_path_buf(),
+            source,
+        }
     })?;
     if uid != ours {
-        anyhow::bail!(
-            "will not use the uexec daemon socket {}: it is served by uid {uid}, not by this \
-             user (uid {ours}); a socket planted by another user? (nothing was sent to it)",
-            socket.display()
-        );
+        return Err(ClientErrorKind::ListenerNotOurs {
+            socket: socket.to_path_buf(),
+            uid,
+            ours,
+        }
+        .into());
     }
     Ok(())
 }
@@ -163,7 +292,7 @@ async fn say_hello(
     mut stream: UnixStream,
     hello: &Hello,
     early: &[u8],
-) -> anyhow::Result<Connected> {
+) -> Result<Connected, ClientError> {
     let mut line = serde_json::to_vec(hello)?;
     line.push(b'\n');
     line.extend_from_slice(early);
@@ -190,11 +319,9 @@ async fn say_hello(
     };
     let end = tokio::time::timeout(Duration::from_secs(10), read_line)
         .await
-        .context("the uexec daemon did not answer the hello within 10 s")??;
-    if let (Err(e), None) = (&written, end) {
-        return Err(anyhow::anyhow!(
-            "cannot send the hello to the uexec daemon: {e}"
-        ));
+        .map_err(ClientErrorKind::NoReply)??;
+    if let (Err(error), None) = (written, end) {
+        return Err(ClientErrorKind::HelloNotSent { error }.into());
     }
     let after = match end {
         Some(end) => {
@@ -204,26 +331,25 @@ async fn say_hello(
         }
         None => Vec::new(),
     };
-    let reply: Reply = serde_json::from_slice(&reply).with_context(|| {
-        format!(
-            "the uexec daemon answered something else than a reply: {:?}",
-            String::from_utf8_lossy(&reply)
-        )
-    })?;
+    let reply: Reply =
+        serde_json::from_slice(&reply).map_err(|source| ClientErrorKind::NotAReply {
+            text: String::from_utf8_lossy(&reply).into_owned(),
+            source,
+        })?;
     if !reply.ok {
-        anyhow::bail!(
-            "the uexec daemon (version {}) refused: {}",
-            reply.version,
-            reply.error.unwrap_or_default()
-        );
+        return Err(ClientErrorKind::Refused {
+            version: reply.version,
+            error: reply.error.unwrap_or_default(),
+        }
+        .into());
     }
     Ok(Connected { stream, after })
 }
 
 /// Starts `uexec daemon` in its own session, logging to the state directory, and waits for
 /// its socket.
-async fn start_daemon(socket: &Path) -> anyhow::Result<UnixStream> {
-    let exe = std::env::current_exe().context("cannot find the uexec executable")?;
+async fn start_daemon(socket: &Path) -> Result<UnixStream, ClientError> {
+    let exe = std::env::current_exe().map_err(ClientErrorKind::NoExecutable)?;
     let log = log_path();
     // The running binary, not whatever its path holds now; `argv[0]` keeps the path.
     let mut cmd = tokio::process::Command::new("/proc/self/exe");
@@ -236,7 +362,7 @@ async fn start_daemon(socket: &Path) -> anyhow::Result<UnixStream> {
         .stderr(Stdio::null())
         .process_group(0)
         .kill_on_drop(false);
-    let mut child = cmd.spawn().context("cannot start the uexec daemon")?;
+    let mut child = cmd.spawn().map_err(ClientErrorKind::Start)?;
     let deadline = tokio::time::Instant::now() + START_DEADLINE;
     let mut pause = Duration::from_millis(2);
     loop {
@@ -252,13 +378,14 @@ async fn start_daemon(socket: &Path) -> anyhow::Result<UnixStream> {
                     if let Ok(stream) = UnixStream::connect(socket).await {
                         return Ok(stream);
                     }
-                    anyhow::bail!(
-                        "the uexec daemon exited at start ({status}); see {}",
-                        log.map_or("its log".to_owned(), |l| l.display().to_string())
-                    );
+                    return Err(ClientErrorKind::ExitedAtStart {
+                        status,
+                        log: log.map_or("its log".to_owned(), |l| l.display().to_string()),
+                    }
+                    .into());
                 }
                 if tokio::time::Instant::now() >= deadline {
-                    return Err(e).context("the uexec daemon did not open its socket within 10 s");
+                    return Err(ClientErrorKind::StartTimeout(e).into());
                 }
             }
         }
@@ -272,4 +399,44 @@ fn log_path() -> Option<PathBuf> {
     let state = uexec_core::transcript::state_dir()?;
     std::fs::create_dir_all(&state).ok()?;
     Some(state.join("daemon.log"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hello_env_drops_secret_looking_names_unless_kept() {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let vars = [
+            ("PATH", "/bin"),
+            ("OPENAI_API_KEY", "sk-1"),
+            ("GH_TOKEN", "t"),
+            ("NPM_AUTH", "a"),
+            ("KEPT_SECRET", "k"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let env = hello_env(vars, &["KEPT_SECRET".to_owned()]);
+        let names: Vec<String> = env
+            .iter()
+            .map(|(k, _)| String::from_utf8(b64.decode(k).expect("b64")).expect("utf-8"))
+            .collect();
+        assert_eq!(names, ["KEPT_SECRET", "PATH"]);
+    }
+
+    #[test]
+    fn a_client_error_shows_its_causes_in_the_alternate_form_only() {
+        let e = ClientError::from(ClientErrorKind::Unreachable {
+            socket: PathBuf::from("/run/u/daemon.sock"),
+            source: io::Error::other("refused"),
+        });
+        assert_eq!(
+            e.to_string(),
+            "cannot reach the uexec daemon at /run/u/daemon.sock"
+        );
+        assert_eq!(
+            format!("{e:#}"),
+            "cannot reach the uexec daemon at /run/u/daemon.sock: refused"
+        );
+    }
 }

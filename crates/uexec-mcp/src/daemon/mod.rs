@@ -8,9 +8,9 @@
 //!   in another user namespace than the daemon's (every uexec sandbox has its own; see
 //!   `uexec_net::peer`), which would otherwise run through the daemon, unsandboxed, what its
 //!   sandbox forbids. One daemon per directory: it holds `daemon.lock`.
-//! - **Protocol**: one JSON line each way ([`handshake`]: protocol, version, owner, the
-//!   client's cwd and environment), then MCP on the same stream: the daemon serves the same
-//!   tools as `uexec mcp`, on the owner's store.
+//! - **Protocol**: one JSON line each way ([`uexec_protocol::daemon`]: protocol, version,
+//!   build, owner, the client's cwd and environment), then MCP on the same stream: the daemon
+//!   serves the same tools as `uexec mcp`, on the owner's store.
 //! - **Owners**: each owner has its own store (an agent sees only its sessions); the stores
 //!   share one id space, so a person can name any session by its id alone.
 //! - **Lifetime**: started on demand by `uexec mcp --daemon`; exits after `--idle-timeout`
@@ -18,8 +18,10 @@
 //!   SIGKILLed, its last-will watchdog kills every session's process group.
 
 pub mod attach;
+mod build_id;
 pub mod client;
-pub mod handshake;
+
+pub use build_id::{build_id, build_id_of};
 
 use std::io;
 use std::os::fd::AsFd;
@@ -29,38 +31,99 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use rmcp::ServiceExt;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use uexec_core::store::IdSpace;
 use uexec_core::{LocalBackend, SessionStore, StoreConfig};
 use uexec_net::peer::Standing;
-use uexec_net::shutdown_signal;
+use uexec_net::{shutdown_signal, SignalError};
 
-use crate::serve::TranscriptArgs;
+use crate::error_chain::Chain;
 use crate::server::{Options, UexecServer};
+use crate::settings;
 use crate::stores::{OwnerTable, Stores};
-use handshake::{Hello, Reply, MAX_HELLO_BYTES};
+use crate::{TranscriptOptions, TranscriptsDirError};
+use uexec_protocol::daemon::{AttachRequest, Hello, Reply, MAX_HELLO_BYTES, PERSON, PROTOCOL};
 
-/// Arguments of `uexec daemon`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct DaemonArgs {
+/// `uexec daemon --idle-timeout`'s default, in seconds.
+pub const DEFAULT_IDLE_TIMEOUT_S: u64 = 600;
+
+/// `uexec daemon`.
+#[derive(Debug, Clone)]
+pub struct DaemonOptions {
     /// What confines sandboxed commands (the binary builds it); `None`: none.
-    #[arg(skip)]
     pub confinement: Option<Arc<dyn uexec_core::confine::Confinement>>,
-    /// The socket to listen on (default: $XDG_RUNTIME_DIR/uexec/daemon.sock, else
-    /// <temp dir>/uexec-<uid>/daemon.sock). Its directory must be this user's, mode 0700.
-    #[arg(long, value_name = "PATH")]
+    /// `--socket`: where to listen (default: [`default_socket`]); its directory must be
+    /// private.
     pub socket: Option<PathBuf>,
-    /// Exit after this many seconds with no session and no client; 0 never exits.
-    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    /// `--idle-timeout`: seconds with no session and no client before it exits; 0 never.
     pub idle_timeout: u64,
-    /// Stop the running daemon (SIGTERM: its sessions are killed) and wait for it to go.
-    #[arg(long)]
+    /// `--stop`: stop the running daemon instead.
     pub stop: bool,
-    #[command(flatten)]
-    pub transcripts: TranscriptArgs,
+    /// Where transcripts go.
+    pub transcripts: TranscriptOptions,
+}
+
+impl Default for DaemonOptions {
+    fn default() -> Self {
+        Self {
+            confinement: None,
+            socket: None,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT_S,
+            stop: false,
+            transcripts: TranscriptOptions::default(),
+        }
+    }
+}
+
+/// Why the daemon could not start, or `--stop` could not stop it.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    TranscriptsDir(#[from] TranscriptsDirError),
+    #[error("--socket needs a directory part")]
+    SocketWithoutDirectory,
+    #[error("cannot open {}", path.display())]
+    OpenLock {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("a uexec daemon already runs for {} (it holds {})", socket.display(), lock.display())]
+    AlreadyRuns { socket: PathBuf, lock: PathBuf },
+    #[error("cannot listen on {}", socket.display())]
+    Listen {
+        socket: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the daemon holds its lock but wrote no daemon.pid")]
+    NoPidFile,
+    #[error("the uexec daemon (pid {pid}) did not stop within 10 s")]
+    StillRunning { pid: u32 },
+    #[error(transparent)]
+    Signal(#[from] SignalError),
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// Why a connection ended before its client was done (logged, never sent).
+#[derive(Debug, thiserror::Error)]
+enum ConnectionError {
+    /// Refused, as the reply said, or a client that broke the protocol.
+    #[error("{0}")]
+    Refused(String),
+    #[error("no hello within 10 s")]
+    NoHello(#[source] tokio::time::error::Elapsed),
+    #[error("MCP handshake failed")]
+    Handshake(#[source] Box<rmcp::service::ServerInitializeError>),
+    #[error(transparent)]
+    Exec(#[from] uexec_core::ExecError),
+    #[error(transparent)]
+    Attach(#[from] attach::AttachError),
+    #[error(transparent)]
+    Io(#[from] io::Error),
 }
 
 /// The default socket path.
@@ -120,7 +183,7 @@ impl Daemon {
 const REFUSED_DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Runs the daemon until it is idle for `--idle-timeout`, or a signal.
-pub async fn run(args: DaemonArgs) -> anyhow::Result<()> {
+pub async fn run(args: DaemonOptions) -> Result<(), DaemonError> {
     if args.stop {
         return stop(&args).await;
     }
@@ -130,7 +193,7 @@ pub async fn run(args: DaemonArgs) -> anyhow::Result<()> {
             let dir = path
                 .parent()
                 .filter(|d| !d.as_os_str().is_empty())
-                .context("--socket needs a directory part")?;
+                .ok_or(DaemonError::SocketWithoutDirectory)?;
             private_dir(dir)?;
             path.clone()
         }
@@ -144,18 +207,22 @@ pub async fn run(args: DaemonArgs) -> anyhow::Result<()> {
         .write(true)
         .mode(0o600)
         .open(&lock_path)
-        .with_context(|| format!("cannot open {}", lock_path.display()))?;
+        .map_err(|source| DaemonError::OpenLock {
+            path: lock_path.clone(),
+            source,
+        })?;
     if lock.try_lock().is_err() {
-        anyhow::bail!(
-            "a uexec daemon already runs for {} (it holds {})",
-            socket.display(),
-            lock_path.display()
-        );
+        return Err(DaemonError::AlreadyRuns {
+            socket,
+            lock: lock_path,
+        });
     }
     // The lock is ours: a socket file left there is a dead daemon's.
     let _ = std::fs::remove_file(&socket);
-    let listener = UnixListener::bind(&socket)
-        .with_context(|| format!("cannot listen on {}", socket.display()))?;
+    let listener = UnixListener::bind(&socket).map_err(|source| DaemonError::Listen {
+        socket: socket.clone(),
+        source,
+    })?;
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
     {
         use std::io::Write as _;
@@ -197,7 +264,7 @@ pub async fn run(args: DaemonArgs) -> anyhow::Result<()> {
                     break Ok(());
                 }
             }
-            signal = shutdown_signal() => break signal.map_err(anyhow::Error::from),
+            signal = shutdown_signal() => break signal.map_err(DaemonError::from),
         }
     };
     acceptor.abort();
@@ -218,7 +285,7 @@ async fn accept_clients(listener: UnixListener, daemon: Arc<Daemon>) {
                 daemon.clients.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(async move {
                     if let Err(e) = serve_client(&daemon, stream).await {
-                        tracing::info!("client: {e:#}");
+                        tracing::info!("client: {}", Chain(&e));
                     }
                     daemon.clients.fetch_sub(1, Ordering::SeqCst);
                 });
@@ -233,7 +300,7 @@ async fn accept_clients(listener: UnixListener, daemon: Arc<Daemon>) {
 }
 
 /// `uexec daemon --stop`: SIGTERM to the daemon that holds the lock, then wait for its lock.
-async fn stop(args: &DaemonArgs) -> anyhow::Result<()> {
+async fn stop(args: &DaemonOptions) -> Result<(), DaemonError> {
     let socket = match &args.socket {
         Some(path) => path.clone(),
         None => default_socket()?,
@@ -254,12 +321,12 @@ async fn stop(args: &DaemonArgs) -> anyhow::Result<()> {
     let pid: u32 = std::fs::read_to_string(dir.join("daemon.pid"))
         .ok()
         .and_then(|p| p.trim().parse().ok())
-        .context("the daemon holds its lock but wrote no daemon.pid")?;
+        .ok_or(DaemonError::NoPidFile)?;
     uexec_sys::kill_process(pid, uexec_sys::SIGTERM);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while lock.try_lock_shared().is_err() {
         if tokio::time::Instant::now() >= deadline {
-            anyhow::bail!("the uexec daemon (pid {pid}) did not stop within 10 s");
+            return Err(DaemonError::StillRunning { pid });
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -269,7 +336,7 @@ async fn stop(args: &DaemonArgs) -> anyhow::Result<()> {
 
 /// One client: peer checks (its uid, then its user namespace), hello, then MCP on the
 /// owner's store. A refused peer is answered before anything it sent is read.
-async fn serve_client(daemon: &Daemon, stream: UnixStream) -> anyhow::Result<()> {
+async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), ConnectionError> {
     let uid = uexec_sys::effective_uid();
     let peer = stream.peer_cred()?.uid();
     let standing = (peer == uid).then(|| uexec_net::peer::unix_peer_standing(stream.as_fd()));
@@ -300,7 +367,7 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> anyhow::Result<()>
         let mut sink = tokio::io::sink();
         let drain = tokio::io::copy(&mut unread, &mut sink);
         let _ = tokio::time::timeout(REFUSED_DRAIN_TIMEOUT, drain).await;
-        anyhow::bail!(log);
+        return Err(ConnectionError::Refused(log));
     }
     let mut read = BufReader::new(read);
     let mut line = Vec::new();
@@ -311,43 +378,42 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> anyhow::Result<()>
             .read_until(b'\n', &mut line),
     )
     .await
-    .context("no hello within 10 s")??;
+    .map_err(ConnectionError::NoHello)??;
     if got == 0 || line.last() != Some(&b'\n') {
         write_reply(
             &mut write,
             &Reply::refuse("the hello line is missing or too long"),
         )
         .await?;
-        anyhow::bail!("bad hello");
+        return Err(ConnectionError::Refused("bad hello".to_owned()));
     }
     let hello: Hello = match serde_json::from_slice(&line) {
         Ok(hello) => hello,
         Err(e) => {
             let reply = Reply::refuse(format!(
                 "not a {} hello ({e}): is this client another uexec version?",
-                handshake::PROTOCOL
+                PROTOCOL
             ));
             write_reply(&mut write, &reply).await?;
-            anyhow::bail!("bad hello: {e}");
+            return Err(ConnectionError::Refused(format!("bad hello: {e}")));
         }
     };
-    if let Some(why) = hello.incompatibility() {
+    if let Some(why) = hello.incompatibility(&build_id()) {
         write_reply(&mut write, &Reply::refuse(why.clone())).await?;
-        anyhow::bail!("{why}");
+        return Err(ConnectionError::Refused(why));
     }
     if let Some(req) = hello.attach.clone() {
         return attach_client(daemon, &hello, req, read, write).await;
     }
     // The owner's store may be older than this connection: this client's directory,
     // environment and settings are its commands' defaults, not the first client's.
-    let store = hello
-        .store_config(&daemon.base)
+    let store = settings::store_config(&hello, &daemon.base)
         .and_then(|config| Ok((daemon.store_of(&hello.owner, &config)?, config)));
     let (store, config) = match store {
         Ok(both) => both,
         Err(why) => {
             write_reply(&mut write, &Reply::refuse(why.clone())).await?;
-            anyhow::bail!("{why}");
+            return Err(ConnectionError::Refused(why));
         }
     };
     write_reply(&mut write, &Reply::ok()).await?;
@@ -356,7 +422,7 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> anyhow::Result<()>
         extended: hello.settings.extended,
         config,
     };
-    let stores = if hello.owner == handshake::PERSON {
+    let stores = if hello.owner == PERSON {
         Stores::Person {
             own: store,
             owners: daemon.owners.clone(),
@@ -368,7 +434,7 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> anyhow::Result<()>
     let running = server
         .serve((read, write))
         .await
-        .context("MCP handshake failed")?;
+        .map_err(|e| ConnectionError::Handshake(Box::new(e)))?;
     let quit = running.waiting().await;
     tracing::debug!(owner = %hello.owner, ?quit, "client went away; its sessions stay");
     Ok(())
@@ -378,23 +444,23 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> anyhow::Result<()>
 async fn attach_client(
     daemon: &Daemon,
     hello: &Hello,
-    req: handshake::AttachRequest,
+    req: AttachRequest,
     read: BufReader<tokio::net::unix::OwnedReadHalf>,
     mut write: tokio::net::unix::OwnedWriteHalf,
-) -> anyhow::Result<()> {
+) -> Result<(), ConnectionError> {
     let refuse = |why: String| Reply::refuse(why);
-    if hello.owner != handshake::PERSON {
+    if hello.owner != PERSON {
         write_reply(
             &mut write,
             &refuse("only people attach (owner @person)".into()),
         )
         .await?;
-        anyhow::bail!("attach by an agent");
+        return Err(ConnectionError::Refused("attach by an agent".to_owned()));
     }
     let Some((_, store)) = daemon.owners.find(req.session_id) else {
         let why = format!("Unknown process id {}", req.session_id);
         write_reply(&mut write, &refuse(why.clone())).await?;
-        anyhow::bail!(why);
+        return Err(ConnectionError::Refused(why));
     };
     // With the lease the session takes the person's size; a reader sees it as it is.
     let size = req.write.then_some((req.rows.max(1), req.cols.max(1)));
@@ -405,14 +471,14 @@ async fn attach_client(
         Ok(a) => a,
         Err(e) => {
             write_reply(&mut write, &refuse(e.to_string())).await?;
-            anyhow::bail!(e);
+            return Err(e.into());
         }
     };
     if req.write {
         attachment.resize(req.rows.max(1), req.cols.max(1))?;
     }
     write_reply(&mut write, &Reply::ok()).await?;
-    attach::serve(attachment, read, write, (req.rows.max(1), req.cols.max(1))).await
+    Ok(attach::serve(attachment, read, write, (req.rows.max(1), req.cols.max(1))).await?)
 }
 
 async fn write_reply(write: &mut (impl AsyncWriteExt + Unpin), reply: &Reply) -> io::Result<()> {

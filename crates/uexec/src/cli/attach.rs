@@ -10,7 +10,8 @@ use std::process::ExitCode;
 
 use base64::Engine as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use uexec_mcp::daemon::handshake::{AttachFrame, AttachRequest, Hello, Settings, PERSON};
+use uexec_mcp::daemon::client::LocalHello as _;
+use uexec_protocol::daemon::{AttachFrame, AttachRequest, Hello, Settings, PERSON};
 
 use super::conn::Target;
 use super::Failure;

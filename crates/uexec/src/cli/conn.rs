@@ -7,7 +7,9 @@ use anyhow::Context;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt as _, AsyncWriteExt, BufReader};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use uexec_mcp::daemon::handshake::{build_id, Hello, Settings, PERSON, VERSION};
+use uexec_mcp::daemon::build_id;
+use uexec_mcp::daemon::client::LocalHello as _;
+use uexec_protocol::daemon::{Hello, Settings, PERSON, VERSION};
 
 /// Longest line accepted from the daemon (a result carries at most a token budget of
 /// output, and a transcript page 256 KiB: this is far above both).
@@ -144,7 +146,7 @@ impl Conn {
 }
 
 /// The hello of a person (who sees every session) to a daemon of the engine build `build`
-/// (see [`build_id_of`](uexec_mcp::daemon::handshake::build_id_of)); `env_set` is `--env`.
+/// (see [`build_id_of`](uexec_mcp::daemon::build_id_of)); `env_set` is `--env`.
 pub fn person_hello(build: String, env_set: Vec<(String, String)>) -> anyhow::Result<Hello> {
     let settings = Settings {
         env_set,

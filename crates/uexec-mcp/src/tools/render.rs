@@ -1,0 +1,142 @@
+//! Results as the model reads them, for the tools that share a shape: a snapshot (the text
+//! for the model, the same facts as data), where a transcript stopped, and the exit notices
+//! any result may carry.
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::{json, Map, Value};
+use uexec_core::{ExitNotice, Snapshot};
+
+/// A tool's answer: its result, or why it failed (the server says `{name} failed: {why}`).
+pub type Answer = Result<CallToolResult, String>;
+
+/// A snapshot as a tool result: the text for the model, the same facts as data. `extended`
+/// adds uexec's lines and fields (why it returned, a match, a timeout, a secret prompt).
+pub fn snapshot_result(s: Snapshot, extended: bool) -> CallToolResult {
+    let structured = snapshot_fields(&s, extended);
+    let text = if extended {
+        s.to_text_annotated()
+    } else {
+        s.to_text()
+    };
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(Value::Object(structured));
+    result
+}
+
+pub(crate) fn snapshot_fields(s: &Snapshot, extended: bool) -> Map<String, Value> {
+    let mut structured = Map::new();
+    structured.insert("chunk_id".into(), json!(s.chunk_id));
+    let wall: f64 = s.wall_time_text().parse().unwrap_or(0.0);
+    structured.insert("wall_time_seconds".into(), json!(wall));
+    if let Some(code) = s.exit_code() {
+        structured.insert("exit_code".into(), json!(code));
+    }
+    if let Some(id) = s.session_id() {
+        structured.insert("session_id".into(), json!(id));
+    }
+    structured.insert("original_token_count".into(), json!(s.original_token_count));
+    structured.insert("output".into(), json!(s.output));
+    if extended {
+        structured.insert("reason".into(), json!(s.reason.as_str()));
+        if let Some(m) = &s.matched {
+            structured.insert("match".into(), json!({"text": m.text, "offset": m.offset}));
+        }
+        if let Some(ms) = s.timed_out_ms {
+            structured.insert("timed_out_ms".into(), json!(ms));
+        }
+        if s.awaiting_secret {
+            structured.insert("awaiting_secret".into(), json!(true));
+        }
+        if let Some(dir) = &s.transcript {
+            structured.insert("transcript".into(), json!(dir.display().to_string()));
+        }
+        if let Some(r) = &s.omitted_range {
+            structured.insert(
+                "omitted_range".into(),
+                json!({"start": r.start, "end": r.end}),
+            );
+        }
+        if let Some(r) = s
+            .omitted_coverage
+            .as_ref()
+            .and_then(|c| c.readable.as_ref())
+        {
+            structured.insert(
+                "omitted_readable".into(),
+                json!({"start": r.start, "end": r.end}),
+            );
+        }
+        if let Some(stop) = &s.transcript_stop {
+            structured.insert("transcript_stopped".into(), stop_fields(stop));
+        }
+        if let Some(sandbox) = &s.sandbox {
+            let denied = match sandbox.denied {
+                uexec_core::policy::Denied::No => json!(false),
+                uexec_core::policy::Denied::Yes => json!(true),
+                uexec_core::policy::Denied::Likely => json!("likely"),
+            };
+            let names = |layers: &[uexec_core::policy::Layer]| {
+                layers.iter().map(|l| l.as_str()).collect::<Vec<_>>()
+            };
+            structured.insert(
+                "sandbox".into(),
+                json!({
+                    "profile": sandbox.profile.as_str(),
+                    "network": sandbox.network.as_str(),
+                    "layers": names(&sandbox.layers),
+                    "missing_layers": names(&sandbox.missing),
+                    "denied": denied,
+                    "evidence": sandbox.evidence,
+                }),
+            );
+        }
+    }
+    structured
+}
+
+/// Where and why a transcript stopped, as data.
+pub(crate) fn stop_fields(stop: &uexec_core::transcript::TranscriptStop) -> Value {
+    json!({"at": stop.at, "error": stop.error})
+}
+
+/// Adds exit notices to a result: one line each after the text, and `exit_notices` in the
+/// structured content (an error result gets the lines only).
+pub(crate) fn attach_exit_notices(result: &mut CallToolResult, notices: Vec<ExitNotice>) {
+    if notices.is_empty() {
+        return;
+    }
+    let mut lines = String::from("\n\nExit notices (sessions that ended while nobody watched):");
+    let mut items = Vec::with_capacity(notices.len());
+    for n in &notices {
+        let text = n.text();
+        lines.push_str(&format!("\n- {text}"));
+        let mut item = json!({
+            "session_id": n.session_id,
+            "command": n.command,
+            "seconds_ago": (n.age().as_secs_f64() * 10.0).round() / 10.0,
+            "text": text,
+        });
+        if let Some(code) = n.exit_code {
+            item["exit_code"] = json!(code);
+        }
+        if let Some(failure) = &n.failure {
+            item["failure"] = json!(failure);
+        }
+        if let Some(ms) = n.timed_out_ms {
+            item["timed_out_ms"] = json!(ms);
+        }
+        items.push(item);
+    }
+    match result.content.last_mut() {
+        Some(ContentBlock::Text(text)) => text.text.push_str(&lines),
+        _ => result
+            .content
+            .push(ContentBlock::text(lines.trim_start().to_owned())),
+    }
+    if result.is_error != Some(true) {
+        let structured = result.structured_content.get_or_insert_with(|| json!({}));
+        if let Some(obj) = structured.as_object_mut() {
+            obj.insert("exit_notices".into(), Value::Array(items));
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! `uexec daemon`'s flags, converted into [`uexec_mcp::daemon::DaemonOptions`].
+
+use std::path::PathBuf;
+
+use uexec_mcp::daemon::{DaemonOptions, DEFAULT_IDLE_TIMEOUT_S};
+
+use super::TranscriptArgs;
+
+/// Arguments of `uexec daemon`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DaemonArgs {
+    /// The socket to listen on (default: $XDG_RUNTIME_DIR/uexec/daemon.sock, else
+    /// <temp dir>/uexec-<uid>/daemon.sock). Its directory must be this user's, mode 0700.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Exit after this many seconds with no session and no client; 0 never exits.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_IDLE_TIMEOUT_S)]
+    pub idle_timeout: u64,
+    /// Stop the running daemon (SIGTERM: its sessions are killed) and wait for it to go.
+    #[arg(long)]
+    pub stop: bool,
+    #[command(flatten)]
+    pub transcripts: TranscriptArgs,
+}
+
+impl From<DaemonArgs> for DaemonOptions {
+    fn from(args: DaemonArgs) -> Self {
+        Self {
+            // The engine hands the sandbox over (`engine::confinement`).
+            confinement: None,
+            socket: args.socket,
+            idle_timeout: args.idle_timeout,
+            stop: args.stop,
+            transcripts: args.transcripts.into(),
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! `uexec mcp --daemon`: the MCP conversation on stdin/stdout, carried to the user's daemon,
+//! which runs the sessions (and starts if none runs).
+//!
+//! Why in the binary: serving MCP in this process ([`uexec_mcp::run`]) or in the daemon is
+//! the composition root's choice, and the relay only joins two streams over the daemon's
+//! client ([`uexec_mcp::daemon::client`]). In the library, the MCP server called this relay
+//! and the relay read the server's flags: an import circle.
+//!
+//! 1. The socket (`--daemon-socket`, else the default) and the owner (`--owner`, else `mcp:`
+//!    and the working directory) say where and whose.
+//! 2. The hello carries this process's directory, environment and settings, checked and sent
+//!    by [`connect`], which starts a daemon when none answers.
+//! 3. Bytes are copied both ways until either side ends: the client's EOF ends the
+//!    conversation (the daemon keeps the sessions); the daemon's EOF means it went away.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use tokio::io::AsyncWriteExt;
+use uexec_mcp::daemon::client::{connect, Connected, LocalHello as _};
+use uexec_protocol::daemon::{Hello, Settings};
+
+/// Where and as whom `uexec mcp --daemon` relays.
+#[derive(Debug, Clone, Default)]
+pub struct Target {
+    /// `--daemon-socket` (default: the user's daemon socket).
+    pub socket: Option<PathBuf>,
+    /// `--owner` (default: `mcp:` and the working directory).
+    pub owner: Option<String>,
+}
+
+/// Relays stdin and stdout to the daemon of `target`, whose sessions get `settings`.
+pub async fn run(target: Target, settings: Settings) -> anyhow::Result<()> {
+    let socket = match target.socket {
+        Some(path) => path,
+        None => uexec_mcp::daemon::default_socket()?,
+    };
+    let owner = match target.owner {
+        Some(owner) => owner,
+        None => format!("mcp:{}", std::env::current_dir()?.display()),
+    };
+    let hello = Hello::here(owner, settings)?;
+    let Connected { stream, after } = connect(&socket, &hello, true, &[]).await?;
+    let (mut from_daemon, mut to_daemon) = stream.into_split();
+    let mut stdin = tokio::io::stdin();
+    let mut stdout = tokio::io::stdout();
+    stdout.write_all(&after).await?;
+    // Until either side ends: the client's EOF ends the conversation (the daemon keeps the
+    // sessions); the daemon's EOF means it went away.
+    let up = async {
+        let r = tokio::io::copy(&mut stdin, &mut to_daemon).await;
+        let _ = to_daemon.shutdown().await;
+        r
+    };
+    let down = async {
+        let r = tokio::io::copy(&mut from_daemon, &mut stdout).await;
+        let _ = stdout.flush().await;
+        r
+    };
+    let gone = "the uexec daemon closed the connection (it was stopped or killed); the next start brings a new one";
+    tokio::select! {
+        // A failed write up is the daemon gone too: stdin itself does not fail.
+        r = up => r.context(gone).map(|_| ()),
+        r = down => {
+            r.context(gone)?;
+            anyhow::bail!(gone);
+        }
+    }
+}
