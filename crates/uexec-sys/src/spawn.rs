@@ -149,7 +149,7 @@ pub fn spawn_child(spec: &ChildSpec) -> io::Result<SpawnedChild> {
 pub(crate) const CLOSE_RANGE_CLOEXEC: u32 = 1 << 2;
 
 /// Where a child's start failed, as its 8-byte report says (`(stage, errno)`, native
-/// endianness; also what a warm sandbox launcher answers, see `crate::sandbox`).
+/// endianness; also what a warm sandbox launcher answers, see the `uexec-sandbox` crate).
 pub const STAGE_SETUP: u32 = 1;
 pub const STAGE_CHDIR: u32 = 2;
 pub const STAGE_EXEC: u32 = 3;

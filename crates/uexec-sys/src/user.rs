@@ -41,7 +41,7 @@ pub fn set_undumpable() -> io::Result<()> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The sandbox launcher (`uexec __sandbox-exec`, see `crate::sandbox`). Every function below is
+// The sandbox launcher (`uexec __sandbox-exec`, see the `uexec-sandbox` crate). Every function below is
 // for a single-threaded process (the launcher, `uexec doctor`): namespaces, mounts and forks
 // there may allocate and need not be async-signal-safe.
 // ---------------------------------------------------------------------------------------------

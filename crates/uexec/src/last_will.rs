@@ -155,7 +155,7 @@ impl Watchdog {
     /// Starts a watchdog that knows `live`, and its reaper, which reports its death to `groups`.
     fn spawn(live: &HashSet<u32>, groups: &Arc<LiveGroups>) -> std::io::Result<Self> {
         // From the running binary, never by path: a sandboxed command may have replaced the
-        // file (see `uexec_core::sandbox::Launcher`); `argv[0]` keeps the path for `ps`.
+        // file (see `uexec_sandbox::Launcher`); `argv[0]` keeps the path for `ps`.
         let exe = std::env::current_exe()?;
         let mut child = Command::new(RUNNING_EXE)
             .arg0(exe)

@@ -67,7 +67,7 @@ async fn a_sandboxed_command_runs_in_the_launcher_started_ahead() {
     .await;
 }
 
-/// A launch message as the engine writes it (`uexec_core::sandbox::warm`): magic, body
+/// A launch message as the engine writes it (`uexec_sandbox::warm`): magic, body
 /// length, tty flag, counts, NUL-terminated cwd, arguments and environment.
 fn launch_message(cwd: &str, args: &[&str], env: &[&str]) -> Vec<u8> {
     let mut body = vec![0u8];
