@@ -1,5 +1,7 @@
 //! Errors a caller can act on (SPEC §8). Faces prefix them with the tool's name
-//! (`write_stdin failed: ...`).
+//! (`write_stdin failed: ...`), and add what only they know: the engine's words name no
+//! tool and no flag, so a face says which of its own a person or a model would use (the MCP
+//! face's `tools::render::error_text`).
 
 /// Why a call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -11,10 +13,20 @@ pub enum ExecError {
     #[error("Unknown process id {0}")]
     UnknownProcess(i32),
     /// A non-empty write to a session whose stdin is not a terminal.
-    #[error(
-        "stdin is closed for this session; rerun exec_command with tty=true to keep stdin open"
-    )]
+    #[error("stdin is closed for this session")]
     StdinClosed { session_id: i32 },
+    /// A person holds the session's input (attached to type): a caller's write is refused
+    /// until they let go.
+    #[error(
+        "writing to session {session_id} failed: a person is typing in this session: poll it (empty chars) to see what happens, and write again once they detach"
+    )]
+    Leased { session_id: i32 },
+    /// The session waits for a secret (a password prompt, echo off), which this caller may
+    /// not type; Ctrl-C still aborts the prompt.
+    #[error(
+        "writing to session {session_id} failed: the session waits for a secret (a password prompt, echo off): do not type secrets; ask the person to answer it. Ctrl-C (\"\\u0003\") aborts the prompt"
+    )]
+    SecretPrompt { session_id: i32 },
     /// The backend could not start the process.
     #[error("Failed to create process: {0}")]
     Spawn(String),

@@ -20,9 +20,10 @@
 //! # Architecture invariants
 //!
 //! - No `unsafe` here: every syscall is in `uexec-sys`.
-//! - No face's knowledge: no MCP, JSON-RPC, wire format or terminal; faces translate. (Some
-//!   error texts still name a tool or a flag, as the Codex reference words them; see the
-//!   issue-27 closing note.)
+//! - No face's knowledge: no MCP, JSON-RPC, wire format or terminal; faces translate. Errors
+//!   are typed variants in the engine's words (which name a request's own fields), and a
+//!   face adds its tools' and flags' (a closed stdin, a person at the session, a sandbox
+//!   wider than the ceiling).
 //! - No confinement mechanism: core names its policy vocabulary and declares the seams
 //!   ([`confine::Confinement`], [`backend::Launch`]); it never names a launcher, a namespace
 //!   or a proxy.

@@ -58,10 +58,7 @@ impl SessionStore {
         }
         let hygiene = session.info.hygiene.with(req.hygiene);
         if session.leased() && (!req.chars.is_empty() || req.eof) {
-            return Err(ExecError::Write {
-                session_id: id,
-                message: "a person is typing in this session (uexec attach --write): poll it (empty chars) to see what happens, and write again once they detach".to_owned(),
-            });
+            return Err(ExecError::Leased { session_id: id });
         }
         let _interaction = session.interaction.lock().await;
         // A call queued behind the one that reported the exit finds the id dead.
@@ -74,10 +71,7 @@ impl SessionStore {
             && !caller.allow_secret_input
             && session.awaiting_secret()
         {
-            return Err(ExecError::Write {
-                session_id: id,
-                message: format!("the session waits for a secret (a password prompt, echo off): do not type secrets; ask the person to answer it (with `uexec mcp --daemon` they can: `uexec attach {id} --write`). Ctrl-C (\"\\u0003\") aborts the prompt"),
-            });
+            return Err(ExecError::SecretPrompt { session_id: id });
         }
 
         if session.info.pipe_stdin && (req.eof || (!req.chars.is_empty() && req.chars != "\u{3}")) {

@@ -39,10 +39,8 @@ async fn a_pipe_session_refuses_input_and_keeps_running() {
     let err = store.write_stdin(write(id, "abc", 250)).await.unwrap_err();
     gate.open();
     assert_eq!(err, ExecError::StdinClosed { session_id: id });
-    assert_eq!(
-        err.to_string(),
-        "stdin is closed for this session; rerun exec_command with tty=true to keep stdin open"
-    );
+    // The engine's words; the MCP face adds Codex's hint (`tools::render::error_text`).
+    assert_eq!(err.to_string(), "stdin is closed for this session");
     let (out, last) = collect(&store, store.write_stdin(poll(id, 5000)).await.unwrap()).await;
     assert_eq!(last.exit_code(), Some(0));
     assert!(out.contains("still-here"));

@@ -173,8 +173,8 @@ async fn a_prompt_ends_the_window_and_a_secret_one_is_flagged() {
     let id = s.session_id().unwrap();
     // The model may not type a secret; Ctrl-C still aborts the prompt.
     match store.write_stdin(write(id, "hunter2\r", 2000)).await {
-        Err(ExecError::Write { message, .. }) => {
-            assert!(message.contains("waits for a secret"), "{message}")
+        Err(e @ ExecError::SecretPrompt { .. }) => {
+            assert!(e.to_string().contains("waits for a secret"), "{e}")
         }
         other => panic!("a secret write went through: {other:?}"),
     }

@@ -11,13 +11,13 @@ use uexec_core::limits::{
     DEFAULT_EXEC_YIELD_TIME_MS, DEFAULT_MAX_OUTPUT_TOKENS, MAX_TIMEOUT_MS, MAX_YIELD_TIME_MS,
     MIN_TIMEOUT_MS, MIN_YIELD_TIME_MS, TIMEOUT_EXIT_CODE, TIMEOUT_KILL_GRACE_MS,
 };
-use uexec_core::{ExecError, ExecRequest, SessionStore, StoreConfig};
+use uexec_core::{ExecRequest, SessionStore, StoreConfig};
 
 use super::parse::{
     boolean, err, field, hygiene, integer, kind, object, reject_unknown, string, until, ArgError,
     Args, Dialect,
 };
-use super::render::{snapshot_result, Answer};
+use super::render::{self, snapshot_result, Answer};
 use super::schema::{hygiene_properties, snapshot_schema, to_schema, until_schema, Offer};
 
 pub const NAME: &str = "exec_command";
@@ -218,30 +218,7 @@ pub async fn call(
         .exec_command_for(config, req, Vec::new())
         .await
         .map(|s| snapshot_result(s, dialect.extended))
-        .map_err(|e| error_text(&e))
-}
-
-/// An `exec_command` error as the model reads it: the engine's words, plus, for a sandbox
-/// or network wider than the server's policy, the flag a person would change (the engine
-/// knows no flags).
-fn error_text(e: &ExecError) -> String {
-    use uexec_core::policy::Widening;
-    let hint = match e {
-        ExecError::Widening(Widening::Profile { asked, .. }) => {
-            format!("--sandbox {}", asked.as_str())
-        }
-        ExecError::Widening(Widening::Network { field, .. }) if *field == "network" => {
-            "--network on".to_owned()
-        }
-        ExecError::Widening(Widening::Network { .. }) => "--network-allow HOST".to_owned(),
-        ExecError::Widening(Widening::AllowEntry { entry, .. }) => {
-            format!("--network-allow {entry}")
-        }
-        _ => return e.to_string(),
-    };
-    format!(
-        "{e}. Only a person can widen it, by restarting uexec mcp with {hint}; ask the user if the command needs it."
-    )
+        .map_err(|e| render::error_text(&e))
 }
 
 #[cfg(test)]

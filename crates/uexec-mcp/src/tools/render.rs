@@ -4,7 +4,7 @@
 
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{json, Map, Value};
-use uexec_core::{ExitNotice, Snapshot};
+use uexec_core::{ExecError, ExitNotice, Snapshot};
 
 /// A tool's answer: its result, or why it failed (the server says `{name} failed: {why}`).
 pub type Answer = Result<CallToolResult, String>;
@@ -138,5 +138,67 @@ pub(crate) fn attach_exit_notices(result: &mut CallToolResult, notices: Vec<Exit
         if let Some(obj) = structured.as_object_mut() {
             obj.insert("exit_notices".into(), Value::Array(items));
         }
+    }
+}
+
+/// An engine error as the model reads it: the engine's words, plus what only this face
+/// knows (the engine names no tool and no flag):
+/// - a closed stdin: Codex's own words, how to get one that stays open;
+/// - a person typing, or a secret prompt: how the person does it (`uexec attach`);
+/// - a sandbox or network wider than the server's policy: the flag a person would change.
+pub fn error_text(e: &ExecError) -> String {
+    use uexec_core::policy::Widening;
+    let hint = match e {
+        ExecError::StdinClosed { .. } => {
+            return format!("{e}; rerun exec_command with tty=true to keep stdin open")
+        }
+        ExecError::Leased { session_id } => {
+            return format!("writing to session {session_id} failed: a person is typing in this session (uexec attach --write): poll it (empty chars) to see what happens, and write again once they detach")
+        }
+        ExecError::SecretPrompt { session_id } => {
+            return format!("writing to session {session_id} failed: the session waits for a secret (a password prompt, echo off): do not type secrets; ask the person to answer it (with `uexec mcp --daemon` they can: `uexec attach {session_id} --write`). Ctrl-C (\"\\u0003\") aborts the prompt")
+        }
+        ExecError::Widening(Widening::Profile { asked, .. }) => {
+            format!("--sandbox {}", asked.as_str())
+        }
+        ExecError::Widening(Widening::Network { field, .. }) if *field == "network" => {
+            "--network on".to_owned()
+        }
+        ExecError::Widening(Widening::Network { .. }) => "--network-allow HOST".to_owned(),
+        ExecError::Widening(Widening::AllowEntry { entry, .. }) => {
+            format!("--network-allow {entry}")
+        }
+        _ => return e.to_string(),
+    };
+    format!(
+        "{e}. Only a person can widen it, by restarting uexec mcp with {hint}; ask the user if the command needs it."
+    )
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+
+    #[test]
+    fn a_closed_stdin_reads_as_codex_words_it() {
+        assert_eq!(
+            error_text(&ExecError::StdinClosed { session_id: 7 }),
+            "stdin is closed for this session; rerun exec_command with tty=true to keep stdin open"
+        );
+    }
+
+    #[test]
+    fn a_person_at_the_session_is_named_with_the_verb_that_put_them_there() {
+        let leased = error_text(&ExecError::Leased { session_id: 7 });
+        assert!(
+            leased.contains("a person is typing in this session (uexec attach --write)"),
+            "{leased}"
+        );
+        let secret = error_text(&ExecError::SecretPrompt { session_id: 7 });
+        assert!(secret.contains("`uexec attach 7 --write`"), "{secret}");
+        assert!(
+            secret.ends_with("Ctrl-C (\"\\u0003\") aborts the prompt"),
+            "{secret}"
+        );
     }
 }

@@ -8,7 +8,7 @@ use serde_json::json;
 use uexec_core::SessionStore;
 
 use super::parse::{boolean, object, reject_unknown, session_id, string, ArgError, Args};
-use super::render::Answer;
+use super::render::{self, Answer};
 use super::schema::to_schema;
 
 pub const NAME: &str = "send_input";
@@ -58,5 +58,5 @@ pub async fn call(store: &Arc<SessionStore>, arguments: Option<&Args>) -> Answer
                 Some(json!({"session_id": id, "bytes": chars.len(), "eof": eof}));
             r
         })
-        .map_err(|e| e.to_string())
+        .map_err(|e| render::error_text(&e))
 }

@@ -16,7 +16,7 @@ use uexec_core::{ExecError, SessionStore, Snapshot, StoreConfig, WaitRequest};
 use super::parse::{
     boolean, err, field, integer, kind, object, reject_unknown, until, ArgError, Args,
 };
-use super::render::{snapshot_fields, Answer};
+use super::render::{self, snapshot_fields, Answer};
 use super::schema::{exit_notices_schema, to_schema, until_schema};
 
 pub const NAME: &str = "wait";
@@ -102,7 +102,7 @@ pub async fn call(
         .wait_for(config, req)
         .await
         .map(result)
-        .map_err(|e| e.to_string())
+        .map_err(|e| render::error_text(&e))
 }
 
 /// The `wait` result: each session's snapshot (or error) in the order asked.
@@ -123,7 +123,7 @@ fn result(results: Vec<(i32, Result<Snapshot, ExecError>)>) -> CallToolResult {
             }
             Err(e) => {
                 text.push_str(&format!("wait failed for session {id}: {e}"));
-                items.push(json!({"session_id": id, "error": e.to_string()}));
+                items.push(json!({"session_id": id, "error": render::error_text(&e)}));
             }
         }
     }

@@ -15,7 +15,7 @@ use super::parse::{
     boolean, hygiene, integer, object, reject_unknown, session_id, string, until, ArgError, Args,
     Dialect,
 };
-use super::render::{snapshot_result, Answer};
+use super::render::{self, snapshot_result, Answer};
 use super::schema::{hygiene_properties, snapshot_schema, to_schema, until_schema, Offer};
 
 pub const NAME: &str = "write_stdin";
@@ -84,7 +84,7 @@ pub async fn call(
         .write_stdin_for(config, req)
         .await
         .map(|s| snapshot_result(s, dialect.extended))
-        .map_err(|e| e.to_string())
+        .map_err(|e| render::error_text(&e))
 }
 
 #[cfg(test)]
