@@ -61,8 +61,19 @@ impl From<anyhow::Error> for Failure {
     }
 }
 
+/// The tools' argument names a verb fills from its flags, and those flags: a person is told
+/// of the flag they typed, not of the field it became.
+const FLAGS_OF_FIELDS: [(&str, &str); 6] = [
+    ("workdir", "--cwd"),
+    ("timeout_ms", "--timeout"),
+    ("yield_time_ms", "--yield"),
+    ("until.pattern", "--until-pattern"),
+    ("until.idle_ms", "--until-idle"),
+    ("until.prompt", "--until-prompt"),
+];
+
 /// A tool error as a failure: an unknown session is [`EXIT_NO_SESSION`], a bad argument a
-/// usage error (2).
+/// usage error (2) that names the verb's flag where the tool named its field.
 pub(super) fn tool_failure(result: &ToolResult) -> Failure {
     let code = if result.text.contains("Unknown process id") {
         EXIT_NO_SESSION
@@ -71,10 +82,14 @@ pub(super) fn tool_failure(result: &ToolResult) -> Failure {
     } else {
         EXIT_UEXEC
     };
-    Failure {
-        code,
-        message: result.text.clone(),
+    let mut message = result.text.clone();
+    for (field, flag) in FLAGS_OF_FIELDS {
+        message = message.replace(
+            &format!("invalid arguments: {field}: "),
+            &format!("invalid arguments: {flag}: "),
+        );
     }
+    Failure { code, message }
 }
 
 /// Calls a tool; its error is a [`Failure`].

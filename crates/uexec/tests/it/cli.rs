@@ -145,8 +145,14 @@ async fn a_person_sees_types_into_and_kills_an_agents_session() {
 #[test]
 fn bad_input_is_refused_with_a_clear_error_and_a_meaningful_code() {
     let place = Place::new("cli");
-    let cases: [(&[&str], i32, &str); 10] = [
+    let cases: [(&[&str], i32, &str); 11] = [
         (&["logs", "not-a-number"], 2, "invalid value 'not-a-number'"),
+        // The engine's field is `workdir`; the person typed `--cwd`.
+        (
+            &["run", "--cwd", "/nonexistent/uexec-cli", "--", "touch x"],
+            2,
+            "invalid arguments: --cwd: /nonexistent/uexec-cli does not exist",
+        ),
         (&["run", "--yield", "10", "--", "true"], 2, "--yield"),
         // A mistyped flag is an error, not the first word of the command.
         (&["run", "--yeild", "100", "--", "touch x"], 2, "'--yeild'"),
@@ -168,6 +174,11 @@ fn bad_input_is_refused_with_a_clear_error_and_a_meaningful_code() {
         assert_eq!(out.status.code(), Some(code), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
         assert!(stdout(&out).is_empty(), "{args:?}: errors go to stderr");
+        assert!(
+            !stderr(&out).contains("workdir"),
+            "{args:?}: the CLI's words: {}",
+            stderr(&out)
+        );
     }
     // Nothing was started by any of them.
     let ls = json_of(&uexec(&place, &["ls", "--json"]));
