@@ -35,8 +35,8 @@ pub struct LogsArgs {
     /// Keep printing what it prints until it exits.
     #[arg(short, long)]
     pub follow: bool,
-    /// Only the last N lines (1 to 10000).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..=10_000))]
+    /// Only the last N lines (1 to 10000), as `tail -n` prints them.
+    #[arg(short = 'n', long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..=10_000))]
     pub tail: Option<i64>,
     /// Print pages as JSON lines (offset, text) instead of raw output.
     #[arg(long)]

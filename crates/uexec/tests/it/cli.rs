@@ -81,6 +81,9 @@ fn run_exits_with_the_commands_code_or_leaves_a_session() {
     assert_eq!(waited.status.code(), Some(5), "{}", stderr(&waited));
     let tail = uexec(&place, &["logs", "--tail", "1", &id]);
     assert_eq!(stdout(&tail), "second\n");
+    // `-n`, as `tail -n` spells it.
+    let tail = uexec(&place, &["logs", "-n", "1", &id]);
+    assert_eq!(stdout(&tail), "second\n", "{}", stderr(&tail));
 }
 
 #[tokio::test]
@@ -145,8 +148,13 @@ async fn a_person_sees_types_into_and_kills_an_agents_session() {
 #[test]
 fn bad_input_is_refused_with_a_clear_error_and_a_meaningful_code() {
     let place = Place::new("cli");
-    let cases: [(&[&str], i32, &str); 11] = [
+    let cases: [(&[&str], i32, &str); 12] = [
         (&["logs", "not-a-number"], 2, "invalid value 'not-a-number'"),
+        (
+            &["logs", "-n", "0", "1000"],
+            2,
+            "invalid value '0' for '--tail <N>'",
+        ),
         // The engine's field is `workdir`; the person typed `--cwd`.
         (
             &["run", "--cwd", "/nonexistent/uexec-cli", "--", "touch x"],
@@ -361,7 +369,12 @@ fn run_and_poll_take_wait_conditions_and_a_hard_timeout() {
 
     let bad = uexec(&place, &["run", "--until-pattern", "(", "--", "true"]);
     assert_eq!(bad.status.code(), Some(2));
-    assert!(stderr(&bad).contains("until.pattern"), "{}", stderr(&bad));
+    // The flag the person typed, not the tool's field (`until.pattern`).
+    assert!(
+        stderr(&bad).contains("invalid arguments: --until-pattern: not a valid regex"),
+        "{}",
+        stderr(&bad)
+    );
 }
 
 #[test]
