@@ -92,6 +92,15 @@ pub(super) fn tool_failure(result: &ToolResult) -> Failure {
     Failure { code, message }
 }
 
+/// What a verb naming session `id` says when no daemon runs: there is no such session (and
+/// none was started to find out).
+pub(super) fn no_daemon_for(id: i32) -> Failure {
+    Failure {
+        code: EXIT_NO_SESSION,
+        message: format!("Unknown process id {id} (no uexec daemon is running)"),
+    }
+}
+
 /// Calls a tool; its error is a [`Failure`].
 pub(super) async fn call(conn: &mut Conn, tool: &str, args: Value) -> Result<ToolResult, Failure> {
     let result = conn.call(tool, args).await?;

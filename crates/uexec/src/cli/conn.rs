@@ -92,6 +92,13 @@ impl Conn {
         })
     }
 
+    /// Whether a daemon may be serving: its socket exists. A verb that only reads, or names a
+    /// session that would have to exist already, does not start a daemon to say there is
+    /// nothing (a stale socket still starts one, as any verb would).
+    pub fn daemon_may_run(&self) -> bool {
+        self.socket.exists()
+    }
+
     /// Calls a tool.
     pub async fn call(&mut self, tool: &str, arguments: Value) -> anyhow::Result<ToolResult> {
         let result = self

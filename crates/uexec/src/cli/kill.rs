@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
-use super::common::{call, print_json, Failure};
+use super::common::{call, no_daemon_for, print_json, Failure};
 use super::conn::{Conn, Target};
 
 /// `uexec kill`.
@@ -19,6 +19,9 @@ pub struct KillArgs {
 
 pub async fn kill(target: &Target, args: KillArgs) -> Result<ExitCode, Failure> {
     let mut conn = Conn::open(target, Vec::new())?;
+    if !conn.daemon_may_run() {
+        return Err(no_daemon_for(args.id));
+    }
     let result = call(
         &mut conn,
         "terminate_session",

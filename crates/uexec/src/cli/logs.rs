@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::common::{call, Failure, EXIT_UEXEC};
+use super::common::{call, no_daemon_for, Failure, EXIT_UEXEC};
 use super::conn::{Conn, Target};
 
 /// The most one `read_output` page carries, in bytes.
@@ -49,6 +49,9 @@ pub struct LogsArgs {
 
 pub async fn logs(target: &Target, args: LogsArgs) -> Result<ExitCode, Failure> {
     let mut conn = Conn::open(target, Vec::new())?;
+    if !conn.daemon_may_run() {
+        return Err(no_daemon_for(args.id));
+    }
     if args.asciicast {
         let page = call(
             &mut conn,

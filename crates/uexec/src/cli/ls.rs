@@ -21,11 +21,16 @@ pub struct LsArgs {
 
 pub async fn ls(target: &Target, args: LsArgs) -> Result<ExitCode, Failure> {
     let mut conn = Conn::open(target, Vec::new())?;
-    let result = call(&mut conn, "list_sessions", json!({})).await?;
-    let sessions = result.structured["sessions"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    // No daemon, no sessions: none is started only to say so.
+    let sessions = if conn.daemon_may_run() {
+        let result = call(&mut conn, "list_sessions", json!({})).await?;
+        result.structured["sessions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
     if args.json {
         print_json(&json!({ "sessions": sessions }));
         return Ok(ExitCode::SUCCESS);

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
-use super::common::{call, exit_code_of, print_json, Failure, UntilArgs};
+use super::common::{call, exit_code_of, no_daemon_for, print_json, Failure, UntilArgs};
 use super::conn::{Conn, Target};
 use uexec_core::limits::{MAX_EMPTY_POLL_YIELD_TIME_MS, MIN_EMPTY_POLL_YIELD_TIME_MS};
 
@@ -27,6 +27,9 @@ pub struct PollArgs {
 
 pub async fn poll(target: &Target, args: PollArgs) -> Result<ExitCode, Failure> {
     let mut conn = Conn::open(target, Vec::new())?;
+    if !conn.daemon_may_run() {
+        return Err(no_daemon_for(args.id));
+    }
     let mut poll_args = json!({"session_id": args.id, "yield_time_ms": args.yield_ms});
     if let Some(until) = args.until.json() {
         poll_args["until"] = until;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
-use super::common::{call, print_json, Failure};
+use super::common::{call, no_daemon_for, print_json, Failure};
 use super::conn::{Conn, Target};
 
 /// `uexec send`.
@@ -36,6 +36,9 @@ pub struct SendArgs {
 
 pub async fn send(target: &Target, args: SendArgs) -> Result<ExitCode, Failure> {
     let mut conn = Conn::open(target, Vec::new())?;
+    if !conn.daemon_may_run() {
+        return Err(no_daemon_for(args.id));
+    }
     let mut eof = args.eof;
     let chars = if args.ctrl_c {
         "\u{3}".to_owned()

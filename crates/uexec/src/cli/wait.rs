@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::common::{call, exit_code_of, print_json, Failure};
+use super::common::{call, exit_code_of, no_daemon_for, print_json, Failure};
 use super::conn::{Conn, Target};
 
 /// The longest one `await_exit` call may wait, in seconds (its `yield_time_ms` bound).
@@ -30,6 +30,9 @@ pub struct WaitArgs {
 
 pub async fn wait(target: &Target, args: WaitArgs) -> Result<ExitCode, Failure> {
     let mut conn = Conn::open(target, Vec::new())?;
+    if !conn.daemon_may_run() {
+        return Err(no_daemon_for(args.id));
+    }
     let deadline = args
         .timeout
         .map(|s| tokio::time::Instant::now() + Duration::from_secs(s));

@@ -194,6 +194,38 @@ fn bad_input_is_refused_with_a_clear_error_and_a_meaningful_code() {
     assert!(!place.cwd.join("x").exists(), "no command ran");
 }
 
+/// A verb that only reads, or names a session that would have to exist, says there is
+/// nothing without starting a daemon to find out.
+#[test]
+fn read_only_verbs_start_no_daemon_to_say_there_is_nothing() {
+    let place = Place::new("cli-nodaemon");
+    let ls = uexec(&place, &["ls"]);
+    assert_eq!(ls.status.code(), Some(0), "{}", stderr(&ls));
+    assert_eq!(stdout(&ls), "no sessions\n");
+    assert_eq!(
+        json_of(&uexec(&place, &["ls", "--json"]))["sessions"],
+        json!([])
+    );
+    for verb in ["logs", "kill", "wait", "poll"] {
+        let out = uexec(&place, &[verb, "1000"]);
+        assert_eq!(out.status.code(), Some(3), "{verb}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("Unknown process id 1000"),
+            "{verb}: {}",
+            stderr(&out)
+        );
+    }
+    let send = uexec(&place, &["send", "1000", "y"]);
+    assert_eq!(send.status.code(), Some(3), "{}", stderr(&send));
+    assert!(!place.socket().exists(), "a daemon was started");
+    // A verb that starts something starts the daemon, and then they all see it.
+    let run = uexec(&place, &["run", "--no-login", "--", "true"]);
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    assert!(place.socket().exists());
+    let ls = uexec(&place, &["ls", "--json"]);
+    assert_eq!(ls.status.code(), Some(0), "{}", stderr(&ls));
+}
+
 #[test]
 fn ls_lines_its_columns_up_and_prints_no_control_characters() {
     let place = Place::new("cli");
