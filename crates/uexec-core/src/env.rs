@@ -25,6 +25,10 @@ pub const FORCED_ENV: &[(&str, &str)] = &[
     ("UEXEC", "1"),
 ];
 
+/// `TERM` of the PTY sessions people start (see [`EnvPolicy::pty_term`]): full-screen
+/// programs (`top`, `vim`) draw for the person who attaches, as in their own terminal.
+pub const PERSON_PTY_TERM: &str = "xterm-256color";
+
 /// Name fragments (any case, anywhere in the name) that mark a variable as a secret.
 pub const SECRET_NAME_FRAGMENTS: &[&str] = &[
     "KEY",
@@ -62,6 +66,10 @@ pub struct EnvPolicy {
     pub set: Vec<(String, String)>,
     /// Dropped even though inherited or forced.
     pub drop: Vec<String>,
+    /// `TERM` of PTY sessions instead of the forced `dumb`, unless `set` names one. `None`
+    /// (SPEC §9, as Codex does): `dumb` for every command. People's sessions get
+    /// [`PERSON_PTY_TERM`]; a pipe session's `TERM` is `dumb` all the same.
+    pub pty_term: Option<String>,
 }
 
 /// Whether a variable's name marks it as a secret ([`SECRET_RULE`]).
@@ -96,11 +104,15 @@ impl EnvPolicy {
             .collect()
     }
 
-    /// Variables set on every command: the forced ones, then the configured ones.
-    pub fn overrides(&self) -> Environment {
+    /// Variables set on every command (on a PTY when `tty`): the forced ones, then the
+    /// configured ones.
+    pub fn overrides(&self, tty: bool) -> Environment {
         let mut env = Environment::new();
         for (k, v) in FORCED_ENV {
             env.insert((*k).into(), (*v).into());
+        }
+        if let (true, Some(term)) = (tty, &self.pty_term) {
+            env.insert("TERM".into(), term.into());
         }
         for (k, v) in &self.set {
             env.insert(k.into(), v.into());
@@ -111,13 +123,14 @@ impl EnvPolicy {
         env
     }
 
-    /// The environment of a command, given the server's.
+    /// The environment of a command (on a PTY when `tty`), given the server's.
     pub fn command_env(
         &self,
         server_env: impl IntoIterator<Item = (OsString, OsString)>,
+        tty: bool,
     ) -> Environment {
         let mut env = self.inherited(server_env);
-        env.extend(self.overrides());
+        env.extend(self.overrides(tty));
         env
     }
 }
@@ -139,13 +152,16 @@ mod tests {
 
     #[test]
     fn secrets_are_dropped_and_forced_values_win() {
-        let env = EnvPolicy::default().command_env(vars(&[
-            ("MY_API_KEY", "x"),
-            ("my_secret_value", "x"),
-            ("GH_TOKEN", "x"),
-            ("VISIBLE", "yes"),
-            ("TERM", "xterm"),
-        ]));
+        let env = EnvPolicy::default().command_env(
+            vars(&[
+                ("MY_API_KEY", "x"),
+                ("my_secret_value", "x"),
+                ("GH_TOKEN", "x"),
+                ("VISIBLE", "yes"),
+                ("TERM", "xterm"),
+            ]),
+            true,
+        );
         assert_eq!(get(&env, "MY_API_KEY"), None);
         assert_eq!(get(&env, "my_secret_value"), None);
         assert_eq!(get(&env, "GH_TOKEN"), None);
@@ -194,7 +210,7 @@ mod tests {
     fn non_utf8_variables_pass_byte_for_byte() {
         let name = OsString::from("PWD");
         let value = OsString::from_vec(b"/tmp/caf\xe9".to_vec());
-        let env = EnvPolicy::default().command_env([(name.clone(), value.clone())]);
+        let env = EnvPolicy::default().command_env([(name.clone(), value.clone())], false);
         assert_eq!(env.get(&name), Some(&value));
     }
 
@@ -204,10 +220,36 @@ mod tests {
             keep: vec!["GH_TOKEN".into()],
             set: vec![("TERM".into(), "xterm".into())],
             drop: vec!["PAGER".into()],
+            pty_term: Some(PERSON_PTY_TERM.into()),
         };
-        let env = policy.command_env(vars(&[("GH_TOKEN", "t")]));
+        let env = policy.command_env(vars(&[("GH_TOKEN", "t")]), true);
         assert_eq!(get(&env, "GH_TOKEN"), Some("t"));
         assert_eq!(get(&env, "TERM"), Some("xterm"));
         assert_eq!(get(&env, "PAGER"), None);
+    }
+
+    #[test]
+    fn a_persons_pty_sessions_get_a_real_term_and_their_pipe_sessions_dumb() {
+        let person = EnvPolicy {
+            pty_term: Some(PERSON_PTY_TERM.into()),
+            ..EnvPolicy::default()
+        };
+        let server = || vars(&[("TERM", "screen")]);
+        assert_eq!(
+            get(&person.command_env(server(), true), "TERM"),
+            Some("xterm-256color")
+        );
+        assert_eq!(
+            get(&person.command_env(server(), false), "TERM"),
+            Some("dumb")
+        );
+        // An agent's (the SPEC's) PTY sessions stay dumb.
+        let agent = EnvPolicy::default();
+        assert_eq!(
+            get(&agent.command_env(server(), true), "TERM"),
+            Some("dumb")
+        );
+        assert_eq!(get(&agent.overrides(true), "TERM"), Some("dumb"));
+        assert_eq!(get(&person.overrides(true), "TERM"), Some("xterm-256color"));
     }
 }

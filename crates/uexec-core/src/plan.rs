@@ -92,8 +92,8 @@ impl Plan {
                     ));
                 }
                 let env = match &config.base_env {
-                    Some(base) => config.env_policy.command_env(base.clone()),
-                    None => config.env_policy.command_env(std::env::vars_os()),
+                    Some(base) => config.env_policy.command_env(base.clone(), tty),
+                    None => config.env_policy.command_env(std::env::vars_os(), tty),
                 };
                 let shell = requested_shell.unwrap_or_else(|| default_shell(config));
                 if find_program(&shell, env.get(OsStr::new("PATH")).map(OsString::as_os_str))
@@ -118,7 +118,7 @@ impl Plan {
                 let mode = EnvMode::InheritFiltered {
                     drop: config.env_policy.drop.clone(),
                 };
-                (cwd, shell, config.env_policy.overrides(), mode)
+                (cwd, shell, config.env_policy.overrides(tty), mode)
             }
         };
         let login = req.login.unwrap_or(true);

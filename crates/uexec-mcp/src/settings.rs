@@ -5,7 +5,7 @@
 use uexec_core::confine::SandboxConfig;
 use uexec_core::env::EnvPolicy;
 use uexec_core::StoreConfig;
-use uexec_protocol::daemon::{Hello, SandboxSettings, Settings};
+use uexec_protocol::daemon::{Hello, SandboxSettings, Settings, PERSON};
 
 /// `settings` over `config`.
 pub fn apply(settings: &Settings, config: &mut StoreConfig) -> Result<(), String> {
@@ -17,6 +17,7 @@ pub fn apply(settings: &Settings, config: &mut StoreConfig) -> Result<(), String
         keep: settings.env_keep.clone(),
         set: settings.env_set.clone(),
         drop: settings.env_drop.clone(),
+        pty_term: None,
     };
     config.hygiene.strip_ansi = settings.strip_ansi;
     config.hygiene.collapse_cr = settings.collapse_cr;
@@ -62,11 +63,15 @@ fn apply_sandbox(settings: &SandboxSettings, sandbox: &mut SandboxConfig) -> Res
 }
 
 /// The store configuration of a daemon client's sessions, over the daemon's `base`: the
-/// client's directory, environment and settings.
+/// client's directory, environment and settings. A person's PTY sessions get a real `TERM`
+/// ([`uexec_core::env::PERSON_PTY_TERM`]): they are for a terminal, not for a model.
 pub fn store_config(hello: &Hello, base: &StoreConfig) -> Result<StoreConfig, String> {
     let mut config = base.clone();
     config.cwd = hello.cwd.clone();
     config.base_env = Some(hello.environment()?);
     apply(&hello.settings, &mut config)?;
+    if hello.owner == PERSON {
+        config.env_policy.pty_term = Some(uexec_core::env::PERSON_PTY_TERM.to_owned());
+    }
     Ok(config)
 }

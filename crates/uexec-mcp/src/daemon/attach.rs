@@ -5,6 +5,11 @@
 //! `uexec_core::screen`): a full-screen program or a shell prompt comes back as it looks,
 //! however long ago it was drawn. A person whose terminal falls behind the output is not
 //! queued for without end: the feed drops chunks, and the screen is redrawn instead.
+//!
+//! A pipe session's output is a log written for a file, not a terminal: its lines end in a
+//! bare `\n`, which a terminal in raw mode (the person's, while attached) takes as "down one
+//! row" without a carriage return, so the lines staircase. They go out with `\r\n`
+//! ([`LineEnds`]), as `tail -f` shows them; a PTY's output is the screen's and goes as it is.
 
 use std::num::NonZeroU16;
 
@@ -73,6 +78,38 @@ pub fn redraw(seed: &[u8], rows: u16, cols: u16, tty: bool) -> Vec<u8> {
     screen.render()
 }
 
+/// A pipe session's bare `\n` as `\r\n`, across the chunks of one stream: a `\r\n`
+/// already there (even split between two chunks) stays as it is.
+#[derive(Debug, Default)]
+struct LineEnds {
+    /// The last byte translated was a `\r`.
+    after_cr: bool,
+}
+
+impl LineEnds {
+    /// `bytes`, the next chunk, for a terminal.
+    fn translate(&mut self, bytes: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(bytes.len() + bytes.len() / 16);
+        for &b in bytes {
+            if b == b'\n' && !self.after_cr {
+                out.push(b'\r');
+            }
+            out.push(b);
+            self.after_cr = b == b'\r';
+        }
+        out
+    }
+
+    /// A chunk of a PTY session (`!pipe`) as it is; of a pipe session, translated.
+    fn terminal_bytes(&mut self, pipe: bool, bytes: &[u8]) -> Vec<u8> {
+        if pipe {
+            self.translate(bytes)
+        } else {
+            bytes.to_vec()
+        }
+    }
+}
+
 /// Why an attached person's connection ended early.
 #[derive(Debug, thiserror::Error)]
 pub enum AttachError {
@@ -102,9 +139,13 @@ pub async fn serve(
 ) -> Result<(), AttachError> {
     let tty = attachment.tty();
     let id = attachment.session_id();
+    let mut ends = LineEnds::default();
     let first = match attachment.screen.take() {
         Some(screen) => screen,
-        None => redraw(&std::mem::take(&mut attachment.watch.seed), rows, cols, tty),
+        None => {
+            let seed = std::mem::take(&mut attachment.watch.seed);
+            ends.terminal_bytes(!tty, &redraw(&seed, rows, cols, tty))
+        }
     };
     to.write_all(&first).await?;
     to.flush().await?;
@@ -128,11 +169,13 @@ pub async fn serve(
                 if attachment.lagged() {
                     let screen = match attachment.resync((rows, cols), SEED_BYTES).await {
                         CatchUp::Screen(screen) => screen,
-                        CatchUp::Seed(seed) => redraw(&seed, rows, cols, tty),
+                        CatchUp::Seed(seed) => {
+                            ends.terminal_bytes(!tty, &redraw(&seed, rows, cols, tty))
+                        }
                     };
                     to.write_all(&screen).await?;
                 } else {
-                    to.write_all(&bytes).await?;
+                    to.write_all(&ends.terminal_bytes(!tty, &bytes)).await?;
                 }
                 to.flush().await?;
             }
@@ -165,7 +208,7 @@ pub async fn serve(
             Event::Exited(outcome) => {
                 // What it printed last, then how it ended.
                 while let Ok(bytes) = attachment.watch.output.try_recv() {
-                    to.write_all(&bytes).await?;
+                    to.write_all(&ends.terminal_bytes(!tty, &bytes)).await?;
                 }
                 let how = match (outcome.failure, outcome.exit_code) {
                     (Some(f), _) => format!("failed: {f}"),
@@ -197,5 +240,19 @@ mod tests {
         );
         assert!(text.ends_with("\x1b[2;11H"), "{text:?}");
         assert_eq!(redraw(b"log\n", 24, 80, false), b"log\n");
+    }
+
+    #[test]
+    fn a_pipe_log_gets_carriage_returns_once_across_chunks() {
+        let mut ends = LineEnds::default();
+        assert_eq!(ends.translate(b"one\ntwo\r\n"), b"one\r\ntwo\r\n");
+        assert_eq!(ends.translate(b"\n\nthree"), b"\r\n\r\nthree");
+        // A `\r\n` split between chunks is not doubled; a lone `\r` before it stays.
+        assert_eq!(ends.translate(b"four\r"), b"four\r");
+        assert_eq!(ends.translate(b"\nfive\r\r\n"), b"\nfive\r\r\n");
+        assert_eq!(ends.translate(b""), b"");
+        assert_eq!(ends.translate(b"\n"), b"\r\n");
+        // A PTY's screen bytes go as they are (a bare `\n` there moves down a row).
+        assert_eq!(ends.terminal_bytes(false, b"\x1b[H\n"), b"\x1b[H\n");
     }
 }

@@ -2,7 +2,13 @@
 //!
 //! Read-only unless `--write`, which takes the session's input lease (the model's writes are
 //! refused until this detaches) and makes the session's terminal follow this one's size.
-//! The detach key (Ctrl-\ unless `--detach-key`) leaves the session running.
+//! The detach key (Ctrl-\ unless `--detach-key`) leaves the session running. A one-line
+//! banner on stderr says which of these apply. With a stdin that is not a terminal (a pipe,
+//! `/dev/null`) it follows read-only, reads no keys, and ends when the session does.
+//!
+//! What it prints is for a terminal: a PTY session's screen as it is, a pipe session's log
+//! with `\r\n` line ends (the daemon adds the `\r`s; see `uexec_mcp::daemon::attach`), as
+//! `tail -f` would show it. `uexec logs` gives a transcript's bytes as they are.
 
 use std::io::{IsTerminal, Write};
 use std::os::fd::AsRawFd;
@@ -40,6 +46,25 @@ fn parse_key(s: &str) -> Result<u8, String> {
             Ok(c.to_ascii_uppercase() & 0x1f)
         }
         _ => Err(format!("{s:?}: give a control key as ^X, e.g. ^\\ or ^]")),
+    }
+}
+
+/// A control key as people write it: 0x1c is `Ctrl-\`.
+fn key_name(key: u8) -> String {
+    format!("Ctrl-{}", char::from(key | 0x40))
+}
+
+/// The line said on attaching: which session, and what the keys do.
+fn banner(id: i32, write: bool, interactive: bool, detach_key: u8) -> String {
+    let key = key_name(detach_key);
+    match (interactive, write) {
+        (false, _) => {
+            format!("attached to {id} (read-only; stdin is not a terminal: until the session ends)")
+        }
+        (true, false) => format!("attached to {id} (read-only; {key} detaches)"),
+        (true, true) => {
+            format!("attached to {id} (--write: keys go to the session; {key} detaches)")
+        }
     }
 }
 
@@ -90,6 +115,15 @@ pub async fn attach(target: &Target, args: AttachArgs) -> Result<ExitCode, Failu
             Failure { code, message }
         })?;
     let (mut from_daemon, mut to_daemon) = connected.stream.into_split();
+    {
+        let mut err = std::io::stderr();
+        let _ = writeln!(
+            err,
+            "{}",
+            banner(args.id, args.write, interactive, args.detach_key)
+        );
+        let _ = err.flush();
+    }
     let _raw = RawGuard(if interactive {
         uexec_sys::make_raw(std::io::stdin().as_raw_fd()).ok()
     } else {
@@ -174,7 +208,7 @@ async fn send(
 
 #[cfg(test)]
 mod tests {
-    use super::parse_key;
+    use super::{banner, key_name, parse_key};
 
     #[test]
     fn detach_keys() {
@@ -183,5 +217,20 @@ mod tests {
         assert_eq!(parse_key("ctrl-a"), Ok(0x01));
         assert!(parse_key("q").is_err());
         assert!(parse_key("^ab").is_err());
+    }
+
+    #[test]
+    fn the_banner_names_the_mode_and_the_detach_key() {
+        assert_eq!(key_name(0x1c), "Ctrl-\\");
+        assert_eq!(key_name(parse_key("^a").unwrap_or(0)), "Ctrl-A");
+        assert_eq!(
+            banner(1234, false, true, 0x1c),
+            "attached to 1234 (read-only; Ctrl-\\ detaches)"
+        );
+        assert_eq!(
+            banner(7, true, true, 0x1d),
+            "attached to 7 (--write: keys go to the session; Ctrl-] detaches)"
+        );
+        assert!(banner(7, false, false, 0x1c).contains("stdin is not a terminal"));
     }
 }

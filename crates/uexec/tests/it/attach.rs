@@ -1,7 +1,8 @@
 //! `uexec attach`, the way a person uses it: tmux runs it (send-keys types, capture-pane
 //! reads the screen) while an agent's MCP client owns the session.
 
-use std::process::Command;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::json;
@@ -46,8 +47,13 @@ impl Place {
 
     /// `uexec attach ARGS` in a 120x30 tmux window.
     fn attach_in_tmux(&self, args: &str) {
+        self.in_tmux(&format!("attach {args}"));
+    }
+
+    /// `uexec ARGS` in a 120x30 tmux window.
+    fn in_tmux(&self, args: &str) {
         let line = format!(
-            "env XDG_RUNTIME_DIR={} HOME={} {UEXEC} attach {args}",
+            "env XDG_RUNTIME_DIR={} HOME={} {UEXEC} {args}",
             self.runtime.display(),
             self.cwd.join("home").display()
         );
@@ -194,6 +200,17 @@ async fn a_pipe_session_attaches_read_only_as_a_live_log() {
     place.screen_shows("line-one").await;
     std::fs::write(place.cwd.join("go"), "").unwrap();
     place.screen_shows("line-two").await;
+    // One banner line says how to leave; each log line starts at the left edge (a bare
+    // `\n` in a raw terminal would have started line-two under the end of line-one).
+    let screen = place.screen();
+    let lines: Vec<&str> = screen.lines().collect();
+    assert_eq!(
+        lines.first().copied(),
+        Some(format!("attached to {id} (read-only; Ctrl-\\ detaches)").as_str()),
+        "{screen}"
+    );
+    assert!(lines.contains(&"line-one"), "{screen}");
+    assert!(lines.contains(&"line-two"), "{screen}");
     // Keys go nowhere without --write; the detach key still detaches.
     place.tmux(&["send-keys", "-t", "t", "typed-by-mistake", "Enter"]);
     place.tmux(&["send-keys", "-t", "t", "C-\\"]);
@@ -235,5 +252,105 @@ async fn the_screen_drawn_long_ago_is_redrawn_from_the_kept_emulator() {
     place.tmux(&["send-keys", "-t", "t", "C-\\"]);
     place.screen_shows("detached from session").await;
     call(&agent, "terminate_session", json!({"session_id": id})).await;
+    agent.cancel().await.unwrap();
+}
+
+/// `uexec attach ID` with `stdin` from `/dev/null` or a pipe left open: what it printed
+/// (stdout, stderr) and how it exited, once the session (it waits for `go`) ends.
+fn attach_without_a_terminal(place: &Place, id: i64, stdin: Stdio) -> (String, String, bool) {
+    let mut child = place
+        .command(&["attach", &id.to_string()])
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The banner comes once the daemon has attached it: only then may the session end.
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut banner = String::new();
+    err.read_line(&mut banner).unwrap();
+    std::fs::write(place.cwd.join("go"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        banner + &rest,
+        out.status.success(),
+    )
+}
+
+#[tokio::test]
+async fn attach_with_a_stdin_that_is_not_a_terminal_follows_until_the_session_ends() {
+    let place = Place::new();
+    let agent = place.agent().await;
+    for (kind, stdin) in [
+        ("/dev/null", Stdio::null()),
+        ("an open pipe", Stdio::piped()),
+    ] {
+        let _ = std::fs::remove_file(place.cwd.join("go"));
+        let r = call(
+            &agent,
+            "exec_command",
+            json!({"cmd": "echo line-one; printf 'crlf\\r\\n'; while [ ! -e go ]; do sleep 0.05; done; echo line-two",
+                   "login": false, "yield_time_ms": 500}),
+        )
+        .await;
+        let id = structured(&r)["session_id"].as_i64().expect("running");
+        let (out, err, ok) = attach_without_a_terminal(&place, id, stdin);
+        assert!(ok, "{kind}: {out:?} {err:?}");
+        assert_eq!(
+            err.lines().next(),
+            Some(
+                format!(
+                    "attached to {id} (read-only; stdin is not a terminal: until the session ends)"
+                )
+                .as_str()
+            ),
+            "{kind}"
+        );
+        // The pipe log's lines end in `\r\n`, once, whoever wrote the `\r`.
+        assert!(
+            out.starts_with("line-one\r\ncrlf\r\n") && out.contains("line-two\r\n"),
+            "{kind}: {out:?}"
+        );
+        assert!(!out.contains("\r\r"), "{kind}: {out:?}");
+        assert!(
+            out.contains(&format!("[uexec: session {id} exited with code 0]")),
+            "{kind}: {out:?}"
+        );
+    }
+    agent.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_persons_pty_sessions_get_a_real_term_and_pipes_and_agents_a_dumb_one() {
+    let place = Place::new();
+    // A person's PTY session: what full-screen programs need to draw.
+    // (The pane stays after the run: `sleep` holds it.)
+    place.in_tmux("run --tty -- sh -c 'echo term=$TERM.'; exec sleep 600");
+    place.screen_shows("term=xterm-256color.").await;
+    place.tmux(&["kill-session", "-t", "t"]);
+    // Unless the person said otherwise.
+    place.in_tmux("run --tty --env TERM=screen -- sh -c 'echo term=$TERM.'; exec sleep 600");
+    place.screen_shows("term=screen.").await;
+    // A person's pipe session stays as the SPEC says (§9).
+    let out = place
+        .command(&["run", "--", "sh", "-c", "echo term=$TERM."])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "term=dumb.\n");
+    // So do an agent's PTY sessions: TERM=dumb, as Codex gives them.
+    let agent = place.agent().await;
+    let r = call(
+        &agent,
+        "exec_command",
+        json!({"cmd": "echo term=$TERM.", "tty": true, "login": false}),
+    )
+    .await;
+    assert_eq!(
+        structured(&r)["output"].as_str().map(str::trim),
+        Some("term=dumb.")
+    );
     agent.cancel().await.unwrap();
 }
