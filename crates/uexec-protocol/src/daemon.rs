@@ -52,6 +52,26 @@ pub struct Hello {
     /// Instead of MCP: join a person's terminal to a session (`uexec attach`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attach: Option<AttachRequest>,
+    /// Instead of MCP: one line of the daemon's [`Status`] after the reply, whatever the
+    /// client's build (`uexec daemon --status`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub status: bool,
+}
+
+/// What a daemon says of itself (`uexec daemon --status`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Status {
+    pub pid: u32,
+    pub version: String,
+    /// Its build, as a hello says one ([`Hello::build`]).
+    pub build: String,
+    pub uptime_seconds: u64,
+    pub socket: PathBuf,
+    /// Its log file; `None`: its stderr.
+    pub log_file: Option<PathBuf>,
+    /// The live sessions of each owner that has any, by owner name.
+    pub sessions: BTreeMap<String, usize>,
 }
 
 /// `uexec attach`: which session, whether to type into it, and the person's terminal size.
@@ -194,6 +214,7 @@ mod tests {
             env: vec![(b64.encode(b"K\xff"), b64.encode(b"v\xfe"))],
             settings: Settings::default(),
             attach: None,
+            status: false,
         };
         let line = serde_json::to_string(&hello).expect("json");
         let back: Hello = serde_json::from_str(&line).expect("parse");
@@ -215,6 +236,7 @@ mod tests {
             env: Vec::new(),
             settings: Settings::default(),
             attach: None,
+            status: false,
         };
         let why = hello.incompatibility(BUILD).expect("refused");
         assert!(why.contains("the client uexec 0.0.0-other"), "{why}");

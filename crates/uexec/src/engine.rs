@@ -12,7 +12,7 @@ use uexec_cli::cli;
 
 use std::os::unix::fs::OpenOptionsExt as _;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -71,6 +71,7 @@ SIGTERM/SIGINT, killing what is left; if it is killed, its watchdog kills every 
 
 Examples:
   uexec daemon                          run in the foreground (logs on stderr)
+  uexec daemon --status                 is one running? pid, build, uptime, sessions (exit 3: none)
   uexec mcp --daemon                    an MCP server whose sessions live in the daemon"
     )]
     Daemon(args::daemon::DaemonArgs),
@@ -170,7 +171,7 @@ fn main() -> std::process::ExitCode {
         last_will::run();
         return std::process::ExitCode::SUCCESS;
     }
-    let cli = Cli::parse();
+    let cli = parse_cli();
     if let Command::Doctor { json } = cli.command {
         // Before any thread exists: the probes fork and enter namespaces.
         let facilities = uexec_sandbox::doctor::check();
@@ -189,6 +190,20 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// The command line; `--version` names the build too (the engine's, as its hellos say it:
+/// which of two builds of one version runs).
+fn parse_cli() -> Cli {
+    let version = format!(
+        "{} (build {})",
+        env!("CARGO_PKG_VERSION"),
+        uexec_mcp::daemon::build_id()
+    );
+    // clap keeps a `&'static str` (without its `string` feature): one line, once a process.
+    let version: &'static str = Box::leak(version.into_boxed_str());
+    let matches = Cli::command().version(version).get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
@@ -212,10 +227,12 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     }
     // The faces that own processes get a last will; the CLI verbs own none (the daemon does),
     // and a person's short command should not pay for a watchdog, nor for a second thread.
-    let owns_sessions = matches!(
-        cli.command,
-        Command::Mcp(_) | Command::Serve(_) | Command::Daemon(_)
-    );
+    let owns_sessions = match &cli.command {
+        Command::Mcp(_) | Command::Serve(_) => true,
+        Command::Daemon(args) => !args.status,
+        _ => false,
+    };
+    let log_file = cli.log_file.clone();
     let runtime = if owns_sessions {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -253,11 +270,15 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                     .map(|()| std::process::ExitCode::SUCCESS)
                     .map_err(anyhow::Error::from)
             }
+            Command::Daemon(args) if args.status => {
+                cli::daemon_status(args.socket, args.json).await
+            }
             Command::Daemon(args) => {
                 // Started from /proc/self/exe (`start_daemon`): named after its path again.
                 uexec_sys::name_after_argv0();
                 let mut options: uexec_mcp::daemon::DaemonOptions = args.into();
                 options.confinement = confinement();
+                options.log_file = log_file;
                 return uexec_mcp::daemon::run(options)
                     .await
                     .map(|()| std::process::ExitCode::SUCCESS)

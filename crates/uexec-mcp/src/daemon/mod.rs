@@ -20,6 +20,7 @@
 pub mod attach;
 mod build_id;
 pub mod client;
+pub mod status;
 
 pub use build_id::{build_id, build_id_of};
 
@@ -63,6 +64,8 @@ pub struct DaemonOptions {
     pub stop: bool,
     /// Where transcripts go.
     pub transcripts: TranscriptOptions,
+    /// Where it logs (the engine's `--log-file`), for `--status`; `None`: stderr.
+    pub log_file: Option<PathBuf>,
 }
 
 impl Default for DaemonOptions {
@@ -73,6 +76,7 @@ impl Default for DaemonOptions {
             idle_timeout: DEFAULT_IDLE_TIMEOUT_S,
             stop: false,
             transcripts: TranscriptOptions::default(),
+            log_file: None,
         }
     }
 }
@@ -149,6 +153,7 @@ struct Daemon {
     base: StoreConfig,
     owners: Arc<OwnerTable>,
     clients: AtomicUsize,
+    facts: status::Facts,
 }
 
 impl Daemon {
@@ -243,6 +248,15 @@ pub async fn run(args: DaemonOptions) -> Result<(), DaemonError> {
         base,
         owners: Arc::default(),
         clients: AtomicUsize::new(0),
+        facts: status::Facts {
+            started: std::time::Instant::now(),
+            socket: std::path::absolute(&socket)?,
+            log_file: args
+                .log_file
+                .as_deref()
+                .map(std::path::absolute)
+                .transpose()?,
+        },
     });
     tracing::info!(socket = %socket.display(), "uexec daemon listening");
     println!("{}", socket.display());
@@ -398,6 +412,11 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
             return Err(ConnectionError::Refused(format!("bad hello: {e}")));
         }
     };
+    if hello.status && hello.protocol == PROTOCOL {
+        // Before the builds are compared (see `status`).
+        let status = daemon.facts.status(&daemon.owners);
+        return Ok(status::answer(&status, &mut write).await?);
+    }
     if let Some(why) = hello.incompatibility(&build_id()) {
         write_reply(&mut write, &Reply::refuse(why.clone())).await?;
         return Err(ConnectionError::Refused(why));

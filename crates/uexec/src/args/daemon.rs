@@ -19,6 +19,14 @@ pub struct DaemonArgs {
     /// Stop the running daemon (SIGTERM: its sessions are killed) and wait for it to go.
     #[arg(long)]
     pub stop: bool,
+    /// Say whether a daemon runs, without starting one: its pid, version and build, uptime
+    /// (seconds), socket, log file and the live sessions of each owner. Exit 0 when one
+    /// runs, 3 when none does, 125 when it cannot be asked.
+    #[arg(long, conflicts_with = "stop")]
+    pub status: bool,
+    /// With --status: one JSON object instead of text.
+    #[arg(long, requires = "status")]
+    pub json: bool,
     #[command(flatten)]
     pub transcripts: TranscriptArgs,
 }
@@ -32,6 +40,8 @@ impl From<DaemonArgs> for DaemonOptions {
             idle_timeout: args.idle_timeout,
             stop: args.stop,
             transcripts: args.transcripts.into(),
+            // The engine hands its `--log-file` over.
+            log_file: None,
         }
     }
 }

@@ -17,6 +17,7 @@
 pub mod attach;
 mod common;
 pub mod conn;
+mod daemon_status;
 mod kill;
 mod logs;
 mod ls;
@@ -26,6 +27,7 @@ mod send;
 mod wait;
 
 pub use common::{Failure, UntilArgs, EXIT_NO_SESSION, EXIT_UEXEC};
+pub use daemon_status::daemon_status;
 pub use kill::{kill, KillArgs};
 pub use logs::{logs, LogsArgs};
 pub use ls::{ls, LsArgs};

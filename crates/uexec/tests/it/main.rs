@@ -9,6 +9,7 @@ mod net_support;
 mod attach;
 mod cli;
 mod daemon;
+mod daemon_status;
 mod daemon_trust;
 mod front;
 mod fuzz_corpus;
