@@ -175,19 +175,34 @@ fn main() -> std::process::ExitCode {
     if let Command::Doctor { json } = cli.command {
         // Before any thread exists: the probes fork and enter namespaces.
         let facilities = uexec_sandbox::doctor::check();
-        print!("{}", uexec_sandbox::doctor::render(&facilities, json));
-        return std::process::ExitCode::SUCCESS;
+        return print_whole(uexec_sandbox::doctor::render(&facilities, json).as_bytes());
     }
     if let Command::Completions { shell } = &cli.command {
         let mut command = <Cli as clap::CommandFactory>::command();
-        clap_complete::generate(*shell, &mut command, "uexec", &mut std::io::stdout());
-        return std::process::ExitCode::SUCCESS;
+        let mut script = Vec::new();
+        clap_complete::generate(*shell, &mut command, "uexec", &mut script);
+        return print_whole(&script);
     }
     match run_face(cli) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("Error: {e:?}");
             std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// `text` on stdout, as a Unix tool prints: a reader that goes away (`| head -1`) ends the
+/// process quietly (SIGPIPE), and another failure to write is said, exit 125, never a panic.
+fn print_whole(text: &[u8]) -> std::process::ExitCode {
+    use std::io::Write as _;
+    uexec_sys::default_sigpipe();
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text).and_then(|()| out.flush()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("uexec: cannot write to stdout: {e}");
+            std::process::ExitCode::from(cli::EXIT_UEXEC)
         }
     }
 }

@@ -323,6 +323,46 @@ fn completions_are_printed_for_the_usual_shells() {
 }
 
 #[test]
+fn completions_into_a_pipe_nobody_reads_end_quietly_and_a_full_disk_is_said() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let place = Place::new("cli");
+    // `uexec completions bash | head -1`, as a shell runs it.
+    let out = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!("{} completions bash | head -1", crate::helpers::UEXEC),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out), "_uexec() {\n");
+    assert_eq!(stderr(&out), "");
+    // A reader gone before the first byte, whatever the timing: SIGPIPE, as any Unix tool.
+    for verb in [&["completions", "bash"][..], &["doctor"]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = place.command(verb).stdout(writer).output().unwrap();
+        assert_eq!(stderr(&out), "", "{verb:?}");
+        assert_eq!(out.status.signal(), Some(13), "{verb:?}: {:?}", out.status);
+    }
+    // A write that fails otherwise is said, exit 125.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = place
+        .command(&["completions", "bash"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(
+        stderr(&out).starts_with("uexec: cannot write to stdout: "),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn a_transcript_exports_as_an_asciicast_recording() {
     let place = Place::new("cli");
     let run = uexec(
