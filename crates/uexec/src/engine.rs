@@ -156,7 +156,16 @@ Examples:
     },
 }
 
-const CLI_AFTER_HELP: &str = "Exit codes of the CLI verbs: run and wait exit with the command's own code; 0 success; 2 bad usage; 3 no such session; 125 uexec itself failed (the daemon unreachable or refusing). Output is never coloured.
+const CLI_AFTER_HELP: &str = "Exit codes:
+  run, wait        the command's own code (124 after --timeout)
+  0                success
+  2                bad usage (a flag or value; the message names it)
+  3                no such session (daemon --status: no daemon runs)
+  125              uexec itself failed (the daemon unreachable or refusing, stdout unwritable)
+  mcp, serve, daemon: 0 once stopped (stdin EOF, SIGTERM/SIGINT, --idle-timeout), 1 if they cannot start
+
+Units: durations in milliseconds (MS) unless a flag says SECONDS; sizes in BYTES; output budgets in
+TOKENS (4 bytes each). Output is never coloured.
 
 `uexec` is a small front: it makes a plain `uexec run` itself and runs `uexec-engine`, installed beside it, for everything else (the daemon runs as `uexec-engine daemon`).";
 
@@ -374,5 +383,76 @@ mod tests {
             }
         }
         assert!(missing.is_empty(), "no help for: {missing:?}");
+    }
+
+    /// `uexec mcp --help` groups every flag under a heading, and the README lists the same
+    /// flags under the same headings, in the same order.
+    #[test]
+    fn the_readme_lists_the_mcp_flags_as_help_groups_them() {
+        let cmd = Cli::command();
+        let mcp = cmd.find_subcommand("mcp").unwrap();
+        let mut help: Vec<(String, Vec<String>)> = Vec::new();
+        for arg in mcp.get_arguments() {
+            let (Some(long), false) = (arg.get_long(), arg.is_hide_set()) else {
+                continue;
+            };
+            let Some(heading) = arg.get_help_heading() else {
+                // Only the global ones stay under "Options".
+                assert!(
+                    arg.is_global_set() || long == "help",
+                    "--{long} has no heading"
+                );
+                continue;
+            };
+            match help.last_mut() {
+                Some((h, flags)) if h == heading => flags.push(format!("--{long}")),
+                _ => help.push((heading.to_owned(), vec![format!("--{long}")])),
+            }
+        }
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
+                .unwrap();
+        let start = readme
+            .find("`uexec mcp --help` says what each flag does")
+            .unwrap();
+        let mut listed: Vec<(String, Vec<String>)> = Vec::new();
+        let lines = readme[start..].lines();
+        for line in lines.skip_while(|l| !l.starts_with("- **")) {
+            if let Some(rest) = line.strip_prefix("- **") {
+                let (heading, rest) = rest.split_once("**").unwrap();
+                listed.push((heading.to_owned(), Vec::new()));
+                listed.last_mut().unwrap().1.extend(flags_in(rest));
+            } else if line.starts_with("  ") {
+                listed.last_mut().unwrap().1.extend(flags_in(line));
+            } else {
+                break;
+            }
+        }
+        assert_eq!(listed, help);
+    }
+
+    /// `uexec --help` states the exit codes the CLI's code gives, and the units.
+    #[test]
+    fn the_top_level_help_states_exit_codes_and_units() {
+        let help = Cli::command().render_help().to_string();
+        for code in [
+            uexec_cli::cli::EXIT_NO_SESSION,
+            uexec_cli::cli::EXIT_UEXEC,
+            2,
+            124,
+        ] {
+            assert!(
+                help.contains(&format!("\n  {code} ")) || help.contains(&format!("({code} ")),
+                "{code}: {help}"
+            );
+        }
+        assert!(help.contains("Units: durations in milliseconds (MS) unless a flag says SECONDS"));
+    }
+
+    fn flags_in(text: &str) -> Vec<String> {
+        text.split('`')
+            .filter(|w| w.starts_with("--"))
+            .map(str::to_owned)
+            .collect()
     }
 }

@@ -11,20 +11,76 @@ use uexec_mcp::McpOptions;
 use super::TranscriptArgs;
 use crate::relay;
 
-/// Arguments of `uexec mcp`.
+/// Arguments of `uexec mcp`, grouped in `--help` by what they set (the README lists them
+/// under the same headings, and a test holds the two together).
 #[derive(Debug, Clone, clap::Args)]
 pub struct McpArgs {
+    /// Offer only Codex's two tools (exec_command, write_stdin); hide list_sessions,
+    /// terminate_session and wait.
+    #[arg(help_heading = "Faces", long)]
+    pub codex_tools_only: bool,
+    /// Offer uexec's own arguments on top of Codex's: `until` (return on a regex match,
+    /// idle output, a prompt or the exit), `timeout_ms` (a hard timeout), `stdin: "pipe"`
+    /// and `eof`, `strip_ansi` and `collapse_cr`; results then say why they returned and
+    /// carry exit notices of sessions that ended unwatched. Off by default: the tools are
+    /// then exactly Codex's. The `wait` tool is always offered (not with --codex-tools-only).
+    #[arg(help_heading = "Faces", long, env = "UEXEC_EXTENDED", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+    pub extended: bool,
+    /// Let write_stdin type into password prompts (a terminal reading with echo off). By
+    /// default the model is refused there and told to ask the person.
+    #[arg(help_heading = "Faces", long)]
+    pub allow_secret_input: bool,
+    /// Remove terminal escape sequences from returned output unless a call says otherwise
+    /// (`strip_ansi`; off by default, as Codex).
+    #[arg(help_heading = "Output", long)]
+    pub strip_ansi: bool,
+    /// Render carriage returns as a terminal would (progress bars collapse to their last
+    /// state) unless a call says otherwise (`collapse_cr`; off by default, as Codex).
+    #[arg(help_heading = "Output", long)]
+    pub collapse_cr: bool,
+    /// Cap on max_output_tokens (default 10000).
+    #[arg(help_heading = "Output", long, value_name = "TOKENS")]
+    pub max_output_tokens: Option<u64>,
+    /// Run the sessions in this user's uexec daemon instead of in this process, so they
+    /// outlive this MCP server and people can see them (`uexec ls`, `uexec logs`). The
+    /// daemon is started if none runs. Commands get this process's working directory,
+    /// environment and sandbox policy (--sandbox, --network...), as without --daemon.
+    #[arg(help_heading = "Daemon", long, env = "UEXEC_DAEMON", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false",
+          conflicts_with_all = ["http", "tokens", "token_files", "allow_hosts", "environments", "environments_file", "remote_token", "remote_token_file", "environment_token_files", "remote_ca",
+ ])]
+    pub daemon: bool,
+    /// With --daemon: whose sessions these are. One owner sees (lists, polls, kills) only its
+    /// own sessions; a restarted agent with the same owner finds them again (default:
+    /// `mcp:` and the working directory).
+    #[arg(
+        help_heading = "Daemon",
+        long,
+        value_name = "NAME",
+        requires = "daemon"
+    )]
+    pub owner: Option<String>,
+    /// With --daemon: the daemon's socket (default: $XDG_RUNTIME_DIR/uexec/daemon.sock,
+    /// else a per-user directory under the temp dir).
+    #[arg(
+        help_heading = "Daemon",
+        long,
+        value_name = "PATH",
+        requires = "daemon"
+    )]
+    pub daemon_socket: Option<PathBuf>,
     /// Serve streamable HTTP on ADDR (e.g. 127.0.0.1:8765) at the path /mcp instead of
     /// stdio (https:// with --tls-cert). Loopback addresses only, unless a bearer token is
     /// set; without a token, only this server's own user may connect.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(help_heading = "HTTP", long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
     /// Bearer token HTTP clients must send (`Authorization: Bearer TOKEN`); required to
     /// listen on a non-loopback address. Repeatable (or comma-separated in UEXEC_TOKEN):
     /// each token is a client with sessions of its own that no other token can see.
     /// Visible in `ps`: prefer --token-file.
     #[arg(
+        help_heading = "HTTP",
         long = "token",
+        value_name = "TOKEN",
         env = "UEXEC_TOKEN",
         hide_env_values = true,
         value_delimiter = ','
@@ -32,108 +88,75 @@ pub struct McpArgs {
     pub tokens: Vec<String>,
     /// Read a bearer token from this file (its first line; keep it mode 0600). Repeatable,
     /// like --token.
-    #[arg(long = "token-file", value_name = "PATH")]
+    #[arg(help_heading = "HTTP", long = "token-file", value_name = "PATH")]
     pub token_files: Vec<PathBuf>,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "HTTP")]
     pub listener: ListenerArgs,
     /// Extra Host header value accepted over HTTP (repeatable); loopback names are always
     /// accepted.
-    #[arg(long = "allow-host", value_name = "HOST")]
+    #[arg(help_heading = "HTTP", long = "allow-host", value_name = "HOST")]
     pub allow_hosts: Vec<String>,
-    /// Offer only Codex's two tools (exec_command, write_stdin); hide list_sessions,
-    /// terminate_session and wait.
-    #[arg(long)]
-    pub codex_tools_only: bool,
-    /// Offer uexec's own arguments on top of Codex's: `until` (return on a regex match,
-    /// idle output, a prompt or the exit), `timeout_ms` (a hard timeout), `stdin: "pipe"`
-    /// and `eof`, `strip_ansi` and `collapse_cr`; results then say why they returned and
-    /// carry exit notices of sessions that ended unwatched. Off by default: the tools are
-    /// then exactly Codex's. The `wait` tool is always offered (not with --codex-tools-only).
-    #[arg(long, env = "UEXEC_EXTENDED", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
-    pub extended: bool,
-    /// Remove terminal escape sequences from returned output unless a call says otherwise
-    /// (`strip_ansi`; off by default, as Codex).
-    #[arg(long)]
-    pub strip_ansi: bool,
-    /// Render carriage returns as a terminal would (progress bars collapse to their last
-    /// state) unless a call says otherwise (`collapse_cr`; off by default, as Codex).
-    #[arg(long)]
-    pub collapse_cr: bool,
-    /// Let write_stdin type into password prompts (a terminal reading with echo off). By
-    /// default the model is refused there and told to ask the person.
-    #[arg(long)]
-    pub allow_secret_input: bool,
-    #[command(flatten)]
-    pub transcripts: TranscriptArgs,
-    /// Run the sessions in this user's uexec daemon instead of in this process, so they
-    /// outlive this MCP server and people can see them (`uexec ls`, `uexec logs`). The
-    /// daemon is started if none runs. Commands get this process's working directory,
-    /// environment and sandbox policy (--sandbox, --network...), as without --daemon.
-    #[arg(long, env = "UEXEC_DAEMON", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false",
-          conflicts_with_all = ["http", "tokens", "token_files", "allow_hosts", "environments", "environments_file", "remote_token", "remote_token_file", "environment_token_files", "remote_ca",
- ])]
-    pub daemon: bool,
-    /// With --daemon: whose sessions these are. One owner sees (lists, polls, kills) only its
-    /// own sessions; a restarted agent with the same owner finds them again (default:
-    /// `mcp:` and the working directory).
-    #[arg(long, value_name = "NAME", requires = "daemon")]
-    pub owner: Option<String>,
-    /// With --daemon: the daemon's socket (default: $XDG_RUNTIME_DIR/uexec/daemon.sock,
-    /// else a per-user directory under the temp dir).
-    #[arg(long, value_name = "PATH", requires = "daemon")]
-    pub daemon_socket: Option<PathBuf>,
     /// Default shell for commands (default: $SHELL, else /bin/bash, else /bin/sh).
-    #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = "Commands", long, value_name = "PATH")]
     pub shell: Option<String>,
     /// Run every login: true command as a real login shell, reading the profile each time,
     /// instead of from a snapshot of what the profile set up (environment, functions,
     /// aliases, options), taken once and rebuilt when a profile file changes. Not with
     /// --daemon (the daemon keeps its own snapshots).
-    #[arg(long, conflicts_with = "daemon")]
+    #[arg(help_heading = "Commands", long, conflicts_with = "daemon")]
     pub no_shell_snapshot: bool,
-    /// Cap on max_output_tokens (default 10000).
-    #[arg(long, value_name = "TOKENS")]
-    pub max_output_tokens: Option<u64>,
     /// Pass this variable to commands even though its name looks secret. Commands never
     /// see variables whose names contain KEY, SECRET, TOKEN, PASSWORD, PASSWD, CREDENTIAL,
     /// PRIVATE or COOKIE, or end in _PAT or _AUTH (any case), unless kept. Repeatable.
-    #[arg(long = "env-keep", value_name = "NAME")]
+    #[arg(help_heading = "Commands", long = "env-keep", value_name = "NAME")]
     pub env_keep: Vec<String>,
     /// Set NAME=VALUE for every command (wins over the forced defaults). Repeatable.
-    #[arg(long = "env-set", value_name = "NAME=VALUE", value_parser = parse_assignment)]
+    #[arg(help_heading = "Commands", long = "env-set", value_name = "NAME=VALUE", value_parser = parse_assignment)]
     pub env_set: Vec<(String, String)>,
     /// Do not pass this variable to commands. Repeatable.
-    #[arg(long = "env-drop", value_name = "NAME")]
+    #[arg(help_heading = "Commands", long = "env-drop", value_name = "NAME")]
     pub env_drop: Vec<String>,
+    #[command(flatten, next_help_heading = "Transcripts")]
+    pub transcripts: TranscriptArgs,
     /// Offer another place to run commands: an exec server (`uexec serve` or
     /// `codex exec-server`) at a ws:// or wss:// URL, chosen per call with exec_command's
     /// `environment_id: NAME`. Dialled at start-up in the background: a server that cannot
     /// be reached is logged, fails only its own sessions (naming NAME and URL), and is
     /// dialled again at its next command. Repeatable.
-    #[arg(long = "environment", value_name = "NAME=URL", value_parser = parse_assignment)]
+    #[arg(help_heading = "Environments", long = "environment", value_name = "NAME=URL", value_parser = parse_assignment)]
     pub environments: Vec<(String, String)>,
     /// Also offer the environments of this file, in the format of Codex's environments.toml
     /// (`[[environments]]` with `id` and `url`), reloaded when it changes. Its servers are
     /// dialled when needed: a pod that is down does not stop the others.
-    #[arg(long = "environments", value_name = "FILE")]
+    #[arg(
+        help_heading = "Environments",
+        long = "environments",
+        value_name = "FILE"
+    )]
     pub environments_file: Option<PathBuf>,
     /// Bearer token sent to the exec servers of --environment and --environments (unless
     /// one has its own token). Visible in `ps`: prefer --remote-token-file.
-    #[arg(long, env = "UEXEC_REMOTE_TOKEN", hide_env_values = true)]
+    #[arg(
+        help_heading = "Environments",
+        long,
+        value_name = "TOKEN",
+        env = "UEXEC_REMOTE_TOKEN",
+        hide_env_values = true
+    )]
     pub remote_token: Option<String>,
     /// Read the bearer token for the --environment(s) exec servers from this file (wins over
     /// --remote-token and UEXEC_REMOTE_TOKEN).
-    #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = "Environments", long, value_name = "PATH")]
     pub remote_token_file: Option<PathBuf>,
     /// Read the bearer token of environment NAME (an --environment, or an entry of the
     /// --environments file) from PATH; wins over the file's auth_bearer_token and
     /// --remote-token. Repeatable, one per environment.
-    #[arg(long = "environment-token-file", value_name = "NAME=PATH", value_parser = parse_assignment)]
+    #[arg(help_heading = "Environments", long = "environment-token-file", value_name = "NAME=PATH", value_parser = parse_assignment)]
     pub environment_token_files: Vec<(String, String)>,
     /// Also trust the certificates of this PEM file for wss:// environments (the system
     /// roots are always trusted): as CAs, and each as a server's own certificate when the
     /// server presents exactly it (a self-signed one), if its subjectAltName names the host.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Environments", long, value_name = "FILE")]
     pub remote_ca: Option<PathBuf>,
     /// Sandbox profile of commands: read-only (writes only to a private tmp),
     /// workspace-write (also this server's working directory and each --writable-root,
@@ -141,32 +164,32 @@ pub struct McpArgs {
     /// (the default: no restriction). A ceiling: a call's `sandbox` argument (--extended)
     /// may only narrow it. Linux: Landlock, seccomp, user/pid/mount namespaces; see
     /// `uexec doctor`.
-    #[arg(long, value_name = "PROFILE", value_parser = parse_profile)]
+    #[arg(help_heading = "Sandbox", long, value_name = "PROFILE", value_parser = parse_profile)]
     pub sandbox: Option<Profile>,
     /// Network of commands: "off" (only a loopback of their own; IPv4/IPv6 sockets fail)
     /// or "on" (the default). A ceiling: a call's `network` argument (--extended) may only
     /// narrow it (on, then an allowlist, then off).
-    #[arg(long, value_name = "off|on", value_parser = parse_network)]
+    #[arg(help_heading = "Sandbox", long, value_name = "off|on", value_parser = parse_network)]
     pub network: Option<Network>,
     /// Let commands reach only these hosts, through a proxy uexec runs at 127.0.0.1:3128
     /// inside (HTTP and SOCKS5; HTTP_PROXY and friends are set); any other host is refused
     /// and fails the session, naming the host. HOST, *.DOMAIN (its subdomains), or either
     /// with :PORT. Repeatable. A ceiling: a call may name only hosts this list allows.
-    #[arg(long = "network-allow", value_name = "HOST[:PORT]", value_parser = parse_allow_entry, conflicts_with = "network")]
+    #[arg(help_heading = "Sandbox", long = "network-allow", value_name = "HOST[:PORT]", value_parser = parse_allow_entry, conflicts_with = "network")]
     pub network_allow: Vec<AllowEntry>,
     /// Also writable under workspace-write, besides this server's working directory (an
     /// existing directory). Repeatable.
-    #[arg(long = "writable-root", value_name = "PATH", value_parser = parse_writable_root)]
+    #[arg(help_heading = "Sandbox", long = "writable-root", value_name = "PATH", value_parser = parse_writable_root)]
     pub writable_roots: Vec<PathBuf>,
     /// When a sandbox layer is missing on this machine: "refuse" to run the command (the
     /// default) or run it "best-effort" with the layers that work (results say which).
-    #[arg(long, value_name = "refuse|best-effort", value_parser = parse_fallback)]
+    #[arg(help_heading = "Sandbox", long, value_name = "refuse|best-effort", value_parser = parse_fallback)]
     pub sandbox_fallback: Option<Fallback>,
     /// What a request to a host off the allowlist (--network-allow, or a call's
     /// {"allow": [...]}) does besides being refused: "terminate" the command (the default;
     /// the result is an error naming the host) or "record" it and let the command run on
     /// (its next result says denied: true and names the host; the End is failed).
-    #[arg(long, value_name = "terminate|record", value_parser = parse_on_denial)]
+    #[arg(help_heading = "Sandbox", long, value_name = "terminate|record", value_parser = parse_on_denial)]
     pub network_denial: Option<OnDenial>,
 }
 

@@ -1,10 +1,12 @@
 //! The CLI for people: short verbs over the daemon, `--json` on everything that prints,
 //! errors on stderr, and exit codes that mean something:
 //!
-//! - `run` and `wait` exit with the command's own code;
+//! - `run` and `wait` exit with the command's own code (124 after their `--timeout`);
 //! - 0 for success otherwise; 2 for bad usage (clap);
-//! - 3 when the session does not exist (any more);
+//! - 3 when the session does not exist (any more), or `daemon --status` finds no daemon;
 //! - 125 when uexec itself failed (the daemon unreachable or refusing).
+//!
+//! `uexec --help` says the same (the engine's `CLI_AFTER_HELP`), with the units of flags.
 //!
 //! Nothing is coloured, so `NO_COLOR` has nothing to turn off.
 //!
