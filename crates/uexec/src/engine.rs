@@ -154,6 +154,13 @@ Examples:
         #[arg(long)]
         json: bool,
     },
+    /// Write the man pages (uexec.1, and one per verb: uexec-mcp.1, uexec-run.1...) into DIR,
+    /// from the same tree as --help; exit 125 when they cannot be written. For packagers.
+    #[command(hide = true)]
+    Man {
+        /// The directory (made if missing).
+        dir: std::path::PathBuf,
+    },
 }
 
 const CLI_AFTER_HELP: &str = "Exit codes:
@@ -186,6 +193,9 @@ fn main() -> std::process::ExitCode {
         let facilities = uexec_sandbox::doctor::check();
         return print_whole(uexec_sandbox::doctor::render(&facilities, json).as_bytes());
     }
+    if let Command::Man { dir } = &cli.command {
+        return write_man_pages(dir);
+    }
     if let Command::Completions { shell } = &cli.command {
         let mut command = <Cli as clap::CommandFactory>::command();
         let mut script = Vec::new();
@@ -211,6 +221,35 @@ fn print_whole(text: &[u8]) -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("uexec: cannot write to stdout: {e}");
+            std::process::ExitCode::from(cli::EXIT_UEXEC)
+        }
+    }
+}
+
+/// `uexec man DIR`: the pages of the clap tree, with the plain version (a page is the same on
+/// every machine; `--version` adds this one's build).
+fn write_man_pages(dir: &std::path::Path) -> std::process::ExitCode {
+    /// `cmd`'s page and its visible verbs' (`uexec-mcp.1`), as `clap_mangen::generate_to`
+    /// writes them, each saying which uexec it documents.
+    fn write(cmd: clap::Command, dir: &std::path::Path) -> std::io::Result<()> {
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            write(sub.clone(), dir)?;
+        }
+        let source = format!("uexec {}", env!("CARGO_PKG_VERSION"));
+        clap_mangen::Man::new(cmd).source(source).generate_to(dir)?;
+        Ok(())
+    }
+    let mut cmd = <Cli as clap::CommandFactory>::command().disable_help_subcommand(true);
+    // Built, the verbs are named `uexec-mcp`..., and their pages so.
+    cmd.build();
+    let written = std::fs::create_dir_all(dir).and_then(|()| write(cmd, dir));
+    match written {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!(
+                "uexec: cannot write the man pages into {}: {e}",
+                dir.display()
+            );
             std::process::ExitCode::from(cli::EXIT_UEXEC)
         }
     }
@@ -308,7 +347,7 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                     .map(|()| std::process::ExitCode::SUCCESS)
                     .map_err(Into::into);
             }
-            Command::Completions { .. } | Command::Doctor { .. } => {
+            Command::Completions { .. } | Command::Doctor { .. } | Command::Man { .. } => {
                 return Ok(std::process::ExitCode::SUCCESS)
             }
             Command::Run { target, args } => cli::run(&target, args).await,

@@ -14,6 +14,7 @@ mod daemon_trust;
 mod front;
 mod fuzz_corpus;
 mod last_will;
+mod man;
 mod mcp_call_ids;
 mod mcp_cancel;
 mod mcp_environments;
