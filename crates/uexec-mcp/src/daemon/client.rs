@@ -165,6 +165,7 @@ impl LocalHello for Hello {
             owner,
             cwd: std::env::current_dir()?,
             attach: None,
+            run: None,
             env: hello_env(std::env::vars_os(), &settings.env_keep),
             settings,
         })
