@@ -299,6 +299,7 @@ mod tests {
             env_mode,
             tty: true,
             pipe_stdin: false,
+            one_stream: false,
             passed_fd: None,
             launcher: None,
         }

@@ -134,6 +134,7 @@ impl Plan {
             env_mode,
             tty,
             pipe_stdin: req.pipe_stdin,
+            one_stream: req.one_stream,
             passed_fd: None,
             launcher: None,
         };

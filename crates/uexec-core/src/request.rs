@@ -37,6 +37,9 @@ pub struct ExecRequest {
     /// Pipe mode: stdin is a pipe that `write_stdin` writes and `eof` closes, instead of
     /// `/dev/null`.
     pub pipe_stdin: bool,
+    /// Pipe mode: stdout and stderr share one pipe, as on a terminal, so their lines keep the
+    /// program's order (a local process only; a remote one keeps its two streams).
+    pub one_stream: bool,
     /// Output hygiene for this call and the session's later calls (default: the store's).
     pub hygiene: HygieneRequest,
     /// Sandbox profile (default: the store's; see [`crate::policy`]).

@@ -5,7 +5,10 @@
 //!    working directory, its environment and the [`Settings`] of its commands;
 //! 2. the daemon answers one line, a [`Reply`]: served, or refused and why;
 //! 3. then the connection speaks MCP (newline-delimited JSON-RPC), or, for a hello with an
-//!    [`AttachRequest`], carries a session's output down and [`AttachFrame`]s up.
+//!    [`AttachRequest`], carries a session's output down and [`AttachFrame`]s up, or, for a
+//!    hello with a [`RunRequest`] (a person's foreground `uexec run`), carries [`RunFrame`]s
+//!    down (the new session's id, every byte it prints, how it ended) and [`AttachFrame`]s up
+//!    (its stdin, Ctrl-C, the terminal's size).
 //!
 //! Versioned: the protocol name carries a number, and the daemon also checks the client's
 //! uexec version and build, so a client of another build gets a clear error instead of a
@@ -56,6 +59,9 @@ pub struct Hello {
     /// client's build (`uexec daemon --status`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub status: bool,
+    /// Instead of MCP: start a command and follow it to its end (`uexec run`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunRequest>,
 }
 
 /// What a daemon says of itself (`uexec daemon --status`).
@@ -72,6 +78,41 @@ pub struct Status {
     pub log_file: Option<PathBuf>,
     /// The live sessions of each owner that has any, by owner name.
     pub sessions: BTreeMap<String, usize>,
+}
+
+/// A person's foreground `uexec run`: the command, as `exec_command`'s arguments (its window
+/// and wait conditions aside: the run follows the command to its end), and the person's
+/// terminal size, which a `tty` run's terminal takes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunRequest {
+    pub arguments: serde_json::Value,
+    pub rows: u16,
+    pub cols: u16,
+}
+
+/// What the daemon sends a [`RunRequest`]'s client after its [`Reply`], one JSON line each:
+/// `Started` first, then `Output` and `Skipped` in the order of the bytes, and `Ended` last
+/// (unless the client went away first: the session then runs on, as the person's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum RunFrame {
+    /// The session the command runs as.
+    Started { session_id: i32 },
+    /// Bytes it printed (base64), in order, stdout and stderr as one stream.
+    Output(String),
+    /// This many bytes were not sent: the client fell more than a buffer behind the output.
+    /// The transcript, when kept, has them.
+    Skipped { bytes: u64 },
+    /// How it ended: its exit code (None when it has none), why uexec ended it (a hard
+    /// timeout, in ms), or why it failed.
+    Ended {
+        exit_code: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timed_out_ms: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure: Option<String>,
+    },
 }
 
 /// `uexec attach`: which session, whether to type into it, and the person's terminal size.
@@ -92,6 +133,12 @@ pub enum AttachFrame {
     Input(String),
     /// The person's terminal changed size: rows, cols.
     Resize(u16, u16),
+    /// `uexec run`: the end of its stdin (the session's stdin pipe is closed).
+    Eof,
+    /// `uexec run`: Ctrl-C (SIGINT to a pipe session's process group, `^C` to a terminal).
+    Interrupt,
+    /// `uexec run`: the person's `uexec` was told to stop (SIGTERM, SIGHUP): end the session.
+    Terminate,
 }
 
 /// The store settings a client brings (`uexec mcp` flags).
@@ -215,6 +262,7 @@ mod tests {
             settings: Settings::default(),
             attach: None,
             status: false,
+            run: None,
         };
         let line = serde_json::to_string(&hello).expect("json");
         let back: Hello = serde_json::from_str(&line).expect("parse");
@@ -237,6 +285,7 @@ mod tests {
             settings: Settings::default(),
             attach: None,
             status: false,
+            run: None,
         };
         let why = hello.incompatibility(BUILD).expect("refused");
         assert!(why.contains("the client uexec 0.0.0-other"), "{why}");

@@ -78,3 +78,70 @@ pub fn die_of_signal(signal: i32) {
         libc::raise(signal);
     }
 }
+
+/// SIGHUP.
+pub const SIGHUP: i32 = libc::SIGHUP;
+/// SIGWINCH (the terminal changed size).
+pub const SIGWINCH: i32 = libc::SIGWINCH;
+
+/// Where [`signal_pipe`]'s handler writes (-1: none yet).
+static SIGNAL_PIPE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+extern "C" fn write_signal_number(signal: libc::c_int) {
+    let fd = SIGNAL_PIPE.load(std::sync::atomic::Ordering::SeqCst);
+    if fd >= 0 {
+        let byte = signal as u8;
+        // SAFETY: write(2) is async-signal-safe; a full pipe drops the byte (non-blocking).
+        unsafe {
+            libc::write(fd, (&byte as *const u8).cast(), 1);
+        }
+    }
+}
+
+/// Delivers `signals` as bytes (each its number) on the returned pipe, whichever thread the
+/// kernel picks to take them: a blocking program reads them in a thread of its own. Once per
+/// process (a second call gets an error); SIGPIPE is ignored as well, so a write to a reader
+/// that went away fails with EPIPE instead of ending the process.
+pub fn signal_pipe(signals: &[i32]) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [-1; 2];
+    // SAFETY: pipe2 fills two fds, which are then owned here.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: both fds were just made and are owned by nobody else.
+    let (read, write) = unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        )
+    };
+    crate::fd::set_nonblocking(std::os::fd::AsRawFd::as_raw_fd(&write))?;
+    let write = std::os::fd::IntoRawFd::into_raw_fd(write);
+    if SIGNAL_PIPE
+        .compare_exchange(
+            -1,
+            write,
+            std::sync::atomic::Ordering::SeqCst,
+            std::sync::atomic::Ordering::SeqCst,
+        )
+        .is_err()
+    {
+        // SAFETY: the fd is ours and unused.
+        unsafe { libc::close(write) };
+        return Err(io::Error::other("signal_pipe was already set up"));
+    }
+    for &signal in signals {
+        // SAFETY: a sigaction with a valid, async-signal-safe handler and an empty mask.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = write_signal_number as *const () as libc::sighandler_t;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            check(libc::sigaction(signal, &action, std::ptr::null_mut()))?;
+        }
+    }
+    // SAFETY: setting one disposition to "ignore"; no handler involved.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+    Ok(read)
+}

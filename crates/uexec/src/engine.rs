@@ -75,12 +75,20 @@ Examples:
   uexec mcp --daemon                    an MCP server whose sessions live in the daemon"
     )]
     Daemon(args::daemon::DaemonArgs),
-    /// Run a command in the daemon: print what it printed in its window, then exit with its
-    /// code, or leave it running as a session and say its id.
-    #[command(after_help = "Examples:
-  uexec run -- make test                 exits with make's code (if done within 10 s)
-  uexec run --yield 2000 -- npm run dev  prints the banner, leaves the server running
-  uexec run --tty -- python3             a REPL to type into with `uexec send`")]
+    /// Run a command in the daemon, as in a shell: its output as it comes (stdout and stderr
+    /// in the order it wrote them), stdin passed on, Ctrl-C to interrupt it, and its exit
+    /// code. It is a session meanwhile (`uexec ls`, `uexec attach`).
+    #[command(
+        after_help = "Exit codes: the command's own (130 after Ctrl-C, 124 after --timeout); 4 when it
+was left running (--detach, or Ctrl-C twice within a second); 2 bad usage; 125 uexec failed.
+
+Examples:
+  uexec run -- make test                 make's output, live, and its exit code
+  printf 'b\\na\\n' | uexec run -- sort   stdin goes through
+  uexec run --tty -- python3             a REPL in this terminal (Ctrl-\\ leaves it running)
+  uexec run -d --until-pattern ready -- npm run dev
+                                         returns once it printed `ready`; the server runs on (exit 4)"
+    )]
     Run {
         #[command(flatten)]
         target: cli::conn::Target,
@@ -164,7 +172,8 @@ Examples:
 }
 
 const CLI_AFTER_HELP: &str = "Exit codes:
-  run, wait        the command's own code (124 after --timeout)
+  run, wait        the command's own code (124 after --timeout; run: 130 after Ctrl-C)
+  4                run left the command running (--detach, or Ctrl-C twice within a second)
   0                success
   2                bad usage (a flag or value; the message names it)
   3                no such session (daemon --status: no daemon runs)
@@ -474,14 +483,10 @@ mod tests {
     #[test]
     fn the_top_level_help_states_exit_codes_and_units() {
         let help = Cli::command().render_help().to_string();
-        for code in [
-            uexec_cli::cli::EXIT_NO_SESSION,
-            uexec_cli::cli::EXIT_UEXEC,
-            2,
-            124,
-        ] {
+        use uexec_cli::cli::{EXIT_NO_SESSION, EXIT_STILL_RUNNING, EXIT_UEXEC};
+        for code in [EXIT_NO_SESSION, EXIT_STILL_RUNNING, EXIT_UEXEC, 2, 124, 130] {
             assert!(
-                help.contains(&format!("\n  {code} ")) || help.contains(&format!("({code} ")),
+                help.contains(&format!(" {code} ")) || help.contains(&format!("({code} ")),
                 "{code}: {help}"
             );
         }

@@ -89,23 +89,50 @@ fn run_here(engine: &Path, socket: Option<PathBuf>, run: &RunArgs) -> Option<c_i
         Some(socket) => socket,
         None => uexec_mcp::daemon::default_socket().ok()?,
     };
+    if !run.windowed() {
+        return foreground_here(engine, &socket, run);
+    }
     let hello = conn::person_hello(build_id_of(engine), run.env.clone()).ok()?;
     let call = json!({"name": "exec_command", "arguments": cli::run_call_args(run)});
     let mut first = serde_json::to_vec(&hello).ok()?;
     first.push(b'\n');
     first.extend(conn::handshake_lines().ok()?);
     first.extend(conn::request_line(conn::FIRST_CALL_ID, "tools/call", &call).ok()?);
-    // A socket that may not be ours, or no daemon yet: the engine refuses it, or starts one.
-    check_socket_dir(&socket).ok()?;
-    let stream = UnixStream::connect(&socket).ok()?;
-    check_listener(&socket, stream.as_fd()).ok()?;
+    let (stream, mut from_daemon) = greet(&socket, &first)?;
+    // The command may run from here on: failures are ours to tell.
+    let code = answer(&mut from_daemon)
+        .map_err(Failure::from)
+        .and_then(|result| cli::finish_run(run, &conn::ToolResult::of(&result)));
+    drop(stream);
+    Some(exit_with(code))
+}
+
+/// A foreground run ([`cli::follow`]); None to hand it to the engine (nothing ran).
+fn foreground_here(engine: &Path, socket: &Path, run: &RunArgs) -> Option<c_int> {
+    let joined = cli::Joined::here(run.tty);
+    let hello = cli::run_hello(build_id_of(engine), run, joined).ok()?;
+    let mut line = serde_json::to_vec(&hello).ok()?;
+    line.push(b'\n');
+    // From the hello on, Ctrl-C is the command's.
+    let signals = cli::catch_signals(joined).ok()?;
+    let (stream, down) = greet(socket, &line)?;
+    Some(exit_with(cli::follow(down, &stream, joined, signals)))
+}
+
+/// Sends `first` (the hello, and what may follow it) to the daemon at `socket` and reads its
+/// reply; None when nothing may run (a socket that may not be ours, or no daemon yet: the
+/// engine refuses it, or starts one; a refused hello, which ran nothing: the engine says
+/// why).
+fn greet(socket: &Path, first: &[u8]) -> Option<(UnixStream, BufReader<UnixStream>)> {
+    check_socket_dir(socket).ok()?;
+    let stream = UnixStream::connect(socket).ok()?;
+    check_listener(socket, stream.as_fd()).ok()?;
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .ok()?;
-    // The daemon answers the hello before it reads anything after it: a refused hello (a
-    // daemon of another build) ran nothing, and the engine says why.
-    (&stream).write_all(&first).ok()?;
-    let mut from_daemon = BufReader::new(&stream);
+    // The daemon answers the hello before it reads anything after it.
+    (&stream).write_all(first).ok()?;
+    let mut from_daemon = BufReader::new(stream.try_clone().ok()?);
     let mut reply = Vec::new();
     (&mut from_daemon)
         .take(64 * 1024)
@@ -115,25 +142,25 @@ fn run_here(engine: &Path, socket: Option<PathBuf>, run: &RunArgs) -> Option<c_i
     if !reply.ok {
         return None;
     }
-    // The command may run from here on: failures are ours to tell.
-    let code = stream
-        .set_read_timeout(None)
-        .map_err(anyhow::Error::from)
-        .and_then(|()| answer(&mut from_daemon))
-        .map_err(Failure::from)
-        .and_then(|result| cli::finish_run(run, &conn::ToolResult::of(&result)));
+    // What runs now may take its time.
+    stream.set_read_timeout(None).ok()?;
+    Some((stream, from_daemon))
+}
+
+/// Exits as the engine would: the code, or the failure said on stderr.
+fn exit_with(code: Result<u8, Failure>) -> c_int {
     let _ = std::io::stdout().flush();
-    Some(match code {
+    match code {
         Ok(code) => c_int::from(code),
         Err(failure) => {
             eprintln!("uexec: {}", failure.message);
             c_int::from(failure.code)
         }
-    })
+    }
 }
 
 /// Reads until the answer to the call.
-fn answer(from_daemon: &mut BufReader<&UnixStream>) -> anyhow::Result<serde_json::Value> {
+fn answer(from_daemon: &mut BufReader<UnixStream>) -> anyhow::Result<serde_json::Value> {
     loop {
         let mut line = Vec::new();
         let n = from_daemon

@@ -84,6 +84,9 @@ pub struct SpawnSpec {
     pub tty: bool,
     /// Pipe mode only: keep stdin open as a pipe instead of `/dev/null`.
     pub pipe_stdin: bool,
+    /// Pipe mode only: stdout and stderr are one pipe, as on a terminal (their order is the
+    /// program's); the local backend only, a remote one keeps its two streams.
+    pub one_stream: bool,
     /// A descriptor the process gets as fd 3 (local backend only: the sandbox launcher's end
     /// of its proxy hand-over).
     pub passed_fd: Option<PassedFd>,
@@ -120,6 +123,7 @@ impl PartialEq for SpawnSpec {
             && self.env_mode == other.env_mode
             && self.tty == other.tty
             && self.pipe_stdin == other.pipe_stdin
+            && self.one_stream == other.one_stream
             && self.passed_fd == other.passed_fd
     }
 }

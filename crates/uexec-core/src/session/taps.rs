@@ -124,6 +124,33 @@ impl Session {
         add_tap(&mut lock(&self.output), seed_bytes)
     }
 
+    /// Starts a follower's view (`uexec run`): every byte still kept, from the start when
+    /// nothing was cut yet, then everything after; with the session offset of its first byte.
+    pub fn follow_output(&self) -> (OutputWatch, u64) {
+        let mut out = lock(&self.output);
+        // Kept bytes are one run only while nothing was cut between head and tail.
+        let kept = if out.aggregated.omitted() == 0 {
+            out.aggregated.len()
+        } else {
+            0
+        };
+        let watch = add_tap(&mut out, kept);
+        let from = out.total - watch.seed.len() as u64;
+        (watch, from)
+    }
+
+    /// Catches a lagged follower up: what it still has queued is dropped, and the feed goes on
+    /// from the byte printed next. Returns that byte's session offset (the follower skipped
+    /// what lies between its last byte and this one).
+    pub fn catch_up(&self, watch: &mut OutputWatch) -> u64 {
+        let out = lock(&self.output);
+        while watch.output.try_recv().is_ok() {}
+        watch
+            .lagged
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        out.total
+    }
+
     /// For a screen keeper, under the output lock: what is queued for its `tap` (or, when it
     /// has none or it dropped chunks, a new tap to rebuild from), and a person's new feed.
     pub(crate) fn sync_screen(&self, tap: Option<&mut OutputWatch>) -> keeper::Synced {
@@ -147,6 +174,21 @@ impl Session {
             rebuilt_tap,
             person,
         }
+    }
+
+    /// Sets its terminal's size (at least 1x1), and its kept screen's.
+    pub fn resize_terminal(&self, rows: u16, cols: u16) -> Result<(), crate::error::ExecError> {
+        let (rows, cols) = (rows.max(1), cols.max(1));
+        self.control()
+            .resize(rows, cols)
+            .map_err(|e| crate::error::ExecError::Write {
+                session_id: self.id(),
+                message: e.message,
+            })?;
+        if let Some(keeper) = self.screen() {
+            keeper.resize(rows, cols);
+        }
+        Ok(())
     }
 
     /// The keeper of this session's screen, if it has one.

@@ -125,18 +125,7 @@ impl Attachment {
         if self._lease.is_none() {
             return Ok(());
         }
-        let (rows, cols) = (rows.max(1), cols.max(1));
-        self.session
-            .control()
-            .resize(rows, cols)
-            .map_err(|e| ExecError::Write {
-                session_id: self.session.id(),
-                message: e.message,
-            })?;
-        if let Some(keeper) = self.session.screen() {
-            keeper.resize(rows, cols);
-        }
-        Ok(())
+        self.session.resize_terminal(rows, cols)
     }
 
     /// Resolves with the outcome once the session exited and settled (its exit report stays

@@ -94,21 +94,7 @@ impl SessionStore {
             return Err(ExecError::UnknownProcess(session.id()));
         }
         let (drained, omitted) = session.drain_located(false);
-        {
-            let mut inner = lock(&self.inner);
-            // Reported here: a notice of the same exit would say it twice.
-            inner.notices.retain(|n| n.session_id != session.id());
-            let same = inner
-                .sessions
-                .get(&session.id())
-                .is_some_and(|e| Arc::ptr_eq(&e.session, session));
-            if same {
-                inner.forget(session);
-            } else {
-                inner.remember_transcript(session);
-            }
-        }
-        session.control().kill_leftovers();
+        self.forget_reported(session);
         if let Some(message) = outcome.failure {
             return Err(ExecError::ProcessFailed {
                 session_id: session.id(),
@@ -129,6 +115,25 @@ impl SessionStore {
             observed,
             judge,
         ))
+    }
+
+    /// A session whose exit was just reported (its report claimed): no notice says it again,
+    /// its entry goes (its transcript is remembered) and what it left running is killed.
+    pub(super) fn forget_reported(&self, session: &Arc<Session>) {
+        {
+            let mut inner = lock(&self.inner);
+            inner.notices.retain(|n| n.session_id != session.id());
+            let same = inner
+                .sessions
+                .get(&session.id())
+                .is_some_and(|e| Arc::ptr_eq(&e.session, session));
+            if same {
+                inner.forget(session);
+            } else {
+                inner.remember_transcript(session);
+            }
+        }
+        session.control().kill_leftovers();
     }
 
     /// Exits that no call watched, each once: the owner's next result of any kind carries

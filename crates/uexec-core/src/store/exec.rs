@@ -51,6 +51,75 @@ impl SessionStore {
         req: ExecRequest,
         monitors: Vec<Box<dyn PolicyMonitor>>,
     ) -> Result<Snapshot, ExecError> {
+        let Launched {
+            session,
+            reservation,
+            window,
+        } = self.launch(caller, req, monitors).await?;
+        // From here on the first-call guard owns the id: it stores the session or finishes it.
+        reservation.hand_over();
+        let mut guard = FirstCall {
+            store: self.clone(),
+            session: session.clone(),
+            stored: false,
+            done: false,
+        };
+        let _interaction = session.interaction.lock().await;
+
+        let exited_early = session
+            .wait_exited(Duration::from_millis(EARLY_EXIT_GRACE_MS))
+            .await;
+        let mut refused = None;
+        if !exited_early {
+            session.set_first_call_active(true);
+            match self.store_session(session.clone()) {
+                Ok(()) => guard.stored = true,
+                Err(e) => {
+                    // The store shut down during the grace: nothing may live on in it.
+                    session.set_first_call_active(false);
+                    session.terminate();
+                    refused = Some(e);
+                }
+            }
+        }
+        let window_start = Instant::now();
+        let reason = session
+            .observe(
+                window_start + window.length,
+                Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS),
+                window.condition.as_ref(),
+            )
+            .await;
+        let snapshot = self
+            .conclude(
+                &session,
+                window_start,
+                window.max_output_tokens,
+                window.hygiene,
+                reason,
+            )
+            .await;
+        session.set_first_call_active(false);
+        if !guard.stored {
+            // Never stored: this call owns the End (SPEC §5, inline). Cancelled while it
+            // settles, the guard finishes the job.
+            finish_unstored(self, &session).await;
+        }
+        guard.done = true;
+        match refused {
+            Some(e) => Err(e),
+            None => snapshot,
+        }
+    }
+
+    /// Steps 1 and 2: plans the command, reserves its id, spawns it (a failure releases the
+    /// id and publishes Begin and a failed End) and starts its session, not yet stored.
+    pub(super) async fn launch(
+        self: &Arc<Self>,
+        caller: &StoreConfig,
+        req: ExecRequest,
+        monitors: Vec<Box<dyn PolicyMonitor>>,
+    ) -> Result<Launched, ExecError> {
         let backend = self.backend_for(req.environment_id.as_deref())?;
         backend
             .prepare()
@@ -119,61 +188,34 @@ impl SessionStore {
             transcript,
             self.config.screens.clone(),
         );
-        // From here on the first-call guard owns the id: it stores the session or finishes it.
-        reservation.hand_over();
-        let mut guard = FirstCall {
-            store: self.clone(),
-            session: session.clone(),
-            stored: false,
-            done: false,
-        };
-        let _interaction = session.interaction.lock().await;
-
-        let exited_early = session
-            .wait_exited(Duration::from_millis(EARLY_EXIT_GRACE_MS))
-            .await;
-        let mut refused = None;
-        if !exited_early {
-            session.set_first_call_active(true);
-            match self.store_session(session.clone()) {
-                Ok(()) => guard.stored = true,
-                Err(e) => {
-                    // The store shut down during the grace: nothing may live on in it.
-                    session.set_first_call_active(false);
-                    session.terminate();
-                    refused = Some(e);
-                }
-            }
-        }
-        let window_start = Instant::now();
-        let reason = session
-            .observe(
-                window_start + plan.window,
-                Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS),
-                plan.condition.as_ref(),
-            )
-            .await;
-        let snapshot = self
-            .conclude(
-                &session,
-                window_start,
-                plan.max_output_tokens,
-                plan.hygiene,
-                reason,
-            )
-            .await;
-        session.set_first_call_active(false);
-        if !guard.stored {
-            // Never stored: this call owns the End (SPEC §5, inline). Cancelled while it
-            // settles, the guard finishes the job.
-            finish_unstored(self, &session).await;
-        }
-        guard.done = true;
-        match refused {
-            Some(e) => Err(e),
-            None => snapshot,
-        }
+        Ok(Launched {
+            session,
+            reservation,
+            window: Window {
+                length: plan.window,
+                condition: plan.condition,
+                max_output_tokens: plan.max_output_tokens,
+                hygiene: plan.hygiene,
+            },
+        })
     }
+}
+
+/// A command spawned and its session started ([`SessionStore::launch`]): the caller stores
+/// it, or finishes it, and hands the id over.
+pub(super) struct Launched {
+    pub(super) session: Arc<Session>,
+    pub(super) reservation: super::ids::IdReservation,
+    /// How the first call watches it, when one does.
+    pub(super) window: Window,
+}
+
+/// A first call's window, as planned.
+pub(super) struct Window {
+    length: Duration,
+    condition: Option<crate::output::until::Condition>,
+    max_output_tokens: u64,
+    hygiene: crate::output::Hygiene,
 }
 
 /// Keeps the promises of a first call that is dropped mid-way (an MCP cancel): a stored
@@ -208,7 +250,7 @@ impl Drop for FirstCall {
 }
 
 /// Ends a session that was never stored: End once settled, leftovers killed, id released.
-async fn finish_unstored(store: &SessionStore, session: &Session) {
+pub(super) async fn finish_unstored(store: &SessionStore, session: &Session) {
     session
         .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
         .await;

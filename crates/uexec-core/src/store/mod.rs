@@ -7,12 +7,14 @@
 mod attach;
 mod conclude;
 mod exec;
+mod follow;
 mod ids;
 mod read;
 mod wait;
 mod write;
 
 pub use attach::{Attachment, CatchUp};
+pub use follow::{Followed, Run, RunInput};
 pub use ids::IdSpace;
 pub use read::{READ_OUTPUT_DEFAULT_BYTES, READ_OUTPUT_MAX_BYTES};
 

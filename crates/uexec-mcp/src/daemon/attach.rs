@@ -203,6 +203,9 @@ pub async fn serve(
                         (rows, cols) = (r.max(1), c.max(1));
                         attachment.resize(rows, cols)?;
                     }
+                    AttachFrame::Eof | AttachFrame::Interrupt | AttachFrame::Terminate => {
+                        return Err(AttachError::BadFrame("a run's frame in an attach".into()));
+                    }
                 }
             }
             Event::Exited(outcome) => {

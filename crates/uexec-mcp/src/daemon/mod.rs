@@ -20,6 +20,7 @@
 pub mod attach;
 mod build_id;
 pub mod client;
+pub mod run;
 pub mod status;
 
 pub use build_id::{build_id, build_id_of};
@@ -126,6 +127,8 @@ enum ConnectionError {
     Exec(#[from] uexec_core::ExecError),
     #[error(transparent)]
     Attach(#[from] attach::AttachError),
+    #[error(transparent)]
+    Run(#[from] run::RunError),
     #[error(transparent)]
     Io(#[from] io::Error),
 }
@@ -423,6 +426,9 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
     }
     if let Some(req) = hello.attach.clone() {
         return attach_client(daemon, &hello, req, read, write).await;
+    }
+    if let Some(req) = hello.run.clone() {
+        return run::client(daemon, &hello, req, read, write).await;
     }
     // The owner's store may be older than this connection: this client's directory,
     // environment and settings are its commands' defaults, not the first client's.

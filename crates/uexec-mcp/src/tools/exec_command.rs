@@ -162,6 +162,7 @@ pub fn request(arguments: Option<&Args>, dialect: Dialect) -> Result<ExecRequest
         until: until(&args)?,
         timeout_ms: integer(&args, "timeout_ms")?,
         pipe_stdin,
+        one_stream: false,
         hygiene: hygiene(&args)?,
         sandbox: string(&args, "sandbox")?
             .map(|s| s.parse().map_err(|e: String| err("sandbox", e)))

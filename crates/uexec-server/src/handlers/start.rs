@@ -50,6 +50,8 @@ pub async fn handle(
         env_mode: EnvMode::Exact,
         tty: params.tty,
         pipe_stdin: params.pipe_stdin,
+        // The exec-server dialect has two streams.
+        one_stream: false,
         passed_fd: None,
         launcher: None,
     };

@@ -135,6 +135,7 @@ async fn spawn(url: &str, config: ClientConfig) -> (Arc<RemoteBackend>, SpawnedP
         env_mode: EnvMode::Exact,
         tty: false,
         pipe_stdin: false,
+        one_stream: false,
         passed_fd: None,
         launcher: None,
     };

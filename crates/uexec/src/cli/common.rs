@@ -12,6 +12,9 @@ use uexec_core::until::{MAX_IDLE_MS, MIN_IDLE_MS};
 pub const EXIT_NO_SESSION: u8 = 3;
 /// uexec itself failed.
 pub const EXIT_UEXEC: u8 = 125;
+/// `uexec run` returned while its command still runs, as a session (`--detach`, or a second
+/// Ctrl-C): never 0, so `uexec run -d -- make test && deploy` does not deploy.
+pub const EXIT_STILL_RUNNING: u8 = 4;
 
 /// Wait conditions of `run` and `poll` (the window stays the cap).
 #[derive(Debug, Clone, Default, PartialEq, clap::Args)]
@@ -75,14 +78,19 @@ const FLAGS_OF_FIELDS: [(&str, &str); 6] = [
 /// A tool error as a failure: an unknown session is [`EXIT_NO_SESSION`], a bad argument a
 /// usage error (2) that names the verb's flag where the tool named its field.
 pub(super) fn tool_failure(result: &ToolResult) -> Failure {
-    let code = if result.text.contains("Unknown process id") {
+    text_failure(&result.text)
+}
+
+/// [`tool_failure`] of a tool error's text (as a daemon's refusal of a run says it).
+pub(super) fn text_failure(text: &str) -> Failure {
+    let code = if text.contains("Unknown process id") {
         EXIT_NO_SESSION
-    } else if result.text.contains("invalid arguments: ") {
+    } else if text.contains("invalid arguments: ") {
         2
     } else {
         EXIT_UEXEC
     };
-    let mut message = result.text.clone();
+    let mut message = text.to_owned();
     for (field, flag) in FLAGS_OF_FIELDS {
         message = message.replace(
             &format!("invalid arguments: {field}: "),

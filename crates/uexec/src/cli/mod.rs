@@ -1,7 +1,9 @@
 //! The CLI for people: short verbs over the daemon, `--json` on everything that prints,
 //! errors on stderr, and exit codes that mean something:
 //!
-//! - `run` and `wait` exit with the command's own code (124 after their `--timeout`);
+//! - `run` and `wait` exit with the command's own code (124 after their `--timeout`; `run`
+//!   130 after Ctrl-C); `run` 4 when it left the command running (`--detach`, a second
+//!   Ctrl-C);
 //! - 0 for success otherwise; 2 for bad usage (clap);
 //! - 3 when the session does not exist (any more), or `daemon --status` finds no daemon;
 //! - 125 when uexec itself failed (the daemon unreachable or refusing).
@@ -28,15 +30,16 @@ mod run;
 mod send;
 mod wait;
 
-pub use common::{Failure, UntilArgs, EXIT_NO_SESSION, EXIT_UEXEC};
+pub use common::{Failure, UntilArgs, EXIT_NO_SESSION, EXIT_STILL_RUNNING, EXIT_UEXEC};
 pub use daemon_status::daemon_status;
 pub use kill::{kill, KillArgs};
 pub use logs::{logs, LogsArgs};
 pub use ls::{ls, LsArgs};
 pub use poll::{poll, PollArgs};
+pub use run::follow::{catch_signals, follow, Joined};
 pub use run::{
-    finish_run, parse_assignment, plain_run, run, run_call_args, RunArgs, RUN_YIELD_DEFAULT_MS,
-    RUN_YIELD_MAX_MS, RUN_YIELD_MIN_MS,
+    finish_run, parse_assignment, plain_run, run, run_call_args, run_hello, RunArgs,
+    RUN_YIELD_DEFAULT_MS, RUN_YIELD_MAX_MS, RUN_YIELD_MIN_MS,
 };
 pub use send::{send, SendArgs};
 pub use wait::{wait, WaitArgs};

@@ -8,6 +8,7 @@ mod net_support;
 
 mod attach;
 mod cli;
+mod cli_run;
 mod daemon;
 mod daemon_status;
 mod daemon_trust;

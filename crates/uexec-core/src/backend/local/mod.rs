@@ -171,9 +171,14 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
             (uexec_sys::dev_null()?, None)
         };
         let (out_read, out_write) = uexec_sys::pipe_cloexec()?;
-        let (err_read, err_write) = uexec_sys::pipe_cloexec()?;
+        // One stream: stderr is the stdout pipe, as both are one terminal on a PTY.
+        let (err, err_write) = if spec.one_stream {
+            (None, None)
+        } else {
+            let (read, write) = uexec_sys::pipe_cloexec()?;
+            (Some(pipe::Receiver::from_owned_fd(read)?), Some(write))
+        };
         let out = pipe::Receiver::from_owned_fd(out_read)?;
-        let err = pipe::Receiver::from_owned_fd(err_read)?;
         let stdin = match stdin_ours {
             Some(write) => Stdin::Pipe(tokio::sync::Mutex::new(Some(pipe::Sender::from_owned_fd(
                 write,
@@ -183,7 +188,9 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
         let stdio = [
             stdin_child.as_raw_fd(),
             out_write.as_raw_fd(),
-            err_write.as_raw_fd(),
+            err_write
+                .as_ref()
+                .map_or(out_write.as_raw_fd(), AsRawFd::as_raw_fd),
         ];
         let child = Unclaimed::spawn(
             &uexec_sys::ChildSpec {
@@ -199,7 +206,9 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
             out_tx.clone(),
             closing_rx.clone(),
         ));
-        tokio::spawn(read::read_pipe(err, Stream::Stderr, out_tx, closing_rx));
+        if let Some(err) = err {
+            tokio::spawn(read::read_pipe(err, Stream::Stderr, out_tx, closing_rx));
+        }
         (child, stdin)
     };
     drop(passed);
@@ -344,6 +353,7 @@ mod tests {
             env_mode: EnvMode::Exact,
             tty,
             pipe_stdin: false,
+            one_stream: false,
             passed_fd: None,
             launcher: None,
         }

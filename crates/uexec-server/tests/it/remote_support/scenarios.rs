@@ -71,6 +71,7 @@ pub fn spawn_spec(argv: &[&str]) -> SpawnSpec {
         env_mode: EnvMode::Exact,
         tty: false,
         pipe_stdin: false,
+        one_stream: false,
         passed_fd: None,
         launcher: None,
     }

@@ -1,5 +1,8 @@
-//! `uexec run [FLAGS] [--] CMD...`: one `exec_command` as a person, its output printed and
-//! the command's own exit code returned (0 when it still runs as a session).
+//! `uexec run [FLAGS] [--] CMD...`: a command in the daemon, as a person runs one in a
+//! shell: its output as it comes, Ctrl-C to interrupt it, stdin passed on, and its own exit
+//! code (see [`follow`]). With `--detach` (or a window: `--yield`, `--until-*`, `--json`)
+//! it is one `exec_command` instead: what the window saw, and [`EXIT_STILL_RUNNING`] when
+//! the command runs on as a session.
 //!
 //! The front (`uexec`, without the engine linked in) makes a plain run itself, so this file
 //! holds the run in the two readings that must agree:
@@ -17,8 +20,14 @@ use std::process::ExitCode;
 
 use serde_json::{json, Value};
 
-use super::common::{exit_code_of, print_json, tool_failure, Failure, UntilArgs};
+pub mod follow;
+
+use super::common::{
+    exit_code_of, print_json, text_failure, tool_failure, Failure, UntilArgs, EXIT_STILL_RUNNING,
+    EXIT_UEXEC,
+};
 use super::conn::{Conn, Target, ToolResult};
+use follow::Joined;
 use uexec_core::limits::{MAX_TIMEOUT_MS, MIN_TIMEOUT_MS};
 use uexec_core::until::{MAX_IDLE_MS, MIN_IDLE_MS};
 
@@ -30,11 +39,16 @@ pub const RUN_YIELD_MAX_MS: i64 = 30_000;
 /// `uexec run`.
 #[derive(Debug, Clone, PartialEq, clap::Args)]
 pub struct RunArgs {
-    /// Run in a pseudo-terminal (24x80), so it can be typed into (`uexec send`).
+    /// Run in a pseudo-terminal: this terminal is joined to it (raw mode, its size followed;
+    /// Ctrl-\ detaches), as `uexec attach --write` is.
     #[arg(long)]
     pub tty: bool,
-    /// How long to watch before returning, in ms (250 to 30000; default 10000). A command
-    /// still running then stays in the daemon as a session.
+    /// Return after a window (--yield) instead of following the command to its end: what
+    /// it printed by then, and exit code 4 when it still runs (as a session: `uexec ls`).
+    #[arg(short = 'd', long)]
+    pub detach: bool,
+    /// With --detach: how long to watch before returning, in ms (250 to 30000; default
+    /// 10000). Implies --detach.
     #[arg(long = "yield", value_name = "MS", default_value_t = RUN_YIELD_DEFAULT_MS, value_parser = clap::value_parser!(i64).range(RUN_YIELD_MIN_MS..=RUN_YIELD_MAX_MS))]
     pub yield_ms: i64,
     /// Working directory (default: the current one).
@@ -51,7 +65,8 @@ pub struct RunArgs {
     /// Hard timeout in ms (100 to 86400000): SIGTERM, then SIGKILL 2 s later; exit code 124.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(i64).range(MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS))]
     pub timeout: Option<i64>,
-    /// Print the result as JSON.
+    /// Print the result as JSON ({output, exit_code} or {output, session_id}). Implies
+    /// --detach.
     #[arg(long)]
     pub json: bool,
     /// The command and its arguments (one argument is taken as a shell command line). A
@@ -89,10 +104,87 @@ fn command_line(args: &[String]) -> String {
         .join(" ")
 }
 
+impl RunArgs {
+    /// Whether this run returns after a window (`--detach`, or a flag that needs one)
+    /// instead of following the command to its end.
+    pub fn windowed(&self) -> bool {
+        self.detach
+            || self.json
+            || self.yield_ms != RUN_YIELD_DEFAULT_MS
+            || self.until.json().is_some()
+    }
+}
+
 pub async fn run(target: &Target, args: RunArgs) -> Result<ExitCode, Failure> {
+    if !args.windowed() {
+        return foreground(target, args).await.map(ExitCode::from);
+    }
     let mut conn = Conn::open(target, args.env.clone())?;
     let result = conn.call("exec_command", run_call_args(&args)).await?;
     finish_run(&args, &result).map(ExitCode::from)
+}
+
+/// The hello of a foreground run: the person's, with the command (see [`run_hello`]).
+async fn foreground(target: &Target, args: RunArgs) -> Result<u8, Failure> {
+    let joined = Joined::here(args.tty);
+    let hello = run_hello(uexec_mcp::daemon::build_id(), &args, joined)?;
+    let socket = match &target.socket {
+        Some(path) => path.clone(),
+        None => uexec_mcp::daemon::default_socket().map_err(anyhow::Error::from)?,
+    };
+    let signals = follow::catch_signals(joined)?;
+    let connected = uexec_mcp::daemon::client::connect(&socket, &hello, true, &[])
+        .await
+        .map_err(|e| match e.kind() {
+            uexec_mcp::daemon::client::ClientErrorKind::Refused { error, .. } => {
+                text_failure(error)
+            }
+            _ => Failure::from(anyhow::Error::from(e)),
+        })?;
+    let stream = connected
+        .stream
+        .into_std()
+        .and_then(|s| s.set_nonblocking(false).map(|()| s))
+        .map_err(anyhow::Error::from)?;
+    let after = connected.after;
+    tokio::task::spawn_blocking(move || {
+        let down = std::io::BufReader::new(std::io::Read::chain(
+            std::io::Cursor::new(after),
+            stream.try_clone().map_err(anyhow::Error::from)?,
+        ));
+        follow::follow(down, &stream, joined, signals)
+    })
+    .await
+    .map_err(|e| Failure {
+        code: EXIT_UEXEC,
+        message: format!("the run's follower failed: {e}"),
+    })?
+}
+
+/// A person's hello that starts `args` in the foreground, for the engine build `build`.
+pub fn run_hello(
+    build: String,
+    args: &RunArgs,
+    joined: Joined,
+) -> anyhow::Result<uexec_protocol::daemon::Hello> {
+    let mut hello = super::conn::person_hello(build, args.env.clone())?;
+    let (rows, cols) = uexec_sys::window_size(std::os::fd::AsRawFd::as_raw_fd(&std::io::stdout()))
+        .ok()
+        .filter(|(r, c)| *r > 0 && *c > 0)
+        .unwrap_or((24, 80));
+    let mut arguments = run_call_args(args);
+    if let Some(fields) = arguments.as_object_mut() {
+        fields.remove("yield_time_ms");
+        if joined.stdin && !args.tty {
+            fields.insert("stdin".to_owned(), json!("pipe"));
+        }
+    }
+    hello.run = Some(uexec_protocol::daemon::RunRequest {
+        arguments,
+        rows,
+        cols,
+    });
+    Ok(hello)
 }
 
 /// `uexec run [FLAGS] [--] CMD...` (`args` with `argv[0]`) read as clap reads it for the
@@ -106,6 +198,7 @@ pub fn plain_run(args: &[OsString]) -> Option<(Option<PathBuf>, RunArgs)> {
     }
     let mut run = RunArgs {
         tty: false,
+        detach: false,
         yield_ms: RUN_YIELD_DEFAULT_MS,
         cwd: None,
         env: Vec::new(),
@@ -133,12 +226,14 @@ pub fn plain_run(args: &[OsString]) -> Option<(Option<PathBuf>, RunArgs)> {
             Some((name, value)) => (name, Some(value)),
             None => (word, None),
         };
+        let name = if name == "-d" { "--detach" } else { name };
         if seen.contains(&name) && name != "--env" {
             return None;
         }
         seen.push(name);
         let flag = match name {
             "--tty" => &mut run.tty,
+            "--detach" => &mut run.detach,
             "--no-login" => &mut run.no_login,
             "--json" => &mut run.json,
             "--until-prompt" => &mut run.until.until_prompt,
@@ -205,8 +300,8 @@ pub fn run_call_args(args: &RunArgs) -> Value {
     call_args
 }
 
-/// Prints what a `uexec run` got and says what to exit with: the command's own code, or 0
-/// when it still runs as a session.
+/// Prints what a windowed `uexec run` got and says what to exit with: the command's own
+/// code, or [`EXIT_STILL_RUNNING`] when it still runs as a session.
 pub fn finish_run(args: &RunArgs, result: &ToolResult) -> Result<u8, Failure> {
     if result.is_error {
         return Err(tool_failure(result));
@@ -221,7 +316,7 @@ pub fn finish_run(args: &RunArgs, result: &ToolResult) -> Result<u8, Failure> {
         if !args.json {
             eprintln!("uexec: still running as session {id}: `uexec logs -f {id}` follows it, `uexec wait {id}` waits for it, `uexec kill {id}` stops it");
         }
-        return Ok(0);
+        return Ok(EXIT_STILL_RUNNING);
     }
     Ok(exit_code_of(s["exit_code"].as_i64()))
 }
@@ -269,6 +364,8 @@ mod tests {
     fn the_front_reads_a_run_as_the_engine_does_or_leaves_it_to_the_engine() {
         let pool = [
             "--tty",
+            "-d",
+            "--detach",
             "--no-login",
             "--json",
             "--until-prompt",

@@ -1,0 +1,227 @@
+//! A person's foreground run (`uexec run`): the command starts as a stored session of its
+//! owner, as any other, and is followed from its first byte to its end, with no window: every
+//! byte it prints is handed out once and in order, and its end is reported to the follower
+//! (no exit notice says it again).
+//!
+//! Memory stays bounded whatever the follower's speed: the feed is a tap
+//! ([`Session::follow_output`]), and a follower that falls a tap's worth behind is told how many
+//! bytes it skipped ([`Followed::Skipped`]) instead of being queued for without end; the
+//! transcript, when kept, still has them. A follower that goes away leaves the session running,
+//! as its owner's.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::exec::{finish_unstored, Launched};
+use super::write::deliver;
+use super::SessionStore;
+use crate::backend::{Signal, WriteOutcome};
+use crate::config::StoreConfig;
+use crate::error::ExecError;
+use crate::limits::POST_EXIT_CLOSE_WAIT_MS;
+use crate::request::ExecRequest;
+use crate::session::{Outcome, OutputWatch, Session};
+
+impl SessionStore {
+    /// Starts `req` as a stored session with `caller`'s defaults (see
+    /// [`Self::exec_command_for`]) and follows it from its first byte ([`Run::next`]). Its
+    /// window and wait condition do not apply: the run lasts until the command ends.
+    pub async fn run(
+        self: &Arc<Self>,
+        caller: &StoreConfig,
+        req: ExecRequest,
+    ) -> Result<Run, ExecError> {
+        let Launched {
+            session,
+            reservation,
+            ..
+        } = self.launch(caller, req, Vec::new()).await?;
+        let (watch, from) = session.follow_output();
+        reservation.hand_over();
+        if let Err(e) = self.store_session(session.clone()) {
+            // The store shut down: nothing may live on in it.
+            session.terminate();
+            finish_unstored(self, &session).await;
+            return Err(e);
+        }
+        let settled = {
+            let session = session.clone();
+            Box::pin(async move {
+                session
+                    .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
+                    .await
+            })
+        };
+        Ok(Run {
+            store: self.clone(),
+            session,
+            watch,
+            next: from,
+            skipped_first: from,
+            settled: Some(settled),
+            outcome: None,
+            feed_open: true,
+            ended: false,
+        })
+    }
+}
+
+/// What a [`Run`] hands out next.
+#[derive(Debug)]
+pub enum Followed {
+    /// Bytes it printed (stdout and stderr as one stream on pipes), in order.
+    Output(bytes::Bytes),
+    /// This many bytes were printed and not handed out: the follower fell behind.
+    Skipped(u64),
+    /// How it ended; nothing follows.
+    Ended(Outcome),
+}
+
+/// A command followed to its end ([`SessionStore::run`]).
+pub struct Run {
+    store: Arc<SessionStore>,
+    session: Arc<Session>,
+    watch: OutputWatch,
+    /// The session offset of the next byte to hand out.
+    next: u64,
+    /// Bytes printed before the follower's first (none, unless the kept output was cut).
+    skipped_first: u64,
+    settled: Option<Pin<Box<dyn Future<Output = Outcome> + Send>>>,
+    outcome: Option<Outcome>,
+    /// The tap still feeds (it closes only with the session).
+    feed_open: bool,
+    ended: bool,
+}
+
+impl Run {
+    pub fn session_id(&self) -> i32 {
+        self.session.id()
+    }
+
+    /// Whether it runs on a terminal.
+    pub fn tty(&self) -> bool {
+        self.session.info.tty
+    }
+
+    /// Its input, for a task of its own: writes wait for the process to read, and the
+    /// output goes on meanwhile.
+    pub fn input(&self) -> RunInput {
+        RunInput {
+            session: self.session.clone(),
+        }
+    }
+
+    /// The next bytes, the bytes skipped, or the end (then None). Cancel-safe: a call dropped
+    /// while it waits loses nothing.
+    pub async fn next(&mut self) -> Option<Followed> {
+        if self.ended {
+            return None;
+        }
+        if self.skipped_first > 0 {
+            return Some(Followed::Skipped(std::mem::take(&mut self.skipped_first)));
+        }
+        loop {
+            if let Ok(chunk) = self.watch.output.try_recv() {
+                self.next += chunk.len() as u64;
+                return Some(Followed::Output(chunk));
+            }
+            if self.watch.lagged.load(std::sync::atomic::Ordering::SeqCst) {
+                let now = self.session.catch_up(&mut self.watch);
+                let skipped = now.saturating_sub(self.next);
+                self.next = now;
+                if skipped > 0 {
+                    return Some(Followed::Skipped(skipped));
+                }
+            }
+            if let Some(outcome) = self.outcome.take() {
+                // Settled, and every byte it printed is out: the end is this follower's to
+                // report.
+                self.ended = true;
+                if self.session.claim_report() {
+                    self.store.forget_reported(&self.session);
+                }
+                return Some(Followed::Ended(outcome));
+            }
+            let settled = self.settled.as_mut()?;
+            tokio::select! {
+                chunk = self.watch.output.recv(), if self.feed_open => match chunk {
+                    Some(chunk) => {
+                        self.next += chunk.len() as u64;
+                        return Some(Followed::Output(chunk));
+                    }
+                    // The feed closed: only the end is left to wait for.
+                    None => self.feed_open = false,
+                },
+                outcome = settled.as_mut() => {
+                    self.settled = None;
+                    self.outcome = Some(outcome);
+                }
+            }
+        }
+    }
+}
+
+/// A followed command's input ([`Run::input`]).
+#[derive(Clone)]
+pub struct RunInput {
+    session: Arc<Session>,
+}
+
+impl RunInput {
+    /// Writes to its terminal or stdin pipe, once the process takes it.
+    pub async fn write(&self, bytes: &[u8]) -> Result<(), ExecError> {
+        match deliver(&self.session, bytes, false, None).await? {
+            Some(WriteOutcome::Accepted) => Ok(()),
+            _ => Err(self.closed()),
+        }
+    }
+
+    /// Closes its stdin pipe (a terminal or a session without one: nothing to close).
+    pub async fn eof(&self) -> Result<(), ExecError> {
+        if !self.session.info.pipe_stdin {
+            return Ok(());
+        }
+        match deliver(&self.session, &[], true, None).await? {
+            Some(WriteOutcome::Accepted) => Ok(()),
+            _ => Err(self.closed()),
+        }
+    }
+
+    /// Ctrl-C: `^C` typed on its terminal, SIGINT to its process group on pipes.
+    pub async fn interrupt(&self) -> Result<(), ExecError> {
+        if self.session.info.tty {
+            return self.write(b"\x03").await;
+        }
+        self.session
+            .control()
+            .signal(Signal::Interrupt)
+            .await
+            .map_err(|e| ExecError::Write {
+                session_id: self.session.id(),
+                message: e.message,
+            })
+    }
+
+    /// Ends it (SIGTERM to its group, then SIGKILL, as `terminate_session`); the run still
+    /// reports how it ended.
+    pub fn terminate(&self) {
+        self.session.terminate();
+    }
+
+    /// Its terminal takes the person's size (a pipe session has none).
+    pub fn resize(&self, rows: u16, cols: u16) -> Result<(), ExecError> {
+        if !self.session.info.tty {
+            return Ok(());
+        }
+        self.session.resize_terminal(rows, cols)
+    }
+
+    fn closed(&self) -> ExecError {
+        ExecError::Write {
+            session_id: self.session.id(),
+            message: "its input is closed".to_owned(),
+        }
+    }
+}

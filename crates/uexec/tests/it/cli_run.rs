@@ -1,0 +1,397 @@
+//! `uexec run` in the foreground, as a person meets it: the output as it comes, the
+//! command's own exit code, stdin passed on, Ctrl-C that interrupts the command (twice:
+//! leaves it running, and says how to find it), `--tty` joined to this terminal, and nothing
+//! left running by a run that ended.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::helpers::{rand_suffix, UEXEC};
+use crate::place::DaemonPlace as Place;
+
+/// How long a test waits for what must come (a failure guard, not a synchronisation).
+const PATIENCE: Duration = Duration::from_secs(60);
+
+fn spawn(place: &Place, args: &[&str]) -> Child {
+    place
+        .command(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// A child's stdout, line by line as it comes.
+fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+fn finish(child: Child) -> Output {
+    child.wait_with_output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn sessions(place: &Place) -> Vec<Value> {
+    let out = place.command(&["ls", "--json"]).output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["sessions"].as_array().cloned().unwrap_or_default()
+}
+
+fn signal(child: &Child, signal: i32) {
+    // SAFETY: kill(2) of our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+}
+
+/// Waits until a signal sent to `child` is no longer pending: its handler took it.
+fn taken(child: &Child, signal: i32) {
+    let bit = 1u64 << (signal - 1);
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+        let pending = status
+            .lines()
+            .filter(|l| l.starts_with("ShdPnd:") || l.starts_with("SigPnd:"))
+            .map(|l| u64::from_str_radix(l.split_whitespace().nth(1).unwrap_or("0"), 16).unwrap())
+            .fold(0, |a, b| a | b);
+        if pending & bit == 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "signal {signal} never taken");
+        std::thread::yield_now();
+    }
+}
+
+/// `uexec kill ID`, which must succeed.
+fn kill(place: &Place, id: &str) {
+    let killed = place.command(&["kill", id]).output().unwrap();
+    assert_eq!(killed.status.code(), Some(0), "{}", stderr(&killed));
+}
+
+/// The session id a "still running as session N" line names.
+fn session_named(text: &str) -> String {
+    text.split("session ")
+        .nth(1)
+        .unwrap_or_default()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect()
+}
+
+#[test]
+fn output_arrives_as_it_comes_and_the_run_exits_with_the_commands_code() {
+    let place = Place::new("run");
+    // The first run starts the daemon (the engine makes it); the second is the front's.
+    for round in 0..2 {
+        let gate = place.cwd.join(format!("gate-{round}"));
+        let made = Command::new("mkfifo").arg(&gate).status().unwrap();
+        assert!(made.success());
+        let script = format!(
+            "echo first; read go < {}; echo second; exit 7",
+            gate.display()
+        );
+        let mut child = spawn(&place, &["run", "--no-login", "--", &script]);
+        let lines = lines_of(&mut child);
+        // The command is blocked on the gate: its first line came before its end.
+        assert_eq!(lines.recv_timeout(PATIENCE).as_deref(), Ok("first"));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&gate)
+            .unwrap()
+            .write_all(b"go\n")
+            .unwrap();
+        assert_eq!(lines.recv_timeout(PATIENCE).as_deref(), Ok("second"));
+        let out = finish(child);
+        assert_eq!(
+            out.status.code(),
+            Some(7),
+            "round {round}: {}",
+            stderr(&out)
+        );
+        assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+        // Its end was reported to the run: nothing is left to see or to poll.
+        assert_eq!(sessions(&place), Vec::<Value>::new());
+    }
+}
+
+#[test]
+fn stdin_goes_through_byte_for_byte_and_the_output_is_not_cut_at_a_models_budget() {
+    let place = Place::new("run");
+    let sort = |input: &[u8], args: &[&str]| {
+        let mut child = place
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let input = input.to_vec();
+        let writer = std::thread::spawn(move || stdin.write_all(&input));
+        let out = finish(child);
+        writer.join().unwrap().unwrap();
+        out
+    };
+    let sorted = sort(b"b\na\n", &["run", "--", "sort"]);
+    assert_eq!(sorted.status.code(), Some(0), "{}", stderr(&sorted));
+    assert_eq!(sorted.stdout, b"a\nb\n");
+    // Any bytes, more than a pipe or a frame holds, come back as they went.
+    let bytes: Vec<u8> = (0..300_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let cat = sort(&bytes, &["run", "--no-login", "--", "cat"]);
+    assert_eq!(cat.status.code(), Some(0), "{}", stderr(&cat));
+    assert!(
+        cat.stdout == bytes,
+        "{} bytes back of {}",
+        cat.stdout.len(),
+        bytes.len()
+    );
+    // 100,000 lines are ~590 KB, far past the 10,000 tokens a model's result holds.
+    let seq = place
+        .command(&["run", "--no-login", "--", "seq 1 100000"])
+        .output()
+        .unwrap();
+    let expected: String = (1..=100_000).map(|i| format!("{i}\n")).collect();
+    assert_eq!(seq.status.code(), Some(0), "{}", stderr(&seq));
+    assert!(
+        seq.stdout == expected.as_bytes(),
+        "{} bytes of {}",
+        seq.stdout.len(),
+        expected.len()
+    );
+}
+
+#[test]
+fn ctrl_c_interrupts_the_command_and_twice_leaves_it_running() {
+    let place = Place::new("run");
+    for round in 0..2 {
+        let mut child = spawn(
+            &place,
+            &["run", "--no-login", "--", "echo ready; exec sleep 100"],
+        );
+        let lines = lines_of(&mut child);
+        assert_eq!(lines.recv_timeout(PATIENCE).as_deref(), Ok("ready"));
+        signal(&child, libc::SIGINT);
+        let out = finish(child);
+        assert_eq!(
+            out.status.code(),
+            Some(130),
+            "round {round}: {}",
+            stderr(&out)
+        );
+        assert_eq!(sessions(&place), Vec::<Value>::new());
+    }
+    // A command that ignores Ctrl-C: the second, within a second, leaves it running.
+    let mut child = spawn(
+        &place,
+        &[
+            "run",
+            "--no-login",
+            "--",
+            "trap '' INT; echo ready; exec sleep 100",
+        ],
+    );
+    let lines = lines_of(&mut child);
+    assert_eq!(lines.recv_timeout(PATIENCE).as_deref(), Ok("ready"));
+    signal(&child, libc::SIGINT);
+    // Two signals sent before the first is taken are one: wait until it was.
+    taken(&child, libc::SIGINT);
+    signal(&child, libc::SIGINT);
+    let out = finish(child);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let id = session_named(&stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "still running as session {id} (uexec attach {id})"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    let listed = sessions(&place);
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["session_id"].to_string(), id);
+    assert_eq!(listed[0]["state"], "running");
+    kill(&place, &id);
+}
+
+#[test]
+fn a_run_told_to_stop_or_read_no_more_ends_its_command() {
+    let place = Place::new("run");
+    // SIGTERM (a script's `timeout`, a supervisor): the command is this run's job.
+    let mut child = spawn(
+        &place,
+        &["run", "--no-login", "--", "echo ready; exec sleep 100"],
+    );
+    let lines = lines_of(&mut child);
+    assert_eq!(lines.recv_timeout(PATIENCE).as_deref(), Ok("ready"));
+    signal(&child, libc::SIGTERM);
+    let out = finish(child);
+    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(sessions(&place), Vec::<Value>::new());
+    // `uexec run -- yes | head -1`: the reader goes; so does `yes`.
+    let mut child = spawn(&place, &["run", "--no-login", "--", "yes"]);
+    let mut out = child.stdout.take().unwrap();
+    let mut some = [0u8; 4];
+    out.read_exact(&mut some).unwrap();
+    assert_eq!(&some, b"y\ny\n");
+    drop(out);
+    let done = finish(child);
+    assert!(!stderr(&done).contains("panicked"), "{}", stderr(&done));
+    assert_eq!(sessions(&place), Vec::<Value>::new());
+}
+
+#[test]
+fn detach_keeps_the_window_and_says_with_its_exit_code_that_the_command_runs_on() {
+    let place = Place::new("run");
+    let done = place
+        .command(&["run", "-d", "--", "exit 3"])
+        .output()
+        .unwrap();
+    assert_eq!(done.status.code(), Some(3), "{}", stderr(&done));
+    let left = place
+        .command(&["run", "--detach", "--yield", "250", "--", "exec sleep 30"])
+        .output()
+        .unwrap();
+    assert_eq!(left.status.code(), Some(4), "{}", stderr(&left));
+    let id = session_named(&stderr(&left));
+    assert_eq!(sessions(&place).len(), 1);
+    kill(&place, &id);
+    // A flag that needs a window implies it: `--until-pattern` returns once it matched.
+    let ready = place
+        .command(&[
+            "run",
+            "--until-pattern",
+            "ready",
+            "--",
+            "echo ready; exec sleep 30",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(ready.status.code(), Some(4), "{}", stderr(&ready));
+    let id = session_named(&stderr(&ready));
+    kill(&place, &id);
+    // Bad input names the flag.
+    let bad = place
+        .command(&["run", "-d=yes", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+}
+
+/// A person's terminal, as tmux gives one.
+struct Terminal {
+    server: String,
+}
+
+impl Terminal {
+    fn new(place: &Place, line: &str) -> Self {
+        let term = Self {
+            server: format!("uexec-run-{}", rand_suffix()),
+        };
+        let shell = format!(
+            "env XDG_RUNTIME_DIR={} HOME={} bash --norc --noprofile",
+            place.runtime.display(),
+            place.cwd.join("home").display()
+        );
+        term.tmux(&[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            "100",
+            "-y",
+            "30",
+            &shell,
+        ]);
+        term.tmux(&["send-keys", "-t", "t", line, "Enter"]);
+        term
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.server, "-f", "/dev/null"])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "t"];
+        args.extend_from_slice(keys);
+        self.tmux(&args);
+    }
+
+    fn shows(&self, what: &str) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let screen = self.tmux(&["capture-pane", "-p", "-t", "t"]);
+            if screen.contains(what) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the screen never showed {what:?}:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.server, "kill-server"])
+            .output();
+    }
+}
+
+#[test]
+fn a_tty_run_is_this_terminal_joined_to_the_command() {
+    let place = Place::new("run");
+    let term = Terminal::new(
+        &place,
+        &format!("{UEXEC} run --tty -- python3 -q; echo \"run exited $?\""),
+    );
+    term.shows(">>>");
+    // What the person types goes to the REPL, not to the shell behind the run.
+    term.keys(&["print(6*7)", "Enter"]);
+    term.shows("42");
+    // Its terminal is this one's size.
+    term.keys(&["import shutil; print(shutil.get_terminal_size())", "Enter"]);
+    term.shows("columns=100, lines=30");
+    term.keys(&["exit(5)", "Enter"]);
+    term.shows("run exited 5");
+    // Ctrl-\ detaches: the command runs on, and the run says where.
+    term.keys(&[
+        &format!("{UEXEC} run --tty -- cat; echo \"run exited $?\""),
+        "Enter",
+    ]);
+    term.keys(&["typed", "Enter"]);
+    term.shows("typed\ntyped");
+    term.keys(&["C-\\"]);
+    let screen = term.shows("run exited 4");
+    let id = session_named(&screen[screen.find("still running as").unwrap_or(0)..]);
+    assert!(!id.is_empty(), "{screen}");
+    assert_eq!(sessions(&place).len(), 1);
+    kill(&place, &id);
+}
