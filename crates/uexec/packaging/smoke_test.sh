@@ -16,8 +16,9 @@ trap 'XDG_RUNTIME_DIR="$RT" "$UEXEC" daemon --stop >/dev/null 2>&1 || true; rm -
 export XDG_RUNTIME_DIR="$RT"
 
 # `uexec run true`: through the daemon it starts, with the command's own exit code.
-"$UEXEC" run true || fail "uexec run true failed"
-code=0; "$UEXEC" run -- sh -c 'exit 7' || code=$?
+# (stdin from /dev/null: a run passes its stdin on, and CI may have none open.)
+"$UEXEC" run true </dev/null || fail "uexec run true failed"
+code=0; "$UEXEC" run -- sh -c 'exit 7' </dev/null || code=$?
 [ "$code" = 7 ] || fail "uexec run exited $code, not the command's 7"
 "$UEXEC" daemon --status | grep -q "^pid: " || fail "daemon --status shows no daemon"
 
