@@ -1,7 +1,7 @@
 //! What callers ask of a store, and what it tells them about its sessions.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::output::until::Until;
 use crate::output::HygieneRequest;
@@ -117,7 +117,7 @@ pub struct OutputPage {
     pub matches: Option<u64>,
 }
 
-/// A live session as `list_sessions` shows it.
+/// A session as `list_sessions` shows it (a live one, or an ended one for people).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionInfo {
     pub session_id: i32,
@@ -134,4 +134,22 @@ pub struct SessionInfo {
     pub last_line: String,
     /// Where its transcript is, if it has one.
     pub transcript: Option<PathBuf>,
+    /// When it started (wall clock).
+    pub started: SystemTime,
+    /// How and when it ended, once it has.
+    pub end: Option<SessionEnd>,
+    /// Its exit was reported (to its owner, or it was terminated or pruned): it is gone from
+    /// the store, and listed only among the ended ([`crate::SessionStore::list_ended`]).
+    pub reported: bool,
+}
+
+/// How a session ended, for people.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionEnd {
+    /// When the process was first known gone (wall clock).
+    pub at: SystemTime,
+    /// Its exit code (`128 + N` for signal N), when known.
+    pub exit_code: Option<i32>,
+    /// Why it failed, when a monitor or its backend failed it.
+    pub failure: Option<String>,
 }

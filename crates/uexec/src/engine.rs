@@ -66,7 +66,7 @@ non-loopback address needs a token, and TLS unless --insecure-plaintext is given
     #[command(
         after_help = "The daemon listens on a Unix socket in a private directory ($XDG_RUNTIME_DIR/uexec/,
 else <temp dir>/uexec-<uid>/; it must be this user's, mode 0700) and answers only this
-user. It exits after --idle-timeout seconds with no session and no client, or on
+user. It exits after --idle-timeout seconds with no running session and no client, or on
 SIGTERM/SIGINT, killing what is left; if it is killed, its watchdog kills every session.
 
 Examples:
@@ -94,8 +94,10 @@ Examples:
         #[command(flatten)]
         args: cli::RunArgs,
     },
-    /// List every session in the daemon: id, owner (an MCP client, or @person), state, tty,
-    /// age, cwd, command and last output line.
+    /// List every session in the daemon: id, owner (an MCP client, or @person), state
+    /// (running, or exited with its code), when it ended, tty, age, cwd, command and last
+    /// output line. Ended sessions stay listed until someone is told of their exit; with -a,
+    /// until `uexec rm` or `uexec prune` removes them or their transcript is pruned.
     Ls {
         #[command(flatten)]
         target: cli::conn::Target,
@@ -140,6 +142,22 @@ Examples:
         #[command(flatten)]
         args: cli::KillArgs,
     },
+    /// Remove ended sessions (`uexec ls -a` lists them) and their transcripts. A running
+    /// one is refused unless --force, which kills it. Exit codes: 0 every one removed; else
+    /// that of the first that was not: 4 still running (left alone), 3 no such session.
+    Rm {
+        #[command(flatten)]
+        target: cli::conn::Target,
+        #[command(flatten)]
+        args: cli::RmArgs,
+    },
+    /// Remove every ended session of every owner and their transcripts; running ones stay.
+    Prune {
+        #[command(flatten)]
+        target: cli::conn::Target,
+        #[command(flatten)]
+        args: cli::PruneArgs,
+    },
     /// Join this terminal to a session: its screen is redrawn, then followed live. Read-only
     /// unless --write (then the model's writes are refused until you detach, and the
     /// session's size follows this terminal). Ctrl-\ detaches; the session keeps running.
@@ -163,7 +181,7 @@ Examples:
     },
 }
 
-const CLI_AFTER_HELP: &str = "Exit codes of the CLI verbs: run and wait exit with the command's own code; 0 success; 2 bad usage; 3 no such session; 125 uexec itself failed (the daemon unreachable or refusing). Output is never coloured.
+const CLI_AFTER_HELP: &str = "Exit codes of the CLI verbs: run and wait exit with the command's own code; 0 success; 4 run left its command running, or rm found a session running (without --force); 2 bad usage; 3 no such session; 125 uexec itself failed (the daemon unreachable or refusing). Output is never coloured.
 
 `uexec` is a small front: it makes a plain `uexec run` itself and runs `uexec-engine`, installed beside it, for everything else (the daemon runs as `uexec-engine daemon`).";
 
@@ -281,6 +299,8 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             Command::Poll { target, args } => cli::poll(&target, args).await,
             Command::Wait { target, args } => cli::wait(&target, args).await,
             Command::Kill { target, args } => cli::kill(&target, args).await,
+            Command::Rm { target, args } => cli::rm(&target, args).await,
+            Command::Prune { target, args } => cli::prune(&target, args).await,
             Command::Attach { target, args } => cli::attach::attach(&target, args).await,
         };
         Ok(verb.unwrap_or_else(|f| {

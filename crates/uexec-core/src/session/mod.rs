@@ -202,6 +202,12 @@ impl Session {
         self.state.borrow().clone()
     }
 
+    /// The lifecycle, followed: what people are told of a session gone from the store,
+    /// without keeping its buffers alive.
+    pub fn lifecycle_watch(&self) -> watch::Receiver<Lifecycle> {
+        self.state.subscribe()
+    }
+
     /// Marks the process exited now, whether or not its exit was observed (a backend that
     /// no longer knows it, a terminate).
     pub fn mark_exited(&self) {

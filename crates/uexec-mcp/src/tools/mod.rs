@@ -12,7 +12,9 @@ pub mod await_exit;
 pub mod exec_command;
 pub mod list_sessions;
 pub mod parse;
+pub mod prune_sessions;
 pub mod read_output;
+pub mod remove_session;
 pub mod render;
 pub mod schema;
 pub mod send_input;
@@ -40,7 +42,12 @@ pub fn all(codex_tools_only: bool, offer: Offer<'_>) -> Vec<Tool> {
 
 /// The tools of a person at the daemon, besides the agents' own.
 pub fn person_tools() -> Vec<Tool> {
-    vec![send_input::tool(), await_exit::tool()]
+    vec![
+        send_input::tool(),
+        await_exit::tool(),
+        remove_session::tool(),
+        prune_sessions::tool(),
+    ]
 }
 
 #[cfg(test)]

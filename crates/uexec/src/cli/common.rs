@@ -13,7 +13,8 @@ pub const EXIT_NO_SESSION: u8 = 3;
 /// uexec itself failed.
 pub const EXIT_UEXEC: u8 = 125;
 /// `uexec run` returned while its command still runs, as a session (`--detach`, or a second
-/// Ctrl-C): never 0, so `uexec run -d -- make test && deploy` does not deploy.
+/// Ctrl-C): never 0, so `uexec run -d -- make test && deploy` does not deploy. Also `rm` of
+/// a session that still runs, without `--force` (nothing was done to it).
 pub const EXIT_STILL_RUNNING: u8 = 4;
 
 /// Wait conditions of `run` and `poll` (the window stays the cap).
@@ -75,8 +76,9 @@ const FLAGS_OF_FIELDS: [(&str, &str); 6] = [
     ("until.prompt", "--until-prompt"),
 ];
 
-/// A tool error as a failure: an unknown session is [`EXIT_NO_SESSION`], a bad argument a
-/// usage error (2) that names the verb's flag where the tool named its field.
+/// A tool error as a failure: an unknown session is [`EXIT_NO_SESSION`], one that still
+/// runs where it should not [`EXIT_STILL_RUNNING`], a bad argument a usage error (2) that
+/// names the verb's flag where the tool named its field.
 pub(super) fn tool_failure(result: &ToolResult) -> Failure {
     text_failure(&result.text)
 }
@@ -85,6 +87,8 @@ pub(super) fn tool_failure(result: &ToolResult) -> Failure {
 pub(super) fn text_failure(text: &str) -> Failure {
     let code = if text.contains("Unknown process id") {
         EXIT_NO_SESSION
+    } else if text.contains("is still running") {
+        EXIT_STILL_RUNNING
     } else if text.contains("invalid arguments: ") {
         2
     } else {

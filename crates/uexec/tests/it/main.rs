@@ -9,6 +9,7 @@ mod net_support;
 mod attach;
 mod cli;
 mod cli_run;
+mod cli_sessions;
 mod daemon;
 mod daemon_trust;
 mod front;
