@@ -69,7 +69,8 @@ pub use events::{EndStatus, Event, EventKind, EventStream};
 pub use notice::ExitNotice;
 pub use policy::{MonitorHandle, PolicyMonitor};
 pub use request::{
-    ExecRequest, OutputPage, ReadOutputRequest, SessionEnd, SessionInfo, WaitRequest, WriteRequest,
+    check_session_name, ExecRequest, OutputPage, ReadOutputRequest, SessionEnd, SessionInfo,
+    WaitRequest, WriteRequest, MAX_SESSION_NAME_CHARS,
 };
 pub use session::{Outcome, OutputWatch};
 

@@ -94,7 +94,7 @@ Examples:
         #[command(flatten)]
         args: cli::RunArgs,
     },
-    /// List every session in the daemon: id, owner (an MCP client, or @person), state
+    /// List every session in the daemon: id, name, owner (an MCP client, or @person), state
     /// (running, or exited with its code), when it ended, tty, age, cwd, command and last
     /// output line. Ended sessions stay listed until someone is told of their exit; with -a,
     /// until `uexec rm` or `uexec prune` removes them or their transcript is pruned.

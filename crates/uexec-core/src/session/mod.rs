@@ -63,6 +63,8 @@ pub(crate) struct SessionMetaInfo {
     pub id: i32,
     pub call_id: String,
     pub command: String,
+    /// The name people may use instead of the id.
+    pub name: Option<String>,
     pub cwd: PathBuf,
     pub tty: bool,
     /// Pipe mode with a stdin pipe that `write_stdin` may write and close.

@@ -34,6 +34,7 @@ pub(super) const ENDED_SESSIONS: usize = 256;
 pub(super) struct Ended {
     id: i32,
     command: String,
+    name: Option<String>,
     cwd: PathBuf,
     tty: bool,
     started: SystemTime,
@@ -49,6 +50,7 @@ impl Ended {
         SessionInfo {
             session_id: self.id,
             command: self.command.clone(),
+            name: self.name.clone(),
             cwd: self.cwd.clone(),
             tty: self.tty,
             running_time: self.started.elapsed().unwrap_or_default(),
@@ -101,6 +103,7 @@ impl StoreInner {
         self.ended.push_back(Ended {
             id: session.id(),
             command: session.info.command.clone(),
+            name: session.info.name.clone(),
             cwd: session.info.cwd.clone(),
             tty: session.info.tty,
             started: started_wall(session),

@@ -52,6 +52,8 @@ struct StoreInner {
     sessions: HashMap<i32, Entry>,
     /// Ids of stored sessions plus those reserved by calls in flight.
     reserved: HashSet<i32>,
+    /// The names of reserved ids that have one.
+    names: HashMap<i32, String>,
     /// The ids in use in every store sharing this space (this store's among them).
     ids: Arc<IdSpace>,
     use_counter: u64,
@@ -101,6 +103,7 @@ impl StoreInner {
     }
 
     fn release(&mut self, id: i32) {
+        self.names.remove(&id);
         if self.reserved.remove(&id) {
             lock(&self.ids.0).remove(&id);
         }
@@ -220,6 +223,7 @@ impl SessionStore {
                 SessionInfo {
                     session_id: s.id(),
                     command: s.info.command.clone(),
+                    name: s.info.name.clone(),
                     cwd: s.info.cwd.clone(),
                     tty: s.info.tty,
                     running_time: s.started_at.elapsed(),

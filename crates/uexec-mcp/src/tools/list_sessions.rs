@@ -28,7 +28,8 @@ pub fn tool() -> Tool {
                         "command": {"type": "string"},
                         "cwd": {"type": "string"},
                         "tty": {"type": "boolean"},
-                        "running_seconds": {"type": "number"}
+                        "running_seconds": {"type": "number"},
+                        "name": {"type": "string", "description": "The name it was given (absent when none)."}
                     },
                     "required": ["session_id", "command", "cwd", "tty", "running_seconds"]
                 }
@@ -105,13 +106,18 @@ fn result(store: &SessionStore, environments: &[String]) -> CallToolResult {
             s.cwd.display(),
             s.command
         ));
-        items.push(json!({
+        let mut item = json!({
             "session_id": s.session_id,
             "command": s.command,
             "cwd": s.cwd.display().to_string(),
             "tty": s.tty,
             "running_seconds": secs,
-        }));
+        });
+        if let Some(name) = &s.name {
+            item["name"] = json!(name);
+            text.push_str(&format!(" (named {name})"));
+        }
+        items.push(item);
     }
     let mut structured = json!({ "sessions": items });
     if !environments.is_empty() {
@@ -157,6 +163,9 @@ fn every_owners(owners: &OwnerTable, all: bool) -> CallToolResult {
         if let Some(pid) = s.pid {
             item["pid"] = json!(pid);
         }
+        if let Some(name) = &s.name {
+            item["name"] = json!(name);
+        }
         if let Some(t) = &s.transcript {
             item["transcript"] = json!(t.display().to_string());
         }
@@ -177,8 +186,12 @@ fn every_owners(owners: &OwnerTable, all: bool) -> CallToolResult {
             item["reported"] = json!(true);
         }
         text.push_str(&format!(
-            "\n- session {} [{owner}] ({}, {how}, {secs:.1}s, cwd {}): {} | {}",
+            "\n- session {}{} [{owner}] ({}, {how}, {secs:.1}s, cwd {}): {} | {}",
             s.session_id,
+            s.name
+                .as_ref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default(),
             if s.tty { "tty" } else { "pipes" },
             s.cwd.display(),
             s.command,

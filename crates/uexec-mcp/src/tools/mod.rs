@@ -61,6 +61,9 @@ mod tests {
         let a = args(json!({"cmd": "x", "until": {"pattern": "ready"}}));
         let e = exec_command::request(Some(&a), Dialect::default()).expect_err("codex dialect");
         assert_eq!(e.field, "until");
+        let named = args(json!({"cmd": "x", "name": "devserver"}));
+        let e = exec_command::request(Some(&named), Dialect::default()).expect_err("codex");
+        assert_eq!(e.field, "name");
         let extended = Dialect {
             extended: true,
             ..Dialect::default()

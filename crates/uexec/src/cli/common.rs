@@ -1,5 +1,6 @@
 //! What every verb shares: the exit codes a failure means, one tool call that turns a tool
-//! error into that failure, the wait conditions of `run` and `poll`, and JSON output.
+//! error into that failure, a session named by id or name, the wait conditions of `run`
+//! and `poll`, and JSON output.
 //!
 //! A verb file uses this and [`conn`](super::conn), never another verb file.
 
@@ -67,8 +68,9 @@ impl From<anyhow::Error> for Failure {
 
 /// The tools' argument names a verb fills from its flags, and those flags: a person is told
 /// of the flag they typed, not of the field it became.
-const FLAGS_OF_FIELDS: [(&str, &str); 6] = [
+const FLAGS_OF_FIELDS: [(&str, &str); 7] = [
     ("workdir", "--cwd"),
+    ("name", "--name"),
     ("timeout_ms", "--timeout"),
     ("yield_time_ms", "--yield"),
     ("until.pattern", "--until-pattern"),
@@ -110,6 +112,100 @@ pub(super) fn no_daemon_for(id: i32) -> Failure {
     Failure {
         code: EXIT_NO_SESSION,
         message: format!("Unknown process id {id} (no uexec daemon is running)"),
+    }
+}
+
+/// A session as a person names it on the command line: its id, or the name it was given
+/// (`uexec run --name`, exec_command's `name`). Digits are an id; anything else must be a
+/// valid name ([`uexec_core::check_session_name`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionRef {
+    Id(i32),
+    Name(String),
+}
+
+impl std::fmt::Display for SessionRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Id(id) => write!(f, "{id}"),
+            Self::Name(name) => f.write_str(name),
+        }
+    }
+}
+
+/// clap's reading of a session argument.
+pub fn parse_session_ref(s: &str) -> Result<SessionRef, String> {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s
+            .parse()
+            .map(SessionRef::Id)
+            .map_err(|_| format!("{s} is not a session id"));
+    }
+    uexec_core::check_session_name(s)
+        .map(|()| SessionRef::Name(s.to_owned()))
+        .map_err(|why| format!("neither a session id nor a name: {why}"))
+}
+
+/// clap's reading of `--name` (`uexec run --name`).
+pub fn parse_session_name(s: &str) -> Result<String, String> {
+    uexec_core::check_session_name(s).map(|()| s.to_owned())
+}
+
+impl SessionRef {
+    /// What a verb naming this session says when no daemon runs.
+    pub(super) fn no_daemon(&self) -> Failure {
+        match self {
+            Self::Id(id) => no_daemon_for(*id),
+            Self::Name(name) => Failure {
+                code: EXIT_NO_SESSION,
+                message: format!("Unknown session name {name} (no uexec daemon is running)"),
+            },
+        }
+    }
+
+    /// The session's id: a name is looked up among every owner's sessions (ended ones
+    /// too), the running one first, else the one that started last. Two running sessions
+    /// of that name (two owners') are ambiguous: a usage error that lists their ids.
+    pub async fn resolve(&self, conn: &mut Conn) -> Result<i32, Failure> {
+        let name = match self {
+            Self::Id(id) => return Ok(*id),
+            Self::Name(name) => name,
+        };
+        let unknown = || Failure {
+            code: EXIT_NO_SESSION,
+            message: format!("Unknown session name {name}"),
+        };
+        if !conn.daemon_may_run() {
+            return Err(self.no_daemon());
+        }
+        let listed = call(conn, "list_sessions", json!({"all": true})).await?;
+        let named: Vec<&Value> = listed.structured["sessions"]
+            .as_array()
+            .map(|all| all.iter().filter(|s| s["name"] == name.as_str()).collect())
+            .unwrap_or_default();
+        let running: Vec<i64> = named
+            .iter()
+            .filter(|s| s["state"] == "running")
+            .filter_map(|s| s["session_id"].as_i64())
+            .collect();
+        let id =
+            match running.as_slice() {
+                [one] => Some(*one),
+                [] => named
+                    .iter()
+                    .max_by_key(|s| s["started_at"].as_str().unwrap_or_default().to_owned())
+                    .and_then(|s| s["session_id"].as_i64()),
+                many => {
+                    return Err(Failure {
+                        code: 2,
+                        message: format!(
+                        "session name {name} is ambiguous: sessions {} run under it (give the id)",
+                        many.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+                    ),
+                    })
+                }
+            };
+        id.and_then(|id| i32::try_from(id).ok()).ok_or_else(unknown)
     }
 }
 

@@ -4,14 +4,15 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
-use super::common::{call, no_daemon_for, print_json, Failure};
+use super::common::{call, parse_session_ref, print_json, Failure, SessionRef};
 use super::conn::{Conn, Target};
 
 /// `uexec kill`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct KillArgs {
-    /// The session.
-    pub id: i32,
+    /// The session: its id, or its name.
+    #[arg(value_name = "SESSION", value_parser = parse_session_ref)]
+    pub id: SessionRef,
     /// Print the answer as JSON ({session_id, terminated}).
     #[arg(long)]
     pub json: bool,
@@ -20,16 +21,12 @@ pub struct KillArgs {
 pub async fn kill(target: &Target, args: KillArgs) -> Result<ExitCode, Failure> {
     let mut conn = Conn::open(target, Vec::new())?;
     if !conn.daemon_may_run() {
-        return Err(no_daemon_for(args.id));
+        return Err(args.id.no_daemon());
     }
-    let result = call(
-        &mut conn,
-        "terminate_session",
-        json!({"session_id": args.id}),
-    )
-    .await?;
+    let id = args.id.resolve(&mut conn).await?;
+    let result = call(&mut conn, "terminate_session", json!({"session_id": id})).await?;
     if args.json {
-        print_json(&json!({"session_id": args.id, "terminated": true}));
+        print_json(&json!({"session_id": id, "terminated": true}));
     } else {
         println!("{}", result.text);
     }

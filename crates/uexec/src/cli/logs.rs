@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::common::{call, no_daemon_for, Failure, EXIT_UEXEC};
+use super::common::{call, parse_session_ref, Failure, SessionRef, EXIT_UEXEC};
 use super::conn::{Conn, Target};
 
 /// The most one `read_output` page carries, in bytes.
@@ -30,8 +30,9 @@ const FOLLOW_INTERVAL_MS: u64 = 100;
 /// `uexec logs`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LogsArgs {
-    /// The session (running, or recently exited).
-    pub id: i32,
+    /// The session (running, or ended: `uexec ls -a` lists them): its id, or its name.
+    #[arg(value_name = "SESSION", value_parser = parse_session_ref)]
+    pub id: SessionRef,
     /// Keep printing what it prints until it exits.
     #[arg(short, long)]
     pub follow: bool,
@@ -50,13 +51,14 @@ pub struct LogsArgs {
 pub async fn logs(target: &Target, args: LogsArgs) -> Result<ExitCode, Failure> {
     let mut conn = Conn::open(target, Vec::new())?;
     if !conn.daemon_may_run() {
-        return Err(no_daemon_for(args.id));
+        return Err(args.id.no_daemon());
     }
+    let id = args.id.resolve(&mut conn).await?;
     if args.asciicast {
         let page = call(
             &mut conn,
             "read_output",
-            json!({"session_id": args.id, "limit": 1}),
+            json!({"session_id": id, "limit": 1}),
         )
         .await?;
         let dir = page.structured["transcript"].as_str().unwrap_or_default();
@@ -74,7 +76,7 @@ pub async fn logs(target: &Target, args: LogsArgs) -> Result<ExitCode, Failure> 
             let page = call(
                 &mut conn,
                 "read_output",
-                json!({"session_id": args.id, "tail_lines": n}),
+                json!({"session_id": id, "tail_lines": n}),
             )
             .await?;
             emit_page(&page.structured, args.json);
@@ -87,7 +89,7 @@ pub async fn logs(target: &Target, args: LogsArgs) -> Result<ExitCode, Failure> 
         let page = call(
             &mut conn,
             "read_output",
-            json!({"session_id": args.id, "offset": offset, "limit": PAGE_LIMIT_BYTES}),
+            json!({"session_id": id, "offset": offset, "limit": PAGE_LIMIT_BYTES}),
         )
         .await?;
         let next = page.structured["next_offset"].as_u64().unwrap_or(offset);
@@ -106,7 +108,7 @@ pub async fn logs(target: &Target, args: LogsArgs) -> Result<ExitCode, Failure> 
             let listed = call(&mut conn, "list_sessions", json!({})).await?;
             let alive = listed.structured["sessions"].as_array().is_some_and(|all| {
                 all.iter().any(|s| {
-                    s["session_id"].as_i64() == Some(i64::from(args.id)) && s["state"] == "running"
+                    s["session_id"].as_i64() == Some(i64::from(id)) && s["state"] == "running"
                 })
             });
             if !alive {
@@ -114,7 +116,7 @@ pub async fn logs(target: &Target, args: LogsArgs) -> Result<ExitCode, Failure> 
                 let last = call(
                     &mut conn,
                     "read_output",
-                    json!({"session_id": args.id, "offset": offset, "limit": PAGE_LIMIT_BYTES}),
+                    json!({"session_id": id, "offset": offset, "limit": PAGE_LIMIT_BYTES}),
                 )
                 .await?;
                 if last.structured["next_offset"].as_u64().unwrap_or(offset) > offset {

@@ -48,13 +48,14 @@ pub async fn ls(target: &Target, args: LsArgs) -> Result<ExitCode, Failure> {
     }
     let now = std::time::SystemTime::now();
     println!(
-        "{:<7} {:<24} {:<10} {:>11} {:<5} {:>8}  {:<24} {:<32} LAST LINE",
-        "ID", "OWNER", "STATE", "ENDED", "TTY", "AGE", "CWD", "COMMAND"
+        "{:<7} {:<16} {:<24} {:<10} {:>11} {:<5} {:>8}  {:<24} {:<32} LAST LINE",
+        "ID", "NAME", "OWNER", "STATE", "ENDED", "TTY", "AGE", "CWD", "COMMAND"
     );
     for s in &sessions {
         println!(
-            "{:<7} {:<24} {:<10} {:>11} {:<5} {:>8}  {:<24} {:<32} {}",
+            "{:<7} {:<16} {:<24} {:<10} {:>11} {:<5} {:>8}  {:<24} {:<32} {}",
             s["session_id"].as_i64().unwrap_or_default(),
+            clip(s["name"].as_str().unwrap_or("-"), 16),
             clip(s["owner"].as_str().unwrap_or(""), 24),
             state(s),
             ended(s, now),

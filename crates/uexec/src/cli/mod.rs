@@ -28,7 +28,10 @@ mod run;
 mod send;
 mod wait;
 
-pub use common::{Failure, UntilArgs, EXIT_NO_SESSION, EXIT_STILL_RUNNING, EXIT_UEXEC};
+pub use common::{
+    parse_session_name, parse_session_ref, Failure, SessionRef, UntilArgs, EXIT_NO_SESSION,
+    EXIT_STILL_RUNNING, EXIT_UEXEC,
+};
 pub use kill::{kill, KillArgs};
 pub use logs::{logs, LogsArgs};
 pub use ls::{ls, LsArgs};

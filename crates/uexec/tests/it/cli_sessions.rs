@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::cli::{json_of, stderr, stdout};
 use crate::helpers::{marker, procs_with};
 use crate::place::DaemonPlace as Place;
 
@@ -14,18 +15,6 @@ use crate::place::DaemonPlace as Place;
 /// once, so a test's ids name one session each.
 fn uexec(place: &Place, args: &[&str]) -> Output {
     place.command(args).output().unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn json_of(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
 }
 
 /// `uexec run --json` of `cmd` with a short window; its session id if it still runs.
@@ -209,6 +198,13 @@ fn rm_and_prune_refuse_bad_input_and_start_no_daemon_for_nothing() {
         "{}",
         stderr(&rm)
     );
+    let named = uexec(&place, &["logs", "devserver"]);
+    assert_eq!(named.status.code(), Some(3), "{}", stderr(&named));
+    assert!(
+        stderr(&named).contains("Unknown session name devserver (no uexec daemon is running)"),
+        "{}",
+        stderr(&named)
+    );
     assert!(!place.socket().exists(), "a daemon was started");
 
     assert_eq!(start(&place, "true"), None);
@@ -270,4 +266,176 @@ fn an_ended_session_nobody_polled_keeps_no_daemon_past_its_idle_timeout() {
         std::thread::sleep(Duration::from_millis(50));
     };
     assert!(status.success(), "{status:?}");
+}
+
+/// An agent's named session, as people name it: ls shows the name, every verb takes it.
+#[tokio::test]
+async fn a_session_is_named_at_exec_command_and_every_verb_takes_its_name() {
+    use crate::helpers::{call, structured, text};
+    let place = Place::new("cli-sessions");
+    let agent = place.client(&["--owner", "agent-1", "--extended"]).await;
+    let cmd = format!("echo hi-named; {}", on_go(&place, 7));
+    let r = call(
+        &agent,
+        "exec_command",
+        json!({"cmd": cmd, "login": false, "yield_time_ms": 250, "name": "dev.server-1"}),
+    )
+    .await;
+    let id = structured(&r)["session_id"].as_i64().expect("running");
+    let rows = listed(&place, false);
+    assert_eq!(row(&rows, id).unwrap()["name"], "dev.server-1");
+    let table = stdout(&uexec(&place, &["ls"]));
+    assert!(
+        table.lines().next().unwrap_or_default().contains("NAME"),
+        "{table}"
+    );
+    assert!(table.contains("dev.server-1"), "{table}");
+    let agents = call(&agent, "list_sessions", json!({})).await;
+    assert_eq!(structured(&agents)["sessions"][0]["name"], "dev.server-1");
+
+    // The name is the owner's while the session runs: refused twice, naming `name`.
+    for (name, says) in [
+        (
+            "dev.server-1",
+            format!("is the name of session {id}, still running"),
+        ),
+        ("a b", "only letters, digits".to_owned()),
+        ("123", "not all digits".to_owned()),
+    ] {
+        let again = call(
+            &agent,
+            "exec_command",
+            json!({"cmd": "touch nothing-ran", "login": false, "name": name}),
+        )
+        .await;
+        let t = text(&again);
+        assert!(
+            t.contains("exec_command failed: invalid arguments: name: ") && t.contains(&says),
+            "{name}: {t}"
+        );
+    }
+    assert!(!place.cwd.join("nothing-ran").exists());
+
+    // logs, wait, send, poll, attach take the name.
+    let logs = uexec(&place, &["logs", "dev.server-1"]);
+    assert_eq!(stdout(&logs), "hi-named\n", "{}", stderr(&logs));
+    let waited = uexec(&place, &["wait", "--timeout", "0", "dev.server-1"]);
+    assert_eq!(waited.status.code(), Some(124), "{}", stderr(&waited));
+    assert!(
+        stderr(&waited).contains("dev.server-1 still runs"),
+        "{}",
+        stderr(&waited)
+    );
+    let sent = uexec(&place, &["send", "dev.server-1", "--ctrl-c"]);
+    assert!(sent.status.success(), "{}", stderr(&sent));
+    let polled = uexec(&place, &["poll", "--json", "dev.server-1"]);
+    assert_eq!(polled.status.code(), Some(130), "{}", stderr(&polled));
+    assert_eq!(json_of(&polled)["exit_code"], 130);
+    // Ended and reported: still found by name (`ls -a`), and removed by it.
+    let all = listed(&place, true);
+    assert_eq!(row(&all, id).unwrap()["name"], "dev.server-1", "{all:?}");
+    let logs = uexec(&place, &["logs", "dev.server-1"]);
+    assert_eq!(stdout(&logs), "hi-named\n", "{}", stderr(&logs));
+    // The name is free again; a name's running session comes before its ended ones.
+    let r = call(
+        &agent,
+        "exec_command",
+        json!({"cmd": "echo second; exec sleep 30", "login": false, "yield_time_ms": 250,
+               "name": "dev.server-1"}),
+    )
+    .await;
+    let second = structured(&r)["session_id"].as_i64().expect("running");
+    let logs = uexec(&place, &["logs", "dev.server-1"]);
+    assert_eq!(stdout(&logs), "second\n", "{}", stderr(&logs));
+    let killed = uexec(&place, &["kill", "dev.server-1"]);
+    assert_eq!(killed.status.code(), Some(0), "{}", stderr(&killed));
+    let removed = uexec(&place, &["rm", "dev.server-1"]);
+    assert_eq!(removed.status.code(), Some(0), "{}", stderr(&removed));
+    assert_eq!(stdout(&removed), format!("Session {second} removed\n"));
+    let removed = uexec(&place, &["rm", "dev.server-1"]);
+    assert_eq!(stdout(&removed), format!("Session {id} removed\n"));
+
+    for verb in ["logs", "kill", "wait", "poll", "rm", "attach"] {
+        let out = uexec(&place, &[verb, "no-such-name"]);
+        assert_eq!(out.status.code(), Some(3), "{verb}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("Unknown session name no-such-name"),
+            "{verb}: {}",
+            stderr(&out)
+        );
+        let bad = uexec(&place, &[verb, "not a name"]);
+        assert_eq!(bad.status.code(), Some(2), "{verb}: {}", stderr(&bad));
+        assert!(
+            stderr(&bad).contains("invalid value 'not a name'"),
+            "{}",
+            stderr(&bad)
+        );
+    }
+    let help = stdout(&uexec(&place, &["logs", "--help"]));
+    assert!(
+        help.contains("<SESSION>") && help.contains("its name"),
+        "{help}"
+    );
+    agent.cancel().await.unwrap();
+
+    // Codex's dialect has no name.
+    let codex = place.client(&["--owner", "agent-2"]).await;
+    let r = call(&codex, "exec_command", json!({"cmd": "true", "name": "x"})).await;
+    assert!(
+        text(&r).contains("invalid arguments: name: unknown field"),
+        "{}",
+        text(&r)
+    );
+    codex.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn attach_follows_a_session_named_by_its_name() {
+    use std::io::Read as _;
+    let place = Place::new("cli-sessions");
+    let agent = place.client(&["--owner", "agent-1", "--extended"]).await;
+    let cmd = format!("echo hi-attach; {}", on_go(&place, 8));
+    crate::helpers::call(
+        &agent,
+        "exec_command",
+        json!({"cmd": cmd, "login": false, "yield_time_ms": 250, "name": "watched"}),
+    )
+    .await;
+    let mut attach = place
+        .command(&["attach", "watched"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = attach.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = out.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains("hi-attach") {
+        let more = rx
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("attach showed {:?}", String::from_utf8_lossy(&seen)));
+        seen.extend(more);
+    }
+    go(&place, 8);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = attach.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "attach did not end with the session"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+    agent.cancel().await.unwrap();
 }
