@@ -27,7 +27,7 @@ use crate::tools::schema::Offer;
 use crate::tools::wait::Heartbeat;
 use crate::tools::{
     self, await_exit, exec_command, list_sessions, prune_sessions, read_output, remove_session,
-    send_input, terminate_session, wait, write_stdin,
+    send_input, signal_session, terminate_session, wait, write_stdin,
 };
 
 /// How often a connection waiting to hear of environment changes checks it is still open.
@@ -137,6 +137,9 @@ impl UexecServer {
             send_input::NAME if owners.is_some() => send_input::call(store, arguments).await,
             await_exit::NAME if owners.is_some() => await_exit::call(store, arguments).await,
             remove_session::NAME if owners.is_some() => remove_session::call(store, arguments),
+            signal_session::NAME if owners.is_some() => {
+                signal_session::call(store, arguments).await
+            }
             prune_sessions::NAME => match owners {
                 Some(owners) => prune_sessions::call(owners, arguments),
                 None => unknown(name),

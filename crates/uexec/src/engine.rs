@@ -135,7 +135,14 @@ Examples:
         #[command(flatten)]
         args: cli::WaitArgs,
     },
-    /// Kill a session and every process it started.
+    /// Kill sessions (by id or name, or --all of them) and every process they started, or
+    /// only send them a signal (--signal TERM). Exit codes: 0 every one done; else that of
+    /// the first that was not (the others are still done): 3 no such session (with
+    /// --signal: or it has exited already), 125 uexec failed; 2 bad usage.
+    #[command(after_help = "Examples:
+  uexec kill 48213 devserver            kill two sessions (SIGKILL to each process group)
+  uexec kill --signal TERM devserver    ask it to stop; `uexec ls` then shows how it exited
+  uexec kill --all --owner @person      every running session you started")]
     Kill {
         #[command(flatten)]
         target: cli::conn::Target,

@@ -23,7 +23,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Signal};
 use crate::config::StoreConfig;
 use crate::environments::{Environments, Lookup};
 use crate::error::ExecError;
@@ -270,6 +270,28 @@ impl SessionStore {
         };
         session.terminate();
         Ok(())
+    }
+
+    /// Sends `signal` to a running session's process group, and nothing else: the session
+    /// ends, if it does, as any exit does (its code says the signal).
+    pub async fn signal(&self, session_id: i32, signal: Signal) -> Result<(), ExecError> {
+        let session = self
+            .touch(session_id)
+            .ok_or(ExecError::UnknownProcess(session_id))?;
+        if session.lifecycle().exited() {
+            return Err(ExecError::Signal {
+                session_id,
+                message: "it has exited".to_owned(),
+            });
+        }
+        session
+            .control()
+            .signal(signal)
+            .await
+            .map_err(|e| ExecError::Signal {
+                session_id,
+                message: e.message,
+            })
     }
 
     /// Terminates every session of the store.

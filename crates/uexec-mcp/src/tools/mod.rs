@@ -18,6 +18,7 @@ pub mod remove_session;
 pub mod render;
 pub mod schema;
 pub mod send_input;
+pub mod signal_session;
 pub mod terminate_session;
 pub mod wait;
 pub mod write_stdin;
@@ -47,6 +48,7 @@ pub fn person_tools() -> Vec<Tool> {
         await_exit::tool(),
         remove_session::tool(),
         prune_sessions::tool(),
+        signal_session::tool(),
     ]
 }
 

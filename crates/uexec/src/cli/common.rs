@@ -87,7 +87,7 @@ pub(super) fn tool_failure(result: &ToolResult) -> Failure {
 
 /// [`tool_failure`] of a tool error's text (as a daemon's refusal of a run says it).
 pub(super) fn text_failure(text: &str) -> Failure {
-    let code = if text.contains("Unknown process id") {
+    let code = if text.contains("Unknown process id") || text.contains("it has exited") {
         EXIT_NO_SESSION
     } else if text.contains("is still running") {
         EXIT_STILL_RUNNING
