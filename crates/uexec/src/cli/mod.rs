@@ -33,7 +33,7 @@ pub use common::{
     EXIT_STILL_RUNNING, EXIT_UEXEC,
 };
 pub use kill::{kill, KillArgs};
-pub use logs::{logs, LogsArgs};
+pub use logs::{logs, LogsArgs, Since};
 pub use ls::{ls, LsArgs};
 pub use poll::{poll, PollArgs};
 pub use prune::{prune, PruneArgs};

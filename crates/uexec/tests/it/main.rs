@@ -8,6 +8,8 @@ mod net_support;
 
 mod attach;
 mod cli;
+mod cli_kill;
+mod cli_logs_since;
 mod cli_run;
 mod cli_sessions;
 mod daemon;
