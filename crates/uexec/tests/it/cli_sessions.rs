@@ -216,8 +216,10 @@ fn rm_and_prune_refuse_bad_input_and_start_no_daemon_for_nothing() {
     assert!(!place.socket().exists(), "a daemon was started");
 
     assert_eq!(start(&place, "true"), None);
-    let cases: [(&[&str], i32, &str); 3] = [
+    let cases: [(&[&str], i32, &str); 5] = [
         (&["rm"], 2, "required"),
+        (&["ls", "--all=yes"], 2, "'--all'"),
+        (&["prune", "1000"], 2, "unexpected argument '1000'"),
         (&["rm", "99999", "--forse"], 2, "'--forse'"),
         (&["rm", "99999"], 3, "Unknown process id 99999"),
     ];
