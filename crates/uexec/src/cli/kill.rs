@@ -95,7 +95,8 @@ pub async fn kill(target: &Target, args: KillArgs) -> Result<ExitCode, Failure> 
     Ok(first_failure.map_or(ExitCode::SUCCESS, ExitCode::from))
 }
 
-/// Ends (or signals) one session: what to print, and its JSON.
+/// Ends (or signals) one session: what to print, and its JSON (said here, not the tool's
+/// text, which may carry the person's exit notices of other sessions).
 async fn kill_one(
     conn: &mut Conn,
     session: &SessionRef,
@@ -107,17 +108,23 @@ async fn kill_one(
     let id = session.resolve(conn).await?;
     Ok(match signal {
         None => {
-            let r = call(conn, "terminate_session", json!({"session_id": id})).await?;
-            (r.text, json!({"session_id": id, "terminated": true}))
+            call(conn, "terminate_session", json!({"session_id": id})).await?;
+            (
+                format!("Session {id} terminated"),
+                json!({"session_id": id, "terminated": true}),
+            )
         }
         Some(signal) => {
-            let r = call(
+            call(
                 conn,
                 "signal_session",
                 json!({"session_id": id, "signal": signal.name()}),
             )
             .await?;
-            (r.text, json!({"session_id": id, "signal": signal.name()}))
+            (
+                format!("Sent SIG{} to session {id}", signal.name()),
+                json!({"session_id": id, "signal": signal.name()}),
+            )
         }
     })
 }

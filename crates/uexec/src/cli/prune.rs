@@ -19,16 +19,27 @@ pub struct PruneArgs {
 pub async fn prune(target: &Target, args: PruneArgs) -> Result<ExitCode, Failure> {
     let mut conn = Conn::open(target, Vec::new())?;
     // No daemon, nothing ended to remove: none is started only to say so.
-    let (removed, text) = if conn.daemon_may_run() {
+    let removed: Vec<i64> = if conn.daemon_may_run() {
         let result = call(&mut conn, "prune_sessions", json!({})).await?;
-        (result.structured["removed"].clone(), result.text)
+        result.structured["removed"]
+            .as_array()
+            .map(|ids| ids.iter().filter_map(serde_json::Value::as_i64).collect())
+            .unwrap_or_default()
     } else {
-        (json!([]), "No ended sessions to remove.".to_owned())
+        Vec::new()
     };
     if args.json {
         print_json(&json!({ "removed": removed }));
+    } else if removed.is_empty() {
+        println!("No ended sessions to remove.");
     } else {
-        println!("{text}");
+        // Said here, not the tool's text, which may carry the person's exit notices.
+        let ids: Vec<String> = removed.iter().map(i64::to_string).collect();
+        println!(
+            "Removed {} ended session(s): {}",
+            removed.len(),
+            ids.join(", ")
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
