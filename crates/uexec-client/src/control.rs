@@ -87,12 +87,20 @@ impl ProcessControl for RemoteControl {
 
     fn signal(&self, signal: Signal) -> BoxFuture<'_, Result<(), BackendError>> {
         Box::pin(async move {
+            let signal = match signal {
+                Signal::Interrupt => SignalName::Interrupt,
+                Signal::Terminate => SignalName::Terminate,
+                // The wire names these two alone (Codex's server knows `interrupt` only).
+                other => {
+                    return Err(BackendError::new(format!(
+                        "an exec server is sent INT or TERM only, not {}",
+                        other.name()
+                    )))
+                }
+            };
             let params = SignalParams {
                 process_id: self.process_id.clone(),
-                signal: match signal {
-                    Signal::Interrupt => SignalName::Interrupt,
-                    Signal::Terminate => SignalName::Terminate,
-                },
+                signal,
             };
             let timeout = Some(self.session.config().request_timeout);
             let _: SignalResult = self

@@ -42,6 +42,12 @@ pub enum ExecError {
     /// The store was shut down (its connection or daemon is going away).
     #[error("the session store is shut down")]
     ShutDown,
+    /// The backend could not deliver a signal.
+    #[error("signalling session {session_id} failed: {message}")]
+    Signal { session_id: i32, message: String },
+    /// Removing a session that still runs, without forcing it.
+    #[error("session {session_id} is still running")]
+    StillRunning { session_id: i32 },
 }
 
 impl ExecError {

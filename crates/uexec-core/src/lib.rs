@@ -32,8 +32,8 @@
 //! - No process-wide state but the last will's hook (`backend::local::set_group_watch`: a
 //!   process has one group watcher) and a transcript pruning clock; everything else is a
 //!   value its owner holds.
-//! - No import circle between modules. The leaves come first: `utf8` and `policy` use no
-//!   other module; `transcript` uses only `fs` and `utf8`; `output` only those, `limits`
+//! - No import circle between modules. The leaves come first: `utf8`, `rfc3339` and `policy`
+//!   use no other module; `transcript` uses only `fs` and `utf8`; `output` only those, `limits`
 //!   and `error`; the store, the sessions and the plan sit above them.
 
 #![forbid(unsafe_code)]
@@ -53,6 +53,7 @@ mod plan;
 pub mod policy;
 mod prune;
 mod request;
+pub mod rfc3339;
 mod session;
 pub mod shell_snapshot;
 pub mod store;
@@ -68,7 +69,8 @@ pub use events::{EndStatus, Event, EventKind, EventStream};
 pub use notice::ExitNotice;
 pub use policy::{MonitorHandle, PolicyMonitor};
 pub use request::{
-    ExecRequest, OutputPage, ReadOutputRequest, SessionInfo, WaitRequest, WriteRequest,
+    check_session_name, ExecRequest, OutputPage, ReadOutputRequest, SessionEnd, SessionInfo,
+    WaitRequest, WriteRequest, MAX_SESSION_NAME_CHARS,
 };
 pub use session::{Outcome, OutputWatch};
 

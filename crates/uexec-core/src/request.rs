@@ -1,7 +1,7 @@
 //! What callers ask of a store, and what it tells them about its sessions.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::output::until::Until;
 use crate::output::HygieneRequest;
@@ -46,6 +46,39 @@ pub struct ExecRequest {
     pub sandbox: Option<crate::policy::Profile>,
     /// Network policy (default: the store's).
     pub network: Option<crate::policy::Network>,
+    /// A name people may use instead of the id ([`check_session_name`]; unique among the
+    /// store's running sessions).
+    pub name: Option<String>,
+}
+
+/// Most characters of a session's name.
+pub const MAX_SESSION_NAME_CHARS: usize = 32;
+
+/// A session name: 1 to [`MAX_SESSION_NAME_CHARS`] characters of `A-Z a-z 0-9 . _ -`, not
+/// starting with `-` (it would read as a flag) and not all digits (it would read as an id).
+pub fn check_session_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.chars().count() > MAX_SESSION_NAME_CHARS {
+        return Err(format!(
+            "{name:?}: a name has 1 to {MAX_SESSION_NAME_CHARS} characters"
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b".-_".contains(&b))
+    {
+        return Err(format!(
+            "{name:?}: a name has only letters, digits, '.', '_' and '-'"
+        ));
+    }
+    if name.starts_with('-') {
+        return Err(format!("{name:?}: a name does not start with '-'"));
+    }
+    if name.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "{name:?}: a name is not all digits (that is a session id)"
+        ));
+    }
+    Ok(())
 }
 
 /// Arguments of `write_stdin` (SPEC §3).
@@ -117,12 +150,14 @@ pub struct OutputPage {
     pub matches: Option<u64>,
 }
 
-/// A live session as `list_sessions` shows it.
+/// A session as `list_sessions` shows it (a live one, or an ended one for people).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionInfo {
     pub session_id: i32,
     /// The command as given (`cmd`).
     pub command: String,
+    /// The name it was given, if any.
+    pub name: Option<String>,
     pub cwd: PathBuf,
     pub tty: bool,
     pub running_time: Duration,
@@ -134,4 +169,22 @@ pub struct SessionInfo {
     pub last_line: String,
     /// Where its transcript is, if it has one.
     pub transcript: Option<PathBuf>,
+    /// When it started (wall clock).
+    pub started: SystemTime,
+    /// How and when it ended, once it has.
+    pub end: Option<SessionEnd>,
+    /// Its exit was reported (to its owner, or it was terminated or pruned): it is gone from
+    /// the store, and listed only among the ended ([`crate::SessionStore::list_ended`]).
+    pub reported: bool,
+}
+
+/// How a session ended, for people.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionEnd {
+    /// When the process was first known gone (wall clock).
+    pub at: SystemTime,
+    /// Its exit code (`128 + N` for signal N), when known.
+    pub exit_code: Option<i32>,
+    /// Why it failed, when a monitor or its backend failed it.
+    pub failure: Option<String>,
 }

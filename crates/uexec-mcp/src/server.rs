@@ -26,8 +26,8 @@ use crate::tools::render::{attach_exit_notices, Answer};
 use crate::tools::schema::Offer;
 use crate::tools::wait::Heartbeat;
 use crate::tools::{
-    self, await_exit, exec_command, list_sessions, read_output, send_input, terminate_session,
-    wait, write_stdin,
+    self, await_exit, exec_command, list_sessions, prune_sessions, read_output, remove_session,
+    send_input, signal_session, terminate_session, wait, write_stdin,
 };
 
 /// How often a connection waiting to hear of environment changes checks it is still open.
@@ -136,6 +136,14 @@ impl UexecServer {
             },
             send_input::NAME if owners.is_some() => send_input::call(store, arguments).await,
             await_exit::NAME if owners.is_some() => await_exit::call(store, arguments).await,
+            remove_session::NAME if owners.is_some() => remove_session::call(store, arguments),
+            signal_session::NAME if owners.is_some() => {
+                signal_session::call(store, arguments).await
+            }
+            prune_sessions::NAME => match owners {
+                Some(owners) => prune_sessions::call(owners, arguments),
+                None => unknown(name),
+            },
             terminate_session::NAME if !codex_tools_only => {
                 terminate_session::call(store, arguments)
             }
@@ -188,6 +196,12 @@ impl ServerHandler for UexecServer {
             },
         );
         if self.stores.owners().is_some() {
+            // A person lists every owner's sessions, ended ones too.
+            for tool in &mut all {
+                if tool.name == list_sessions::NAME {
+                    *tool = list_sessions::person_tool();
+                }
+            }
             all.extend(tools::person_tools());
         }
         Ok(ListToolsResult::with_all_items(all))

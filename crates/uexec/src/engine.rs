@@ -66,7 +66,7 @@ non-loopback address needs a token, and TLS unless --insecure-plaintext is given
     #[command(
         after_help = "The daemon listens on a Unix socket in a private directory ($XDG_RUNTIME_DIR/uexec/,
 else <temp dir>/uexec-<uid>/; it must be this user's, mode 0700) and answers only this
-user. It exits after --idle-timeout seconds with no session and no client, or on
+user. It exits after --idle-timeout seconds with no running session and no client, or on
 SIGTERM/SIGINT, killing what is left; if it is killed, its watchdog kills every session.
 
 Examples:
@@ -95,8 +95,10 @@ Examples:
         #[command(flatten)]
         args: cli::RunArgs,
     },
-    /// List every session in the daemon: id, owner (an MCP client, or @person), state, tty,
-    /// age, cwd, command and last output line.
+    /// List every session in the daemon: id, name, owner (an MCP client, or @person), state
+    /// (running, or exited with its code), when it ended, tty, age, cwd, command and last
+    /// output line. Ended sessions stay listed until someone is told of their exit; with -a,
+    /// until `uexec rm` or `uexec prune` removes them or their transcript is pruned.
     Ls {
         #[command(flatten)]
         target: cli::conn::Target,
@@ -134,12 +136,35 @@ Examples:
         #[command(flatten)]
         args: cli::WaitArgs,
     },
-    /// Kill a session and every process it started.
+    /// Kill sessions (by id or name, or --all of them) and every process they started, or
+    /// only send them a signal (--signal TERM). Exit codes: 0 every one done; else that of
+    /// the first that was not (the others are still done): 3 no such session (with
+    /// --signal: or it has exited already), 125 uexec failed; 2 bad usage.
+    #[command(after_help = "Examples:
+  uexec kill 48213 devserver            kill two sessions (SIGKILL to each process group)
+  uexec kill --signal TERM devserver    ask it to stop; `uexec ls` then shows how it exited
+  uexec kill --all --owner @person      every running session you started")]
     Kill {
         #[command(flatten)]
         target: cli::conn::Target,
         #[command(flatten)]
         args: cli::KillArgs,
+    },
+    /// Remove ended sessions (`uexec ls -a` lists them) and their transcripts. A running
+    /// one is refused unless --force, which kills it. Exit codes: 0 every one removed; else
+    /// that of the first that was not: 4 still running (left alone), 3 no such session.
+    Rm {
+        #[command(flatten)]
+        target: cli::conn::Target,
+        #[command(flatten)]
+        args: cli::RmArgs,
+    },
+    /// Remove every ended session of every owner and their transcripts; running ones stay.
+    Prune {
+        #[command(flatten)]
+        target: cli::conn::Target,
+        #[command(flatten)]
+        args: cli::PruneArgs,
     },
     /// Join this terminal to a session: its screen is redrawn, then followed live. Read-only
     /// unless --write (then the model's writes are refused until you detach, and the
@@ -173,7 +198,8 @@ Examples:
 
 const CLI_AFTER_HELP: &str = "Exit codes:
   run, wait        the command's own code (124 after --timeout; run: 130 after Ctrl-C)
-  4                run left the command running (--detach, or Ctrl-C twice within a second)
+  4                run left the command running (--detach, or Ctrl-C twice within a second);
+                   rm found a session running (without --force)
   0                success
   2                bad usage (a flag or value; the message names it)
   3                no such session (daemon --status: no daemon runs)
@@ -366,6 +392,8 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             Command::Poll { target, args } => cli::poll(&target, args).await,
             Command::Wait { target, args } => cli::wait(&target, args).await,
             Command::Kill { target, args } => cli::kill(&target, args).await,
+            Command::Rm { target, args } => cli::rm(&target, args).await,
+            Command::Prune { target, args } => cli::prune(&target, args).await,
             Command::Attach { target, args } => cli::attach::attach(&target, args).await,
         };
         Ok(verb.unwrap_or_else(|f| {

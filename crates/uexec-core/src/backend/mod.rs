@@ -225,6 +225,64 @@ pub enum Signal {
     Interrupt,
     /// SIGTERM to the process group (a polite stop, e.g. the hard timeout).
     Terminate,
+    /// SIGHUP (the terminal hung up; many daemons reload on it).
+    Hangup,
+    /// SIGQUIT (stop and dump core).
+    Quit,
+    /// SIGKILL, sent as a signal: unlike a terminate, the session ends as any exit does.
+    Kill,
+    /// SIGUSR1.
+    User1,
+    /// SIGUSR2.
+    User2,
+}
+
+impl Signal {
+    /// Every signal, in the order people are told of them.
+    pub const ALL: [Signal; 7] = [
+        Signal::Hangup,
+        Signal::Interrupt,
+        Signal::Quit,
+        Signal::Kill,
+        Signal::User1,
+        Signal::User2,
+        Signal::Terminate,
+    ];
+
+    /// Its name without `SIG` (`TERM`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::Hangup => "HUP",
+            Signal::Interrupt => "INT",
+            Signal::Quit => "QUIT",
+            Signal::Kill => "KILL",
+            Signal::User1 => "USR1",
+            Signal::User2 => "USR2",
+            Signal::Terminate => "TERM",
+        }
+    }
+
+    /// Its number here (`kill -l`).
+    pub fn number(self) -> i32 {
+        match self {
+            Signal::Hangup => libc::SIGHUP,
+            Signal::Interrupt => libc::SIGINT,
+            Signal::Quit => libc::SIGQUIT,
+            Signal::Kill => libc::SIGKILL,
+            Signal::User1 => libc::SIGUSR1,
+            Signal::User2 => libc::SIGUSR2,
+            Signal::Terminate => libc::SIGTERM,
+        }
+    }
+
+    /// A signal as `kill` takes it: `TERM`, `SIGTERM`, `term` or `15`.
+    pub fn parse(s: &str) -> Option<Signal> {
+        let upper = s.to_ascii_uppercase();
+        let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
+        Self::ALL
+            .into_iter()
+            .find(|sig| sig.name() == bare || sig.number().to_string() == bare)
+    }
 }
 
 pub use uexec_sys::InputWait;
@@ -346,5 +404,24 @@ pub trait Backend: Send + Sync + 'static {
     /// do). A backend that connects on demand connects here, so the placement is known.
     fn prepare(&self) -> BoxFuture<'_, Result<(), BackendError>> {
         Box::pin(async { Ok(()) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Signal;
+
+    #[test]
+    fn a_signal_is_read_as_kill_takes_it() {
+        for word in ["TERM", "SIGTERM", "term", "SigTerm", "15"] {
+            assert_eq!(Signal::parse(word), Some(Signal::Terminate), "{word}");
+        }
+        for signal in Signal::ALL {
+            assert_eq!(Signal::parse(signal.name()), Some(signal));
+            assert_eq!(Signal::parse(&signal.number().to_string()), Some(signal));
+        }
+        for word in ["", "SIG", "0", "STOP", "TERM ", "-15", "99"] {
+            assert_eq!(Signal::parse(word), None, "{word:?}");
+        }
     }
 }

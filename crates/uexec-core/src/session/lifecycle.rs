@@ -98,6 +98,25 @@ impl Lifecycle {
         self.outcome.as_ref()
     }
 
+    /// The exit code as known now, for people: the outcome's once fixed, else what the
+    /// outcome would say (the timeout's code, or the exit report's).
+    pub fn exit_code(&self) -> Option<i32> {
+        if let Some(outcome) = &self.outcome {
+            return outcome.exit_code;
+        }
+        match self.exit {
+            Exit::Running => None,
+            _ if self.timed_out_ms.is_some() => Some(TIMEOUT_EXIT_CODE),
+            Exit::Reported { code, .. } => code,
+            Exit::Gone { .. } => None,
+        }
+    }
+
+    /// The failure recorded, if any (the first one).
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
+    }
+
     /// The backend's exit report arrived: the process is gone (since now, unless it was
     /// known gone before), with the report's code; its failure counts unless one came first.
     pub fn exit_reported(&mut self, report: ExitReport, now: Instant) -> bool {
@@ -245,6 +264,21 @@ mod tests {
         let before = l.clone();
         assert!(!l.gone(now + Duration::from_secs(1)));
         assert_eq!(l, before);
+    }
+
+    #[test]
+    fn the_code_people_see_before_the_outcome_is_fixed_is_the_one_it_will_say() {
+        let mut l = Lifecycle::new(0);
+        assert_eq!(l.exit_code(), None, "running");
+        l.gone(Instant::now());
+        assert_eq!(l.exit_code(), None, "gone, no report yet");
+        l.exit_reported(report(Some(137), None), Instant::now());
+        assert_eq!(l.exit_code(), Some(137));
+        let mut timed = Lifecycle::new(0);
+        timed.timed_out(300);
+        timed.exit_reported(report(Some(143), None), Instant::now());
+        assert_eq!(timed.exit_code(), Some(TIMEOUT_EXIT_CODE));
+        assert_eq!(timed.exit_code(), fixed(timed.clone()).exit_code);
     }
 
     #[test]

@@ -63,6 +63,8 @@ pub(crate) struct SessionMetaInfo {
     pub id: i32,
     pub call_id: String,
     pub command: String,
+    /// The name people may use instead of the id.
+    pub name: Option<String>,
     pub cwd: PathBuf,
     pub tty: bool,
     /// Pipe mode with a stdin pipe that `write_stdin` may write and close.
@@ -200,6 +202,12 @@ impl Session {
 
     pub fn lifecycle(&self) -> Lifecycle {
         self.state.borrow().clone()
+    }
+
+    /// The lifecycle, followed: what people are told of a session gone from the store,
+    /// without keeping its buffers alive.
+    pub fn lifecycle_watch(&self) -> watch::Receiver<Lifecycle> {
+        self.state.subscribe()
     }
 
     /// Marks the process exited now, whether or not its exit was observed (a backend that

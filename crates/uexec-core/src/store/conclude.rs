@@ -130,7 +130,7 @@ impl SessionStore {
             if same {
                 inner.forget(session);
             } else {
-                inner.remember_transcript(session);
+                inner.remember_gone(session);
             }
         }
         session.control().kill_leftovers();

@@ -129,7 +129,7 @@ impl SessionStore {
         plan.use_shell_snapshot(caller).await;
         let mut monitors = monitors;
         monitors.extend(plan.sandbox.as_ref().and_then(|s| s.take_monitor()));
-        let reservation = self.reserve_id()?;
+        let reservation = self.reserve_id(req.name.as_deref())?;
         let id = reservation.id;
         let call_id = req.call_id.clone().unwrap_or_else(new_call_id);
         let (argv, _) = plan.spec.command();
@@ -168,6 +168,7 @@ impl SessionStore {
             id,
             call_id,
             command: plan.command,
+            name: req.name.clone(),
             cwd,
             tty: plan.spec.tty,
             pipe_stdin: plan.spec.pipe_stdin,

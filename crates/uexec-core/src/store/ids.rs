@@ -1,25 +1,41 @@
 //! Session ids: random in `MIN_SESSION_ID..MAX_SESSION_ID_EXCLUSIVE` (sequential from 1000
 //! with `UEXEC_DETERMINISTIC_IDS=1`), unique across the stores sharing an [`IdSpace`], and
 //! reserved before a spawn so that a cancelled call releases its id and a started session
-//! never loses it.
+//! never loses it; a session's name is reserved with its id, and is unique among the
+//! store's running sessions.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use super::SessionStore;
+use super::{SessionStore, StoreInner};
 use crate::error::ExecError;
 use crate::events::lock;
 use crate::limits::{MAX_SESSION_ID_EXCLUSIVE, MIN_SESSION_ID};
+use crate::request::check_session_name;
 
 /// Session ids in use, shared by the stores that must not reuse each other's.
 #[derive(Debug, Default)]
 pub struct IdSpace(pub(super) Mutex<HashSet<i32>>);
 
 impl SessionStore {
-    pub(super) fn reserve_id(self: &Arc<Self>) -> Result<IdReservation, ExecError> {
+    /// Reserves an id, and `name` with it: a name is refused while a running session of the
+    /// store (or a call starting one) has it.
+    pub(super) fn reserve_id(
+        self: &Arc<Self>,
+        name: Option<&str>,
+    ) -> Result<IdReservation, ExecError> {
         let mut inner = lock(&self.inner);
         if inner.shut_down {
             return Err(ExecError::ShutDown);
+        }
+        if let Some(name) = name {
+            check_session_name(name).map_err(|why| ExecError::invalid("name", why))?;
+            if let Some(other) = inner.running_named(name) {
+                return Err(ExecError::invalid(
+                    "name",
+                    format!("{name:?} is the name of session {other}, still running: give another"),
+                ));
+            }
         }
         let id = {
             let taken = lock(&inner.ids.0);
@@ -35,6 +51,9 @@ impl SessionStore {
             }
         };
         inner.hold(id);
+        if let Some(name) = name {
+            inner.names.insert(id, name.to_owned());
+        }
         Ok(IdReservation {
             store: self.clone(),
             id,
@@ -70,6 +89,21 @@ impl Drop for IdReservation {
         if self.held {
             self.store.release_id(self.id);
         }
+    }
+}
+
+impl StoreInner {
+    /// The running session (or call starting one) named `name`.
+    fn running_named(&self, name: &str) -> Option<i32> {
+        self.names
+            .iter()
+            .filter(|(_, n)| n.as_str() == name)
+            .map(|(id, _)| *id)
+            .find(|id| {
+                self.sessions
+                    .get(id)
+                    .is_none_or(|e| !e.session.lifecycle().exited())
+            })
     }
 }
 

@@ -6,6 +6,7 @@
 //! One store per owner (an MCP connection, a daemon namespace, an exec-server client).
 mod attach;
 mod conclude;
+mod ended;
 mod exec;
 mod follow;
 mod ids;
@@ -22,7 +23,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Signal};
 use crate::config::StoreConfig;
 use crate::environments::{Environments, Lookup};
 use crate::error::ExecError;
@@ -51,6 +52,8 @@ struct StoreInner {
     sessions: HashMap<i32, Entry>,
     /// Ids of stored sessions plus those reserved by calls in flight.
     reserved: HashSet<i32>,
+    /// The names of reserved ids that have one.
+    names: HashMap<i32, String>,
     /// The ids in use in every store sharing this space (this store's among them).
     ids: Arc<IdSpace>,
     use_counter: u64,
@@ -62,6 +65,8 @@ struct StoreInner {
     /// [`FINISHED_TRANSCRIPTS`]), for `read_output` after the exit: where each is, or, for
     /// a session that printed nothing, where it would have been.
     finished: VecDeque<(i32, FinishedTranscript)>,
+    /// Sessions no longer stored, for people (see [`ended`]).
+    ended: VecDeque<ended::Ended>,
 }
 
 /// Sessions gone from the store whose transcripts `read_output` still finds by id.
@@ -78,11 +83,18 @@ struct FinishedTranscript {
 }
 
 impl StoreInner {
-    /// Removes a session's entry and id, remembering where its transcript is.
+    /// Removes a session's entry and id, remembering where its transcript is and, for
+    /// people, how it ended.
     fn forget(&mut self, session: &Session) {
         self.sessions.remove(&session.id());
         self.release(session.id());
+        self.remember_gone(session);
+    }
+
+    /// Remembers a session gone from the store: its transcript, and how it ended.
+    fn remember_gone(&mut self, session: &Session) {
         self.remember_transcript(session);
+        self.remember_ended(session);
     }
 
     fn hold(&mut self, id: i32) {
@@ -91,6 +103,7 @@ impl StoreInner {
     }
 
     fn release(&mut self, id: i32) {
+        self.names.remove(&id);
         if self.reserved.remove(&id) {
             lock(&self.ids.0).remove(&id);
         }
@@ -190,13 +203,15 @@ impl SessionStore {
         lock(&self.inner).sessions.contains_key(&id)
     }
 
-    /// Whether this store holds session `id` or still has its transcript.
+    /// Whether this store holds session `id` or still has its transcript or its record.
     pub fn knows(&self, id: i32) -> bool {
         let inner = lock(&self.inner);
-        inner.sessions.contains_key(&id) || inner.finished.iter().any(|(f, _)| *f == id)
+        inner.sessions.contains_key(&id)
+            || inner.finished.iter().any(|(f, _)| *f == id)
+            || inner.remembers_ended(id)
     }
 
-    /// Live sessions, oldest first.
+    /// Stored sessions (running, or exited and not yet reported), oldest first.
     pub fn list_sessions(&self) -> Vec<SessionInfo> {
         let inner = lock(&self.inner);
         let mut list: Vec<SessionInfo> = inner
@@ -204,16 +219,21 @@ impl SessionStore {
             .values()
             .map(|e| {
                 let s = &e.session;
+                let lifecycle = s.lifecycle();
                 SessionInfo {
                     session_id: s.id(),
                     command: s.info.command.clone(),
+                    name: s.info.name.clone(),
                     cwd: s.info.cwd.clone(),
                     tty: s.info.tty,
                     running_time: s.started_at.elapsed(),
-                    exited: s.lifecycle().exited(),
+                    exited: lifecycle.exited(),
                     pid: s.pid,
                     last_line: s.last_line(),
                     transcript: s.transcript_dir(),
+                    started: ended::started_wall(s),
+                    end: ended::end_of(&lifecycle),
+                    reported: false,
                 }
             })
             .collect();
@@ -250,6 +270,28 @@ impl SessionStore {
         };
         session.terminate();
         Ok(())
+    }
+
+    /// Sends `signal` to a running session's process group, and nothing else: the session
+    /// ends, if it does, as any exit does (its code says the signal).
+    pub async fn signal(&self, session_id: i32, signal: Signal) -> Result<(), ExecError> {
+        let session = self
+            .touch(session_id)
+            .ok_or(ExecError::UnknownProcess(session_id))?;
+        if session.lifecycle().exited() {
+            return Err(ExecError::Signal {
+                session_id,
+                message: "it has exited".to_owned(),
+            });
+        }
+        session
+            .control()
+            .signal(signal)
+            .await
+            .map_err(|e| ExecError::Signal {
+                session_id,
+                message: e.message,
+            })
     }
 
     /// Terminates every session of the store.

@@ -12,6 +12,7 @@
 //! It reads the whole kept output into memory: at most the per-session cap.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::utf8::incomplete_suffix_len;
 
@@ -26,15 +27,60 @@ pub struct Recording {
     pub events: Vec<(f64, String)>,
 }
 
-/// The recording of the transcript in `dir`.
-pub fn recording(dir: &Path) -> std::io::Result<Recording> {
+/// A `meta` field of the transcript in `dir` (empty when absent).
+fn meta_fields(dir: &Path) -> impl Fn(&str) -> String {
     let meta = std::fs::read_to_string(dir.join("meta")).unwrap_or_default();
-    let field = |name: &str| {
+    move |name: &str| {
         meta.lines()
             .find_map(|l| l.strip_prefix(&format!("{name}=")))
             .unwrap_or_default()
             .to_owned()
+    }
+}
+
+/// The `timing` lines of the transcript in `dir`: (seconds since the start, bytes).
+fn timing_lines(dir: &Path) -> Vec<(f64, u64)> {
+    let timing = std::fs::read_to_string(dir.join("timing")).unwrap_or_default();
+    timing
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            Some((words.next()?.parse().ok()?, words.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The session offset of the first byte the session in `dir` printed at or after `since`
+/// (a line of writes merged within 10 ms counts from its last write): what
+/// `uexec logs --since` starts at. The bytes not in `timing` yet were printed last.
+pub fn offset_written_since(dir: &Path, since: SystemTime) -> std::io::Result<u64> {
+    let field = meta_fields(dir);
+    let started = match field("started_unix_ms").parse::<u64>() {
+        Ok(ms) => UNIX_EPOCH + Duration::from_millis(ms),
+        Err(_) => match field("started_unix").parse::<u64>() {
+            Ok(secs) => UNIX_EPOCH + Duration::from_secs(secs),
+            Err(_) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "the transcript's meta says no start time",
+                ))
+            }
+        },
     };
+    let Ok(after_start) = since.duration_since(started) else {
+        return Ok(0);
+    };
+    let cutoff = after_start.as_secs_f64();
+    Ok(timing_lines(dir)
+        .into_iter()
+        .take_while(|(t, _)| *t < cutoff)
+        .map(|(_, n)| n)
+        .sum())
+}
+
+/// The recording of the transcript in `dir`.
+pub fn recording(dir: &Path) -> std::io::Result<Recording> {
+    let field = meta_fields(dir);
     let mut segments: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)?
         .flatten()
         .filter_map(|e| {
@@ -66,17 +112,9 @@ pub fn recording(dir: &Path) -> std::io::Result<Recording> {
         command: field("command"),
         events: Vec::new(),
     };
-    let timing = std::fs::read_to_string(dir.join("timing")).unwrap_or_default();
     let mut at = 0u64;
     let mut carry: Vec<u8> = Vec::new();
-    for line in timing.lines() {
-        let mut words = line.split_whitespace();
-        let (Some(t), Some(n)) = (
-            words.next().and_then(|w| w.parse::<f64>().ok()),
-            words.next().and_then(|w| w.parse::<u64>().ok()),
-        ) else {
-            continue;
-        };
+    for (t, n) in timing_lines(dir) {
         let (start, end) = (at, at + n);
         at = end;
         if end <= first_kept {
@@ -127,6 +165,39 @@ mod tests {
         assert_eq!(r.started_unix, 1_700_000_000);
         assert_eq!(r.command, "echo é");
         assert_eq!(r.events, [(0.5, "a".to_owned()), (1.25, "éb".to_owned())]);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn the_offset_since_a_time_counts_the_writes_before_it() {
+        let d = dir("since");
+        std::fs::write(
+            d.join("meta"),
+            "started_unix=1700000000\nstarted_unix_ms=1700000000250\n",
+        )
+        .expect("meta");
+        std::fs::write(d.join("timing"), "0.5 2\n1.25 3\n60.0 4\n").expect("timing");
+        let at = |ms: u64| UNIX_EPOCH + Duration::from_millis(1_700_000_000_000 + ms);
+        for (ms, offset) in [
+            (0, 0),
+            (700, 0),
+            (760, 2),
+            (1_500, 2),
+            (1_510, 5),
+            (70_000, 9),
+        ] {
+            assert_eq!(
+                offset_written_since(&d, at(ms)).expect("offset"),
+                offset,
+                "{ms}"
+            );
+        }
+        // Before the start, and with only the second of the start known.
+        assert_eq!(offset_written_since(&d, UNIX_EPOCH).expect("offset"), 0);
+        std::fs::write(d.join("meta"), "started_unix=1700000000\n").expect("meta");
+        assert_eq!(offset_written_since(&d, at(600)).expect("offset"), 2);
+        std::fs::write(d.join("meta"), "command=x\n").expect("meta");
+        assert!(offset_written_since(&d, at(600)).is_err());
         let _ = std::fs::remove_dir_all(&d);
     }
 

@@ -4,9 +4,11 @@
 //! Layout, one directory per session under the root (0700; files 0600):
 //! - `output.000000`, `output.000001`, …: the raw bytes, in segments of a quarter of the
 //!   per-session cap; segment `k` holds session offsets `[k·S, (k+1)·S)`;
-//! - `timing`: `<seconds since start> <bytes>` per write, merged within 10 ms (the format
-//!   `scriptreplay` reads, and what an asciicast export needs);
-//! - `meta`: the session id, command, working directory and whether it has a terminal.
+//! - `timing`: `<seconds since start> <bytes>` per write, merged within 10 ms, each line at
+//!   the time of its last write (the format `scriptreplay` reads, what an asciicast export
+//!   needs, and how `uexec logs --since` finds where a time falls);
+//! - `meta`: the session id, command, working directory, whether it has a terminal and
+//!   when it started (`started_unix`, and `started_unix_ms` to the millisecond).
 //!
 //! Rotation: a session keeps at most its cap (four segments); when a fifth starts, the
 //! oldest is deleted and its range is reported as rotated away. Across sessions, when a new
@@ -42,7 +44,7 @@ mod read;
 mod tests;
 mod writer;
 pub use coverage::{coverage, OmittedCoverage};
-pub use export::{recording, Recording};
+pub use export::{offset_written_since, recording, Recording};
 pub use feed::RESULT_WAITS_FOR_TRANSCRIPT_MS;
 pub(crate) use feed::{Transcript, TranscriptFeed};
 pub use read::{info_of, read_slice, TranscriptSlice};
@@ -177,21 +179,26 @@ impl TranscriptPlan {
     ) -> io::Result<Self> {
         private_dir(&config.root)?;
         enforce_total_cap_soon(&config.root, config.total_max_bytes);
-        let started_unix = SystemTime::now()
+        // Read together, so that a timing line's wall time is the start's plus its seconds;
+        // rounded up, so that a write is never placed before the time it was made.
+        let started = Instant::now();
+        let since_epoch = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
+            .unwrap_or_default();
+        let started_unix = since_epoch.as_secs();
+        let started_unix_ms = since_epoch.as_millis()
+            + u128::from(!since_epoch.subsec_nanos().is_multiple_of(1_000_000));
         Ok(Self {
             root: config.root.clone(),
             id,
             dir: session_dir(&config.root, id),
             meta: format!(
-                "session_id={id}\ntty={tty}\nstarted_unix={started_unix}\ncwd={}\ncommand={}\n",
+                "session_id={id}\ntty={tty}\nstarted_unix={started_unix}\nstarted_unix_ms={started_unix_ms}\ncwd={}\ncommand={}\n",
                 cwd.display().to_string().replace('\n', "\\n"),
                 command.replace('\n', "\\n")
             ),
             segment_bytes: config.segment_bytes(),
-            started: Instant::now(),
+            started,
         })
     }
 
@@ -222,6 +229,7 @@ impl TranscriptPlan {
             started: self.started,
             timing_at: None,
             timing_pending: 0,
+            pending_at: None,
             stop: None,
         })
     }

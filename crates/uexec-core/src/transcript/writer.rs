@@ -25,6 +25,8 @@ pub(crate) struct TranscriptWriter {
     pub(super) started: Instant,
     pub(super) timing_at: Option<Instant>,
     pub(super) timing_pending: u64,
+    /// When the last of the pending bytes was written (a line says that time).
+    pub(super) pending_at: Option<Instant>,
     pub(super) stop: Option<TranscriptStop>,
 }
 
@@ -59,7 +61,7 @@ impl TranscriptWriter {
             tracing::warn!(dir = %self.dir.display(), "transcript stopped at byte {}: {e}", stop.at);
             // The timing file accounts for every byte on disk, and `meta` says why the rest
             // is missing; both may fail on the same full disk, and neither is needed to read.
-            let _ = self.flush_timing(Instant::now());
+            let _ = self.flush_timing(self.pending_at.unwrap_or_else(Instant::now));
             let said = format!(
                 "stopped_at={}\nstopped_because={}\n",
                 stop.at,
@@ -74,6 +76,14 @@ impl TranscriptWriter {
 
     fn try_append(&mut self, mut bytes: &[u8]) -> io::Result<()> {
         let now = Instant::now();
+        // Bytes held for merging whose writes ended a while ago get their own line, at their
+        // time: not this write's, which may come minutes later.
+        if let Some(at) = self
+            .pending_at
+            .filter(|at| now.duration_since(*at) >= TIMING_MERGE)
+        {
+            self.flush_timing(at)?;
+        }
         while !bytes.is_empty() {
             let end = (self.segment_index + 1) * self.segment_bytes;
             if self.written == end {
@@ -91,6 +101,7 @@ impl TranscriptWriter {
             };
             self.written += wrote as u64;
             self.timing_pending += wrote as u64;
+            self.pending_at = Some(now);
             bytes = &bytes[wrote..];
         }
         if self
@@ -109,6 +120,7 @@ impl TranscriptWriter {
         let secs = now.duration_since(self.started).as_secs_f64();
         writeln!(self.timing, "{secs:.6} {}", self.timing_pending)?;
         self.timing_pending = 0;
+        self.pending_at = None;
         self.timing_at = Some(now);
         Ok(())
     }
@@ -125,10 +137,11 @@ impl TranscriptWriter {
         Ok(())
     }
 
-    /// Writes the last timing line (the session ended).
+    /// Writes the last timing line (the session ended), at the time of its last write.
     pub fn finish(&mut self) {
         if self.stop.is_none() {
-            if let Err(e) = self.flush_timing(Instant::now()) {
+            let at = self.pending_at.unwrap_or_else(Instant::now);
+            if let Err(e) = self.flush_timing(at) {
                 tracing::debug!("transcript timing: {e}");
             }
         }

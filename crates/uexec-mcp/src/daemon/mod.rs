@@ -14,7 +14,7 @@
 //! - **Owners**: each owner has its own store (an agent sees only its sessions); the stores
 //!   share one id space, so a person can name any session by its id alone.
 //! - **Lifetime**: started on demand by `uexec mcp --daemon`; exits after `--idle-timeout`
-//!   with no session and no client, or on SIGTERM/SIGINT, killing whatever is left. If it is
+//!   with no running session and no client, or on SIGTERM/SIGINT, killing whatever is left. If it is
 //!   SIGKILLed, its last-will watchdog kills every session's process group.
 
 pub mod attach;
@@ -172,11 +172,13 @@ impl Daemon {
         })
     }
 
+    /// Sessions still running: one that ended (listed until someone reports or removes
+    /// it) keeps no daemon alive past its idle timeout.
     fn sessions(&self) -> usize {
         self.owners
             .all()
             .iter()
-            .map(|(_, s)| s.list_sessions().len())
+            .map(|(_, s)| s.list_sessions().iter().filter(|i| !i.exited).count())
             .sum()
     }
 

@@ -11,7 +11,9 @@ use uexec_core::limits::{
     DEFAULT_EXEC_YIELD_TIME_MS, DEFAULT_MAX_OUTPUT_TOKENS, MAX_TIMEOUT_MS, MAX_YIELD_TIME_MS,
     MIN_TIMEOUT_MS, MIN_YIELD_TIME_MS, TIMEOUT_EXIT_CODE, TIMEOUT_KILL_GRACE_MS,
 };
-use uexec_core::{ExecRequest, SessionStore, StoreConfig};
+use uexec_core::{
+    check_session_name, ExecRequest, SessionStore, StoreConfig, MAX_SESSION_NAME_CHARS,
+};
 
 use super::parse::{
     boolean, err, field, hygiene, integer, kind, object, reject_unknown, string, until, ArgError,
@@ -42,6 +44,7 @@ pub const EXTENDED_FIELDS: &[&str] = &[
     "collapse_cr",
     "sandbox",
     "network",
+    "name",
 ];
 
 /// `exec_command`; with named environments, an `environment_id` argument picks one.
@@ -72,6 +75,7 @@ pub fn tool(offer: Offer<'_>) -> Tool {
         let props = &mut schema["properties"];
         props["until"] = until_schema();
         props["timeout_ms"] = json!({"type": "integer", "description": format!("Hard completion timeout, unlike the window: at this many ms after the start the command's process group gets SIGTERM, then SIGKILL {TIMEOUT_KILL_GRACE_MS} ms later, and it reports exit code {TIMEOUT_EXIT_CODE} with `timed_out_ms`. Range {MIN_TIMEOUT_MS}..{MAX_TIMEOUT_MS}. Default: none.")});
+        props["name"] = json!({"type": "string", "description": format!("A name for the session, unique among your running sessions, that people can use instead of its id (`uexec logs NAME`): 1 to {MAX_SESSION_NAME_CHARS} letters, digits, '.', '_' or '-', not all digits. Default: none.")});
         props["stdin"] = json!({"type": "string", "enum": ["null", "pipe"], "default": "null", "description": "Pipe sessions only: \"pipe\" gives the command a stdin pipe that write_stdin writes (chars) and closes (eof: true), e.g. to feed JSON to a filter without a terminal. Default \"null\" (/dev/null)."});
         hygiene_properties(props, offer.config);
         sandbox_properties(props, offer.config);
@@ -168,6 +172,13 @@ pub fn request(arguments: Option<&Args>, dialect: Dialect) -> Result<ExecRequest
             .map(|s| s.parse().map_err(|e: String| err("sandbox", e)))
             .transpose()?,
         network: network(&args)?,
+        name: string(&args, "name")?
+            .map(|n| {
+                check_session_name(&n)
+                    .map(|()| n)
+                    .map_err(|e| err("name", e))
+            })
+            .transpose()?,
     })
 }
 
@@ -333,6 +344,11 @@ mod tests {
             ),
             (json!({"cmd": "x", "network": {"deny": []}}), "network.deny"),
             (json!({"cmd": "x", "network": true}), "network"),
+            (json!({"cmd": "x", "name": "a b"}), "name"),
+            (json!({"cmd": "x", "name": ""}), "name"),
+            (json!({"cmd": "x", "name": "1234"}), "name"),
+            (json!({"cmd": "x", "name": 5}), "name"),
+            (json!({"cmd": "x", "name": "x".repeat(33)}), "name"),
         ] {
             let e = request(Some(&args(a.clone())), extended).expect_err("must fail");
             assert_eq!(e.field, f, "{a}");

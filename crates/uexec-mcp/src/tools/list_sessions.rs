@@ -1,12 +1,12 @@
 //! `list_sessions`: the caller's sessions still running (and the environments it may name),
-//! or, for a person at the daemon, every owner's. Its schema, its (empty) arguments, and
-//! the list as a result.
+//! or, for a person at the daemon, every owner's, ended ones too (`all`: also those whose
+//! exit was reported). Its schemas, its arguments, and the list as a result.
 
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
 use serde_json::json;
-use uexec_core::SessionStore;
+use uexec_core::{rfc3339, SessionInfo, SessionStore};
 
-use super::parse::{object, reject_unknown, ArgError, Args};
+use super::parse::{boolean, object, reject_unknown, ArgError, Args};
 use super::render::Answer;
 use super::schema::to_schema;
 use crate::stores::OwnerTable;
@@ -28,7 +28,8 @@ pub fn tool() -> Tool {
                         "command": {"type": "string"},
                         "cwd": {"type": "string"},
                         "tty": {"type": "boolean"},
-                        "running_seconds": {"type": "number"}
+                        "running_seconds": {"type": "number"},
+                        "name": {"type": "string", "description": "The name it was given (absent when none)."}
                     },
                     "required": ["session_id", "command", "cwd", "tty", "running_seconds"]
                 }
@@ -57,10 +58,33 @@ pub fn call(store: &SessionStore, environments: &[String], arguments: Option<&Ar
         .map_err(|e| e.to_string())
 }
 
+/// `list_sessions` as a person at the daemon sees it: `all` adds the ended sessions whose
+/// exit was reported (until their transcript is pruned), as `docker ps -a` does.
+pub fn person_tool() -> Tool {
+    let mut tool = tool();
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "all": {"type": "boolean", "default": false, "description": "Also the sessions that ended and whose exit was reported, until their transcript is pruned (or they are removed). Default: false (running ones, and ended ones nobody was told of yet)."}
+        },
+        "additionalProperties": false
+    });
+    tool.input_schema = to_schema(schema);
+    tool.description = Some("List every owner's sessions: id, owner, state (running, or exited with its code and end time), command, working directory, whether it has a terminal, and its last line of output.".into());
+    tool
+}
+
+/// A person's `list_sessions`: whether `all`.
+pub fn request_person(arguments: Option<&Args>) -> Result<bool, ArgError> {
+    let args = object(arguments);
+    reject_unknown(&args, &["all"])?;
+    Ok(boolean(&args, "all")?.unwrap_or(false))
+}
+
 /// Every owner's sessions, for a person at the daemon.
 pub fn call_person(owners: &OwnerTable, arguments: Option<&Args>) -> Answer {
-    request(arguments)
-        .map(|()| every_owners(owners))
+    request_person(arguments)
+        .map(|all| every_owners(owners, all))
         .map_err(|e| e.to_string())
 }
 
@@ -82,13 +106,18 @@ fn result(store: &SessionStore, environments: &[String]) -> CallToolResult {
             s.cwd.display(),
             s.command
         ));
-        items.push(json!({
+        let mut item = json!({
             "session_id": s.session_id,
             "command": s.command,
             "cwd": s.cwd.display().to_string(),
             "tty": s.tty,
             "running_seconds": secs,
-        }));
+        });
+        if let Some(name) = &s.name {
+            item["name"] = json!(name);
+            text.push_str(&format!(" (named {name})"));
+        }
+        items.push(item);
     }
     let mut structured = json!({ "sessions": items });
     if !environments.is_empty() {
@@ -103,40 +132,72 @@ fn result(store: &SessionStore, environments: &[String]) -> CallToolResult {
     result
 }
 
-/// Every owner's sessions, with owner, state, pid and last line.
-fn every_owners(owners: &OwnerTable) -> CallToolResult {
+/// Every owner's sessions, oldest first, with owner, state, pid, last line and, for ended
+/// ones, how and when they ended; with `all`, those whose exit was reported too.
+fn every_owners(owners: &OwnerTable, all: bool) -> CallToolResult {
+    let mut sessions: Vec<(String, SessionInfo)> = Vec::new();
+    for (owner, store) in owners.all() {
+        let ended = if all { store.list_ended() } else { Vec::new() };
+        for s in store.list_sessions().into_iter().chain(ended) {
+            sessions.push((owner.clone(), s));
+        }
+    }
+    sessions.sort_by_key(|(_, s)| s.started);
     let mut items = Vec::new();
     let mut text = String::new();
-    for (owner, store) in owners.all() {
-        for s in store.list_sessions() {
-            let secs = (s.running_time.as_secs_f64() * 10.0).round() / 10.0;
-            text.push_str(&format!(
-                "\n- session {} [{owner}] ({}, {}, {secs:.1}s, cwd {}): {} | {}",
-                s.session_id,
-                if s.tty { "tty" } else { "pipes" },
-                if s.exited { "exited" } else { "running" },
-                s.cwd.display(),
-                s.command,
-                s.last_line
-            ));
-            let mut item = json!({
-                "session_id": s.session_id,
-                "owner": owner,
-                "command": s.command,
-                "cwd": s.cwd.display().to_string(),
-                "tty": s.tty,
-                "state": if s.exited { "exited" } else { "running" },
-                "running_seconds": secs,
-                "last_line": s.last_line,
-            });
-            if let Some(pid) = s.pid {
-                item["pid"] = json!(pid);
-            }
-            if let Some(t) = &s.transcript {
-                item["transcript"] = json!(t.display().to_string());
-            }
-            items.push(item);
+    for (owner, s) in &sessions {
+        let secs = (s.running_time.as_secs_f64() * 10.0).round() / 10.0;
+        let state = if s.exited { "exited" } else { "running" };
+        let mut how = state.to_owned();
+        let mut item = json!({
+            "session_id": s.session_id,
+            "owner": owner,
+            "command": s.command,
+            "cwd": s.cwd.display().to_string(),
+            "tty": s.tty,
+            "state": state,
+            "running_seconds": secs,
+            "last_line": s.last_line,
+            "started_at": rfc3339::format(s.started),
+        });
+        if let Some(pid) = s.pid {
+            item["pid"] = json!(pid);
         }
+        if let Some(name) = &s.name {
+            item["name"] = json!(name);
+        }
+        if let Some(t) = &s.transcript {
+            item["transcript"] = json!(t.display().to_string());
+        }
+        if let Some(end) = &s.end {
+            let at = rfc3339::format(end.at);
+            item["ended_at"] = json!(at);
+            if let Some(code) = end.exit_code {
+                item["exit_code"] = json!(code);
+                how = format!("exited with code {code} at {at}");
+            } else {
+                how = format!("exited at {at}");
+            }
+            if let Some(failure) = &end.failure {
+                item["failure"] = json!(failure);
+            }
+        }
+        if s.reported {
+            item["reported"] = json!(true);
+        }
+        text.push_str(&format!(
+            "\n- session {}{} [{owner}] ({}, {how}, {secs:.1}s, cwd {}): {} | {}",
+            s.session_id,
+            s.name
+                .as_ref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default(),
+            if s.tty { "tty" } else { "pipes" },
+            s.cwd.display(),
+            s.command,
+            s.last_line
+        ));
+        items.push(item);
     }
     let head = if items.is_empty() {
         "No sessions.".to_owned()

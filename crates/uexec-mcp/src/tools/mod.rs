@@ -12,10 +12,13 @@ pub mod await_exit;
 pub mod exec_command;
 pub mod list_sessions;
 pub mod parse;
+pub mod prune_sessions;
 pub mod read_output;
+pub mod remove_session;
 pub mod render;
 pub mod schema;
 pub mod send_input;
+pub mod signal_session;
 pub mod terminate_session;
 pub mod wait;
 pub mod write_stdin;
@@ -40,7 +43,13 @@ pub fn all(codex_tools_only: bool, offer: Offer<'_>) -> Vec<Tool> {
 
 /// The tools of a person at the daemon, besides the agents' own.
 pub fn person_tools() -> Vec<Tool> {
-    vec![send_input::tool(), await_exit::tool()]
+    vec![
+        send_input::tool(),
+        await_exit::tool(),
+        remove_session::tool(),
+        prune_sessions::tool(),
+        signal_session::tool(),
+    ]
 }
 
 #[cfg(test)]
@@ -54,6 +63,9 @@ mod tests {
         let a = args(json!({"cmd": "x", "until": {"pattern": "ready"}}));
         let e = exec_command::request(Some(&a), Dialect::default()).expect_err("codex dialect");
         assert_eq!(e.field, "until");
+        let named = args(json!({"cmd": "x", "name": "devserver"}));
+        let e = exec_command::request(Some(&named), Dialect::default()).expect_err("codex");
+        assert_eq!(e.field, "name");
         let extended = Dialect {
             extended: true,
             ..Dialect::default()

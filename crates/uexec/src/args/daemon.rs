@@ -13,7 +13,8 @@ pub struct DaemonArgs {
     /// <temp dir>/uexec-<uid>/daemon.sock). Its directory must be this user's, mode 0700.
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
-    /// Exit after this many seconds with no session and no client; 0 never exits.
+    /// Exit after this many seconds with no running session and no client (a session that
+    /// ended keeps no daemon alive); 0 never exits.
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_IDLE_TIMEOUT_S)]
     pub idle_timeout: u64,
     /// Stop the running daemon (SIGTERM: its sessions are killed) and wait for it to go.

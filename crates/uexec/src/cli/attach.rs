@@ -19,14 +19,16 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use uexec_mcp::daemon::client::LocalHello as _;
 use uexec_protocol::daemon::{AttachFrame, AttachRequest, Hello, Settings, PERSON};
 
-use super::conn::Target;
+use super::common::{parse_session_ref, SessionRef};
+use super::conn::{Conn, Target};
 use super::Failure;
 
 /// `uexec attach`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct AttachArgs {
-    /// The session.
-    pub id: i32,
+    /// The session: its id, or its name.
+    #[arg(value_name = "SESSION", value_parser = parse_session_ref)]
+    pub id: SessionRef,
     /// Type into the session (takes its input lease; a tty session only).
     #[arg(long)]
     pub write: bool,
@@ -95,10 +97,14 @@ pub async fn attach(target: &Target, args: AttachArgs) -> Result<ExitCode, Failu
         Some(path) => path.clone(),
         None => uexec_mcp::daemon::default_socket().map_err(anyhow::Error::from)?,
     };
+    let id = match &args.id {
+        SessionRef::Id(id) => *id,
+        named => named.resolve(&mut Conn::open(target, Vec::new())?).await?,
+    };
     let mut hello =
         Hello::here(PERSON.to_owned(), Settings::default()).map_err(anyhow::Error::from)?;
     hello.attach = Some(AttachRequest {
-        session_id: args.id,
+        session_id: id,
         write: args.write,
         rows,
         cols,
@@ -120,7 +126,7 @@ pub async fn attach(target: &Target, args: AttachArgs) -> Result<ExitCode, Failu
         let _ = writeln!(
             err,
             "{}",
-            banner(args.id, args.write, interactive, args.detach_key)
+            banner(id, args.write, interactive, args.detach_key)
         );
         let _ = err.flush();
     }
@@ -186,7 +192,7 @@ pub async fn attach(target: &Target, args: AttachArgs) -> Result<ExitCode, Failu
         let _ = writeln!(
             err,
             "\r\n[detached from session {}: it keeps running]\r",
-            args.id
+            id
         );
     }
     let _ = err.flush();

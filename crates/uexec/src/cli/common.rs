@@ -1,5 +1,6 @@
 //! What every verb shares: the exit codes a failure means, one tool call that turns a tool
-//! error into that failure, the wait conditions of `run` and `poll`, and JSON output.
+//! error into that failure, a session named by id or name, the wait conditions of `run`
+//! and `poll`, and JSON output.
 //!
 //! A verb file uses this and [`conn`](super::conn), never another verb file.
 
@@ -13,7 +14,8 @@ pub const EXIT_NO_SESSION: u8 = 3;
 /// uexec itself failed.
 pub const EXIT_UEXEC: u8 = 125;
 /// `uexec run` returned while its command still runs, as a session (`--detach`, or a second
-/// Ctrl-C): never 0, so `uexec run -d -- make test && deploy` does not deploy.
+/// Ctrl-C): never 0, so `uexec run -d -- make test && deploy` does not deploy. Also `rm` of
+/// a session that still runs, without `--force` (nothing was done to it).
 pub const EXIT_STILL_RUNNING: u8 = 4;
 
 /// Wait conditions of `run` and `poll` (the window stays the cap).
@@ -66,8 +68,9 @@ impl From<anyhow::Error> for Failure {
 
 /// The tools' argument names a verb fills from its flags, and those flags: a person is told
 /// of the flag they typed, not of the field it became.
-const FLAGS_OF_FIELDS: [(&str, &str); 6] = [
+const FLAGS_OF_FIELDS: [(&str, &str); 7] = [
     ("workdir", "--cwd"),
+    ("name", "--name"),
     ("timeout_ms", "--timeout"),
     ("yield_time_ms", "--yield"),
     ("until.pattern", "--until-pattern"),
@@ -75,16 +78,19 @@ const FLAGS_OF_FIELDS: [(&str, &str); 6] = [
     ("until.prompt", "--until-prompt"),
 ];
 
-/// A tool error as a failure: an unknown session is [`EXIT_NO_SESSION`], a bad argument a
-/// usage error (2) that names the verb's flag where the tool named its field.
+/// A tool error as a failure: an unknown session is [`EXIT_NO_SESSION`], one that still
+/// runs where it should not [`EXIT_STILL_RUNNING`], a bad argument a usage error (2) that
+/// names the verb's flag where the tool named its field.
 pub(super) fn tool_failure(result: &ToolResult) -> Failure {
     text_failure(&result.text)
 }
 
 /// [`tool_failure`] of a tool error's text (as a daemon's refusal of a run says it).
 pub(super) fn text_failure(text: &str) -> Failure {
-    let code = if text.contains("Unknown process id") {
+    let code = if text.contains("Unknown process id") || text.contains("it has exited") {
         EXIT_NO_SESSION
+    } else if text.contains("is still running") {
+        EXIT_STILL_RUNNING
     } else if text.contains("invalid arguments: ") {
         2
     } else {
@@ -106,6 +112,100 @@ pub(super) fn no_daemon_for(id: i32) -> Failure {
     Failure {
         code: EXIT_NO_SESSION,
         message: format!("Unknown process id {id} (no uexec daemon is running)"),
+    }
+}
+
+/// A session as a person names it on the command line: its id, or the name it was given
+/// (`uexec run --name`, exec_command's `name`). Digits are an id; anything else must be a
+/// valid name ([`uexec_core::check_session_name`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionRef {
+    Id(i32),
+    Name(String),
+}
+
+impl std::fmt::Display for SessionRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Id(id) => write!(f, "{id}"),
+            Self::Name(name) => f.write_str(name),
+        }
+    }
+}
+
+/// clap's reading of a session argument.
+pub fn parse_session_ref(s: &str) -> Result<SessionRef, String> {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s
+            .parse()
+            .map(SessionRef::Id)
+            .map_err(|_| format!("{s} is not a session id"));
+    }
+    uexec_core::check_session_name(s)
+        .map(|()| SessionRef::Name(s.to_owned()))
+        .map_err(|why| format!("neither a session id nor a name: {why}"))
+}
+
+/// clap's reading of `--name` (`uexec run --name`).
+pub fn parse_session_name(s: &str) -> Result<String, String> {
+    uexec_core::check_session_name(s).map(|()| s.to_owned())
+}
+
+impl SessionRef {
+    /// What a verb naming this session says when no daemon runs.
+    pub(super) fn no_daemon(&self) -> Failure {
+        match self {
+            Self::Id(id) => no_daemon_for(*id),
+            Self::Name(name) => Failure {
+                code: EXIT_NO_SESSION,
+                message: format!("Unknown session name {name} (no uexec daemon is running)"),
+            },
+        }
+    }
+
+    /// The session's id: a name is looked up among every owner's sessions (ended ones
+    /// too), the running one first, else the one that started last. Two running sessions
+    /// of that name (two owners') are ambiguous: a usage error that lists their ids.
+    pub async fn resolve(&self, conn: &mut Conn) -> Result<i32, Failure> {
+        let name = match self {
+            Self::Id(id) => return Ok(*id),
+            Self::Name(name) => name,
+        };
+        let unknown = || Failure {
+            code: EXIT_NO_SESSION,
+            message: format!("Unknown session name {name}"),
+        };
+        if !conn.daemon_may_run() {
+            return Err(self.no_daemon());
+        }
+        let listed = call(conn, "list_sessions", json!({"all": true})).await?;
+        let named: Vec<&Value> = listed.structured["sessions"]
+            .as_array()
+            .map(|all| all.iter().filter(|s| s["name"] == name.as_str()).collect())
+            .unwrap_or_default();
+        let running: Vec<i64> = named
+            .iter()
+            .filter(|s| s["state"] == "running")
+            .filter_map(|s| s["session_id"].as_i64())
+            .collect();
+        let id =
+            match running.as_slice() {
+                [one] => Some(*one),
+                [] => named
+                    .iter()
+                    .max_by_key(|s| s["started_at"].as_str().unwrap_or_default().to_owned())
+                    .and_then(|s| s["session_id"].as_i64()),
+                many => {
+                    return Err(Failure {
+                        code: 2,
+                        message: format!(
+                        "session name {name} is ambiguous: sessions {} run under it (give the id)",
+                        many.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
+                    ),
+                    })
+                }
+            };
+        id.and_then(|id| i32::try_from(id).ok()).ok_or_else(unknown)
     }
 }
 

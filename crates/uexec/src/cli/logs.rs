@@ -1,6 +1,7 @@
-//! `uexec logs ID`: a session's transcript, from the start or its last lines, once or
-//! followed until the session ends (as `tail -f`), as raw output, JSON pages or an
-//! asciicast recording.
+//! `uexec logs ID`: a session's transcript, from the start, its last lines or what it
+//! printed since a time (`--since`, found in the transcript's timing), once or followed
+//! until the session ends (as `tail -f`), as raw output, JSON pages or an asciicast
+//! recording.
 //!
 //! Following:
 //!
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::common::{call, no_daemon_for, Failure, EXIT_UEXEC};
+use super::common::{call, parse_session_ref, Failure, SessionRef, EXIT_UEXEC};
 use super::conn::{Conn, Target};
 
 /// The most one `read_output` page carries, in bytes.
@@ -30,33 +31,93 @@ const FOLLOW_INTERVAL_MS: u64 = 100;
 /// `uexec logs`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LogsArgs {
-    /// The session (running, or recently exited).
-    pub id: i32,
+    /// The session (running, or ended: `uexec ls -a` lists them): its id, or its name.
+    #[arg(value_name = "SESSION", value_parser = parse_session_ref)]
+    pub id: SessionRef,
     /// Keep printing what it prints until it exits.
     #[arg(short, long)]
     pub follow: bool,
     /// Only the last N lines (1 to 10000), as `tail -n` prints them.
     #[arg(short = 'n', long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..=10_000))]
     pub tail: Option<i64>,
+    /// Only what it printed since then: a duration ago (90s, 10m, 2h, 1d, 1h30m) or an RFC
+    /// 3339 time (2026-12-03T11:35:00Z, or with an offset: +01:00). Writes are timed to
+    /// within 10 ms.
+    #[arg(long, value_name = "DURATION|TIME", value_parser = parse_since, conflicts_with = "tail")]
+    pub since: Option<Since>,
     /// Print pages as JSON lines (offset, text) instead of raw output.
     #[arg(long)]
     pub json: bool,
     /// Print the transcript as an asciicast v2 recording (with its timing), for players
     /// such as `asciinema play`.
-    #[arg(long, conflicts_with_all = ["follow", "tail", "json"])]
+    #[arg(long, conflicts_with_all = ["follow", "tail", "json", "since"])]
     pub asciicast: bool,
+}
+
+/// `--since`: how long ago, or when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Since {
+    Ago(Duration),
+    At(std::time::SystemTime),
+}
+
+impl Since {
+    fn time(self) -> std::time::SystemTime {
+        match self {
+            Since::At(t) => t,
+            Since::Ago(d) => std::time::SystemTime::now()
+                .checked_sub(d)
+                .unwrap_or(std::time::UNIX_EPOCH),
+        }
+    }
+}
+
+/// `--since`: a duration of numbers with units (`1h30m`, `90s`, `2d`), or an RFC 3339 time.
+fn parse_since(s: &str) -> Result<Since, String> {
+    if s.contains(['-', ':']) {
+        return uexec_core::rfc3339::parse(s).map(Since::At);
+    }
+    let bad = || {
+        format!("{s:?} is neither a duration (90s, 10m, 2h, 1d, 1h30m) nor an RFC 3339 time (2026-12-03T11:35:00Z)")
+    };
+    let mut secs: u64 = 0;
+    let mut digits = String::new();
+    for c in s.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit = match c {
+            's' => 1,
+            'm' => 60,
+            'h' => 3_600,
+            'd' => 86_400,
+            _ => return Err(bad()),
+        };
+        let n: u64 = digits.parse().map_err(|_| bad())?;
+        secs = n
+            .checked_mul(unit)
+            .and_then(|v| secs.checked_add(v))
+            .ok_or_else(bad)?;
+        digits.clear();
+    }
+    if s.is_empty() || !digits.is_empty() {
+        return Err(bad());
+    }
+    Ok(Since::Ago(Duration::from_secs(secs)))
 }
 
 pub async fn logs(target: &Target, args: LogsArgs) -> Result<ExitCode, Failure> {
     let mut conn = Conn::open(target, Vec::new())?;
     if !conn.daemon_may_run() {
-        return Err(no_daemon_for(args.id));
+        return Err(args.id.no_daemon());
     }
+    let id = args.id.resolve(&mut conn).await?;
     if args.asciicast {
         let page = call(
             &mut conn,
             "read_output",
-            json!({"session_id": args.id, "limit": 1}),
+            json!({"session_id": id, "limit": 1}),
         )
         .await?;
         let dir = page.structured["transcript"].as_str().unwrap_or_default();
@@ -69,25 +130,26 @@ pub async fn logs(target: &Target, args: LogsArgs) -> Result<ExitCode, Failure> 
             .map_err(anyhow::Error::from)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mut offset = match args.tail {
-        Some(n) => {
+    let mut offset = match (args.tail, args.since) {
+        (_, Some(since)) => start_since(&mut conn, id, since.time()).await?,
+        (Some(n), None) => {
             let page = call(
                 &mut conn,
                 "read_output",
-                json!({"session_id": args.id, "tail_lines": n}),
+                json!({"session_id": id, "tail_lines": n}),
             )
             .await?;
             emit_page(&page.structured, args.json);
             page.structured["next_offset"].as_u64().unwrap_or(0)
         }
-        None => 0,
+        (None, None) => 0,
     };
     let mut quiet_since = tokio::time::Instant::now();
     loop {
         let page = call(
             &mut conn,
             "read_output",
-            json!({"session_id": args.id, "offset": offset, "limit": PAGE_LIMIT_BYTES}),
+            json!({"session_id": id, "offset": offset, "limit": PAGE_LIMIT_BYTES}),
         )
         .await?;
         let next = page.structured["next_offset"].as_u64().unwrap_or(offset);
@@ -106,7 +168,7 @@ pub async fn logs(target: &Target, args: LogsArgs) -> Result<ExitCode, Failure> 
             let listed = call(&mut conn, "list_sessions", json!({})).await?;
             let alive = listed.structured["sessions"].as_array().is_some_and(|all| {
                 all.iter().any(|s| {
-                    s["session_id"].as_i64() == Some(i64::from(args.id)) && s["state"] == "running"
+                    s["session_id"].as_i64() == Some(i64::from(id)) && s["state"] == "running"
                 })
             });
             if !alive {
@@ -114,7 +176,7 @@ pub async fn logs(target: &Target, args: LogsArgs) -> Result<ExitCode, Failure> 
                 let last = call(
                     &mut conn,
                     "read_output",
-                    json!({"session_id": args.id, "offset": offset, "limit": PAGE_LIMIT_BYTES}),
+                    json!({"session_id": id, "offset": offset, "limit": PAGE_LIMIT_BYTES}),
                 )
                 .await?;
                 if last.structured["next_offset"].as_u64().unwrap_or(offset) > offset {
@@ -126,6 +188,29 @@ pub async fn logs(target: &Target, args: LogsArgs) -> Result<ExitCode, Failure> 
         }
         tokio::time::sleep(Duration::from_millis(FOLLOW_INTERVAL_MS)).await;
     }
+}
+
+/// The session offset of what session `id` printed since `since`, from its transcript's
+/// timing (core reads the layout).
+async fn start_since(
+    conn: &mut Conn,
+    id: i32,
+    since: std::time::SystemTime,
+) -> Result<u64, Failure> {
+    let page = call(conn, "read_output", json!({"session_id": id, "limit": 1})).await?;
+    let Some(dir) = page.structured["transcript"]
+        .as_str()
+        .filter(|dir| std::path::Path::new(dir).exists())
+    else {
+        // It printed nothing yet: everything it prints is since.
+        return Ok(0);
+    };
+    uexec_core::transcript::offset_written_since(std::path::Path::new(dir), since).map_err(|e| {
+        Failure {
+            code: EXIT_UEXEC,
+            message: format!("cannot read the transcript {dir}: {e}"),
+        }
+    })
 }
 
 /// One page as asked: its text as it was printed, or a JSON line with its offsets.

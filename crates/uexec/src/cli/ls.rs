@@ -1,4 +1,6 @@
-//! `uexec ls`: every session in the daemon, as a table for people or as JSON.
+//! `uexec ls`: every session in the daemon, as a table for people or as JSON: running ones,
+//! ended ones nobody was told of yet (with their exit code and when they ended), and with
+//! `-a` those whose exit was reported too, as `docker ps -a` shows stopped containers.
 //!
 //! A table cell is one line: control characters in it (newlines, and escape sequences from a
 //! command or its output that could recolour or retitle the terminal) are shown as spaces,
@@ -14,7 +16,12 @@ use super::conn::{Conn, Target};
 /// `uexec ls`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LsArgs {
-    /// Print the sessions as JSON.
+    /// Also the ended sessions whose exit was already reported (to their owner, or by
+    /// `uexec run` and `wait`), until their transcript is pruned or `uexec rm` removes them.
+    #[arg(short, long)]
+    pub all: bool,
+    /// Print the sessions as JSON ({sessions: [{session_id, owner, state, exit_code?,
+    /// started_at, ended_at?, ...}]}; times in RFC 3339).
     #[arg(long)]
     pub json: bool,
 }
@@ -23,7 +30,7 @@ pub async fn ls(target: &Target, args: LsArgs) -> Result<ExitCode, Failure> {
     let mut conn = Conn::open(target, Vec::new())?;
     // No daemon, no sessions: none is started only to say so.
     let sessions = if conn.daemon_may_run() {
-        let result = call(&mut conn, "list_sessions", json!({})).await?;
+        let result = call(&mut conn, "list_sessions", json!({"all": args.all})).await?;
         result.structured["sessions"]
             .as_array()
             .cloned()
@@ -39,16 +46,19 @@ pub async fn ls(target: &Target, args: LsArgs) -> Result<ExitCode, Failure> {
         println!("no sessions");
         return Ok(ExitCode::SUCCESS);
     }
+    let now = std::time::SystemTime::now();
     println!(
-        "{:<7} {:<24} {:<8} {:<5} {:>8}  {:<24} {:<32} LAST LINE",
-        "ID", "OWNER", "STATE", "TTY", "AGE", "CWD", "COMMAND"
+        "{:<7} {:<16} {:<24} {:<10} {:>11} {:<5} {:>8}  {:<24} {:<32} LAST LINE",
+        "ID", "NAME", "OWNER", "STATE", "ENDED", "TTY", "AGE", "CWD", "COMMAND"
     );
     for s in &sessions {
         println!(
-            "{:<7} {:<24} {:<8} {:<5} {:>8}  {:<24} {:<32} {}",
+            "{:<7} {:<16} {:<24} {:<10} {:>11} {:<5} {:>8}  {:<24} {:<32} {}",
             s["session_id"].as_i64().unwrap_or_default(),
+            clip(s["name"].as_str().unwrap_or("-"), 16),
             clip(s["owner"].as_str().unwrap_or(""), 24),
-            s["state"].as_str().unwrap_or(""),
+            state(s),
+            ended(s, now),
             if s["tty"].as_bool().unwrap_or(false) {
                 "yes"
             } else {
@@ -89,6 +99,33 @@ fn clip_start(s: &str, n: usize) -> String {
     let mut out = String::from('\u{2026}');
     out.extend(one_line.chars().skip(len - n.saturating_sub(1)));
     out
+}
+
+/// `running`, or how it ended: `exited 0`, `exited 137` (killed by signal 9), `failed`
+/// (a policy or its backend failed it), `exited` (no code known).
+fn state(s: &serde_json::Value) -> String {
+    if s["state"] != "exited" {
+        return clip(s["state"].as_str().unwrap_or(""), 10);
+    }
+    if s.get("failure").is_some() {
+        return "failed".to_owned();
+    }
+    match s["exit_code"].as_i64() {
+        Some(code) => format!("exited {code}"),
+        None => "exited".to_owned(),
+    }
+}
+
+/// How long ago it ended (`12s ago`), or `-` while it runs.
+fn ended(s: &serde_json::Value, now: std::time::SystemTime) -> String {
+    let Some(at) = s["ended_at"]
+        .as_str()
+        .and_then(|t| uexec_core::rfc3339::parse(t).ok())
+    else {
+        return "-".to_owned();
+    };
+    let ago = now.duration_since(at).unwrap_or_default();
+    format!("{} ago", age(ago.as_secs_f64()))
 }
 
 fn age(secs: f64) -> String {

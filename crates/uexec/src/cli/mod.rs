@@ -3,7 +3,7 @@
 //!
 //! - `run` and `wait` exit with the command's own code (124 after their `--timeout`; `run`
 //!   130 after Ctrl-C); `run` 4 when it left the command running (`--detach`, a second
-//!   Ctrl-C);
+//!   Ctrl-C), and `rm` 4 when a session still runs;
 //! - 0 for success otherwise; 2 for bad usage (clap);
 //! - 3 when the session does not exist (any more), or `daemon --status` finds no daemon;
 //! - 125 when uexec itself failed (the daemon unreachable or refusing).
@@ -13,7 +13,7 @@
 //! Nothing is coloured, so `NO_COLOR` has nothing to turn off.
 //!
 //! One file per verb, each with its clap arguments, its parsing and its work: `run`, `ls`,
-//! `logs`, `send`, `poll`, `wait`, `kill`, `attach`. What they share (the exit codes,
+//! `logs`, `send`, `poll`, `wait`, `kill`, `rm`, `prune`, `attach`. What they share (the exit codes,
 //! [`Failure`], one tool call, the wait conditions) is in `common`, the connection to the
 //! daemon in [`conn`]. A verb file uses those two only, never another verb file; this file
 //! names the verbs for the engine's dispatch and the front.
@@ -26,16 +26,23 @@ mod kill;
 mod logs;
 mod ls;
 mod poll;
+mod prune;
+mod rm;
 mod run;
 mod send;
 mod wait;
 
-pub use common::{Failure, UntilArgs, EXIT_NO_SESSION, EXIT_STILL_RUNNING, EXIT_UEXEC};
+pub use common::{
+    parse_session_name, parse_session_ref, Failure, SessionRef, UntilArgs, EXIT_NO_SESSION,
+    EXIT_STILL_RUNNING, EXIT_UEXEC,
+};
 pub use daemon_status::daemon_status;
 pub use kill::{kill, KillArgs};
-pub use logs::{logs, LogsArgs};
+pub use logs::{logs, LogsArgs, Since};
 pub use ls::{ls, LsArgs};
 pub use poll::{poll, PollArgs};
+pub use prune::{prune, PruneArgs};
+pub use rm::{rm, RmArgs};
 pub use run::follow::{catch_signals, follow, Joined};
 pub use run::{
     finish_run, parse_assignment, plain_run, run, run_call_args, run_hello, RunArgs,

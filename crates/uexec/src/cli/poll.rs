@@ -6,15 +6,18 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
-use super::common::{call, exit_code_of, no_daemon_for, print_json, Failure, UntilArgs};
+use super::common::{
+    call, exit_code_of, parse_session_ref, print_json, Failure, SessionRef, UntilArgs,
+};
 use super::conn::{Conn, Target};
 use uexec_core::limits::{MAX_EMPTY_POLL_YIELD_TIME_MS, MIN_EMPTY_POLL_YIELD_TIME_MS};
 
 /// `uexec poll`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct PollArgs {
-    /// The session.
-    pub id: i32,
+    /// The session: its id, or its name.
+    #[arg(value_name = "SESSION", value_parser = parse_session_ref)]
+    pub id: SessionRef,
     /// How long to wait for output, in ms (5000 to 300000; returns early at the exit).
     #[arg(long = "yield", value_name = "MS", default_value_t = 5_000, value_parser = clap::value_parser!(i64).range(MIN_EMPTY_POLL_YIELD_TIME_MS as i64..=MAX_EMPTY_POLL_YIELD_TIME_MS as i64))]
     pub yield_ms: i64,
@@ -28,9 +31,10 @@ pub struct PollArgs {
 pub async fn poll(target: &Target, args: PollArgs) -> Result<ExitCode, Failure> {
     let mut conn = Conn::open(target, Vec::new())?;
     if !conn.daemon_may_run() {
-        return Err(no_daemon_for(args.id));
+        return Err(args.id.no_daemon());
     }
-    let mut poll_args = json!({"session_id": args.id, "yield_time_ms": args.yield_ms});
+    let id = args.id.resolve(&mut conn).await?;
+    let mut poll_args = json!({"session_id": id, "yield_time_ms": args.yield_ms});
     if let Some(until) = args.until.json() {
         poll_args["until"] = until;
     }

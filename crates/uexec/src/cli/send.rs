@@ -8,14 +8,15 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
-use super::common::{call, no_daemon_for, print_json, Failure};
+use super::common::{call, parse_session_ref, print_json, Failure, SessionRef};
 use super::conn::{Conn, Target};
 
 /// `uexec send`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SendArgs {
-    /// The session.
-    pub id: i32,
+    /// The session: its id, or its name.
+    #[arg(value_name = "SESSION", value_parser = parse_session_ref)]
+    pub id: SessionRef,
     /// Text to type; a newline (Enter) is added unless --no-newline.
     #[arg(required_unless_present_any = ["ctrl_c", "eof"])]
     pub text: Option<String>,
@@ -37,8 +38,9 @@ pub struct SendArgs {
 pub async fn send(target: &Target, args: SendArgs) -> Result<ExitCode, Failure> {
     let mut conn = Conn::open(target, Vec::new())?;
     if !conn.daemon_may_run() {
-        return Err(no_daemon_for(args.id));
+        return Err(args.id.no_daemon());
     }
+    let id = args.id.resolve(&mut conn).await?;
     let mut eof = args.eof;
     let chars = if args.ctrl_c {
         "\u{3}".to_owned()
@@ -50,9 +52,8 @@ pub async fn send(target: &Target, args: SendArgs) -> Result<ExitCode, Failure> 
             // input is Ctrl-D on a terminal, closing the pipe otherwise.
             let listed = call(&mut conn, "list_sessions", json!({})).await?;
             let tty = listed.structured["sessions"].as_array().is_some_and(|all| {
-                all.iter().any(|s| {
-                    s["session_id"].as_i64() == Some(i64::from(args.id)) && s["tty"] == true
-                })
+                all.iter()
+                    .any(|s| s["session_id"].as_i64() == Some(i64::from(id)) && s["tty"] == true)
             });
             if enter {
                 text.push(if tty { '\r' } else { '\n' });
@@ -67,7 +68,7 @@ pub async fn send(target: &Target, args: SendArgs) -> Result<ExitCode, Failure> 
     let result = call(
         &mut conn,
         "send_input",
-        json!({"session_id": args.id, "chars": chars, "eof": eof}),
+        json!({"session_id": id, "chars": chars, "eof": eof}),
     )
     .await?;
     if args.json {

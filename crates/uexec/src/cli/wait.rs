@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::common::{call, exit_code_of, no_daemon_for, print_json, Failure};
+use super::common::{call, exit_code_of, parse_session_ref, print_json, Failure, SessionRef};
 use super::conn::{Conn, Target};
 
 /// The longest one `await_exit` call may wait, in seconds (its `yield_time_ms` bound).
@@ -18,8 +18,9 @@ const AWAIT_EXIT_MAX_SECS: u64 = 300;
 /// `uexec wait`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WaitArgs {
-    /// The session.
-    pub id: i32,
+    /// The session: its id, or its name.
+    #[arg(value_name = "SESSION", value_parser = parse_session_ref)]
+    pub id: SessionRef,
     /// Give up after this many seconds (exit 124); default: wait as long as it runs.
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<u64>,
@@ -31,8 +32,9 @@ pub struct WaitArgs {
 pub async fn wait(target: &Target, args: WaitArgs) -> Result<ExitCode, Failure> {
     let mut conn = Conn::open(target, Vec::new())?;
     if !conn.daemon_may_run() {
-        return Err(no_daemon_for(args.id));
+        return Err(args.id.no_daemon());
     }
+    let id = args.id.resolve(&mut conn).await?;
     let deadline = args
         .timeout
         .map(|s| tokio::time::Instant::now() + Duration::from_secs(s));
@@ -46,7 +48,7 @@ pub async fn wait(target: &Target, args: WaitArgs) -> Result<ExitCode, Failure> 
         let result = call(
             &mut conn,
             "await_exit",
-            json!({"session_id": args.id, "yield_time_ms": chunk.as_millis() as u64}),
+            json!({"session_id": id, "yield_time_ms": chunk.as_millis() as u64}),
         )
         .await?;
         let s = &result.structured;

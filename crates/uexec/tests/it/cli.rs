@@ -19,15 +19,15 @@ async fn agent(place: &Place) -> Client {
     place.client(&["--owner", "agent-1"]).await
 }
 
-fn stdout(o: &Output) -> String {
+pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-fn stderr(o: &Output) -> String {
+pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-fn json_of(o: &Output) -> Value {
+pub(crate) fn json_of(o: &Output) -> Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
 }
 
@@ -156,7 +156,7 @@ async fn a_person_sees_types_into_and_kills_an_agents_session() {
 fn bad_input_is_refused_with_a_clear_error_and_a_meaningful_code() {
     let place = Place::new("cli");
     let cases: [(&[&str], i32, &str); 12] = [
-        (&["logs", "not-a-number"], 2, "invalid value 'not-a-number'"),
+        (&["logs", "not a name"], 2, "invalid value 'not a name'"),
         (
             &["logs", "-n", "0", "1000"],
             2,

@@ -8,7 +8,10 @@ mod net_support;
 
 mod attach;
 mod cli;
+mod cli_kill;
+mod cli_logs_since;
 mod cli_run;
+mod cli_sessions;
 mod daemon;
 mod daemon_status;
 mod daemon_trust;

@@ -104,10 +104,7 @@ impl ProcessControl for LocalControl {
         // Once the leader is reaped the command is over, and its group id may be recycled.
         let leader = lock(&self.leader);
         if *leader == Leader::Running {
-            match signal {
-                Signal::Interrupt => uexec_sys::kill_group(self.pid, uexec_sys::SIGINT),
-                Signal::Terminate => uexec_sys::kill_group(self.pid, uexec_sys::SIGTERM),
-            }
+            uexec_sys::kill_group(self.pid, signal.number());
         }
         drop(leader);
         Box::pin(async { Ok(()) })
