@@ -395,3 +395,51 @@ fn a_tty_run_is_this_terminal_joined_to_the_command() {
     assert_eq!(sessions(&place).len(), 1);
     kill(&place, &id);
 }
+
+#[test]
+fn a_named_run_is_found_by_its_name() {
+    let place = Place::new("run");
+    let web = place
+        .command(&[
+            "run",
+            "-d",
+            "--name",
+            "web",
+            "--until-pattern",
+            "ready",
+            "--",
+            "echo ready; exec sleep 30",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(web.status.code(), Some(4), "{}", stderr(&web));
+    let logs = place.command(&["logs", "web"]).output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&logs.stdout),
+        "ready\n",
+        "{}",
+        stderr(&logs)
+    );
+    // One running session per name: a second is refused, naming the flag, and runs nothing.
+    let again = place
+        .command(&["run", "--name", "web", "--", "touch started"])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
+    assert!(stderr(&again).contains("--name"), "{}", stderr(&again));
+    assert!(!place.cwd.join("started").exists());
+    let bad = place
+        .command(&["run", "--name", "12345", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("--name"), "{}", stderr(&bad));
+    kill(&place, "web");
+    // Once it ended, the name is free again.
+    let reused = place
+        .command(&["run", "--name", "web", "--", "echo again"])
+        .output()
+        .unwrap();
+    assert_eq!(reused.status.code(), Some(0), "{}", stderr(&reused));
+    assert_eq!(reused.stdout, b"again\n");
+}
