@@ -42,4 +42,5 @@ mod sandbox_network;
 mod sandbox_proxy;
 mod sandbox_warm;
 mod shell_snapshot;
+mod told;
 mod transcripts;
