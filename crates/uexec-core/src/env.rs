@@ -23,6 +23,9 @@ pub const FORCED_ENV: &[(&str, &str)] = &[
     ("GIT_PAGER", "cat"),
     ("GH_PAGER", "cat"),
     ("UEXEC", "1"),
+    // Beyond the SPEC: Python writes as it goes on a pipe too, so a dev server's banner
+    // reaches the window it is printed in, not the exit.
+    ("PYTHONUNBUFFERED", "1"),
 ];
 
 /// `TERM` of the PTY sessions people start (see [`EnvPolicy::pty_term`]): full-screen

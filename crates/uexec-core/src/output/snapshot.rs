@@ -37,6 +37,9 @@ pub struct Snapshot {
     pub timed_out_ms: Option<u64>,
     /// A PTY session waits for input with echo off (a password prompt).
     pub awaiting_secret: bool,
+    /// A running pipe session that has printed nothing at all yet (it may hold its output
+    /// back: see `to_text_annotated`).
+    pub silent_pipe: bool,
     /// The session's transcript: every byte it printed (`read_output` pages through it).
     pub transcript: Option<std::path::PathBuf>,
     /// Session offsets of the bytes this call's output left out (`[… N bytes omitted …]`).
@@ -70,6 +73,8 @@ pub struct Observed {
     pub matched: Option<Match>,
     pub timed_out_ms: Option<u64>,
     pub awaiting_secret: bool,
+    /// A pipe session that has printed nothing at all yet.
+    pub silent_pipe: bool,
     pub transcript: Option<std::path::PathBuf>,
     pub omitted_range: Option<std::ops::Range<u64>>,
     pub omitted_coverage: Option<crate::transcript::OmittedCoverage>,
@@ -89,6 +94,7 @@ impl Observed {
             matched: None,
             timed_out_ms: None,
             awaiting_secret: false,
+            silent_pipe: false,
             transcript: None,
             omitted_range: None,
             omitted_coverage: None,
@@ -136,6 +142,7 @@ impl Snapshot {
             matched: observed.matched,
             timed_out_ms: observed.timed_out_ms,
             awaiting_secret: observed.awaiting_secret,
+            silent_pipe: observed.silent_pipe,
             transcript: observed.transcript,
             omitted_range: observed.omitted_range,
             omitted_coverage: observed.omitted_coverage,
@@ -158,100 +165,6 @@ impl Snapshot {
             Status::Running { session_id } => Some(session_id),
             Status::Exited { .. } => None,
         }
-    }
-
-    /// One line saying why the call returned: `Reason: matched "ready" at output byte 120`.
-    pub fn reason_text(&self) -> String {
-        match (self.reason, &self.matched) {
-            (Reason::Matched, Some(m)) => {
-                format!("Reason: matched {:?} at output byte {}", m.text, m.offset)
-            }
-            (Reason::Prompt, _) if self.awaiting_secret => {
-                "Reason: prompt (secret input, echo off)".to_owned()
-            }
-            (Reason::Prompt, _) => "Reason: prompt (waiting for input)".to_owned(),
-            (reason, _) => format!("Reason: {}", reason.as_str()),
-        }
-    }
-
-    /// [`Self::to_text`] with uexec's extra lines after the status line: the timeout, why
-    /// the call returned, and a secret prompt.
-    pub fn to_text_annotated(&self) -> String {
-        let mut extra = String::new();
-        if let Some(ms) = self.timed_out_ms {
-            extra.push_str(&format!(
-                "Process timed out after {ms} ms (SIGTERM, then SIGKILL); reported as exit code {}\n",
-                crate::limits::TIMEOUT_EXIT_CODE
-            ));
-        }
-        extra.push_str(&self.reason_text());
-        extra.push('\n');
-        // Where the rest is, when this result left bytes out (the structured form always
-        // names the transcript): a line the model needs then, and only then.
-        if let Some(line) = self.transcript_line() {
-            extra.push_str(&line);
-            extra.push('\n');
-        }
-        if self.awaiting_secret && self.session_id().is_some() {
-            extra.push_str(
-                "A password prompt waits (echo off): ask the person to answer it; do not send secrets yourself\n",
-            );
-        }
-        if let Some(denial) = self.sandbox.as_ref().and_then(|s| s.denial_text()) {
-            extra.push_str(&denial);
-            extra.push('\n');
-        }
-        let text = self.to_text();
-        let at = text.find("Original token count:").unwrap_or(0);
-        format!("{}{extra}{}", &text[..at], &text[at..])
-    }
-
-    /// `Transcript: PATH (bytes A..B left out here; read_output has them)`, when this result
-    /// left bytes out; it promises only what is on disk: what rotated away, is still being
-    /// written or is lost (and where and why the transcript stopped) it says so.
-    pub fn transcript_line(&self) -> Option<String> {
-        let cut = self.omitted_range.as_ref()?;
-        let stop = self.transcript_stop.as_ref();
-        let Some(dir) = &self.transcript else {
-            // A session whose transcript could not be made names none.
-            return stop.map(|stop| {
-                format!(
-                    "Transcript: none (bytes {}..{} left out here are lost: no transcript could be made: {})",
-                    cut.start, cut.end, stop.error
-                )
-            });
-        };
-        let mut line = format!(
-            "Transcript: {} (bytes {}..{} left out here",
-            dir.display(),
-            cut.start,
-            cut.end
-        );
-        let coverage = self.omitted_coverage.as_ref();
-        match coverage.and_then(|c| c.readable.as_ref()) {
-            _ if coverage.is_none_or(|c| c.complete()) => line.push_str("; read_output has them"),
-            Some(r) => line.push_str(&format!("; read_output has {}..{}", r.start, r.end)),
-            None => line.push_str("; read_output has none of them"),
-        }
-        if let Some(r) = coverage.and_then(|c| c.rotated.as_ref()) {
-            line.push_str(&format!("; {}..{} rotated away", r.start, r.end));
-        }
-        let unwritten = coverage.and_then(|c| c.unwritten.as_ref());
-        match (unwritten, stop) {
-            (Some(r), Some(stop)) => line.push_str(&format!(
-                "; {}..{} are lost: {}",
-                r.start,
-                r.end,
-                stop.text()
-            )),
-            (Some(r), None) => {
-                line.push_str(&format!("; {}..{} are still being written", r.start, r.end))
-            }
-            (None, Some(stop)) => line.push_str(&format!("; {}", stop.text())),
-            (None, None) => {}
-        }
-        line.push(')');
-        Some(line)
     }
 
     /// Wall time in seconds with exactly four decimals, as printed.

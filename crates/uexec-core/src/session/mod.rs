@@ -258,6 +258,11 @@ impl Session {
     }
 
     /// The last non-empty line of output, escape sequences removed (at most 200 bytes).
+    /// Bytes printed so far.
+    pub fn printed(&self) -> u64 {
+        lock(&self.output).total
+    }
+
     pub fn last_line(&self) -> String {
         let last = lock(&self.output).aggregated.last_bytes(512);
         let text = strip_ansi(&String::from_utf8_lossy(&last));

@@ -49,6 +49,7 @@ impl SessionStore {
                     .flatten(),
                 timed_out_ms: None,
                 awaiting_secret: false,
+                silent_pipe: false,
                 transcript: session.transcript_dir(),
                 omitted_coverage: info
                     .as_ref()
@@ -75,6 +76,7 @@ impl SessionStore {
             };
             let observed = Observed {
                 awaiting_secret: session.awaiting_secret(),
+                silent_pipe: !session.info.tty && session.printed() == 0,
                 ..observed(running, window_start.elapsed(), omitted)
             };
             return Ok(Snapshot::build(

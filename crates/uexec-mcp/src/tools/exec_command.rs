@@ -166,7 +166,8 @@ pub fn request(arguments: Option<&Args>, dialect: Dialect) -> Result<ExecRequest
         until: until(&args)?,
         timeout_ms: integer(&args, "timeout_ms")?,
         pipe_stdin,
-        one_stream: false,
+        // uexec's dialect: stdout and stderr in the program's order, as on a terminal.
+        one_stream: dialect.extended,
         hygiene: hygiene(&args)?,
         sandbox: string(&args, "sandbox")?
             .map(|s| s.parse().map_err(|e: String| err("sandbox", e)))

@@ -26,6 +26,7 @@ mod mcp_environments_file;
 mod mcp_fewer_polls;
 mod mcp_http;
 mod mcp_listen;
+mod mcp_output;
 mod mcp_progress;
 mod mcp_protocol;
 mod mcp_stdio;
