@@ -31,6 +31,7 @@ mod mcp_stdio;
 mod net_hardening;
 mod net_peer_user;
 mod net_tls;
+mod people_story;
 mod place;
 mod sandbox;
 mod sandbox_attacks;
