@@ -108,6 +108,46 @@ impl UexecServer {
         )
     }
 
+    /// The tools this connection offers (`tools/list`).
+    fn offered_tools(&self) -> Vec<rmcp::model::Tool> {
+        let mut all = tools::all(
+            self.options.codex_tools_only,
+            Offer {
+                environments: &self.environments.names(),
+                extended: self.options.extended,
+                config: &self.options.config,
+            },
+        );
+        if self.stores.owners().is_some() {
+            // A person lists every owner's sessions, ended ones too.
+            for tool in &mut all {
+                if tool.name == list_sessions::NAME {
+                    *tool = tools::annotated(list_sessions::person_tool());
+                }
+            }
+            all.extend(tools::person_tools());
+        }
+        all
+    }
+
+    /// Whether this connection offers the tool `name` (as [`Self::offered_tools`] lists it,
+    /// without building the schemas).
+    fn offers(&self, name: &str) -> bool {
+        let agent = !self.options.codex_tools_only;
+        let person = self.stores.owners().is_some();
+        match name {
+            exec_command::NAME | write_stdin::NAME => true,
+            list_sessions::NAME | terminate_session::NAME | wait::NAME => agent,
+            read_output::NAME => agent && self.options.config.transcripts.is_some(),
+            send_input::NAME
+            | await_exit::NAME
+            | remove_session::NAME
+            | prune_sessions::NAME
+            | signal_session::NAME => person,
+            _ => false,
+        }
+    }
+
     /// Routes a call to its tool; an error becomes `{name} failed: {why}`, and exit notices
     /// are added (extended dialect, and `wait` always).
     async fn call(
@@ -177,9 +217,7 @@ impl ServerHandler for UexecServer {
         }
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("uexec", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Run shell commands with exec_command. Commands that outlive yield_time_ms keep running in a session: poll, type into or interrupt them with write_stdin, list them with list_sessions, stop them with terminate_session.",
-            )
+            .with_instructions(tools::instructions(&self.offered_tools()))
     }
 
     async fn list_tools(
@@ -187,24 +225,7 @@ impl ServerHandler for UexecServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let mut all = tools::all(
-            self.options.codex_tools_only,
-            Offer {
-                environments: &self.environments.names(),
-                extended: self.options.extended,
-                config: &self.options.config,
-            },
-        );
-        if self.stores.owners().is_some() {
-            // A person lists every owner's sessions, ended ones too.
-            for tool in &mut all {
-                if tool.name == list_sessions::NAME {
-                    *tool = list_sessions::person_tool();
-                }
-            }
-            all.extend(tools::person_tools());
-        }
-        Ok(ListToolsResult::with_all_items(all))
+        Ok(ListToolsResult::with_all_items(self.offered_tools()))
     }
 
     async fn call_tool(
@@ -212,6 +233,13 @@ impl ServerHandler for UexecServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        if !self.offers(&request.name) {
+            // Not a result: no such tool was offered (JSON-RPC invalid params, as MCP says).
+            return Err(McpError::invalid_params(
+                format!("unknown tool {:?}", request.name.as_ref()),
+                None,
+            ));
+        }
         let call_id = next_call_id();
         let store = self.store_for_call(
             self.stores.for_request(&context.extensions),

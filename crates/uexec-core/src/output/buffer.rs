@@ -78,6 +78,17 @@ impl HeadTailBuffer {
         self.head.len() + self.tail.len()
     }
 
+    /// The last `n` bytes printed, as one run: at most what the tail holds once something
+    /// was cut between head and tail (the head is not next to it then).
+    pub fn last_run(&self, n: usize) -> Vec<u8> {
+        let n = if self.omitted_bytes == 0 {
+            n
+        } else {
+            n.min(self.tail.len())
+        };
+        self.last_bytes(n)
+    }
+
     /// The last `n` bytes held (fewer when less is held), leaving them in place.
     pub fn last_bytes(&self, n: usize) -> Vec<u8> {
         let from_tail = self.tail.len().min(n);

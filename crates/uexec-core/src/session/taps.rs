@@ -139,16 +139,25 @@ impl Session {
         (watch, from)
     }
 
-    /// Catches a lagged follower up: what it still has queued is dropped, and the feed goes on
-    /// from the byte printed next. Returns that byte's session offset (the follower skipped
-    /// what lies between its last byte and this one).
-    pub fn catch_up(&self, watch: &mut OutputWatch) -> u64 {
+    /// Catches a lagged follower up, whose next byte is at session offset `next`: what it
+    /// still has queued is dropped, and it gets the last bytes printed since (at most
+    /// `tail_bytes`, to see where things stand), with their session offset; the feed goes on
+    /// after them. The follower skipped what lies between `next` and that offset.
+    pub fn catch_up(
+        &self,
+        watch: &mut OutputWatch,
+        next: u64,
+        tail_bytes: usize,
+    ) -> (Vec<u8>, u64) {
         let out = lock(&self.output);
         while watch.output.try_recv().is_ok() {}
         watch
             .lagged
             .store(false, std::sync::atomic::Ordering::SeqCst);
-        out.total
+        let since = usize::try_from(out.total.saturating_sub(next)).unwrap_or(usize::MAX);
+        let tail = out.aggregated.last_run(since.min(tail_bytes));
+        let from = out.total - tail.len() as u64;
+        (tail, from)
     }
 
     /// For a screen keeper, under the output lock: what is queued for its `tap` (or, when it

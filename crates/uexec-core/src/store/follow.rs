@@ -5,8 +5,9 @@
 //!
 //! Memory stays bounded whatever the follower's speed: the feed is a tap
 //! ([`Session::follow_output`]), and a follower that falls a tap's worth behind is told how many
-//! bytes it skipped ([`Followed::Skipped`]) instead of being queued for without end; the
-//! transcript, when kept, still has them. A follower that goes away leaves the session running,
+//! bytes it skipped ([`Followed::Skipped`]), then given the last [`CATCH_UP_TAIL_BYTES`]
+//! printed, instead of being queued for without end; the transcript, when kept, still has
+//! them all. A follower that goes away leaves the session running,
 //! as its owner's.
 
 use std::future::Future;
@@ -23,6 +24,10 @@ use crate::error::ExecError;
 use crate::limits::POST_EXIT_CLOSE_WAIT_MS;
 use crate::request::ExecRequest;
 use crate::session::{Outcome, OutputWatch, Session};
+
+/// What a follower that fell behind gets of what it missed: the last bytes, to see where
+/// things stand (a screenful of lines, and then some).
+pub const CATCH_UP_TAIL_BYTES: usize = 64 * 1024;
 
 impl SessionStore {
     /// Starts `req` as a stored session with `caller`'s defaults (see
@@ -62,6 +67,7 @@ impl SessionStore {
             skipped_first: from,
             settled: Some(settled),
             outcome: None,
+            tail: None,
             feed_open: true,
             ended: false,
         })
@@ -90,6 +96,8 @@ pub struct Run {
     skipped_first: u64,
     settled: Option<Pin<Box<dyn Future<Output = Outcome> + Send>>>,
     outcome: Option<Outcome>,
+    /// The last bytes printed, handed out after a [`Followed::Skipped`].
+    tail: Option<bytes::Bytes>,
     /// The tap still feeds (it closes only with the session).
     feed_open: bool,
     ended: bool,
@@ -123,17 +131,28 @@ impl Run {
             return Some(Followed::Skipped(std::mem::take(&mut self.skipped_first)));
         }
         loop {
+            // What a catch-up kept comes before anything printed after it.
+            if let Some(tail) = self.tail.take() {
+                self.next += tail.len() as u64;
+                return Some(Followed::Output(tail));
+            }
             if let Ok(chunk) = self.watch.output.try_recv() {
                 self.next += chunk.len() as u64;
                 return Some(Followed::Output(chunk));
             }
             if self.watch.lagged.load(std::sync::atomic::Ordering::SeqCst) {
-                let now = self.session.catch_up(&mut self.watch);
-                let skipped = now.saturating_sub(self.next);
-                self.next = now;
+                let (tail, from) =
+                    self.session
+                        .catch_up(&mut self.watch, self.next, CATCH_UP_TAIL_BYTES);
+                let skipped = from.saturating_sub(self.next);
+                self.next = from;
+                if !tail.is_empty() {
+                    self.tail = Some(bytes::Bytes::from(tail));
+                }
                 if skipped > 0 {
                     return Some(Followed::Skipped(skipped));
                 }
+                continue;
             }
             if let Some(outcome) = self.outcome.take() {
                 // Settled, and every byte it printed is out: the end is this follower's to

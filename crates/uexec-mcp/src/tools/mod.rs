@@ -23,7 +23,7 @@ pub mod terminate_session;
 pub mod wait;
 pub mod write_stdin;
 
-use rmcp::model::Tool;
+use rmcp::model::{Tool, ToolAnnotations};
 
 use schema::Offer;
 
@@ -38,18 +38,70 @@ pub fn all(codex_tools_only: bool, offer: Offer<'_>) -> Vec<Tool> {
             tools.push(read_output::tool());
         }
     }
-    tools
+    tools.into_iter().map(annotated).collect()
 }
 
 /// The tools of a person at the daemon, besides the agents' own.
 pub fn person_tools() -> Vec<Tool> {
-    vec![
+    [
         send_input::tool(),
         await_exit::tool(),
         remove_session::tool(),
         prune_sessions::tool(),
         signal_session::tool(),
     ]
+    .into_iter()
+    .map(annotated)
+    .collect()
+}
+
+/// A tool with its title and what a client may assume of it: the reading tools only read,
+/// the ones that end or forget sessions destroy (hints, as MCP says: the client decides).
+pub(crate) fn annotated(mut tool: Tool) -> Tool {
+    let (title, read_only, destructive) = match tool.name.as_ref() {
+        exec_command::NAME => ("Run a shell command", false, None),
+        write_stdin::NAME => ("Poll, type into or interrupt a session", false, None),
+        list_sessions::NAME => ("List sessions", true, None),
+        terminate_session::NAME => ("Stop a session", false, Some(true)),
+        wait::NAME => ("Wait for sessions", false, Some(false)),
+        read_output::NAME => ("Read a session's transcript", true, None),
+        send_input::NAME => ("Type into a session", false, None),
+        await_exit::NAME => ("Wait for a session's exit", true, None),
+        remove_session::NAME => ("Forget an ended session", false, Some(true)),
+        prune_sessions::NAME => ("Forget every ended session", false, Some(true)),
+        signal_session::NAME => ("Signal a session", false, Some(true)),
+        _ => return tool,
+    };
+    let mut annotations = ToolAnnotations::new().read_only(read_only);
+    if let Some(destructive) = destructive {
+        annotations = annotations.destructive(destructive);
+    }
+    tool.title = Some(title.to_owned());
+    tool.annotations = Some(annotations);
+    tool
+}
+
+/// The `instructions` of a server offering `tools`: what they are for, naming only those.
+pub fn instructions(tools: &[Tool]) -> String {
+    let offered = |name: &str| tools.iter().any(|t| t.name == name);
+    let mut then = vec!["poll, type into or interrupt them with write_stdin"];
+    for (name, what) in [
+        (wait::NAME, "wait for one or several to exit with wait"),
+        (list_sessions::NAME, "list them with list_sessions"),
+        (
+            read_output::NAME,
+            "read a long output back with read_output",
+        ),
+        (terminate_session::NAME, "stop them with terminate_session"),
+    ] {
+        if offered(name) {
+            then.push(what);
+        }
+    }
+    format!(
+        "Run shell commands with exec_command. Commands that outlive yield_time_ms keep running in a session: {}.",
+        then.join(", ")
+    )
 }
 
 #[cfg(test)]

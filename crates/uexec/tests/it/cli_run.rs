@@ -395,3 +395,114 @@ fn a_tty_run_is_this_terminal_joined_to_the_command() {
     assert_eq!(sessions(&place).len(), 1);
     kill(&place, &id);
 }
+
+#[test]
+fn a_named_run_is_found_by_its_name() {
+    let place = Place::new("run");
+    let web = place
+        .command(&[
+            "run",
+            "-d",
+            "--name",
+            "web",
+            "--until-pattern",
+            "ready",
+            "--",
+            "echo ready; exec sleep 30",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(web.status.code(), Some(4), "{}", stderr(&web));
+    let logs = place.command(&["logs", "web"]).output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&logs.stdout),
+        "ready\n",
+        "{}",
+        stderr(&logs)
+    );
+    // One running session per name: a second is refused, naming the flag, and runs nothing.
+    let again = place
+        .command(&["run", "--name", "web", "--", "touch started"])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
+    assert!(stderr(&again).contains("--name"), "{}", stderr(&again));
+    assert!(!place.cwd.join("started").exists());
+    let bad = place
+        .command(&["run", "--name", "12345", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("--name"), "{}", stderr(&bad));
+    kill(&place, "web");
+    // Once it ended, the name is free again.
+    let reused = place
+        .command(&["run", "--name", "web", "--", "echo again"])
+        .output()
+        .unwrap();
+    assert_eq!(reused.status.code(), Some(0), "{}", stderr(&reused));
+    assert_eq!(reused.stdout, b"again\n");
+}
+
+/// The daemon's peak resident memory (VmHWM), in bytes.
+fn daemon_peak(place: &Place) -> u64 {
+    let pid = place.daemon_pid().expect("a daemon runs");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+#[test]
+fn a_reader_that_falls_behind_is_told_what_it_skipped_and_memory_stays_bounded() {
+    let place = Place::new("run");
+    let started = place.command(&["run", "--", "true"]).output().unwrap();
+    assert_eq!(started.status.code(), Some(0), "{}", stderr(&started));
+    // 100 MB printed while this reader reads nothing: the run's stdout pipe fills, then its
+    // socket, then the daemon's feed of it.
+    let mut child = spawn(
+        &place,
+        &[
+            "run",
+            "--no-login",
+            "--",
+            "head -c 100000000 /dev/zero; echo; echo done",
+        ],
+    );
+    let deadline = Instant::now() + PATIENCE;
+    while !sessions(&place)
+        .iter()
+        .any(|s| s["state"] == "exited" && s["command"].as_str().unwrap_or("").starts_with("head"))
+    {
+        assert!(Instant::now() < deadline, "the command never ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut out = Vec::new();
+    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    let done = finish(child);
+    assert_eq!(done.status.code(), Some(0), "{}", stderr(&done));
+    assert!(
+        out.len() < 100_000_000 / 2,
+        "{} bytes: nothing was skipped",
+        out.len()
+    );
+    // Told how much, and shown how it ended.
+    let printed = 100_000_000 + "\ndone\n".len() as u64;
+    let skipped = printed - out.len() as u64;
+    assert!(
+        stderr(&done).contains(&format!("{skipped} bytes of output not shown")),
+        "{skipped}: {}",
+        stderr(&done)
+    );
+    assert!(
+        out.ends_with(b"\0\ndone\n"),
+        "{:?}",
+        &out[out.len().saturating_sub(16)..]
+    );
+    let peak = daemon_peak(&place);
+    assert!(peak < 64 << 20, "the daemon peaked at {peak} bytes");
+}

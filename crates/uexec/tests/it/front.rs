@@ -97,7 +97,15 @@ fn the_front_prints_and_exits_as_the_engine_does() {
         ],
         &["run", "--cwd", "/", "--no-login", "pwd"],
         &["run", "--tty", "--", "sh", "-c", "test -t 1 && echo a tty"],
-        &["run", "--timeout", "200", "--", "echo before; sleep 5"],
+        // Its output before the timeout: a second for `echo`, however loaded the machine.
+        &[
+            "run",
+            "--no-login",
+            "--timeout",
+            "1000",
+            "--",
+            "echo before; exec sleep 30",
+        ],
         &[
             "run",
             "--yield",

@@ -27,6 +27,7 @@ mod mcp_fewer_polls;
 mod mcp_http;
 mod mcp_listen;
 mod mcp_progress;
+mod mcp_protocol;
 mod mcp_stdio;
 mod net_hardening;
 mod net_peer_user;

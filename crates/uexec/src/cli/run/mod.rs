@@ -23,8 +23,8 @@ use serde_json::{json, Value};
 pub mod follow;
 
 use super::common::{
-    exit_code_of, print_json, text_failure, tool_failure, Failure, UntilArgs, EXIT_STILL_RUNNING,
-    EXIT_UEXEC,
+    exit_code_of, parse_session_name, print_json, text_failure, tool_failure, Failure, UntilArgs,
+    EXIT_STILL_RUNNING, EXIT_UEXEC,
 };
 use super::conn::{Conn, Target, ToolResult};
 use follow::Joined;
@@ -51,6 +51,10 @@ pub struct RunArgs {
     /// 10000). Implies --detach.
     #[arg(long = "yield", value_name = "MS", default_value_t = RUN_YIELD_DEFAULT_MS, value_parser = clap::value_parser!(i64).range(RUN_YIELD_MIN_MS..=RUN_YIELD_MAX_MS))]
     pub yield_ms: i64,
+    /// Name the session (1 to 32 of A-Z a-z 0-9 . _ -, not all digits; unique among your
+    /// running sessions): `attach`, `logs`, `send`, `kill`, `wait` then take it for the id.
+    #[arg(long, value_name = "NAME", value_parser = parse_session_name)]
+    pub name: Option<String>,
     /// Working directory (default: the current one).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
@@ -199,6 +203,7 @@ pub fn plain_run(args: &[OsString]) -> Option<(Option<PathBuf>, RunArgs)> {
     let mut run = RunArgs {
         tty: false,
         detach: false,
+        name: None,
         yield_ms: RUN_YIELD_DEFAULT_MS,
         cwd: None,
         env: Vec::new(),
@@ -248,6 +253,7 @@ pub fn plain_run(args: &[OsString]) -> Option<(Option<PathBuf>, RunArgs)> {
                 match name {
                     "--yield" => run.yield_ms = ms_in(value, RUN_YIELD_MIN_MS..=RUN_YIELD_MAX_MS)?,
                     "--cwd" => run.cwd = Some(value.to_owned()),
+                    "--name" => run.name = Some(parse_session_name(value).ok()?),
                     "--env" => run.env.push(parse_assignment(value).ok()?),
                     "--timeout" => {
                         run.timeout = Some(ms_in(value, MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS)?)
@@ -290,6 +296,9 @@ pub fn run_call_args(args: &RunArgs) -> Value {
     });
     if let Some(cwd) = &args.cwd {
         call_args["workdir"] = json!(cwd);
+    }
+    if let Some(name) = &args.name {
+        call_args["name"] = json!(name);
     }
     if let Some(until) = args.until.json() {
         call_args["until"] = until;
@@ -379,6 +388,9 @@ mod tests {
             "=x",
             "--cwd",
             "/tmp",
+            "--name",
+            "web.1",
+            "123",
             "--cwd=",
             "--timeout",
             "-5",
@@ -427,6 +439,7 @@ mod tests {
             &["--", "true"][..],
             &["make", "test"],
             &["--tty", "--yield", "2000", "--", "python3"],
+            &["-d", "--name", "web", "--", "npm run dev"],
             &[
                 "--json", "--env", "A=1", "--cwd=/", "--", "sh", "-c", "echo $A",
             ],
