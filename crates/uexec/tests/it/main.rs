@@ -43,4 +43,5 @@ mod sandbox_network;
 mod sandbox_proxy;
 mod sandbox_warm;
 mod shell_snapshot;
+mod tmux;
 mod transcripts;

@@ -9,8 +9,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::helpers::{call, rand_suffix, structured, text, Client, UEXEC};
+use crate::cli_run::session_named;
+use crate::helpers::{call, structured, text, Client, UEXEC};
 use crate::place::DaemonPlace;
+use crate::tmux::Tmux;
 
 /// How long a step may take to show what it must (a failure guard, not a synchronisation).
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -41,7 +43,7 @@ const PROMPT: &str = "(exit $?) $ ";
 
 /// A person's terminal: bash in tmux, in the place's working directory.
 struct Terminal {
-    server: String,
+    tmux: Tmux,
 }
 
 /// A line typed at the prompt: its `nth` echo on the screen starts its output.
@@ -72,37 +74,19 @@ impl Terminal {
             std::env::var("PATH").unwrap_or_default()
         );
         let term = Self {
-            server: format!("uexec-story-{}", rand_suffix()),
+            tmux: Tmux::new("story"),
         };
         let shell = format!(
             "env -u UEXEC_DAEMON XDG_RUNTIME_DIR={} HOME={} PATH={path} PS1='{PROMPT}' bash --norc --noprofile",
             place.runtime.display(),
             home.display(),
         );
-        let cwd = place.cwd.display().to_string();
-        term.tmux(&[
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            "220",
-            "-y",
-            "50",
-            "-c",
-            &cwd,
-            &shell,
-        ]);
+        term.tmux.start((220, 50), &place.cwd, &shell);
         term
     }
 
     fn tmux(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.server, "-f", "/dev/null"])
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        self.tmux.run(args)
     }
 
     /// The whole screen and its history, wrapped lines joined.
@@ -127,9 +111,7 @@ impl Terminal {
 
     /// Presses keys (tmux names: `C-c`, `Enter`) or types words.
     fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "t"];
-        args.extend_from_slice(keys);
-        self.tmux(&args);
+        self.tmux.keys(keys);
     }
 
     /// What the screen shows after the echo of `typed`, once there is one.
@@ -190,24 +172,6 @@ impl Terminal {
     }
 }
 
-impl Drop for Terminal {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.server, "kill-server"])
-            .output();
-    }
-}
-
-/// The session id a "still running as session N" line names.
-fn session_named(text: &str) -> String {
-    text.split("still running as session ")
-        .nth(1)
-        .unwrap_or_default()
-        .chars()
-        .take_while(char::is_ascii_digit)
-        .collect()
-}
-
 /// The line of `uexec ls`'s table that starts with `id`.
 fn row<'a>(table: &'a str, id: &str) -> Option<&'a str> {
     table
@@ -265,10 +229,11 @@ async fn the_readmes_story_for_people_in_a_real_terminal() {
     let (_, code) = term.ends(&typed).await;
     assert_eq!(code, 130);
 
-    // 2. A dev server left running: back at the ready line, exit code 4, and where it is.
+    // 2. A dev server left running, named: back at the ready line, exit code 4, and where
+    // it is.
     let out = term
         .run(
-            "uexec run -d --until-pattern 'ready on :[0-9]+' -- npm run dev",
+            "uexec run -d --name web --until-pattern 'ready on :[0-9]+' -- npm run dev",
             4,
         )
         .await;
@@ -287,6 +252,7 @@ async fn the_readmes_story_for_people_in_a_real_terminal() {
     assert!(table.starts_with("ID "), "{table}");
     assert_eq!(table.lines().count(), 2, "{table}");
     let line = row(&table, &web).unwrap_or_else(|| panic!("{table}"));
+    assert_eq!(line.split_whitespace().nth(1), Some("web"), "{table}");
     for part in ["@person", "running", "npm run dev", "ready on :5173"] {
         assert!(line.contains(part), "{part}: {table}");
     }
@@ -297,7 +263,7 @@ async fn the_readmes_story_for_people_in_a_real_terminal() {
     }
 
     // 4. Its output: everything so far, then live; Ctrl-C stops following, not the server.
-    let follow = term.type_line(&format!("uexec logs -f {web}"));
+    let follow = term.type_line("uexec logs -f web");
     term.shows(&follow, "ready on :5173").await;
     std::fs::write(place.cwd.join("hit"), "").unwrap();
     let out = term.shows(&follow, "GET / 200").await;
@@ -305,11 +271,11 @@ async fn the_readmes_story_for_people_in_a_real_terminal() {
     term.keys(&["C-c"]);
     term.ends(&follow).await;
     // Only what it printed in the last 10 minutes: all of it, here.
-    let out = term.run(&format!("uexec logs --since 10m {web}"), 0).await;
+    let out = term.run("uexec logs --since 10m web", 0).await;
     assert_eq!(out, "> dev\nready on :5173\nGET / 200\n");
     // Or since a time: what came after it only.
     term.run("since=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)", 0).await;
-    let since = term.type_line(&format!("uexec logs -f --since \"$since\" {web}"));
+    let since = term.type_line("uexec logs -f --since \"$since\" web");
     std::fs::write(place.cwd.join("hit"), "").unwrap();
     let out = term.shows(&since, "GET / 200").await;
     assert!(!out.contains("ready on"), "{out}");
@@ -317,7 +283,7 @@ async fn the_readmes_story_for_people_in_a_real_terminal() {
     term.ends(&since).await;
 
     // 5. Its screen, live: a banner says how to leave; Ctrl-\ detaches, the server runs on.
-    let attach = term.type_line(&format!("uexec attach {web}"));
+    let attach = term.type_line("uexec attach web");
     term.shows(
         &attach,
         &format!("attached to {web} (read-only; Ctrl-\\ detaches)"),
@@ -361,6 +327,17 @@ async fn the_readmes_story_for_people_in_a_real_terminal() {
     let (out, _) = term.ends(&answer).await;
     assert!(out.contains("keys go to the session"), "{out}");
     agent_reads(&agent, asked, "answer: y").await;
+    let typed = call(
+        &agent,
+        "write_stdin",
+        json!({"session_id": asked, "chars": "\r"}),
+    )
+    .await;
+    assert!(
+        !text(&typed).contains("a person is typing"),
+        "{}",
+        text(&typed)
+    );
     // The agent's client restarts: its new `uexec mcp --daemon` lists the session again.
     agent.cancel().await.unwrap();
     let agent = place.client(&[]).await;
@@ -373,9 +350,7 @@ async fn the_readmes_story_for_people_in_a_real_terminal() {
     );
 
     // 7. Stopping: a signal, then `ls` says how it ended; a kill, and the session is gone.
-    let out = term
-        .run(&format!("uexec kill --signal TERM {web}"), 0)
-        .await;
+    let out = term.run("uexec kill --signal TERM web", 0).await;
     assert_eq!(out, format!("Sent SIGTERM to session {web}\n"));
     let out = term.run(&format!("uexec kill {id}"), 0).await;
     assert_eq!(out, format!("Session {id} terminated\n"));
@@ -414,7 +389,7 @@ async fn the_readmes_story_for_people_in_a_real_terminal() {
     );
     let transcript = transcript_of(&place, &web);
     assert!(transcript.is_dir(), "{}", transcript.display());
-    let out = term.run(&format!("uexec rm {web}"), 0).await;
+    let out = term.run("uexec rm web", 0).await;
     assert_eq!(out, format!("Session {web} removed\n"));
     assert!(!transcript.exists(), "{}", transcript.display());
     let out = term.run("uexec prune", 0).await;
