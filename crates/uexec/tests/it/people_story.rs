@@ -289,7 +289,14 @@ async fn the_readmes_story_for_people_in_a_real_terminal() {
         &format!("attached to {web} (read-only; Ctrl-\\ detaches)"),
     )
     .await;
-    term.shows(&attach, "ready on :5173").await;
+    // What it printed (the two requests of step 4 included), then a new request, live.
+    let gets = |n: usize| move |out: &str| (out.matches("GET / 200").count() >= n).then_some(());
+    term.until(&attach, "two requests", gets(2)).await;
+    assert!(term
+        .after(&attach)
+        .is_some_and(|out| out.contains("ready on :5173")));
+    std::fs::write(place.cwd.join("hit"), "").unwrap();
+    term.until(&attach, "a third request", gets(3)).await;
     term.keys(&["C-\\"]);
     let (out, code) = term.ends(&attach).await;
     assert_eq!(code, 0, "{out}");
