@@ -19,6 +19,8 @@ pub struct ExitNotice {
     /// Set when a backend or a policy failed the process.
     pub failure: Option<String>,
     pub timed_out_ms: Option<u64>,
+    /// Who ended it, when not its owner (`a person (uexec kill)`).
+    pub stopped_by: Option<String>,
     pub exited_at: Instant,
 }
 
@@ -35,6 +37,12 @@ impl ExitNotice {
             command.push('\u{2026}');
         }
         let how = match (&self.failure, self.timed_out_ms, self.exit_code) {
+            _ if self.stopped_by.is_some() => {
+                format!(
+                    "was stopped by {}",
+                    self.stopped_by.as_deref().unwrap_or("")
+                )
+            }
             (Some(message), _, _) => format!("failed: {message}"),
             (None, Some(ms), _) => {
                 format!("timed out after {ms} ms (exit code {TIMEOUT_EXIT_CODE})")
@@ -62,6 +70,7 @@ mod tests {
             exit_code: Some(1),
             failure: None,
             timed_out_ms: None,
+            stopped_by: None,
             exited_at: Instant::now(),
         };
         let text = n.text();
@@ -77,5 +86,16 @@ mod tests {
         assert!(long
             .text()
             .contains(&format!("({}\u{2026})", "x".repeat(60))));
+        let stopped = ExitNotice {
+            stopped_by: Some("a person (uexec kill)".into()),
+            ..long
+        };
+        assert!(
+            stopped
+                .text()
+                .contains(") was stopped by a person (uexec kill), 0."),
+            "{}",
+            stopped.text()
+        );
     }
 }

@@ -153,6 +153,7 @@ impl UexecServer {
     async fn call(
         &self,
         store: &Arc<SessionStore>,
+        own: &Arc<SessionStore>,
         name: &str,
         arguments: Option<&Map<String, Value>>,
         call_id: String,
@@ -185,7 +186,9 @@ impl UexecServer {
                 None => unknown(name),
             },
             terminate_session::NAME if !codex_tools_only => {
-                terminate_session::call(store, arguments)
+                // A person stopping someone else's session: its owner is told who did.
+                let by = (!Arc::ptr_eq(store, own)).then_some("a person (uexec kill)");
+                terminate_session::call(store, arguments, by)
             }
             other => unknown(other),
         };
@@ -195,7 +198,9 @@ impl UexecServer {
             ))])
         });
         if self.options.extended || name == wait::NAME {
-            attach_exit_notices(&mut result, store.take_exit_notices());
+            // This connection's own notices: a person's call on an agent's session must not
+            // take the agent's.
+            attach_exit_notices(&mut result, own.take_exit_notices());
         }
         result
     }
@@ -241,10 +246,8 @@ impl ServerHandler for UexecServer {
             ));
         }
         let call_id = next_call_id();
-        let store = self.store_for_call(
-            self.stores.for_request(&context.extensions),
-            request.arguments.as_ref(),
-        );
+        let own = self.stores.for_request(&context.extensions);
+        let store = self.store_for_call(own.clone(), request.arguments.as_ref());
         let target = match request.name.as_ref() {
             exec_command::NAME => Some(CallTarget::Call(call_id.clone())),
             write_stdin::NAME => request
@@ -287,7 +290,7 @@ impl ServerHandler for UexecServer {
                 ))])
                 .into());
             }
-            result = self.call(&store, name, request.arguments.as_ref(), call_id) => result,
+            result = self.call(&store, &own, name, request.arguments.as_ref(), call_id) => result,
         };
         if let Some(f) = forwarder {
             f.finish().await;

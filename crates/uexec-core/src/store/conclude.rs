@@ -165,6 +165,7 @@ impl SessionStore {
             exit_code: outcome.exit_code,
             failure: outcome.failure,
             timed_out_ms: outcome.timed_out_ms,
+            stopped_by: None,
             exited_at,
         });
     }

@@ -138,6 +138,15 @@ impl StoreInner {
 }
 
 impl SessionStore {
+    /// How session `id` ended, if it is gone from the store and remembered (its exit was
+    /// reported, or it was terminated).
+    pub fn ended(&self, id: i32) -> Option<SessionEnd> {
+        let inner = lock(&self.inner);
+        let record = inner.ended.iter().rev().find(|e| e.id == id)?;
+        let lifecycle = record.lifecycle.borrow().clone();
+        end_of(&lifecycle)
+    }
+
     /// Sessions gone from the store whose transcript is still on disk (or that have none),
     /// oldest first. Records whose transcript was pruned are dropped here.
     pub fn list_ended(&self) -> Vec<SessionInfo> {

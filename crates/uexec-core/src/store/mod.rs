@@ -272,6 +272,33 @@ impl SessionStore {
         Ok(())
     }
 
+    /// [`Self::terminate`] on behalf of someone else than its owner (`by`, e.g. "a person
+    /// (uexec kill)"): the owner's next result says so, in an exit notice, instead of leaving
+    /// it to find `Unknown process id`.
+    pub fn terminate_by(&self, session_id: i32, by: &str) -> Result<(), ExecError> {
+        let command = lock(&self.inner)
+            .sessions
+            .get(&session_id)
+            .map(|e| e.session.info.command.clone())
+            .ok_or(ExecError::UnknownProcess(session_id))?;
+        self.terminate(session_id)?;
+        let mut inner = lock(&self.inner);
+        inner.notices.retain(|n| n.session_id != session_id);
+        if inner.notices.len() >= crate::limits::MAX_EXIT_NOTICES {
+            inner.notices.pop_front();
+        }
+        inner.notices.push_back(crate::notice::ExitNotice {
+            session_id,
+            command,
+            exit_code: None,
+            failure: None,
+            timed_out_ms: None,
+            stopped_by: Some(by.to_owned()),
+            exited_at: tokio::time::Instant::now(),
+        });
+        Ok(())
+    }
+
     /// Sends `signal` to a running session's process group, and nothing else: the session
     /// ends, if it does, as any exit does (its code says the signal).
     pub async fn signal(&self, session_id: i32, signal: Signal) -> Result<(), ExecError> {

@@ -125,6 +125,9 @@ pub(crate) fn attach_exit_notices(result: &mut CallToolResult, notices: Vec<Exit
         if let Some(ms) = n.timed_out_ms {
             item["timed_out_ms"] = json!(ms);
         }
+        if let Some(by) = &n.stopped_by {
+            item["stopped_by"] = json!(by);
+        }
         items.push(item);
     }
     match result.content.last_mut() {

@@ -37,10 +37,15 @@ pub fn request(arguments: Option<&Args>) -> Result<i32, ArgError> {
 }
 
 /// Kills the session of `store`.
-pub fn call(store: &Arc<SessionStore>, arguments: Option<&Args>) -> Answer {
+/// Terminates the session; `by` someone else than its owner (a person), its owner's next
+/// result says so.
+pub fn call(store: &Arc<SessionStore>, arguments: Option<&Args>, by: Option<&str>) -> Answer {
     let id = request(arguments).map_err(|e| e.to_string())?;
-    store
-        .terminate(id)
+    let ended = match by {
+        Some(by) => store.terminate_by(id, by),
+        None => store.terminate(id),
+    };
+    ended
         .map(|()| {
             CallToolResult::success(vec![ContentBlock::text(format!("Session {id} terminated"))])
         })

@@ -84,7 +84,27 @@ pub async fn call(
         .write_stdin_for(config, req)
         .await
         .map(|s| snapshot_result(s, dialect.extended))
-        .map_err(|e| render::error_text(&e))
+        .map_err(|e| match e {
+            // uexec's dialect says what became of a session it remembers.
+            uexec_core::ExecError::UnknownProcess(id) if dialect.extended => {
+                match store.ended(id) {
+                    Some(end) => format!("{}: {}", render::error_text(&e), gone(id, &end)),
+                    None => render::error_text(&e),
+                }
+            }
+            e => render::error_text(&e),
+        })
+}
+
+/// `session 48213 exited (code 0) 3 s ago, and that was reported already`.
+fn gone(id: i32, end: &uexec_core::SessionEnd) -> String {
+    let ago = end.at.elapsed().unwrap_or_default().as_secs();
+    let how = match (&end.failure, end.exit_code) {
+        (Some(failure), _) => format!("failed ({failure})"),
+        (None, Some(code)) => format!("exited (code {code})"),
+        (None, None) => "exited".to_owned(),
+    };
+    format!("session {id} {how} {ago} s ago, and that was reported already")
 }
 
 #[cfg(test)]

@@ -44,4 +44,5 @@ mod sandbox_proxy;
 mod sandbox_warm;
 mod shell_snapshot;
 mod tmux;
+mod told;
 mod transcripts;
