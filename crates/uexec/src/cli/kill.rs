@@ -28,8 +28,8 @@ pub struct KillArgs {
     pub owner: Option<String>,
     /// Send only this signal to each session's process group: HUP, INT, QUIT, KILL, USR1,
     /// USR2 or TERM (SIGTERM, term and 15 too). The session ends, if it does, as any exit
-    /// (`uexec ls` shows its code). Default: kill it and every process it started, and
-    /// forget it at once.
+    /// (`uexec ls` shows its code). Default: kill it and every process it started; it
+    /// leaves `uexec ls` at once (`uexec ls -a` shows it, exited 137, until `uexec rm`).
     #[arg(short, long, value_name = "SIGNAL", value_parser = parse_signal)]
     pub signal: Option<Signal>,
     /// Print the answer as JSON: {session_id, terminated} or {session_id, signal} for one

@@ -2,17 +2,18 @@
 //! reads the screen) while an agent's MCP client owns the session.
 
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::helpers::{call, rand_suffix, structured, text, Client, UEXEC};
+use crate::helpers::{call, structured, text, Client, UEXEC};
 use crate::place::DaemonPlace;
+use crate::tmux::Tmux;
 
 struct Place {
     daemon: DaemonPlace,
-    tmux: String,
+    tmux: Tmux,
 }
 
 impl std::ops::Deref for Place {
@@ -26,7 +27,7 @@ impl Place {
     fn new() -> Self {
         Self {
             daemon: DaemonPlace::new("attach"),
-            tmux: format!("uexec-it-{}", rand_suffix()),
+            tmux: Tmux::new("attach"),
         }
     }
 
@@ -37,12 +38,7 @@ impl Place {
     }
 
     fn tmux(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.tmux, "-f", "/dev/null"])
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        self.tmux.run(args)
     }
 
     /// `uexec attach ARGS` in a 120x30 tmux window.
@@ -57,17 +53,7 @@ impl Place {
             self.runtime.display(),
             self.cwd.join("home").display()
         );
-        self.tmux(&[
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            "120",
-            "-y",
-            "30",
-            &line,
-        ]);
+        self.tmux.start((120, 30), &self.cwd, &line);
         self.tmux(&["set-option", "-t", "t", "remain-on-exit", "on"]);
     }
 
@@ -88,14 +74,6 @@ impl Place {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-    }
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.tmux, "kill-server"])
-            .output();
     }
 }
 

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::helpers::{rand_suffix, UEXEC};
+use crate::helpers::UEXEC;
 use crate::place::DaemonPlace as Place;
+use crate::tmux::Tmux;
 
 /// How long a test waits for what must come (a failure guard, not a synchronisation).
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -86,7 +87,7 @@ fn kill(place: &Place, id: &str) {
 }
 
 /// The session id a "still running as session N" line names.
-fn session_named(text: &str) -> String {
+pub fn session_named(text: &str) -> String {
     text.split("session ")
         .nth(1)
         .unwrap_or_default()
@@ -298,47 +299,30 @@ fn detach_keeps_the_window_and_says_with_its_exit_code_that_the_command_runs_on(
 
 /// A person's terminal, as tmux gives one.
 struct Terminal {
-    server: String,
+    tmux: Tmux,
 }
 
 impl Terminal {
     fn new(place: &Place, line: &str) -> Self {
         let term = Self {
-            server: format!("uexec-run-{}", rand_suffix()),
+            tmux: Tmux::new("run"),
         };
         let shell = format!(
             "env XDG_RUNTIME_DIR={} HOME={} bash --norc --noprofile",
             place.runtime.display(),
             place.cwd.join("home").display()
         );
-        term.tmux(&[
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            "100",
-            "-y",
-            "30",
-            &shell,
-        ]);
-        term.tmux(&["send-keys", "-t", "t", line, "Enter"]);
+        term.tmux.start((100, 30), &place.cwd, &shell);
+        term.keys(&[line, "Enter"]);
         term
     }
 
     fn tmux(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.server, "-f", "/dev/null"])
-            .args(args)
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        self.tmux.run(args)
     }
 
     fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "t"];
-        args.extend_from_slice(keys);
-        self.tmux(&args);
+        self.tmux.keys(keys);
     }
 
     fn shows(&self, what: &str) -> String {
@@ -354,14 +338,6 @@ impl Terminal {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
-    }
-}
-
-impl Drop for Terminal {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["-L", &self.server, "kill-server"])
-            .output();
     }
 }
 
