@@ -42,6 +42,14 @@ fn lines_of(child: &mut Child) -> mpsc::Receiver<String> {
     rx
 }
 
+/// `uexec run --no-login -- SCRIPT`, once it printed its first line, `ready`.
+fn ready(place: &Place, script: &str) -> Child {
+    let mut child = spawn(place, &["run", "--no-login", "--", script]);
+    let lines = lines_of(&mut child);
+    assert_eq!(lines.recv_timeout(PATIENCE).as_deref(), Ok("ready"));
+    child
+}
+
 fn finish(child: Child) -> Output {
     child.wait_with_output().unwrap()
 }
@@ -184,12 +192,7 @@ fn stdin_goes_through_byte_for_byte_and_the_output_is_not_cut_at_a_models_budget
 fn ctrl_c_interrupts_the_command_and_twice_leaves_it_running() {
     let place = Place::new("run");
     for round in 0..2 {
-        let mut child = spawn(
-            &place,
-            &["run", "--no-login", "--", "echo ready; exec sleep 100"],
-        );
-        let lines = lines_of(&mut child);
-        assert_eq!(lines.recv_timeout(PATIENCE).as_deref(), Ok("ready"));
+        let child = ready(&place, "echo ready; exec sleep 100");
         signal(&child, libc::SIGINT);
         let out = finish(child);
         assert_eq!(
@@ -201,17 +204,7 @@ fn ctrl_c_interrupts_the_command_and_twice_leaves_it_running() {
         assert_eq!(sessions(&place), Vec::<Value>::new());
     }
     // A command that ignores Ctrl-C: the second, within a second, leaves it running.
-    let mut child = spawn(
-        &place,
-        &[
-            "run",
-            "--no-login",
-            "--",
-            "trap '' INT; echo ready; exec sleep 100",
-        ],
-    );
-    let lines = lines_of(&mut child);
-    assert_eq!(lines.recv_timeout(PATIENCE).as_deref(), Ok("ready"));
+    let child = ready(&place, "trap '' INT; echo ready; exec sleep 100");
     signal(&child, libc::SIGINT);
     // Two signals sent before the first is taken are one: wait until it was.
     taken(&child, libc::SIGINT);
@@ -237,12 +230,7 @@ fn ctrl_c_interrupts_the_command_and_twice_leaves_it_running() {
 fn a_run_told_to_stop_or_read_no_more_ends_its_command() {
     let place = Place::new("run");
     // SIGTERM (a script's `timeout`, a supervisor): the command is this run's job.
-    let mut child = spawn(
-        &place,
-        &["run", "--no-login", "--", "echo ready; exec sleep 100"],
-    );
-    let lines = lines_of(&mut child);
-    assert_eq!(lines.recv_timeout(PATIENCE).as_deref(), Ok("ready"));
+    let child = ready(&place, "echo ready; exec sleep 100");
     signal(&child, libc::SIGTERM);
     let out = finish(child);
     assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
