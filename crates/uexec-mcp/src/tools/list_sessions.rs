@@ -90,19 +90,27 @@ pub fn call_person(owners: &OwnerTable, arguments: Option<&Args>) -> Answer {
 
 fn result(store: &SessionStore, environments: &[String]) -> CallToolResult {
     let sessions = store.list_sessions();
-    let mut text = if sessions.is_empty() {
-        "No running sessions.".to_owned()
-    } else {
-        format!("{} running session(s):", sessions.len())
+    let running = sessions.iter().filter(|s| !s.exited).count();
+    let mut text = match (sessions.len(), running) {
+        (0, _) => "No running sessions.".to_owned(),
+        (n, r) if n == r => format!("{n} running session(s):"),
+        (n, r) => format!("{n} session(s), {r} running:"),
     };
     let mut items = Vec::new();
     for s in &sessions {
         let secs = (s.running_time.as_secs_f64() * 10.0).round() / 10.0;
+        // Exited, its end not reported yet: never listed as running beside its notice.
+        let ended = s
+            .exited
+            .then(|| match s.end.as_ref().and_then(|e| e.exit_code) {
+                Some(code) => format!("exited with code {code}; write_stdin reports its end"),
+                None => "exited; write_stdin reports its end".to_owned(),
+            });
         text.push_str(&format!(
-            "\n- session {} ({}, {:.1}s, cwd {}): {}",
+            "\n- session {} ({}, {}, cwd {}): {}",
             s.session_id,
             if s.tty { "tty" } else { "pipes" },
-            secs,
+            ended.clone().unwrap_or_else(|| format!("{secs:.1}s")),
             s.cwd.display(),
             s.command
         ));
@@ -113,6 +121,12 @@ fn result(store: &SessionStore, environments: &[String]) -> CallToolResult {
             "tty": s.tty,
             "running_seconds": secs,
         });
+        if s.exited {
+            item["exited"] = json!(true);
+            if let Some(code) = s.end.as_ref().and_then(|e| e.exit_code) {
+                item["exit_code"] = json!(code);
+            }
+        }
         if let Some(name) = &s.name {
             item["name"] = json!(name);
             text.push_str(&format!(" (named {name})"));

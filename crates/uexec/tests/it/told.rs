@@ -77,15 +77,23 @@ async fn a_persons_kill_reaches_the_agent_as_an_exit_notice() {
             .any(|n| n["session_id"] == id && n["stopped_by"] == "a person (uexec kill)"),
         "{notices}"
     );
-    // Not also listed as running in the result that says it ended.
+    // Not also listed as running in the result that says it ended: the killed one is gone,
+    // the other one is listed as exited, its end for write_stdin to report.
     let listed = structured(&next)["sessions"].clone();
+    let listed = listed.as_array().unwrap();
+    assert!(!listed.iter().any(|s| s["session_id"] == id), "{listed:?}");
+    let mine = listed
+        .iter()
+        .find(|s| s["session_id"] == other)
+        .expect("listed");
+    assert_eq!(mine["exited"], true, "{mine}");
+    assert_eq!(mine["exit_code"], 3, "{mine}");
+    assert!(t.contains("1 session(s), 0 running:"), "{t}");
     assert!(
-        !listed
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|s| s["session_id"] == id),
-        "{listed}"
+        t.contains(&format!(
+            "- session {other} (pipes, exited with code 3; write_stdin reports its end"
+        )),
+        "{t}"
     );
     // Its poll: no such process any more, and what became of it.
     let deadline = Instant::now() + Duration::from_secs(30);
