@@ -31,6 +31,8 @@ pub struct McpOptions {
     pub listener: ListenerConfig,
     /// `--allow-host`: Host headers accepted besides the loopback names.
     pub allow_hosts: Vec<String>,
+    /// `--allow-origin`: web origins admitted (`scheme://host:port`, the port maybe `*`).
+    pub allow_origins: Vec<String>,
     /// `--codex-tools-only`: exec_command and write_stdin alone.
     pub codex_tools_only: bool,
     /// `--extended` (and `UEXEC_EXTENDED`): uexec's own arguments and result fields.
@@ -97,6 +99,7 @@ impl Default for McpOptions {
                 header_read_timeout: std::time::Duration::from_millis(HEADER_READ_TIMEOUT_MS),
             },
             allow_hosts: Vec::new(),
+            allow_origins: Vec::new(),
             codex_tools_only: false,
             extended: false,
             strip_ansi: false,

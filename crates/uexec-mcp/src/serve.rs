@@ -223,6 +223,7 @@ async fn serve_http(
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
         .enforce_origin_validation()
+        .with_allowed_origins(args.allow_origins.clone())
         .with_cancellation_token(cancel.child_token());
     let service = StreamableHttpService::new(
         move || Ok(server.for_connection()),
@@ -261,6 +262,11 @@ async fn serve_http(
 /// when it comes from this server's own user over loopback (see `uexec_net`). A
 /// token's request runs as that token's [`Principal`] (its index, never the token itself).
 async fn check_access(tokens: &[String], mut req: Request, next: Next) -> Response {
+    // OAuth discovery: this server has no authorization server, and says so as nothing
+    // there (404), not as a refusal a client would take for a login to start (401).
+    if req.uri().path().starts_with("/.well-known/") {
+        return axum::http::StatusCode::NOT_FOUND.into_response();
+    }
     let peer = req.extensions().get::<Peer>().cloned();
     match authorize(tokens, req.headers(), peer.as_ref()).await {
         Ok(Access::Token(index)) => {

@@ -46,7 +46,7 @@ pub struct McpArgs {
     /// daemon is started if none runs. Commands get this process's working directory,
     /// environment and sandbox policy (--sandbox, --network...), as without --daemon.
     #[arg(help_heading = "Daemon", long, env = "UEXEC_DAEMON", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false",
-          conflicts_with_all = ["http", "tokens", "token_files", "allow_hosts", "environments", "environments_file", "remote_token", "remote_token_file", "environment_token_files", "remote_ca",
+          conflicts_with_all = ["http", "tokens", "token_files", "allow_hosts", "allow_origins", "environments", "environments_file", "remote_token", "remote_token_file", "environment_token_files", "remote_ca",
  ])]
     pub daemon: bool,
     /// With --daemon: whose sessions these are. One owner sees (lists, polls, kills) only its
@@ -96,6 +96,11 @@ pub struct McpArgs {
     /// accepted.
     #[arg(help_heading = "HTTP", long = "allow-host", value_name = "HOST")]
     pub allow_hosts: Vec<String>,
+    /// A web page's origin admitted over HTTP (repeatable): scheme://host[:port], the port
+    /// a number or `*` (default: the scheme's), e.g. `https://app.example.com` or
+    /// `http://localhost:*`. A request with any other Origin header is refused (403).
+    #[arg(help_heading = "HTTP", long = "allow-origin", value_name = "ORIGIN", value_parser = parse_origin)]
+    pub allow_origins: Vec<String>,
     /// Default shell for commands (default: $SHELL, else /bin/bash, else /bin/sh).
     #[arg(help_heading = "Commands", long, value_name = "PATH")]
     pub shell: Option<String>,
@@ -246,6 +251,7 @@ impl McpArgs {
             token_files: self.token_files,
             listener: self.listener.into(),
             allow_hosts: self.allow_hosts,
+            allow_origins: self.allow_origins,
             codex_tools_only: self.codex_tools_only,
             extended: self.extended,
             strip_ansi: self.strip_ansi,
@@ -272,5 +278,74 @@ impl McpArgs {
             network_denial: self.network_denial,
         };
         (options, relay)
+    }
+}
+
+/// `--allow-origin`: `scheme://host[:port|:*]`, with the scheme's port when none is given.
+fn parse_origin(s: &str) -> Result<String, String> {
+    let bad = || {
+        format!("{s:?} is not an origin: give scheme://host[:port], e.g. https://app.example.com or http://localhost:*")
+    };
+    let (scheme, rest) = s.split_once("://").ok_or_else(bad)?;
+    let default_port = match scheme {
+        "http" => 80,
+        "https" => 443,
+        _ => return Err(bad()),
+    };
+    if rest.is_empty()
+        || rest.contains(['/', '?', '#', '@'])
+        || rest.chars().any(char::is_whitespace)
+    {
+        return Err(bad());
+    }
+    // The port follows the last colon outside an IPv6 literal's brackets.
+    let (host, port) = match rest.rfind(':').filter(|at| !rest[*at..].contains(']')) {
+        Some(at) => (&rest[..at], Some(&rest[at + 1..])),
+        None => (rest, None),
+    };
+    if host.is_empty() {
+        return Err(bad());
+    }
+    match port {
+        None => Ok(format!("{scheme}://{host}:{default_port}")),
+        Some("*") => Ok(s.to_owned()),
+        Some(p) if p.parse::<u16>().is_ok_and(|p| p > 0) => Ok(s.to_owned()),
+        Some(_) => Err(bad()),
+    }
+}
+
+#[cfg(test)]
+mod origin_tests {
+    use super::parse_origin;
+
+    #[test]
+    fn origins_are_read_with_their_port() {
+        assert_eq!(
+            parse_origin("https://app.example.com").as_deref(),
+            Ok("https://app.example.com:443")
+        );
+        assert_eq!(
+            parse_origin("http://localhost:*").as_deref(),
+            Ok("http://localhost:*")
+        );
+        assert_eq!(
+            parse_origin("http://[::1]:8080").as_deref(),
+            Ok("http://[::1]:8080")
+        );
+        assert_eq!(
+            parse_origin("http://[::1]").as_deref(),
+            Ok("http://[::1]:80")
+        );
+        for bad in [
+            "app.example.com",
+            "ftp://x",
+            "https://",
+            "https://x/path",
+            "https://x:0",
+            "https://x:http",
+            "https://:80",
+        ] {
+            assert!(parse_origin(bad).is_err(), "{bad}");
+        }
     }
 }

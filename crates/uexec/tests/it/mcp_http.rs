@@ -186,3 +186,93 @@ async fn each_token_has_its_own_sessions() {
     alpha.cancel().await.unwrap();
     beta.cancel().await.unwrap();
 }
+
+/// The status of a plain GET of `path`.
+fn get_status(addr: &str, path: &str) -> u16 {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    let _ = s.read_to_string(&mut response);
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn an_allowed_origin_admits_a_web_page_and_only_it() {
+    let server = start_with(
+        Some("s3cret"),
+        &[
+            "--allow-origin",
+            "https://app.example.com",
+            "--allow-origin",
+            "http://localhost:*",
+        ],
+    );
+    // Admitted: past the Origin check (this bare tools/list has no session: 400, not 403).
+    let with = |origin: &str| {
+        post_status(
+            &server.addr,
+            &format!("Authorization: Bearer s3cret\r\nOrigin: {origin}\r\n"),
+        )
+    };
+    assert_ne!(
+        with("https://app.example.com"),
+        403,
+        "{}",
+        "https://app.example.com"
+    );
+    assert_ne!(
+        with("https://app.example.com:443"),
+        403,
+        "{}",
+        "https://app.example.com:443"
+    );
+    assert_ne!(
+        with("http://localhost:5173"),
+        403,
+        "{}",
+        "http://localhost:5173"
+    );
+    assert_eq!(with("https://app.example.com:8443"), 403);
+    assert_eq!(with("http://app.example.com"), 403);
+    assert_eq!(with("https://evil.example"), 403);
+    // Bad input names the flag, and nothing listens.
+    let out = Command::new(UEXEC)
+        .args([
+            "mcp",
+            "--http",
+            "127.0.0.1:0",
+            "--allow-origin",
+            "app.example.com",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--allow-origin") && err.contains("is not an origin"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn oauth_discovery_finds_nothing_rather_than_a_login() {
+    let server = start(Some("s3cret"));
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-authorization-server",
+        "/.well-known/openid-configuration",
+    ] {
+        assert_eq!(get_status(&server.addr, path), 404, "{path}");
+    }
+    // The endpoint itself still wants the token.
+    assert_eq!(post_status(&server.addr, ""), 401);
+}
