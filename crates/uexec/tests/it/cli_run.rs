@@ -229,12 +229,15 @@ fn ctrl_c_interrupts_the_command_and_twice_leaves_it_running() {
 #[test]
 fn a_run_told_to_stop_or_read_no_more_ends_its_command() {
     let place = Place::new("run");
-    // SIGTERM (a script's `timeout`, a supervisor): the command is this run's job.
-    let child = ready(&place, "echo ready; exec sleep 100");
-    signal(&child, libc::SIGTERM);
-    let out = finish(child);
-    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(sessions(&place), Vec::<Value>::new());
+    // SIGTERM (a script's `timeout`, a supervisor) or SIGHUP (its terminal closed): the
+    // command is this run's job.
+    for stop in [libc::SIGTERM, libc::SIGHUP] {
+        let child = ready(&place, "echo ready; exec sleep 100");
+        signal(&child, stop);
+        let out = finish(child);
+        assert_ne!(out.status.code(), Some(0), "{stop}: {}", stderr(&out));
+        assert_eq!(sessions(&place), Vec::<Value>::new(), "{stop}");
+    }
     // `uexec run -- yes | head -1`: the reader goes; so does `yes`.
     let mut child = spawn(&place, &["run", "--no-login", "--", "yes"]);
     let mut out = child.stdout.take().unwrap();
@@ -313,6 +316,18 @@ impl Terminal {
         self.tmux.keys(keys);
     }
 
+    /// Whether the screen shows `what` within `patience`.
+    fn shows_within(&self, what: &str, patience: Duration) -> bool {
+        let deadline = Instant::now() + patience;
+        while Instant::now() < deadline {
+            if self.tmux(&["capture-pane", "-p", "-t", "t"]).contains(what) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
     fn shows(&self, what: &str) -> String {
         let deadline = Instant::now() + PATIENCE;
         loop {
@@ -343,6 +358,20 @@ fn a_tty_run_is_this_terminal_joined_to_the_command() {
     // Its terminal is this one's size.
     term.keys(&["import shutil; print(shutil.get_terminal_size())", "Enter"]);
     term.shows("columns=100, lines=30");
+    // ...and follows it when it changes (SIGWINCH passed on as the terminal's new size).
+    term.tmux(&["resize-window", "-t", "t", "-x", "120", "-y", "40"]);
+    // The size reaches the command a moment later: ask until it says so.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        term.keys(&["print(shutil.get_terminal_size())", "Enter"]);
+        if term.shows_within("columns=120, lines=40", Duration::from_secs(2)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new size never reached the command"
+        );
+    }
     term.keys(&["exit(5)", "Enter"]);
     term.shows("run exited 5");
     // Ctrl-\ detaches: the command runs on, and the run says where.
