@@ -92,7 +92,9 @@ pub async fn stdio_client(extra: &[&str]) -> (Client, Recorder, u32) {
     cmd.arg("mcp")
         .args(extra)
         .current_dir(&dir)
-        .env("HOME", dir.join("home"));
+        .env("HOME", dir.join("home"))
+        // Some machines set it for everything; what commands get is uexec's to say.
+        .env_remove("PYTHONUNBUFFERED");
     let transport = TokioChildProcess::new(cmd).unwrap();
     let pid = transport.id().unwrap_or(0);
     let recorder = Recorder::default();
