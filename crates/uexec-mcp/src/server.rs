@@ -379,24 +379,9 @@ impl ServerHandler for UexecServer {
         Ok(())
     }
 
-    /// A client of the initialize handshake hears `notifications/resources/list_changed` when
-    /// a session starts or ends, and `notifications/tools/list_changed` when the environments
-    /// change, until its connection closes.
+    /// A client of the initialize handshake hears `notifications/tools/list_changed` when
+    /// the environments change, until its connection closes.
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        let store = self.stores.for_request(&context.extensions);
-        let peer = context.peer.clone();
-        tokio::spawn(async move {
-            let closed = {
-                let peer = peer.clone();
-                async move {
-                    let mut check = tokio::time::interval(Duration::from_millis(PEER_CHECK_MS));
-                    while !peer.is_transport_closed() {
-                        check.tick().await;
-                    }
-                }
-            };
-            resources::tell_list_changes(&store, peer, closed).await;
-        });
         if !self.accepts_environment {
             return;
         }
