@@ -91,6 +91,9 @@ pub async fn serve(
 async fn carry_input(input: RunInput, mut from: impl AsyncBufRead + Unpin) -> Result<(), RunError> {
     // The process takes its input in a task of its own, so a process that does not read
     // holds up neither Ctrl-C nor resizes.
+    // Unbounded in messages, bounded in bytes: `read_frames` stops reading the client once
+    // `queued` (bytes sent here, not yet written) reaches MAX_QUEUED_INPUT_BYTES, and an
+    // Eof is one message.
     let (writes, mut to_write) = mpsc::unbounded_channel::<Write>();
     let queued = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let room = std::sync::Arc::new(tokio::sync::Notify::new());

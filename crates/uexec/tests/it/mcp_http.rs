@@ -57,6 +57,17 @@ pub fn start_with(token: Option<&str>, extra: &[&str]) -> Server {
 }
 
 /// One raw HTTP request; returns the status code.
+/// The status code of the response read from `s` (0 when there is none).
+fn status_of(mut s: TcpStream) -> u16 {
+    let mut response = String::new();
+    let _ = s.read_to_string(&mut response);
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
 fn post_status(addr: &str, extra_headers: &str) -> u16 {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}).to_string();
     let mut s = TcpStream::connect(addr).unwrap();
@@ -66,13 +77,7 @@ fn post_status(addr: &str, extra_headers: &str) -> u16 {
         body.len()
     )
     .unwrap();
-    let mut response = String::new();
-    let _ = s.read_to_string(&mut response);
-    response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0)
+    status_of(s)
 }
 
 #[tokio::test]
@@ -195,13 +200,7 @@ fn get_status(addr: &str, path: &str) -> u16 {
         "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
-    let mut response = String::new();
-    let _ = s.read_to_string(&mut response);
-    response
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0)
+    status_of(s)
 }
 
 #[tokio::test]
