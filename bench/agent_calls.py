@@ -14,7 +14,7 @@ Strategies:
   codex-eager  the same with exec_command's yield_time_ms at 1000, as agents that want to
                stay responsive ask for.
   (both run against plain `uexec mcp`, whose calls are Codex's: the oracle checks that)
-  uexec        `uexec mcp --extended`: one exec_command with a 30 s window and `until`
+  uexec        `uexec mcp --structured`: one exec_command with a 30 s window and `until`
                (pattern, prompt, exit); if the window ends first, one `wait` call.
 
 Per task and strategy: calls, bytes of text returned (the model reads them: a proxy for
@@ -95,7 +95,7 @@ async def run(session: ClientSession, strategy: str, task: str, workdir: str) ->
 
 
 async def strategy_runs(uexec: str, strategy: str, home: str, results: dict) -> None:
-    argv = [uexec, "mcp"] + (["--extended"] if strategy == "uexec" else [])
+    argv = [uexec, "mcp"] + (["--structured"] if strategy == "uexec" else ["--codex-compat"])
     params = StdioServerParameters(command=argv[0], args=argv[1:], env={**os.environ, "HOME": home}, cwd=home)
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
@@ -122,7 +122,7 @@ async def main() -> None:
             tg.start_soon(strategy_runs, uexec, strategy, home, results)
     print("calls / bytes returned / ms from the event to the call's return")
     print()
-    print("| task | Codex defaults | Codex, 1 s first window | uexec --extended | uexec bytes vs each |")
+    print("| task | Codex defaults | Codex, 1 s first window | uexec (until, then wait) | uexec bytes vs each |")
     print("|---|---|---|---|---|")
     totals = {name: [0, 0] for name in strategies}
     for task in TASKS:

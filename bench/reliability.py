@@ -120,7 +120,7 @@ class Server:
     def __init__(self, uexec, face, read=True):
         self.dir = tempfile.mkdtemp(prefix="uexec-rel-")
         os.makedirs(os.path.join(self.dir, "home"))
-        argv = [uexec, "mcp"] if face == "mcp" else [uexec, "serve", "--listen", "stdio"]
+        argv = [uexec, "mcp", "--codex-compat"] if face == "mcp" else [uexec, "serve", "--listen", "stdio"]
         env = {"HOME": os.path.join(self.dir, "home"), "PATH": os.environ.get("PATH", "")}
         self.face = face
         self.proc = subprocess.Popen(

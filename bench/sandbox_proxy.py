@@ -87,7 +87,7 @@ def main() -> None:
     args = parser.parse_args()
     port = serve(args.mib)
     home = tempfile.mkdtemp(prefix="uexec-bench-proxy-")
-    mcp = Mcp([os.path.abspath(args.uexec), "mcp", "--extended"], home)
+    mcp = Mcp([os.path.abspath(args.uexec), "mcp", "--structured"], home)
     cmd = (f"curl -sS --noproxy '' -o /dev/null -w '%{{speed_download}}' "
            f"http://127.0.0.1:{port}/")
     variants = {

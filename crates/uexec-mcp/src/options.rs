@@ -35,8 +35,12 @@ pub struct McpOptions {
     pub allow_origins: Vec<String>,
     /// `--codex-tools-only`: exec_command and write_stdin alone.
     pub codex_tools_only: bool,
-    /// `--extended` (and `UEXEC_EXTENDED`): uexec's own arguments and result fields.
+    /// uexec's own arguments and result lines (the default); off with `--codex-compat`:
+    /// exactly Codex's tools.
     pub extended: bool,
+    /// `--structured` (always with `--codex-compat`): results carry their facts as JSON
+    /// (`structuredContent`), and tools an outputSchema, beside the text.
+    pub structured: bool,
     /// `--strip-ansi`: the calls' default.
     pub strip_ansi: bool,
     /// `--collapse-cr`: the calls' default.
@@ -84,7 +88,7 @@ pub struct McpOptions {
 }
 
 impl Default for McpOptions {
-    /// `uexec mcp` with no flag: stdio, Codex's tools and dialect, no sandbox.
+    /// `uexec mcp` with no flag: stdio, uexec's arguments, results as text, no sandbox.
     fn default() -> Self {
         Self {
             confinement: None,
@@ -101,7 +105,8 @@ impl Default for McpOptions {
             allow_hosts: Vec::new(),
             allow_origins: Vec::new(),
             codex_tools_only: false,
-            extended: false,
+            extended: true,
+            structured: false,
             strip_ansi: false,
             collapse_cr: false,
             allow_secret_input: false,
@@ -142,6 +147,7 @@ impl McpOptions {
             deterministic_ids: std::env::var("UEXEC_DETERMINISTIC_IDS").is_ok_and(|v| v == "1"),
             extended: self.extended,
             codex_tools_only: self.codex_tools_only,
+            structured: self.structured,
             allow_secret_input: self.allow_secret_input,
             sandbox: SandboxSettings {
                 profile: self.sandbox.map(|p| p.as_str().to_owned()),

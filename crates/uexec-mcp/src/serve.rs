@@ -120,6 +120,7 @@ pub async fn run(args: McpOptions) -> Result<(), McpError> {
     let options = Options {
         codex_tools_only: args.codex_tools_only,
         extended: args.extended,
+        structured: args.structured,
         config: config.clone(),
     };
     let make_store = move || {

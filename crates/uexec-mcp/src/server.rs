@@ -54,6 +54,10 @@ pub struct Options {
     /// uexec's own arguments (`until`, `timeout_ms`, `stdin`, `eof`, hygiene), the extra
     /// result fields and exit notices. Off: exactly Codex's dialect.
     pub extended: bool,
+    /// Results carry their facts as JSON (`structuredContent`) beside the text, and tools
+    /// an outputSchema. Off, a result is its text alone: clients that show the JSON when
+    /// there is some (Claude Code, Codex) then show the model the text.
+    pub structured: bool,
     /// This connection's configuration: the defaults its commands run with (and the tools
     /// state).
     pub config: StoreConfig,
@@ -126,6 +130,12 @@ impl UexecServer {
                 }
             }
             all.extend(tools::person_tools());
+        }
+        if !self.options.structured {
+            // A tool with an outputSchema must answer with structuredContent (MCP).
+            for tool in &mut all {
+                tool.output_schema = None;
+            }
         }
         all
     }
@@ -201,6 +211,10 @@ impl UexecServer {
             // This connection's own notices: a person's call on an agent's session must not
             // take the agent's.
             attach_exit_notices(&mut result, own.take_exit_notices());
+        }
+        if !self.options.structured {
+            // Every fact is in the text too (`render`): stated once, never escaped twice.
+            result.structured_content = None;
         }
         result
     }

@@ -155,6 +155,9 @@ pub struct Settings {
     pub deterministic_ids: bool,
     pub extended: bool,
     pub codex_tools_only: bool,
+    /// Results carry `structuredContent` (and tools an outputSchema) beside their text.
+    #[serde(default)]
+    pub structured: bool,
     #[serde(default)]
     pub allow_secret_input: bool,
     /// The sandbox policy of the client's commands: a ceiling that calls may only narrow.

@@ -1,4 +1,4 @@
-//! uexec's own lines in a result's text (`--extended`), after the status line: the hard
+//! uexec's own lines in a result's text (not with `--codex-compat`), after the status line: the hard
 //! timeout, why the call returned, where a cut part of the output is, a secret prompt, a
 //! sandbox's denial, and why a pipe session may seem silent. Codex's dialect has none of
 //! them ([`Snapshot::to_text`]).

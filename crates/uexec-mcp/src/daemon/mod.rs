@@ -447,6 +447,7 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
     let options = Options {
         codex_tools_only: hello.settings.codex_tools_only,
         extended: hello.settings.extended,
+        structured: hello.settings.structured,
         config,
     };
     let stores = if hello.owner == PERSON {

@@ -1,6 +1,6 @@
 //! `exec_command`: run a shell command and watch it for a window; what is still running
 //! after it is a session that `write_stdin` polls. Its schema (with `environment_id` when
-//! environments are configured, and uexec's own arguments with `--extended`), its arguments,
+//! environments are configured, and uexec's own arguments unless `--codex-compat`), its arguments,
 //! the call and the error text that names the flag a person would change.
 
 use std::sync::Arc;
@@ -35,7 +35,7 @@ pub const FIELDS: &[&str] = &[
     "max_output_tokens",
 ];
 
-/// uexec's own `exec_command` fields (`--extended`).
+/// uexec's own `exec_command` fields (not with `--codex-compat`).
 pub const EXTENDED_FIELDS: &[&str] = &[
     "until",
     "timeout_ms",

@@ -15,7 +15,7 @@ use uexec_core::StoreConfig;
 #[derive(Debug, Clone, Copy)]
 pub struct Offer<'a> {
     pub environments: &'a [String],
-    /// `--extended`: uexec's own arguments and result fields.
+    /// uexec's own arguments and result fields (off with `--codex-compat`).
     pub extended: bool,
     pub config: &'a StoreConfig,
 }

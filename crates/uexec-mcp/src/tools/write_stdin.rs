@@ -1,5 +1,5 @@
 //! `write_stdin`: poll a running session, type into it or interrupt it. Its schema (with
-//! `until`, `eof` and hygiene under `--extended`), its arguments and the call.
+//! `until`, `eof` and hygiene unless `--codex-compat`), its arguments and the call.
 
 use std::sync::Arc;
 
@@ -23,7 +23,7 @@ pub const NAME: &str = "write_stdin";
 /// Field names of `write_stdin`.
 pub const FIELDS: &[&str] = &["session_id", "chars", "yield_time_ms", "max_output_tokens"];
 
-/// uexec's own `write_stdin` fields (`--extended`).
+/// uexec's own `write_stdin` fields (not with `--codex-compat`).
 pub const EXTENDED_FIELDS: &[&str] = &["until", "eof", "strip_ansi", "collapse_cr"];
 
 pub fn tool(offer: Offer<'_>) -> Tool {

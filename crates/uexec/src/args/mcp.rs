@@ -19,13 +19,24 @@ pub struct McpArgs {
     /// terminate_session and wait.
     #[arg(help_heading = "Faces", long)]
     pub codex_tools_only: bool,
-    /// Offer uexec's own arguments on top of Codex's: `until` (return on a regex match,
-    /// idle output, a prompt or the exit), `timeout_ms` (a hard timeout), `stdin: "pipe"`
-    /// and `eof`, `strip_ansi` and `collapse_cr`; results then say why they returned and
-    /// carry exit notices of sessions that ended unwatched. Off by default: the tools are
-    /// then exactly Codex's. The `wait` tool is always offered (not with --codex-tools-only).
-    #[arg(help_heading = "Faces", long, env = "UEXEC_EXTENDED", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
-    pub extended: bool,
+    /// Offer exactly Codex's tools, argument for argument and byte for byte, for clients
+    /// written against Codex's own exec_command: no `until`, `timeout_ms`, `stdin: "pipe"`,
+    /// `eof`, `strip_ansi`, `collapse_cr`, `sandbox` or `network`; results in Codex's text,
+    /// with its structured form (--structured), and no exit notices. By default uexec's
+    /// own arguments are offered on top of Codex's, and results say why they returned.
+    #[arg(help_heading = "Faces", long, env = "UEXEC_CODEX_COMPAT", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
+    pub codex_compat: bool,
+    /// Add each result's facts as JSON (`structuredContent`, and an outputSchema to every
+    /// tool) beside its text. Off by default: a client that shows the JSON when there is
+    /// some (Claude Code, Codex) then shows the model the text, as a terminal shows it.
+    /// Always on with --codex-compat.
+    #[arg(help_heading = "Faces", long)]
+    pub structured: bool,
+    /// Kept for configurations written before uexec's own arguments became the default:
+    /// `--extended` changes nothing; `--extended=false` (or UEXEC_EXTENDED=0) is
+    /// --codex-compat.
+    #[arg(long, hide = true, env = "UEXEC_EXTENDED", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", conflicts_with = "codex_compat")]
+    pub extended: Option<bool>,
     /// Let write_stdin type into password prompts (a terminal reading with echo off). By
     /// default the model is refused there and told to ask the person.
     #[arg(help_heading = "Faces", long)]
@@ -166,14 +177,14 @@ pub struct McpArgs {
     /// Sandbox profile of commands: read-only (writes only to a private tmp),
     /// workspace-write (also this server's working directory and each --writable-root,
     /// wherever a command runs, but never .git nor uexec's own files) or danger-full-access
-    /// (the default: no restriction). A ceiling: a call's `sandbox` argument (--extended)
-    /// may only narrow it. Linux: Landlock, seccomp, user/pid/mount namespaces; see
+    /// (the default: no restriction). A ceiling: a call's `sandbox` argument (not with
+    /// --codex-compat) may only narrow it. Linux: Landlock, seccomp, user/pid/mount namespaces; see
     /// `uexec doctor`.
     #[arg(help_heading = "Sandbox", long, value_name = "PROFILE", value_parser = parse_profile)]
     pub sandbox: Option<Profile>,
     /// Network of commands: "off" (only a loopback of their own; IPv4/IPv6 sockets fail)
-    /// or "on" (the default). A ceiling: a call's `network` argument (--extended) may only
-    /// narrow it (on, then an allowlist, then off).
+    /// or "on" (the default). A ceiling: a call's `network` argument (not with
+    /// --codex-compat) may only narrow it (on, then an allowlist, then off).
     #[arg(help_heading = "Sandbox", long, value_name = "off|on", value_parser = parse_network)]
     pub network: Option<Network>,
     /// Let commands reach only these hosts, through a proxy uexec runs at 127.0.0.1:3128
@@ -239,6 +250,7 @@ fn parse_assignment(s: &str) -> Result<(String, String), String> {
 impl McpArgs {
     /// The options of `uexec mcp`, and with `--daemon` where and as whom to relay them.
     pub fn into_options(self) -> (McpOptions, Option<relay::Target>) {
+        let codex = self.codex_compat || self.extended == Some(false);
         let relay = self.daemon.then_some(relay::Target {
             socket: self.daemon_socket,
             owner: self.owner,
@@ -253,7 +265,8 @@ impl McpArgs {
             allow_hosts: self.allow_hosts,
             allow_origins: self.allow_origins,
             codex_tools_only: self.codex_tools_only,
-            extended: self.extended,
+            extended: !codex,
+            structured: self.structured || codex,
             strip_ansi: self.strip_ansi,
             collapse_cr: self.collapse_cr,
             allow_secret_input: self.allow_secret_input,

@@ -158,6 +158,8 @@ pub fn person_hello(build: String, env_set: Vec<(String, String)>) -> anyhow::Re
     let settings = Settings {
         env_set,
         extended: true,
+        // The CLI reads the facts, not the text.
+        structured: true,
         deterministic_ids: std::env::var("UEXEC_DETERMINISTIC_IDS").is_ok_and(|v| v == "1"),
         ..Settings::default()
     };

@@ -33,7 +33,7 @@ impl Place {
 
     async fn agent(&self) -> Client {
         self.daemon
-            .client(&["--extended", "--owner", "agent"])
+            .client(&["--structured", "--owner", "agent"])
             .await
     }
 

@@ -16,7 +16,9 @@ fn uexec(place: &Place, args: &[&str]) -> Output {
 }
 
 async fn agent(place: &Place) -> Client {
-    place.client(&["--owner", "agent-1"]).await
+    place
+        .client(&["--codex-compat", "--owner", "agent-1"])
+        .await
 }
 
 pub(crate) fn stdout(o: &Output) -> String {

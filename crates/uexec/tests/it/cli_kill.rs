@@ -71,7 +71,9 @@ async fn kill_sends_a_signal_kills_several_and_all_of_an_owner() {
     crate::helpers::wait_all_gone(&[m1, m2], "the killed sessions' processes to go").await;
 
     // --all --owner: only that owner's running sessions.
-    let agent = place.client(&["--owner", "agent-1"]).await;
+    let agent = place
+        .client(&["--codex-compat", "--owner", "agent-1"])
+        .await;
     let (ma, mp) = (marker(), marker());
     let r = crate::helpers::call(
         &agent,

@@ -280,7 +280,7 @@ fn an_ended_session_nobody_polled_keeps_no_daemon_past_its_idle_timeout() {
 async fn a_session_is_named_at_exec_command_and_every_verb_takes_its_name() {
     use crate::helpers::{call, structured, text};
     let place = Place::new("cli-sessions");
-    let agent = place.client(&["--owner", "agent-1", "--extended"]).await;
+    let agent = place.client(&["--owner", "agent-1", "--structured"]).await;
     let cmd = format!("echo hi-named; {}", on_go(&place, 7));
     let r = call(
         &agent,
@@ -384,7 +384,9 @@ async fn a_session_is_named_at_exec_command_and_every_verb_takes_its_name() {
     agent.cancel().await.unwrap();
 
     // Codex's dialect has no name.
-    let codex = place.client(&["--owner", "agent-2"]).await;
+    let codex = place
+        .client(&["--codex-compat", "--owner", "agent-2"])
+        .await;
     let r = call(&codex, "exec_command", json!({"cmd": "true", "name": "x"})).await;
     assert!(
         text(&r).contains("invalid arguments: name: unknown field"),
@@ -398,7 +400,7 @@ async fn a_session_is_named_at_exec_command_and_every_verb_takes_its_name() {
 async fn attach_follows_a_session_named_by_its_name() {
     use std::io::Read as _;
     let place = Place::new("cli-sessions");
-    let agent = place.client(&["--owner", "agent-1", "--extended"]).await;
+    let agent = place.client(&["--owner", "agent-1", "--structured"]).await;
     let cmd = format!("echo hi-attach; {}", on_go(&place, 8));
     crate::helpers::call(
         &agent,

@@ -34,12 +34,12 @@ async fn start_sleeper(client: &Client) -> (i64, String) {
 #[tokio::test]
 async fn a_session_outlives_its_mcp_server_and_the_next_one_finds_it() {
     let place = Place::new("daemon");
-    let client = place.client(&[]).await;
+    let client = place.client(&["--codex-compat"]).await;
     let (id, m) = start_sleeper(&client).await;
     client.cancel().await.unwrap(); // the agent's MCP server exits
     assert_eq!(procs_with(&m).len(), 1, "the session runs on in the daemon");
 
-    let again = place.client(&[]).await;
+    let again = place.client(&["--codex-compat"]).await;
     let listed = call(&again, "list_sessions", json!({})).await;
     let ids: Vec<i64> = structured(&listed)["sessions"]
         .as_array()
@@ -54,7 +54,9 @@ async fn a_session_outlives_its_mcp_server_and_the_next_one_finds_it() {
         text(&listed)
     );
     // Another owner sees nothing of it.
-    let other = place.client(&["--owner", "someone-else"]).await;
+    let other = place
+        .client(&["--codex-compat", "--owner", "someone-else"])
+        .await;
     let listed = call(&other, "list_sessions", json!({})).await;
     assert_eq!(structured(&listed)["sessions"], json!([]));
     let r = call(&other, "terminate_session", json!({"session_id": id})).await;
@@ -80,7 +82,7 @@ async fn a_session_outlives_its_mcp_server_and_the_next_one_finds_it() {
 async fn commands_get_the_clients_directory_and_environment() {
     let place = Place::new("daemon");
     let mut cmd = tokio::process::Command::new(UEXEC);
-    cmd.args(["mcp", "--daemon"])
+    cmd.args(["mcp", "--daemon", "--codex-compat"])
         .current_dir(&place.cwd)
         .env("XDG_RUNTIME_DIR", &place.runtime)
         .env("HOME", place.cwd.join("home"))
@@ -108,7 +110,7 @@ async fn commands_get_the_clients_directory_and_environment() {
 #[tokio::test]
 async fn killing_the_daemon_kills_its_sessions_and_a_new_one_starts() {
     let place = Place::new("daemon");
-    let client = place.client(&[]).await;
+    let client = place.client(&["--codex-compat"]).await;
     let (_, m) = start_sleeper(&client).await;
     let pid = place.daemon_pid().expect("the daemon wrote its pid");
     crate::helpers::send_signal(pid, "KILL");
@@ -127,7 +129,7 @@ async fn killing_the_daemon_kills_its_sessions_and_a_new_one_starts() {
         .await;
     assert!(gone.is_err(), "the connection to the dead daemon is closed");
     // ...and the next client starts a new daemon.
-    let fresh = place.client(&[]).await;
+    let fresh = place.client(&["--codex-compat"]).await;
     let r = call(
         &fresh,
         "exec_command",
@@ -152,7 +154,7 @@ fn raw_hello(socket: &Path, hello: &Value) -> Value {
 #[tokio::test]
 async fn another_version_or_garbage_gets_a_clear_refusal() {
     let place = Place::new("daemon");
-    let client = place.client(&[]).await; // starts the daemon
+    let client = place.client(&["--codex-compat"]).await; // starts the daemon
     let socket = place.socket();
     let mut hello = json!({
         "protocol": "uexec-daemon/1", "version": "0.0.1-old", "build": "x", "owner": "o",
@@ -199,7 +201,7 @@ async fn another_version_or_garbage_gets_a_clear_refusal() {
 #[tokio::test]
 async fn another_user_cannot_use_the_daemon() {
     let place = Place::new("daemon");
-    let client = place.client(&[]).await; // starts the daemon
+    let client = place.client(&["--codex-compat"]).await; // starts the daemon
     let socket = place.socket();
     let connect_as_nobody = |path: &Path| {
         let script = "import socket, sys\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect(sys.argv[1])\nexcept OSError as e:\n    print('refused', e.errno); sys.exit(0)\ntry:\n    s.sendall(b'{}\\n')\nexcept OSError:\n    pass\nprint('reply', s.makefile().readline().strip())\n";
@@ -374,7 +376,7 @@ fn a_1_gib_flood_is_kept_byte_for_byte_in_bounded_memory_and_a_small_cap_rotates
 #[tokio::test]
 async fn a_session_in_the_daemon_may_ask_for_a_sandbox() {
     let place = Place::new("daemon");
-    let client = place.client(&["--extended"]).await;
+    let client = place.client(&["--structured"]).await;
     let r = call(
         &client,
         "exec_command",
@@ -403,7 +405,7 @@ async fn a_session_in_the_daemon_may_ask_for_a_sandbox() {
 #[tokio::test]
 async fn each_connection_to_an_owner_brings_its_own_settings() {
     let place = Place::new("daemon");
-    let first = place.client(&["--owner", "o", "--extended"]).await;
+    let first = place.client(&["--owner", "o", "--structured"]).await;
     let r = call(
         &first,
         "exec_command",

@@ -62,7 +62,9 @@ fn with_no_daemon_the_status_says_so_and_starts_none() {
 #[tokio::test]
 async fn the_status_names_the_daemon_its_build_and_the_sessions_of_each_owner() {
     let place = DaemonPlace::new("status");
-    let agent = place.client(&["--owner", "agent-one"]).await;
+    let agent = place
+        .client(&["--codex-compat", "--owner", "agent-one"])
+        .await;
     let r = call(
         &agent,
         "exec_command",

@@ -269,7 +269,9 @@ async fn a_socket_directory_not_made_yet_is_made_private_and_the_daemon_starts_t
     let dir = place.runtime.join("not-yet");
     let socket = dir.join("daemon.sock");
     let socket_arg = socket.display().to_string();
-    let client = place.client(&["--daemon-socket", &socket_arg]).await;
+    let client = place
+        .client(&["--codex-compat", "--daemon-socket", &socket_arg])
+        .await;
     let r = crate::helpers::call(
         &client,
         "exec_command",

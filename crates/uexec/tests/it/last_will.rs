@@ -58,7 +58,7 @@ fn fill_pipe(watchdog: u32) {
 
 #[tokio::test]
 async fn a_stopped_watchdog_does_not_stall_the_server() {
-    let (client, _, pid) = stdio_client(&[]).await;
+    let (client, _, pid) = stdio_client(&["--codex-compat"]).await;
     let watchdog = the_watchdog(pid).await;
     send_signal(watchdog, "STOP");
     fill_pipe(watchdog);
@@ -90,7 +90,7 @@ async fn a_stopped_watchdog_does_not_stall_the_server() {
 
 #[tokio::test]
 async fn a_killed_watchdog_is_reaped() {
-    let (client, _, pid) = stdio_client(&[]).await;
+    let (client, _, pid) = stdio_client(&["--codex-compat"]).await;
     let watchdog = the_watchdog(pid).await;
     send_signal(watchdog, "KILL");
     eventually(
@@ -105,7 +105,7 @@ async fn a_killed_watchdog_is_reaped() {
 
 #[tokio::test]
 async fn a_killed_watchdog_is_replaced_and_still_kills_background_jobs() {
-    let (client, _, pid) = stdio_client(&[]).await;
+    let (client, _, pid) = stdio_client(&["--codex-compat"]).await;
     // The job starts before the watchdog dies: its replacement must be told of it.
     let markers = start_sleepers(&client, &[("sleep {0} & sleep {0}; true", false)]).await;
     let first = the_watchdog(pid).await;

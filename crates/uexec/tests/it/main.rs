@@ -23,6 +23,7 @@ mod mcp_call_ids;
 mod mcp_cancel;
 mod mcp_environments;
 mod mcp_environments_file;
+mod mcp_faces;
 mod mcp_fewer_polls;
 mod mcp_http;
 mod mcp_listen;

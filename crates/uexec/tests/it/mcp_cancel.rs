@@ -115,7 +115,7 @@ enum Transport {
 /// A client over `transport`, and the HTTP server it talks to, if any (killed on drop).
 async fn client_over(transport: Transport) -> (Client, Option<mcp_http::Server>) {
     match transport {
-        Transport::Stdio => (stdio_client(&[]).await.0, None),
+        Transport::Stdio => (stdio_client(&["--codex-compat"]).await.0, None),
         Transport::Http => {
             let server = mcp_http::start(Some("s3cret"));
             (http_client(&server.addr, "s3cret").await, Some(server))

@@ -47,7 +47,7 @@ fn exec_server_at(listen: &str) -> ExecServer {
 async fn commands_run_in_a_named_environment() {
     let server = exec_server();
     let env_arg = format!("remote={}", server.url);
-    let (client, _, _) = stdio_client(&["--environment", &env_arg]).await;
+    let (client, _, _) = stdio_client(&["--codex-compat", "--environment", &env_arg]).await;
     let tools = client.list_all_tools().await.unwrap();
     let exec = tools.iter().find(|t| t.name == "exec_command").unwrap();
     assert_eq!(
@@ -87,7 +87,7 @@ async fn commands_run_in_a_named_environment() {
 
 #[tokio::test]
 async fn without_environments_the_argument_does_not_exist() {
-    let (client, _, _) = stdio_client(&[]).await;
+    let (client, _, _) = stdio_client(&["--codex-compat"]).await;
     let e = call(
         &client,
         "exec_command",
@@ -109,7 +109,7 @@ async fn without_environments_the_argument_does_not_exist() {
 async fn conditions_timeouts_and_piped_stdin_on_a_remote_environment() {
     let server = exec_server();
     let env_arg = format!("remote={}", server.url);
-    let (client, _, _) = stdio_client(&["--extended", "--environment", &env_arg]).await;
+    let (client, _, _) = stdio_client(&["--structured", "--environment", &env_arg]).await;
     let r = call(
         &client,
         "exec_command",
@@ -176,6 +176,7 @@ async fn an_unreachable_environment_fails_only_its_own_sessions_and_is_dialled_a
     let up = exec_server();
     let log = scratch_dir("envdown").join("mcp.log");
     let (client, _, _) = stdio_client(&[
+        "--codex-compat",
         "--log-file",
         log.to_str().unwrap(),
         "--environment",

@@ -135,6 +135,7 @@ async fn sessions_across_pods_survive_another_pods_death_and_the_file_is_reloade
     let log = k.dir.join("mcp.log");
     let b_token = format!("b={}", k.dir.join("b.token").display());
     let (client, recorder, _) = stdio_client(&[
+        "--codex-compat",
         "--log-file",
         log.to_str().unwrap(),
         "--environments",
@@ -382,6 +383,7 @@ async fn twenty_thousand_environments_of_a_file_are_all_offered() {
     write_file(&file, &listing);
     let log = dir.join("mcp.log");
     let (client, _, _) = stdio_client(&[
+        "--codex-compat",
         "--log-file",
         log.to_str().unwrap(),
         "--environments",

@@ -1,4 +1,4 @@
-//! Fewer polls over MCP: `--extended` arguments and result fields, exit notices, `wait`
+//! Fewer polls over MCP: uexec's own arguments and result fields, exit notices, `wait`
 //! with progress, and the Codex dialect left exactly as it was without the flag.
 
 use std::time::Duration;
@@ -21,7 +21,7 @@ fn properties(tool: &rmcp::model::Tool) -> Vec<String> {
 
 #[tokio::test]
 async fn without_the_flag_the_arguments_are_codexs_and_until_is_refused() {
-    let (client, _, _) = stdio_client(&[]).await;
+    let (client, _, _) = stdio_client(&["--codex-compat"]).await;
     let tools = client.list_all_tools().await.unwrap();
     let exec = tools.iter().find(|t| t.name == "exec_command").unwrap();
     assert_eq!(
@@ -66,7 +66,7 @@ async fn without_the_flag_the_arguments_are_codexs_and_until_is_refused() {
 
 #[tokio::test]
 async fn extended_calls_return_at_the_match_and_say_why() {
-    let (client, _, _) = stdio_client(&["--extended"]).await;
+    let (client, _, _) = stdio_client(&["--structured"]).await;
     let tools = client.list_all_tools().await.unwrap();
     let exec = tools.iter().find(|t| t.name == "exec_command").unwrap();
     for name in ["until", "timeout_ms", "stdin", "strip_ansi", "collapse_cr"] {
@@ -137,7 +137,7 @@ async fn extended_calls_return_at_the_match_and_say_why() {
 
 #[tokio::test]
 async fn extended_bad_input_names_the_field_and_starts_nothing() {
-    let (client, _, _) = stdio_client(&["--extended"]).await;
+    let (client, _, _) = stdio_client(&["--structured"]).await;
     for (arguments, want) in [
         (
             json!({"cmd": "true", "until": {"bogus": 1}}),
@@ -197,7 +197,7 @@ async fn extended_bad_input_names_the_field_and_starts_nothing() {
 #[tokio::test]
 #[allow(deprecated)] // resources/subscribe: the legacy path, still what most clients use
 async fn an_unwatched_exit_is_announced_once_in_the_next_result() {
-    let (client, recorder, _) = stdio_client(&["--extended"]).await;
+    let (client, recorder, _) = stdio_client(&["--structured"]).await;
     // It exits when the test says so: after the subscription, however slow the machine.
     let gate =
         std::env::temp_dir().join(format!("uexec-it-gate-{}", crate::helpers::rand_suffix()));
@@ -252,7 +252,7 @@ async fn an_unwatched_exit_is_announced_once_in_the_next_result() {
 
 #[tokio::test]
 async fn wait_returns_when_every_session_is_done_with_progress_meanwhile() {
-    let (client, recorder, _) = stdio_client(&[]).await;
+    let (client, recorder, _) = stdio_client(&["--codex-compat"]).await;
     let mut ids = Vec::new();
     for cmd in ["sleep 2.5; exit 1", "sleep 3; echo two"] {
         let r = call(
@@ -294,7 +294,7 @@ async fn a_cut_result_points_into_the_transcript_and_read_output_has_it() {
     let dir = std::env::temp_dir().join(format!("uexec-it-tr-{}", crate::helpers::rand_suffix()));
     let root = dir.join("sessions");
     let root_arg = root.display().to_string();
-    let (client, _, _) = stdio_client(&["--extended", "--transcripts-dir", &root_arg]).await;
+    let (client, _, _) = stdio_client(&["--structured", "--transcripts-dir", &root_arg]).await;
     let tools = client.list_all_tools().await.unwrap();
     assert!(tools.iter().any(|t| t.name == "read_output"));
     let r = call(
@@ -350,7 +350,7 @@ async fn a_cut_result_points_into_the_transcript_and_read_output_has_it() {
     );
     client.cancel().await.unwrap();
 
-    let (client, _, _) = stdio_client(&["--no-transcripts"]).await;
+    let (client, _, _) = stdio_client(&["--codex-compat", "--no-transcripts"]).await;
     let tools = client.list_all_tools().await.unwrap();
     assert!(!tools.iter().any(|t| t.name == "read_output"));
     client.cancel().await.unwrap();

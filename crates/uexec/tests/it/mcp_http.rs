@@ -24,7 +24,7 @@ impl Drop for Server {
 }
 
 pub fn start(token: Option<&str>) -> Server {
-    start_with(token, &[])
+    start_with(token, &["--codex-compat"])
 }
 
 /// [`start`] with more arguments for `uexec mcp`.

@@ -1,4 +1,4 @@
-//! What a model reads of a pipe session in uexec's dialect (`--extended`): stdout and stderr
+//! What a model reads of a pipe session in uexec's dialect (the default): stdout and stderr
 //! in the order the program wrote them, Python's output as it goes, and a line saying why a
 //! session that printed nothing may be silent. Codex's dialect keeps Codex's bytes.
 
@@ -8,7 +8,7 @@ use crate::helpers::{call, stdio_client, structured, text};
 
 #[tokio::test]
 async fn stdout_and_stderr_keep_the_programs_order() {
-    let (client, _, _) = stdio_client(&["--extended"]).await;
+    let (client, _, _) = stdio_client(&["--structured"]).await;
     let r = call(
         &client,
         "exec_command",
@@ -22,7 +22,7 @@ async fn stdout_and_stderr_keep_the_programs_order() {
 
 #[tokio::test]
 async fn a_python_program_on_a_pipe_prints_as_it_goes() {
-    let (client, _, _) = stdio_client(&[]).await;
+    let (client, _, _) = stdio_client(&["--codex-compat"]).await;
     // No flush: on a pipe Python would keep the line until exit, 30 s away.
     let r = call(
         &client,
@@ -45,7 +45,7 @@ async fn a_python_program_on_a_pipe_prints_as_it_goes() {
 
 #[tokio::test]
 async fn a_silent_pipe_session_is_told_why_it_may_be() {
-    let (client, _, _) = stdio_client(&["--extended"]).await;
+    let (client, _, _) = stdio_client(&["--structured"]).await;
     let hint = "No output yet: on a pipe many programs hold their output back";
     let quiet = call(
         &client,
@@ -69,7 +69,7 @@ async fn a_silent_pipe_session_is_told_why_it_may_be() {
     }
     client.cancel().await.unwrap();
     // Codex's dialect: Codex's lines only.
-    let (client, _, _) = stdio_client(&[]).await;
+    let (client, _, _) = stdio_client(&["--codex-compat"]).await;
     let r = call(
         &client,
         "exec_command",

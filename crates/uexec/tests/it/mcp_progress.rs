@@ -39,7 +39,7 @@ impl RawServer {
         let dir = std::env::temp_dir().join(format!("uexec-it-{name}-{}", rand_suffix()));
         std::fs::create_dir_all(dir.join("home")).unwrap();
         let mut child = Command::new(UEXEC)
-            .arg("mcp")
+            .args(["mcp", "--codex-compat"])
             .current_dir(&dir)
             .env("HOME", dir.join("home"))
             .env("UEXEC_DETERMINISTIC_IDS", "1")
@@ -175,7 +175,7 @@ async fn a_slow_client_costs_bounded_memory_and_gets_its_result() {
 async fn an_endless_flood_does_not_hold_the_result() {
     use crate::helpers::{call, stdio_client, structured};
 
-    let (client, recorder, _) = stdio_client(&[]).await;
+    let (client, recorder, _) = stdio_client(&["--codex-compat"]).await;
     let result = tokio::time::timeout(
         Duration::from_secs(20),
         call(

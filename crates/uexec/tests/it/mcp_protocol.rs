@@ -37,7 +37,7 @@ async fn an_unknown_tool_is_an_invalid_params_error_not_a_result() {
 
 #[tokio::test]
 async fn the_instructions_name_only_the_tools_offered() {
-    let (client, _, _) = stdio_client(&[]).await;
+    let (client, _, _) = stdio_client(&["--codex-compat"]).await;
     let info = client.peer_info().expect("initialized");
     let said = info.instructions.clone().unwrap_or_default();
     for tool in [
@@ -51,7 +51,7 @@ async fn the_instructions_name_only_the_tools_offered() {
         assert!(said.contains(tool), "{tool}: {said}");
     }
     client.cancel().await.unwrap();
-    let (client, _, _) = stdio_client(&["--codex-tools-only"]).await;
+    let (client, _, _) = stdio_client(&["--codex-compat", "--codex-tools-only"]).await;
     let info = client.peer_info().expect("initialized");
     let said = info.instructions.clone().unwrap_or_default();
     assert!(
@@ -66,7 +66,7 @@ async fn the_instructions_name_only_the_tools_offered() {
 
 #[tokio::test]
 async fn every_tool_has_a_title_and_its_hints() {
-    let (client, _, _) = stdio_client(&[]).await;
+    let (client, _, _) = stdio_client(&["--codex-compat"]).await;
     let tools = client.list_all_tools().await.unwrap();
     for tool in &tools {
         assert!(

@@ -16,7 +16,7 @@ use crate::helpers::{
 
 #[tokio::test]
 async fn tools_and_server_info() {
-    let (client, _, _) = stdio_client(&[]).await;
+    let (client, _, _) = stdio_client(&["--codex-compat"]).await;
     let info = client.peer_info().expect("initialized");
     assert_eq!(
         info.server_info.as_ref().map(|i| i.name.as_str()),
@@ -38,7 +38,7 @@ async fn tools_and_server_info() {
     assert!(tools.iter().take(2).all(|t| t.output_schema.is_some()));
     client.cancel().await.unwrap();
 
-    let (client, _, _) = stdio_client(&["--codex-tools-only"]).await;
+    let (client, _, _) = stdio_client(&["--codex-compat", "--codex-tools-only"]).await;
     let names: Vec<_> = client
         .list_all_tools()
         .await
@@ -52,7 +52,7 @@ async fn tools_and_server_info() {
 
 #[tokio::test]
 async fn exec_poll_and_errors_as_tool_results() {
-    let (client, _, _) = stdio_client(&[]).await;
+    let (client, _, _) = stdio_client(&["--codex-compat"]).await;
     let r = call(
         &client,
         "exec_command",
@@ -91,7 +91,7 @@ async fn exec_poll_and_errors_as_tool_results() {
 
 #[tokio::test]
 async fn output_during_the_window_arrives_as_progress() {
-    let (client, recorder, _) = stdio_client(&[]).await;
+    let (client, recorder, _) = stdio_client(&["--codex-compat"]).await;
     let params = CallToolRequestParams::new("exec_command").with_arguments(args(json!({
         "cmd": "for i in 1 2 3; do echo progress-$i; sleep 0.2; done",
         "login": false,
@@ -115,7 +115,7 @@ async fn output_during_the_window_arrives_as_progress() {
 #[tokio::test]
 #[allow(deprecated)] // resources/subscribe: the legacy path, still what most clients use
 async fn sessions_are_resources_and_subscribers_hear_the_end() {
-    let (client, recorder, _) = stdio_client(&[]).await;
+    let (client, recorder, _) = stdio_client(&["--codex-compat"]).await;
     let r = call(
         &client,
         "exec_command",
@@ -151,7 +151,7 @@ async fn sessions_are_resources_and_subscribers_hear_the_end() {
 
 #[tokio::test]
 async fn closing_stdin_kills_every_session() {
-    let (client, _, _) = stdio_client(&[]).await;
+    let (client, _, _) = stdio_client(&["--codex-compat"]).await;
     let markers = start_sleepers(&client, &[("sleep {}", false), ("sleep {}", true)]).await;
     client.cancel().await.unwrap(); // closes the server's stdin
     wait_all_gone(&markers, "sessions to die with their server").await;
@@ -159,7 +159,7 @@ async fn closing_stdin_kills_every_session() {
 
 #[tokio::test]
 async fn sigterm_to_the_server_kills_every_session() {
-    let (client, _, pid) = stdio_client(&[]).await;
+    let (client, _, pid) = stdio_client(&["--codex-compat"]).await;
     let markers = start_sleepers(&client, &[("sleep {0} & sleep {0}", false)]).await;
     send_signal(pid, "TERM");
     wait_all_gone(&markers, "sessions to die on SIGTERM").await;
@@ -168,7 +168,7 @@ async fn sigterm_to_the_server_kills_every_session() {
 
 #[tokio::test]
 async fn children_die_when_the_server_is_killed() {
-    let (client, _, pid) = stdio_client(&[]).await;
+    let (client, _, pid) = stdio_client(&["--codex-compat"]).await;
     let markers = start_sleepers(
         &client,
         &[("exec sleep {}", false), ("exec sleep {}", true)],
@@ -182,7 +182,7 @@ async fn children_die_when_the_server_is_killed() {
 
 #[tokio::test]
 async fn background_jobs_die_when_the_server_is_killed() {
-    let (client, _, pid) = stdio_client(&[]).await;
+    let (client, _, pid) = stdio_client(&["--codex-compat"]).await;
     // The background sleep is a grandchild: no parent-death signal reaches it. The last-will
     // watchdog must.
     let markers = start_sleepers(&client, &[("sleep {0} & sleep {0}; true", false)]).await;

@@ -30,7 +30,7 @@ async fn wrapped_mcp<S: AsRef<std::ffi::OsStr>>(
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
-        .args([UEXEC, "mcp"])
+        .args([UEXEC, "mcp", "--codex-compat"])
         .current_dir(&dir)
         .env("HOME", &dir);
     let transport = TokioChildProcess::new(cmd).unwrap();
@@ -109,7 +109,8 @@ async fn the_soft_open_file_limit_is_raised_to_the_hard_one() {
 async fn the_log_file_is_private() {
     let dir = temp_dir("log");
     let log = dir.join("uexec.log");
-    let (client, _, _) = stdio_client(&["--log-file", log.to_str().unwrap()]).await;
+    let (client, _, _) =
+        stdio_client(&["--codex-compat", "--log-file", log.to_str().unwrap()]).await;
     let mode = std::fs::metadata(&log).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "{mode:o}");
     client.cancel().await.unwrap();

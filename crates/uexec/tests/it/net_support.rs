@@ -91,7 +91,7 @@ pub fn serve_with(mut cmd: Command, args: &[&str]) -> Served {
 /// `uexec mcp --http ADDR ARGS`; waits for the announced address.
 pub fn mcp_http(args: &[&str]) -> Served {
     let mut child = Command::new(UEXEC)
-        .arg("mcp")
+        .args(["mcp", "--codex-compat"])
         .args(args)
         .env_remove("UEXEC_TOKEN")
         .stdout(Stdio::null())

@@ -37,6 +37,7 @@ async fn an_exec_server_over_tls_runs_commands_for_a_client_trusting_its_ca() {
     assert_ne!(request_as(None, &server.addr, "ws", None), "101");
 
     let (client, _, _) = stdio_client(&[
+        "--codex-compat",
         "--environment",
         &format!("box={url}"),
         "--environment-token-file",
@@ -64,7 +65,8 @@ async fn an_exec_server_over_tls_runs_commands_for_a_client_trusting_its_ca() {
     client.cancel().await.unwrap();
 
     // Without the CA (nor the token), the client refuses the server's certificate, in words.
-    let (client, _, _) = stdio_client(&["--environment", &format!("box={url}")]).await;
+    let (client, _, _) =
+        stdio_client(&["--codex-compat", "--environment", &format!("box={url}")]).await;
     let refused = exec_on(&client, "box", "echo never").await;
     assert_eq!(refused.is_error, Some(true), "{}", text(&refused));
     assert_eq!(
@@ -161,6 +163,7 @@ async fn an_openssl_self_signed_certificate_is_trusted_when_remote_ca_gives_it()
     let by_ip = format!("wss://127.0.0.1:{port}");
     let by_name = format!("wss://localhost:{port}");
     let (client, _, _) = stdio_client(&[
+        "--codex-compat",
         "--environment",
         &format!("ip={by_ip}"),
         "--environment",
@@ -224,6 +227,7 @@ async fn a_pinned_certificate_must_name_the_host_dialled() {
     let server = serve_tls(&cert, &key);
     let url = format!("wss://{}", server.addr);
     let (client, _, _) = stdio_client(&[
+        "--codex-compat",
         "--environment",
         &format!("box={url}"),
         "--remote-ca",

@@ -306,7 +306,7 @@ async fn the_readmes_story_for_people_in_a_real_terminal() {
     );
 
     // 6. An agent's session, through its client's `uexec mcp --daemon`: seen and answered.
-    let agent = place.client(&[]).await;
+    let agent = place.client(&["--codex-compat"]).await;
     let r = call(
         &agent,
         "exec_command",
@@ -347,7 +347,7 @@ async fn the_readmes_story_for_people_in_a_real_terminal() {
     );
     // The agent's client restarts: its new `uexec mcp --daemon` lists the session again.
     agent.cancel().await.unwrap();
-    let agent = place.client(&[]).await;
+    let agent = place.client(&["--codex-compat"]).await;
     let listed = call(&agent, "list_sessions", json!({})).await;
     assert_eq!(
         structured(&listed)["sessions"][0]["session_id"],

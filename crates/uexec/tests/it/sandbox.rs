@@ -65,7 +65,7 @@ pub(crate) async fn exec_error(client: &Client, arguments: Value) -> String {
 #[tokio::test]
 async fn read_only_writes_fail_outside_the_private_tmp_and_are_reported() {
     let dir = scratch("ro");
-    let (client, _) = server(&dir, &["--extended", "--sandbox", "read-only"], &[]).await;
+    let (client, _) = server(&dir, &["--structured", "--sandbox", "read-only"], &[]).await;
     let outside = dir.join("outside");
     let cmd = format!(
         "echo sandbox=$UEXEC_SANDBOX; echo \"tmp=$TMPDIR\"; touch {0}; touch \"$TMPDIR/in-tmp\" && echo tmp-ok; \
@@ -127,7 +127,7 @@ async fn workspace_write_keeps_git_read_only() {
     std::fs::create_dir_all(ws.join(".git")).unwrap();
     std::fs::create_dir_all(ws.join("home")).unwrap();
     // The workspace is the server's working directory.
-    let (client, _) = server(&ws, &["--extended"], &[]).await;
+    let (client, _) = server(&ws, &["--structured"], &[]).await;
     let r = exec(
         &client,
         json!({
@@ -148,7 +148,7 @@ async fn workspace_write_keeps_git_read_only() {
 async fn network_off_cannot_reach_a_host_loopback_listener() {
     let dir = scratch("net");
     let (listener, port) = unreached_listener();
-    let (client, _) = server(&dir, &["--extended"], &[]).await;
+    let (client, _) = server(&dir, &["--structured"], &[]).await;
     let cmd = format!(
         "echo disabled=$UEXEC_SANDBOX_NETWORK_DISABLED; curl -sS -m 3 -o /dev/null http://127.0.0.1:{port}/; echo rc=$?"
     );
@@ -172,7 +172,7 @@ async fn network_off_cannot_reach_a_host_loopback_listener() {
 #[tokio::test]
 async fn a_setsid_job_dies_on_terminate() {
     let dir = scratch("setsid");
-    let (client, _) = server(&dir, &["--sandbox", "read-only"], &[]).await;
+    let (client, _) = server(&dir, &["--codex-compat", "--sandbox", "read-only"], &[]).await;
     let (job, main) = (marker(), marker());
     let r = exec(
         &client,
@@ -191,7 +191,7 @@ async fn a_setsid_job_dies_on_terminate() {
 #[tokio::test]
 async fn a_setsid_job_dies_when_uexec_is_killed() {
     let dir = scratch("kill");
-    let (client, pid) = server(&dir, &["--sandbox", "read-only"], &[]).await;
+    let (client, pid) = server(&dir, &["--codex-compat", "--sandbox", "read-only"], &[]).await;
     let job = marker();
     exec(
         &client,
@@ -209,7 +209,7 @@ async fn a_setsid_job_dies_when_uexec_is_killed() {
 #[tokio::test]
 async fn ctrl_c_works_in_a_sandboxed_pty() {
     let dir = scratch("ctrlc");
-    let (client, _) = server(&dir, &["--sandbox", "read-only"], &[]).await;
+    let (client, _) = server(&dir, &["--codex-compat", "--sandbox", "read-only"], &[]).await;
     let m = marker();
     let r = exec(
         &client,
@@ -239,7 +239,7 @@ async fn a_missing_layer_is_refused_by_default_and_skipped_with_best_effort() {
     let dir = scratch("fault");
     let outside = dir.join("outside");
     let fault = [("UEXEC_SANDBOX_FAULT", "namespaces")];
-    let (client, _) = server(&dir, &["--extended", "--sandbox", "read-only"], &fault).await;
+    let (client, _) = server(&dir, &["--structured", "--sandbox", "read-only"], &fault).await;
     let e = exec_error(&client, json!({"cmd": "true"})).await;
     assert!(
         e.contains(
@@ -250,7 +250,7 @@ async fn a_missing_layer_is_refused_by_default_and_skipped_with_best_effort() {
     let (client, _) = server(
         &dir,
         &[
-            "--extended",
+            "--structured",
             "--sandbox",
             "read-only",
             "--sandbox-fallback",
@@ -298,7 +298,7 @@ async fn bad_sandbox_input_names_the_field() {
         assert!(!out.status.success(), "{flags:?}");
         assert!(err.contains(field), "{flags:?}: {err}");
     }
-    let (client, _) = server(&dir, &["--extended"], &[]).await;
+    let (client, _) = server(&dir, &["--structured"], &[]).await;
     for (a, field) in [
         (json!({"cmd": "true", "sandbox": "readonly"}), "sandbox"),
         (
@@ -340,7 +340,7 @@ fn doctor_says_what_this_machine_supports() {
 async fn workspace_write_in_the_tmp_dir_keeps_its_private_tmp_writable() {
     let dir = scratch("tmpdir");
     let tmp = std::env::temp_dir().display().to_string();
-    let (client, _) = server(&dir, &["--extended", "--writable-root", &tmp], &[]).await;
+    let (client, _) = server(&dir, &["--structured", "--writable-root", &tmp], &[]).await;
     let r = exec(
         &client,
         json!({
@@ -371,7 +371,7 @@ async fn private_tmps_of_dead_servers_are_swept() {
     // No process has this pid (above the kernel's pid_max).
     let stale = base.join(format!("4294967-{}", rand_suffix()));
     std::fs::create_dir_all(stale.join("left-behind")).unwrap();
-    let (client, _) = server(&dir, &["--sandbox", "read-only"], &[]).await;
+    let (client, _) = server(&dir, &["--codex-compat", "--sandbox", "read-only"], &[]).await;
     exec(&client, json!({"cmd": "true"})).await;
     assert!(!stale.exists(), "{} is still there", stale.display());
 }
@@ -380,7 +380,7 @@ async fn private_tmps_of_dead_servers_are_swept() {
 #[tokio::test]
 async fn job_control_works_in_a_sandboxed_pty() {
     let dir = scratch("jobs");
-    let (client, _) = server(&dir, &["--extended", "--sandbox", "read-only"], &[]).await;
+    let (client, _) = server(&dir, &["--structured", "--sandbox", "read-only"], &[]).await;
     let r = exec(
         &client,
         json!({"cmd": "bash --norc --noprofile -i", "tty": true, "yield_time_ms": 10000,

@@ -71,7 +71,7 @@ async fn no_process_outside_can_be_traced_or_read_from_any_sandbox() {
         .spawn()
         .unwrap();
     let cmd = format!("{} {} {}", python(), script.display(), victim.id());
-    let (client, _) = server(&dir, &["--extended"], &[]).await;
+    let (client, _) = server(&dir, &["--structured"], &[]).await;
     // Outside the sandbox, the same attacks work: the test can tell.
     let r = exec(&client, json!({"cmd": cmd})).await;
     let open = verdicts(&text(&r));
@@ -101,7 +101,7 @@ async fn no_process_outside_can_be_traced_or_read_from_any_sandbox() {
 #[tokio::test]
 async fn typing_into_the_sessions_terminal_with_tiocsti_is_refused() {
     let dir = scratch("attack-tiocsti");
-    let (client, _) = server(&dir, &["--extended"], &[]).await;
+    let (client, _) = server(&dir, &["--structured"], &[]).await;
     let cmd = format!(
         "{} -c 'import fcntl, termios\ntry:\n    fcntl.ioctl(0, termios.TIOCSTI, b\"x\")\n    print(\"typed\")\nexcept OSError as e:\n    print(\"refused\", e.strerror)'",
         python()
@@ -128,7 +128,7 @@ async fn typing_into_the_sessions_terminal_with_tiocsti_is_refused() {
 #[tokio::test]
 async fn a_sandboxed_command_holds_no_descriptor_but_its_stdio() {
     let dir = scratch("attack-fds");
-    let (client, _) = server(&dir, &["--extended"], &[]).await;
+    let (client, _) = server(&dir, &["--structured"], &[]).await;
     // `ls` lists its own descriptors (stdio and the directory it reads): what a command
     // started by uexec holds, unsandboxed, is the baseline.
     let cmd = "ls /proc/self/fd | tr '\\n' ' '";
@@ -163,7 +163,7 @@ async fn a_shell_the_model_wrote_never_runs_outside_the_sandbox() {
     // Outside the workspace: what only an unsandboxed process can write.
     let elsewhere = scratch("attack-shell-outside");
     let outside = elsewhere.join("ran-outside");
-    let (client, _) = server(&dir, &["--extended", "--sandbox", "workspace-write"], &[]).await;
+    let (client, _) = server(&dir, &["--structured", "--sandbox", "workspace-write"], &[]).await;
     let fake = dir.join("bin").join("bash");
     let r = exec(
         &client,
@@ -214,7 +214,7 @@ async fn a_sandbox_base_another_user_made_first_is_refused() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o777)).unwrap();
     let tmp_env = tmp.display().to_string();
-    let (client, _) = server(&dir, &["--extended"], &[("TMPDIR", &tmp_env)]).await;
+    let (client, _) = server(&dir, &["--structured"], &[("TMPDIR", &tmp_env)]).await;
     let e = crate::sandbox::exec_error(
         &client,
         json!({"cmd": "echo ran", "sandbox": "read-only", "login": false}),

@@ -108,7 +108,7 @@ async fn a_call_may_narrow_the_servers_sandbox_but_never_widen_it() {
     let client = server(
         &ws,
         &[
-            "--extended",
+            "--structured",
             "--sandbox",
             "workspace-write",
             "--network",
@@ -140,7 +140,11 @@ async fn a_call_may_narrow_the_servers_sandbox_but_never_widen_it() {
 #[tokio::test]
 async fn an_allowlist_call_names_only_hosts_the_servers_allowlist_allows() {
     let (dir, ws) = scratch("allow");
-    let client = server(&ws, &["--extended", "--network-allow", "*.example.com:443"]).await;
+    let client = server(
+        &ws,
+        &["--structured", "--network-allow", "*.example.com:443"],
+    )
+    .await;
     let e = refused(
         &client,
         json!({"cmd": "true", "network": {"allow": ["a.example.com:443", "example.com:443"]}}),
@@ -164,7 +168,7 @@ async fn an_allowlist_call_names_only_hosts_the_servers_allowlist_allows() {
 #[tokio::test]
 async fn the_workdir_is_where_a_command_runs_not_what_it_may_write() {
     let (dir, ws) = scratch("workdir");
-    let client = server(&ws, &["--extended", "--sandbox", "workspace-write"]).await;
+    let client = server(&ws, &["--structured", "--sandbox", "workspace-write"]).await;
     let escape = format!("uexec-escaped-{}", rand_suffix());
     for workdir in ["..", "/", dir.to_str().unwrap()] {
         let r = exec(
@@ -207,7 +211,7 @@ async fn the_daemon_takes_each_connections_policy_as_its_ceiling() {
     let outside = ws.parent().unwrap().join("escaped");
     let client = place
         .client(&[
-            "--extended",
+            "--structured",
             "--sandbox",
             "workspace-write",
             "--network",
@@ -216,7 +220,7 @@ async fn the_daemon_takes_each_connections_policy_as_its_ceiling() {
         .await;
     check_ceiling(&client, ws, &outside).await;
     // Another owner without sandbox flags runs unsandboxed: the policy is the connection's.
-    let other = place.client(&["--extended", "--owner", "other"]).await;
+    let other = place.client(&["--structured", "--owner", "other"]).await;
     let r = exec(
         &other,
         json!({"cmd": format!("touch {} && echo wrote", outside.display())}),

@@ -51,7 +51,7 @@ async fn sandboxed(client: &Client, cmd: &str) -> String {
     s["output"].as_str().unwrap_or_default().to_owned()
 }
 
-/// A name, `uexec mcp` flags beyond `--extended --sandbox read-only`, and its environment.
+/// A name, `uexec mcp` flags beyond `--structured --sandbox read-only`, and its environment.
 type SandboxCase = (
     &'static str,
     &'static [&'static str],
@@ -110,7 +110,7 @@ async fn a_sandboxed_uexec_run_is_refused_by_the_daemon_and_runs_nothing() {
         ),
     ];
     for (case, flags, env) in cases {
-        let mut args = vec!["--extended", "--sandbox", "read-only"];
+        let mut args = vec!["--structured", "--sandbox", "read-only"];
         args.extend_from_slice(flags);
         let client = server(&place, &args, env).await;
         let escaped = place.cwd.join(format!("escaped-{case}"));
@@ -163,7 +163,7 @@ async fn a_sandboxed_command_is_not_the_user_of_a_token_less_loopback_listener()
     assert_eq!(request_as(None, &exec_server.addr, "ws", None), "101");
     assert_eq!(request_as(None, &http.addr, "mcp", None), "200");
     // The network is on by default in read-only: the listener is reachable, and refuses.
-    let client = server(&place, &["--extended", "--sandbox", "read-only"], &[]).await;
+    let client = server(&place, &["--structured", "--sandbox", "read-only"], &[]).await;
     assert_eq!(
         sandboxed_request(&client, &script, &exec_server.addr, "ws").await,
         "403"
@@ -230,9 +230,9 @@ async fn a_sandboxed_command_reaches_no_abstract_socket_and_signals_nothing_outs
     );
     // In a sandbox with Landlock alone holding these lines (the namespaces layer missing:
     // no pid namespace hides the sleeper there), and with every layer.
-    let full: &[&str] = &["--extended", "--sandbox", "read-only"];
+    let full: &[&str] = &["--structured", "--sandbox", "read-only"];
     let best_effort: &[&str] = &[
-        "--extended",
+        "--structured",
         "--sandbox",
         "read-only",
         "--sandbox-fallback",
@@ -341,7 +341,7 @@ async fn an_unprivileged_users_own_cli_is_let_in_and_its_sandboxed_command_is_no
         .serve(
             TokioChildProcess::new(as_nobody(
                 &root,
-                &["mcp", "--extended", "--sandbox", "read-only"],
+                &["mcp", "--structured", "--sandbox", "read-only"],
             ))
             .unwrap(),
         )

@@ -252,7 +252,7 @@ async fn uexecs_directories_stay_read_only_when_the_temp_dir_lies_in_the_workspa
     let (client, _) = server(
         Path::new(UEXEC),
         &dir,
-        &["--extended", "--transcripts-dir", &logs_arg],
+        &["--structured", "--transcripts-dir", &logs_arg],
         &[("TMPDIR", &tmp)],
     )
     .await;
@@ -373,7 +373,7 @@ async fn no_repository_can_be_planted_or_rewritten_from_a_workdir_below_the_root
     let (client, _) = server(
         Path::new(UEXEC),
         &dir,
-        &["--extended", "--writable-root", &dir_arg],
+        &["--structured", "--writable-root", &dir_arg],
         &[],
     )
     .await;
@@ -445,7 +445,7 @@ async fn a_worktrees_gitdir_and_its_main_repository_are_read_only() {
     let (client, _) = server(
         Path::new(UEXEC),
         &dir,
-        &["--extended", "--writable-root", &dir_arg],
+        &["--structured", "--writable-root", &dir_arg],
         &[],
     )
     .await;
@@ -481,7 +481,7 @@ async fn a_placeholder_left_by_a_killed_uexec_is_swept_by_the_next_one() {
     let (client, pid) = server(
         Path::new(UEXEC),
         &first_root,
-        &["--extended"],
+        &["--structured"],
         &[("TMPDIR", &tmp)],
     )
     .await;
@@ -506,7 +506,7 @@ async fn a_placeholder_left_by_a_killed_uexec_is_swept_by_the_next_one() {
     let (client, _) = server(
         Path::new(UEXEC),
         &second_root,
-        &["--extended"],
+        &["--structured"],
         &[("TMPDIR", &tmp)],
     )
     .await;
@@ -561,7 +561,7 @@ write(".git/pwned", dir_fd=fd)
 async fn a_sandboxed_command_cannot_lift_the_read_only_mounts() {
     let dir = scratch("lift");
     std::fs::create_dir_all(dir.join(".git")).unwrap();
-    let (client, _) = server(Path::new(UEXEC), &dir, &["--extended"], &[]).await;
+    let (client, _) = server(Path::new(UEXEC), &dir, &["--structured"], &[]).await;
     for nested in [false, true] {
         let script = dir.join("lift.py");
         let outside = std::process::id();
@@ -584,7 +584,7 @@ async fn a_sandboxed_command_cannot_lift_the_read_only_mounts() {
 #[tokio::test]
 async fn read_only_makes_no_mount_namespace_and_workspace_write_does() {
     let dir = scratch("mntns");
-    let (client, _) = server(Path::new(UEXEC), &dir, &["--extended"], &[]).await;
+    let (client, _) = server(Path::new(UEXEC), &dir, &["--structured"], &[]).await;
     let host = std::fs::read_link("/proc/self/ns/mnt").unwrap();
     let namespace_of = |r: &rmcp::model::CallToolResult| {
         text(r)

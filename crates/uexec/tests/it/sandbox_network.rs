@@ -58,7 +58,7 @@ pub(crate) fn http_server(body: &'static str) -> u16 {
 async fn an_allowed_host_is_reached_through_the_proxy() {
     let dir = scratch("allow");
     let port = http_server("hello-from-host");
-    let (client, _) = server(&dir, &["--extended"], &[]).await;
+    let (client, _) = server(&dir, &["--structured"], &[]).await;
     let allow = json!({"allow": [format!("127.0.0.1:{port}")]});
     // Plain HTTP through the proxy, then a CONNECT tunnel (-p), as HTTPS clients do.
     let cmd = format!(
@@ -83,7 +83,7 @@ async fn an_allowed_host_is_reached_through_the_proxy() {
 async fn socks5_reaches_an_allowed_host_and_a_denied_one_is_named() {
     let dir = scratch("socks");
     let port = http_server("hello-over-socks");
-    let (client, _) = server(&dir, &["--extended"], &[]).await;
+    let (client, _) = server(&dir, &["--structured"], &[]).await;
     let allow = json!({"allow": [format!("127.0.0.1:{port}"), format!("localhost:{port}")]});
     let cmd = format!(
         "curl -sS --noproxy '' -x socks5://127.0.0.1:3128 http://127.0.0.1:{port}/a; echo; \
@@ -129,7 +129,7 @@ fn echo_server() -> u16 {
 async fn a_tunnel_relays_bulk_bytes_both_ways_and_passes_a_half_close_on() {
     let dir = scratch("tunnel");
     let port = echo_server();
-    let (client, _) = server(&dir, &["--extended"], &[]).await;
+    let (client, _) = server(&dir, &["--structured"], &[]).await;
     let script = format!(
         r#"
 import hashlib, random, socket, threading
@@ -176,7 +176,7 @@ async fn a_host_off_the_allowlist_fails_the_session_and_is_named() {
     let allowed = http_server("allowed");
     let (other, other_port) = unreached_listener();
     let allow_flag = format!("127.0.0.1:{allowed}");
-    let (client, _) = server(&dir, &["--extended", "--network-allow", &allow_flag], &[]).await;
+    let (client, _) = server(&dir, &["--structured", "--network-allow", &allow_flag], &[]).await;
     let m = marker();
     let cmd = format!("curl -sS --noproxy '' http://127.0.0.1:{other_port}/; sleep {m}");
     let e = exec_error(&client, json!({"cmd": cmd, "yield_time_ms": 10000})).await;
@@ -193,7 +193,7 @@ async fn a_recorded_denial_lets_the_command_run_on_and_names_the_host() {
     let (other, other_port) = unreached_listener();
     let allow_flag = format!("127.0.0.1:{allowed}");
     let flags = [
-        "--extended",
+        "--structured",
         "--network-allow",
         &allow_flag,
         "--network-denial",
@@ -249,7 +249,7 @@ async fn a_request_cut_short_by_the_exit_still_fails_the_session() {
     let allowed = http_server("allowed");
     let (denied, denied_port) = unreached_listener();
     let allow_flag = format!("127.0.0.1:{allowed}");
-    let (client, _) = server(&dir, &["--extended", "--network-allow", &allow_flag], &[]).await;
+    let (client, _) = server(&dir, &["--structured", "--network-allow", &allow_flag], &[]).await;
     let job = marker();
     let cmd = format!(
         "mkfifo \"$TMPDIR/ready\"; \

@@ -26,7 +26,7 @@ const NON_PUBLIC: &str = "resolved to a non-public address";
 async fn a_name_that_resolves_to_loopback_is_refused_and_its_literal_address_works() {
     let dir = scratch("rebind");
     let (hidden, port) = unreached_listener();
-    let (client, _) = server(&dir, &["--extended"], &[]).await;
+    let (client, _) = server(&dir, &["--structured"], &[]).await;
     let m = marker();
     let cmd = format!("curl -sS --noproxy '' http://localhost:{port}/; sleep {m}");
     let allow = json!({"allow": [format!("localhost:{port}")]});
@@ -46,7 +46,7 @@ async fn a_name_that_resolves_to_loopback_is_refused_and_its_literal_address_wor
 
     // Recorded instead: a 403 that says why, and SOCKS5's "not allowed by ruleset".
     let flags = [
-        "--extended",
+        "--structured",
         "--network-allow",
         &format!("localhost:{port}"),
         "--network-denial",
@@ -84,7 +84,7 @@ async fn a_name_that_resolves_to_loopback_is_refused_and_its_literal_address_wor
         "curl -sS --noproxy '' http://127.0.0.1:{open}/; echo; curl -sS --noproxy '' http://localhost:{open}/"
     );
     // (A server whose network is on: its policy is the ceiling of the call's allowlist.)
-    let (open_client, _) = server(&dir, &["--extended"], &[]).await;
+    let (open_client, _) = server(&dir, &["--structured"], &[]).await;
     let r = exec(&open_client, json!({"cmd": cmd, "network": allow})).await;
     assert_eq!(
         text(&r).matches("hello-by-address").count(),
@@ -103,7 +103,7 @@ async fn a_name_that_resolves_to_loopback_is_refused_and_its_literal_address_wor
 async fn a_wildcard_that_brings_the_host_s_loopback_is_refused() {
     let dir = scratch("wild");
     let (hidden, port) = unreached_listener();
-    let (client, _) = server(&dir, &["--extended"], &[]).await;
+    let (client, _) = server(&dir, &["--structured"], &[]).await;
     let mut cases = vec![("*.0.0.1", format!("127.0.0.1:{port}"))];
     if ("probe.localhost", 80).to_socket_addrs().is_ok() {
         cases.push(("*.localhost", format!("a.localhost:{port}")));
@@ -205,7 +205,7 @@ async fn plain_http_reaches_a_python_http_server_in_origin_form() {
     std::fs::write(root.join("hello.txt"), "hello-from-http-server\n").unwrap();
     let upstream = PythonServer::start(&root);
     let port = upstream.port;
-    let (client, _) = server(&dir, &["--extended"], &[]).await;
+    let (client, _) = server(&dir, &["--structured"], &[]).await;
     let cmd = format!(
         "curl -sS --noproxy '' 'http://127.0.0.1:{port}/hello.txt?x=1#frag'; \
          curl -sS --noproxy '' -H 'Proxy-Authorization: Basic eDp5' -H 'Keep-Alive: 5' \
@@ -267,7 +267,7 @@ print("responses", got.count(b"HTTP/1."))
 "#
     );
     std::fs::write(dir.join("pipeline.py"), script).unwrap();
-    let (client, _) = server(&dir, &["--extended"], &[]).await;
+    let (client, _) = server(&dir, &["--structured"], &[]).await;
     let r = exec(
         &client,
         json!({
@@ -296,7 +296,7 @@ print("responses", got.count(b"HTTP/1."))
 async fn an_allowlisted_loopback_address_goes_through_the_proxy_despite_no_proxy() {
     let dir = scratch("noproxy");
     let port = http_server("hello-without-noproxy-flag");
-    let (client, _) = server(&dir, &["--extended"], &[]).await;
+    let (client, _) = server(&dir, &["--structured"], &[]).await;
     let cmd = format!(
         "echo \"no_proxy=[$NO_PROXY]\"; curl -sS http://127.0.0.1:{port}/; echo; \
          python3 -c \"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:{port}/').read().decode())\""
@@ -341,7 +341,7 @@ async fn an_allowlisted_loopback_address_goes_through_the_proxy_despite_no_proxy
 async fn a_refused_connection_to_loopback_in_the_sandbox_is_likely_the_sandbox() {
     let dir = scratch("refused");
     let port = http_server("unreachable");
-    let (client, _) = server(&dir, &["--extended"], &[]).await;
+    let (client, _) = server(&dir, &["--structured"], &[]).await;
     let evidence_of = |r: &rmcp::model::CallToolResult| {
         let s = structured(r)["sandbox"].clone();
         assert_eq!(s["denied"], "likely", "{}\n{s}", text(r));
@@ -422,7 +422,7 @@ async fn the_proxy_hand_over_leaves_no_socket_file_and_no_descriptor_in_the_comm
     let dir = scratch("handover");
     let port = http_server("handed-over");
     let allow = format!("127.0.0.1:{port}");
-    let (first, _) = server(&dir, &["--extended", "--network-allow", &allow], &[]).await;
+    let (first, _) = server(&dir, &["--structured", "--network-allow", &allow], &[]).await;
     let m = marker();
     let cmd = format!(
         "curl -sS --noproxy '' http://127.0.0.1:{port}/; echo; \
@@ -442,7 +442,7 @@ async fn the_proxy_hand_over_leaves_no_socket_file_and_no_descriptor_in_the_comm
     let (second, _) = server(
         &dir,
         &[
-            "--extended",
+            "--structured",
             "--network-allow",
             &allow,
             "--sandbox-fallback",
@@ -480,7 +480,7 @@ async fn an_allowlisted_command_runs_in_the_launcher_started_ahead() {
     let dir = scratch("warmproxy");
     let port = http_server("warm-and-proxied");
     let allow = format!("127.0.0.1:{port}");
-    let (client, pid) = server(&dir, &["--extended", "--network-allow", &allow], &[]).await;
+    let (client, pid) = server(&dir, &["--structured", "--network-allow", &allow], &[]).await;
     let r = exec(&client, json!({"cmd": "true"})).await;
     assert_eq!(structured(&r)["exit_code"], 0, "{}", text(&r));
     let mut ahead = Vec::new();
@@ -519,7 +519,7 @@ async fn an_allowlisted_command_started_cold_gets_the_proxy_on_fd_3() {
     let dir = scratch("coldproxy");
     let port = http_server("cold-and-proxied");
     let allow = format!("127.0.0.1:{port}");
-    let (client, pid) = server(&dir, &["--extended", "--network-allow", &allow], &[]).await;
+    let (client, pid) = server(&dir, &["--structured", "--network-allow", &allow], &[]).await;
     exec(&client, json!({"cmd": "true"})).await;
     let mut ahead = Vec::new();
     eventually("a launcher waiting", Duration::from_secs(5), || {

@@ -14,7 +14,7 @@ use crate::sandbox::{exec, scratch, server};
 #[tokio::test]
 async fn a_sandboxed_command_runs_in_the_launcher_started_ahead() {
     let dir = scratch("warm");
-    let (client, pid) = server(&dir, &["--sandbox", "read-only"], &[]).await;
+    let (client, pid) = server(&dir, &["--codex-compat", "--sandbox", "read-only"], &[]).await;
     // The first sandboxed command probes the machine, which starts a launcher waiting.
     let r = exec(&client, json!({"cmd": "true"})).await;
     assert_eq!(structured(&r)["exit_code"], 0, "{}", text(&r));

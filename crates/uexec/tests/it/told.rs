@@ -23,7 +23,7 @@ fn state_of(place: &Place, id: i64) -> Option<String> {
 #[tokio::test]
 async fn a_persons_kill_reaches_the_agent_as_an_exit_notice() {
     let place = Place::new("told");
-    let agent = place.client(&["--extended", "--owner", "agent-1"]).await;
+    let agent = place.client(&["--structured", "--owner", "agent-1"]).await;
     let started = call(
         &agent,
         "exec_command",
@@ -119,7 +119,7 @@ async fn a_persons_kill_reaches_the_agent_as_an_exit_notice() {
 #[tokio::test]
 async fn a_poll_of_a_reported_session_says_how_it_ended() {
     let place = Place::new("told");
-    let agent = place.client(&["--extended", "--owner", "agent-2"]).await;
+    let agent = place.client(&["--structured", "--owner", "agent-2"]).await;
     let done = call(
         &agent,
         "exec_command",
@@ -139,7 +139,9 @@ async fn a_poll_of_a_reported_session_says_how_it_ended() {
     );
     agent.cancel().await.unwrap();
     // Codex's dialect keeps Codex's words.
-    let codex = place.client(&["--owner", "agent-3"]).await;
+    let codex = place
+        .client(&["--codex-compat", "--owner", "agent-3"])
+        .await;
     let gone = call(
         &codex,
         "exec_command",

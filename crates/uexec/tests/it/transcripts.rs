@@ -29,7 +29,7 @@ fn seq_output(n: u32) -> Vec<u8> {
     out
 }
 
-/// `uexec mcp --extended` over stdio whose transcripts go to a tmpfs of `size` (`mount -o
+/// `uexec mcp --structured` over stdio whose transcripts go to a tmpfs of `size` (`mount -o
 /// size=`) mounted in the server's own user and mount namespaces. Returns the client, the
 /// transcripts root as the server sees it, and the server's pid.
 async fn client_on_a_small_tmpfs(size: &str) -> (Client, PathBuf, u32) {
@@ -53,7 +53,7 @@ async fn client_on_a_small_tmpfs(size: &str) -> (Client, PathBuf, u32) {
     let root = mount.join("sessions");
     let mut cmd = tokio::process::Command::new("unshare");
     cmd.args(["--user", "--map-root-user", "--mount", "sh", "-c"])
-        .arg(r#"mount -t tmpfs -o "size=$1,mode=0700" tmpfs "$2" && exec "$3" mcp --extended --transcripts-dir "$4""#)
+        .arg(r#"mount -t tmpfs -o "size=$1,mode=0700" tmpfs "$2" && exec "$3" mcp --structured --transcripts-dir "$4""#)
         .args(["sh", size])
         .arg(&mount)
         .arg(UEXEC)
@@ -261,7 +261,7 @@ async fn a_file_size_limit_stops_the_transcript_not_the_server() {
     let limit: u64 = 2_000_000;
     let mut cmd = tokio::process::Command::new("prlimit");
     cmd.arg(format!("--fsize={limit}"))
-        .args([UEXEC, "mcp", "--extended", "--transcripts-dir"])
+        .args([UEXEC, "mcp", "--structured", "--transcripts-dir"])
         .arg(&root)
         .current_dir(&place)
         .env("HOME", place.join("home"));
@@ -319,10 +319,10 @@ fn assert_unknown(r: &rmcp::model::CallToolResult, path: &str) {
     );
 }
 
-/// `uexec mcp --http` with `--extended`, its transcripts under `root`, one client per token.
+/// `uexec mcp --http` with `--structured`, its transcripts under `root`, one client per token.
 fn start_http(tokens: &str, root: &Path) -> crate::mcp_http::Server {
     let root = root.display().to_string();
-    crate::mcp_http::start_with(Some(tokens), &["--extended", "--transcripts-dir", &root])
+    crate::mcp_http::start_with(Some(tokens), &["--structured", "--transcripts-dir", &root])
 }
 
 async fn http_client(server: &crate::mcp_http::Server, token: &str) -> Client {
@@ -436,7 +436,7 @@ async fn read_output_by_path_refuses_every_path_but_the_callers_own_sessions() {
     let place = scratch_dir("transcripts-paths");
     let root = place.join("sessions");
     let root_arg = root.display().to_string();
-    let (client, _, _) = stdio_client(&["--extended", "--transcripts-dir", &root_arg]).await;
+    let (client, _, _) = stdio_client(&["--structured", "--transcripts-dir", &root_arg]).await;
     // Another client's session, a symlink out of the root, and a directory outside it.
     let planted = root.join("1000-abcdef");
     plant_session(&planted, b"planted-bytes\n");
@@ -478,9 +478,9 @@ async fn read_output_by_path_refuses_every_path_but_the_callers_own_sessions() {
 #[tokio::test]
 async fn a_person_at_the_daemon_reads_any_owners_transcript_and_an_agent_only_its_own() {
     let place = DaemonPlace::new("transcripts");
-    let one = place.client(&["--owner", "agent-1", "--extended"]).await;
-    let two = place.client(&["--owner", "agent-2", "--extended"]).await;
-    let person = place.client(&["--owner", "@person", "--extended"]).await;
+    let one = place.client(&["--owner", "agent-1", "--structured"]).await;
+    let two = place.client(&["--owner", "agent-2", "--structured"]).await;
+    let person = place.client(&["--owner", "@person", "--structured"]).await;
     let done = call(
         &one,
         "exec_command",
