@@ -134,7 +134,7 @@ def main():
         "as the suite counts them (every occurrence): "
         + ", ".join(f"{n} {s}" for s, n in sorted(occurrences.items()))
     )
-    scored = [k for k in verdicts if k.partition(":")[0] not in not_scored]
+    scored = {k for k in verdicts if k.partition(":")[0] not in not_scored}
     print(
         f"scored by the requirement set: {sum(k in scored for k in passed)} passed, "
         f"{sum(k in scored for k in as_expected)} failed as expected; not scored "
