@@ -49,7 +49,13 @@ pub fn list(store: &SessionStore) -> Vec<Resource> {
 }
 
 pub fn read(store: &SessionStore, uri: &str) -> Result<ReadResourceResult, McpError> {
-    let not_found = || McpError::resource_not_found(format!("no live session at {uri}"), None);
+    // The URI in `data` too, as MCP asks (SEP-2164).
+    let not_found = || {
+        McpError::resource_not_found(
+            format!("no live session at {uri}"),
+            Some(serde_json::json!({ "uri": uri })),
+        )
+    };
     let id = session_of(uri).ok_or_else(not_found)?;
     let info = store
         .list_sessions()

@@ -135,6 +135,18 @@ async fn sessions_are_resources_and_subscribers_hear_the_end() {
         body.contains("resource-output") && body.contains("state: running"),
         "{body}"
     );
+    // No such session: -32002 (resource not found), naming the URI in `data` too.
+    for missing in ["uexec://sessions/999999", "test://elsewhere"] {
+        let error = client
+            .read_resource(ReadResourceRequestParams::new(missing))
+            .await
+            .expect_err("no such resource");
+        let rmcp::ServiceError::McpError(error) = error else {
+            panic!("{missing}: {error:?}");
+        };
+        assert_eq!(error.code.0, -32002, "{missing}: {error:?}");
+        assert_eq!(error.data, Some(json!({"uri": missing})), "{missing}");
+    }
     client
         .subscribe(SubscribeRequestParams::new(uri.clone()))
         .await
