@@ -134,7 +134,8 @@ def codex_command(binary: str, server: str, port: int, tmp: Path, prompt: str) -
     return cmd, env
 
 
-def run_agent(agent: str, binary: str, server: str, port: int, prompt: str, timeout_s: float, keep: bool) -> Run:
+def run_agent(agent: str, binary: str, server: str, port: int, prompt: str, timeout_s: float) -> Run:
+    """Run the agent to its end or its timeout; its temporary directory is `Run.tmp`."""
     tmp = Path(tempfile.mkdtemp(prefix=f"uexec-agents-{agent}-"))
     (tmp / "home").mkdir()
     (tmp / "work").mkdir()

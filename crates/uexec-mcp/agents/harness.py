@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -95,10 +96,12 @@ def survivors_after(marker: str) -> list[tuple[int, str]]:
 def play(agent: str, binary: str, server: str, sc: Scenario, args: argparse.Namespace) -> tuple[list[Row], dict]:
     dialect = Anthropic if agent == "claude" else Responses
     mock = MockModel(dialect, sc.calls).start()
-    run = run_agent(agent, binary, server, mock.port, sc.prompt, args.timeout, args.keep)
+    run = run_agent(agent, binary, server, mock.port, sc.prompt, args.timeout)
     survivors = survivors_after(sc.survivor_marker) if sc.survivor_marker else []
     kill_leftover_group(run.pid)
     mock.stop()
+    if not args.keep:
+        shutil.rmtree(run.tmp, ignore_errors=True)
     rows = []
     for i, call in enumerate(sc.calls):
         rec = mock.records[i] if i < len(mock.records) else None
@@ -141,8 +144,12 @@ def count_tokens(rows: list[Row], node: str) -> None:
     texts = [r.record.text for r in rows if r.record and r.record.text is not None]
     if not texts:
         return
-    proc = subprocess.run([node, str(HERE / "tokens.mjs")], input=json.dumps(texts), capture_output=True,
-                          text=True, timeout=120, cwd=HERE)
+    try:
+        proc = subprocess.run([node, str(HERE / "tokens.mjs")], input=json.dumps(texts), capture_output=True,
+                              text=True, timeout=120, cwd=HERE)
+    except subprocess.TimeoutExpired:
+        print("token counting took over 120 s: no token figures", file=sys.stderr)
+        return
     if proc.returncode != 0:
         print(f"token counting failed: {proc.stderr.strip()[:500]}", file=sys.stderr)
         return

@@ -333,7 +333,6 @@ class MockModel:
                 args = self._resolve(call.arguments)
             except LookupError as exc:
                 self.errors.append(f"{call.label}: {exc}")
-                self.records = self.records + [Record(call=call, sent_name=name)] * (len(self.calls) - done)
                 self.finished.set()
                 return d.answer(body, f"scenario aborted: {exc}", None)
             rec = Record(call=call, sent_name=name, sent_arguments=args, call_id=call_id, t_sent=self.now())
