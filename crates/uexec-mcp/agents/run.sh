@@ -8,6 +8,9 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../../.." && pwd)"
 
+# The checks themselves first, on recorded texts (a check that cannot fail shows here).
+(cd "$HERE" && python3 -B -m unittest -q test_scenarios)
+
 # Node 22 first in PATH: Claude Code's package wants it, tokens.mjs runs on it.
 PATH="$(bash "$REPO/.ci/node22.sh"):$PATH"
 export PATH
