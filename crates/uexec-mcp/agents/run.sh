@@ -20,10 +20,13 @@ if [ ! -f "$HERE/node_modules/.package-lock.json" ] || [ "$HERE/package-lock.jso
   (cd "$HERE" && npm ci --silent --no-audit --no-fund >/dev/null)
 fi
 
-want_codex=1
+want_codex=1 want_claude=1
 prev=""
 for arg in "$@"; do
-  case "$prev=$arg" in --agent=claude | *=--agent=claude) want_codex=0 ;; esac
+  case "$prev=$arg" in
+    --agent=claude | *=--agent=claude) want_codex=0 ;;
+    --agent=codex | *=--agent=codex) want_claude=0 ;;
+  esac
   prev="$arg"
 done
 # Codex 0.171.0: the one CI installed (UEXEC_CODEX_BIN), else the same install as .ci/run's.
@@ -36,6 +39,9 @@ if [ "$want_codex" = 1 ] && [ -z "${UEXEC_CODEX_BIN:-}" ]; then
   fi
 fi
 export UEXEC_CODEX_BIN="${UEXEC_CODEX_BIN:-}"
+# Say which agents run (and fail here if npm left Claude Code's placeholder instead of its binary).
+[ "$want_claude" = 0 ] || echo "claude $("$HERE/node_modules/.bin/claude" --version)" >&2
+[ "$want_codex" = 0 ] || "$UEXEC_CODEX_BIN" --version >&2
 
 run=(python3 "$HERE/harness.py" "$@")
 if command -v unshare >/dev/null && command -v ip >/dev/null; then
