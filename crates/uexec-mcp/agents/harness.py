@@ -4,8 +4,7 @@ mock model on 127.0.0.1, checking what the agent hands back to the model for eve
 
 Flow:
 
-1. For each agent, server command (the plain one, and with `--extended` when asked) and
-   scenario: start the mock model (mock_model.py), start the agent with uexec as its MCP
+1. For each agent, server command (--server, and each --variant of it) and scenario: start the mock model (mock_model.py), start the agent with uexec as its MCP
    server (agents.py), let the script play, and stop the agent at the timeout if need be.
 2. After the agent exited, a scenario with a survivor marker waits (deadline) for every
    process carrying the marker to be gone, reports those still there and kills them.
@@ -218,7 +217,9 @@ def main() -> int:
     ap.add_argument("--server", default=f"{REPO}/target/release/uexec mcp",
                     help="the MCP server command the agents start (default: %(default)s)")
     ap.add_argument("--agent", choices=["claude", "codex", "all"], default="all")
-    ap.add_argument("--extended", action="store_true", help="also run every scenario with `--extended` added to --server")
+    ap.add_argument("--variant", action="append", default=[], metavar="FLAG",
+                    help="also run every scenario with --FLAG added to --server, e.g. `--variant structured` "
+                    "or `--variant codex-compat` (repeatable)")
     ap.add_argument("--scenario", action="append", help="only this scenario (repeatable)")
     ap.add_argument("--claude", default=str(HERE / "node_modules/.bin/claude"))
     ap.add_argument("--codex", default=os.environ.get("UEXEC_CODEX_BIN", ""))
@@ -235,7 +236,7 @@ def main() -> int:
         if not binaries[a] or not os.access(binaries[a], os.X_OK):
             print(f"no {a} binary at {binaries[a]!r} (see run.sh)", file=sys.stderr)
             return 2
-    servers = [args.server] + ([args.server + " --extended"] if args.extended else [])
+    servers = [args.server] + [f"{args.server} --{flag.lstrip('-')}" for flag in args.variant]
     rows: list[Row] = []
     runs: list[dict] = []
     t0 = time.monotonic()
@@ -246,7 +247,7 @@ def main() -> int:
                 if args.scenario and sc.name not in args.scenario:
                     continue
                 r, info = play(agent, binaries[agent], server, sc, args)
-                print(f"{agent} {sc.name}{' (extended)' if si else ''}: {info['seconds']} s, "
+                print(f"{agent} {sc.name}{f' ({server})' if si else ''}: {info['seconds']} s, "
                       f"{'ok' if not any(x.failures for x in r) else 'FAILED'}", file=sys.stderr, flush=True)
                 rows += r
                 runs.append(info)

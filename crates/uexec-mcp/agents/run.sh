@@ -3,7 +3,7 @@
 # scripted mock model on 127.0.0.1: see README.md beside this file. Installs what it needs
 # (Node 22, the harness's npm packages, Codex), then runs harness.py in a network namespace
 # where only loopback is up, when the machine allows one. Exit 0 only if every check passed.
-#   bash crates/uexec-mcp/agents/run.sh [--server "PATH/uexec mcp ..."] [--agent claude|codex|all] [--extended]
+#   bash crates/uexec-mcp/agents/run.sh [--server "PATH/uexec mcp ..."] [--agent claude|codex|all] [--variant FLAG]...
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../../.." && pwd)"
