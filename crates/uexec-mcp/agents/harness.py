@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""uexec mcp through the real agents: Claude Code headless and Codex, each against a scripted
+mock model on 127.0.0.1, checking what the agent hands back to the model for every call.
+
+Flow:
+
+1. For each agent, server command (--server, and each --variant of it) and scenario: start the mock model (mock_model.py), start the agent with uexec as its MCP
+   server (agents.py), let the script play, and stop the agent at the timeout if need be.
+2. After the agent exited, a scenario with a survivor marker waits (deadline) for every
+   process carrying the marker to be gone, reports those still there and kills them.
+3. Count the tokens of every handed-back text (tokens.mjs, offline), run each call's checks
+   (scenarios.py) and print one table, then the handed-back texts themselves.
+4. Exit 0 only if every check of every call passed and every agent run ended on its own.
+
+Run it through run.sh, which installs the agents and enters a network namespace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.dont_write_bytecode = True
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from agents import kill_leftover_group, run_agent  # noqa: E402
+from mock_model import Anthropic, MockModel, Record, Responses  # noqa: E402
+from scenarios import Scenario, all_scenarios  # noqa: E402
+
+REPO = HERE.parent.parent.parent
+SURVIVOR_DEADLINE_S = 10.0
+
+
+@dataclass
+class Row:
+    agent: str
+    server: str
+    scenario: str
+    call: str
+    record: Record | None
+    failures: list[str] = field(default_factory=list)
+    passed: list[str] = field(default_factory=list)
+    tokens: dict[str, int] | None = None
+
+
+def processes_with(marker: str) -> list[tuple[int, str]]:
+    """Live processes whose command line or environment carries the marker."""
+    found = []
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                if fh.read().rsplit(b")", 1)[-1].split()[0] == b"Z":
+                    continue
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as fh:
+                    environ = fh.read()
+            except OSError:
+                environ = b""
+        except (OSError, IndexError):
+            continue
+        if marker.encode() in cmdline or marker.encode() in environ:
+            found.append((int(entry), cmdline.replace(b"\0", b" ").decode("utf-8", "replace").strip()))
+    return found
+
+
+def survivors_after(marker: str) -> list[tuple[int, str]]:
+    deadline = time.monotonic() + SURVIVOR_DEADLINE_S
+    while True:
+        left = processes_with(marker)
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    for pid, _ in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return left
+
+
+def play(agent: str, binary: str, server: str, sc: Scenario, args: argparse.Namespace) -> tuple[list[Row], dict]:
+    dialect = Anthropic if agent == "claude" else Responses
+    mock = MockModel(dialect, sc.calls).start()
+    run = run_agent(agent, binary, server, mock.port, sc.prompt, args.timeout)
+    survivors = survivors_after(sc.survivor_marker) if sc.survivor_marker else []
+    kill_leftover_group(run.pid)
+    mock.stop()
+    if not args.keep:
+        shutil.rmtree(run.tmp, ignore_errors=True)
+    rows = []
+    for i, call in enumerate(sc.calls):
+        rec = mock.records[i] if i < len(mock.records) else None
+        row = Row(agent, server, sc.name, f"{i + 1}. {call.tool} {call.label}", rec)
+        if rec is None or rec.text is None:
+            row.failures.append("the agent handed nothing back")
+        else:
+            for check in sc.checks[i]:
+                problem = check(rec.text)
+                (row.failures if problem else row.passed).append(f"{check.__name__}: {problem}" if problem else check.__name__)
+        rows.append(row)
+    run_row = Row(agent, server, sc.name, "(the agent run)", None)
+    if run.timed_out:
+        run_row.failures.append(f"timed out after {args.timeout:.0f} s")
+    elif run.rc != 0:
+        run_row.failures.append(f"agent exit code {run.rc}")
+    else:
+        run_row.passed.append("agent exit 0")
+    if mock.errors:
+        run_row.failures += [f"mock: {e}" for e in mock.errors]
+    if not mock.finished.is_set():
+        run_row.failures.append("the script did not reach its end")
+    if sc.survivor_marker:
+        if survivors:
+            run_row.failures.append(f"{len(survivors)} process(es) outlived the agent: "
+                                    + "; ".join(f"{pid} {cmd[:60]}" for pid, cmd in survivors))
+        else:
+            run_row.passed.append("nothing outlived the agent")
+    rows.append(run_row)
+    info = {"agent": agent, "server": server, "scenario": sc.name, "seconds": round(run.seconds, 2),
+            "rc": run.rc, "timed_out": run.timed_out, "tmp": run.tmp if args.keep else None,
+            "searches": len(mock.searches), "requests": len(mock.requests),
+            "stderr_tail": run.stderr[-1500:] if run_row.failures else ""}
+    if args.dump_requests:
+        info["requests_bodies"] = mock.requests
+    return rows, info
+
+
+def count_tokens(rows: list[Row], node: str) -> None:
+    texts = [r.record.text for r in rows if r.record and r.record.text is not None]
+    if not texts:
+        return
+    try:
+        proc = subprocess.run([node, str(HERE / "tokens.mjs")], input=json.dumps(texts), capture_output=True,
+                              text=True, timeout=120, cwd=HERE)
+    except subprocess.TimeoutExpired:
+        print("token counting took over 120 s: no token figures", file=sys.stderr)
+        return
+    if proc.returncode != 0:
+        print(f"token counting failed: {proc.stderr.strip()[:500]}", file=sys.stderr)
+        return
+    counts = iter(json.loads(proc.stdout))
+    for r in rows:
+        if r.record and r.record.text is not None:
+            r.tokens = next(counts)
+
+
+def visible(text: str) -> str:
+    """The text as the model reads it, control characters but the line feed shown as symbols
+    (a carriage return is U+240D), so that a real CR and a JSON-escaped `\\r` differ."""
+    return "".join(ch if ch == "\n" or ch >= " " else chr(0x2400 + ord(ch)) for ch in text)
+
+
+def print_report(rows: list[Row], full: bool) -> None:
+    servers = list(dict.fromkeys(r.server for r in rows))
+    label = {s: (f"S{i + 1}" if len(servers) > 1 else "") for i, s in enumerate(servers)}
+    for s in servers:
+        if label[s]:
+            print(f"{label[s]} = {s}")
+    head = f"{'agent':<7}{'srv':<4}{'scenario':<16}{'call':<34}{'o200k':>6}{'claude':>7}  result"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        tok = r.tokens or {}
+        result = "PASS" if not r.failures else "FAIL " + ", ".join(f.split(":")[0] for f in r.failures)
+        print(f"{r.agent:<7}{label[r.server]:<4}{r.scenario:<16}{r.call[:33]:<34}"
+              f"{tok.get('o200k', ''):>6}{tok.get('claude', ''):>7}  {result}")
+    totals: dict[tuple[str, str], list[int]] = {}
+    for r in rows:
+        if r.tokens:
+            t = totals.setdefault((r.agent, r.server), [0, 0, 0])
+            t[0] += r.tokens["o200k"]
+            t[1] += r.tokens["claude"]
+            t[2] += 1
+    for (agent, server), (o200k, claude, n) in totals.items():
+        print(f"tokens handed back, {agent} {label[server] or server}: {n} results, o200k {o200k}, claude {claude}")
+    print("\nWhat each agent handed back to the model (verbatim; a CR shows as \u240d):")
+    for r in rows:
+        if r.record is None:
+            if r.failures:
+                print(f"- {r.agent} {label[r.server]} {r.scenario} {r.call}: " + "; ".join(r.failures))
+            continue
+        print(f"- {r.agent} {label[r.server]} {r.scenario} {r.call}: sent {r.record.sent_name} "
+              f"{json.dumps(r.record.sent_arguments, ensure_ascii=False)}")
+        for f in r.failures:
+            print(f"    FAIL {f}")
+        text = "(nothing)" if r.record.text is None else visible(r.record.text)
+        if not full and len(text) > 600:
+            text = text[:597] + "..."
+        print(f"    back{' (is_error)' if r.record.is_error else ''}:")
+        for line in text.split("\n"):
+            print(f"    | {line}")
+
+
+def find_node() -> str:
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        if os.access(os.path.join(d, "node"), os.X_OK):
+            return os.path.join(d, "node")
+    return "node"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--server", default=f"{REPO}/target/release/uexec mcp",
+                    help="the MCP server command the agents start (default: %(default)s)")
+    ap.add_argument("--agent", choices=["claude", "codex", "all"], default="all")
+    ap.add_argument("--variant", action="append", default=[], metavar="FLAG",
+                    help="also run every scenario with --FLAG added to --server, e.g. `--variant structured` "
+                    "or `--variant codex-compat` (repeatable)")
+    ap.add_argument("--scenario", action="append", help="only this scenario (repeatable)")
+    ap.add_argument("--claude", default=str(HERE / "node_modules/.bin/claude"))
+    ap.add_argument("--codex", default=os.environ.get("UEXEC_CODEX_BIN", ""))
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds one agent run may take (default %(default)s)")
+    ap.add_argument("--json", help="write every row and run as JSON here")
+    ap.add_argument("--full", action="store_true", help="print the handed-back texts whole")
+    ap.add_argument("--keep", action="store_true", help="keep each run's temporary HOME")
+    ap.add_argument("--dump-requests", action="store_true", help="keep the request bodies in --json")
+    args = ap.parse_args()
+
+    agents = ["claude", "codex"] if args.agent == "all" else [args.agent]
+    binaries = {"claude": args.claude, "codex": args.codex}
+    for a in agents:
+        if not binaries[a] or not os.access(binaries[a], os.X_OK):
+            print(f"no {a} binary at {binaries[a]!r} (see run.sh)", file=sys.stderr)
+            return 2
+    servers = [args.server] + [f"{args.server} --{flag.lstrip('-')}" for flag in args.variant]
+    rows: list[Row] = []
+    runs: list[dict] = []
+    t0 = time.monotonic()
+    for agent in agents:
+        for si, server in enumerate(servers):
+            marker = f"uexec-agents-mark-{os.getpid()}-{agent}-{si}"
+            for sc in all_scenarios(marker):
+                if args.scenario and sc.name not in args.scenario:
+                    continue
+                r, info = play(agent, binaries[agent], server, sc, args)
+                print(f"{agent} {sc.name}{f' ({server})' if si else ''}: {info['seconds']} s, "
+                      f"{'ok' if not any(x.failures for x in r) else 'FAILED'}", file=sys.stderr, flush=True)
+                rows += r
+                runs.append(info)
+    count_tokens(rows, find_node())
+    print_report(rows, args.full)
+    failed = [r for r in rows if r.failures]
+    total = time.monotonic() - t0
+    print(f"\n{len(rows) - len(failed)} of {len(rows)} rows passed; {len(runs)} agent runs in {total:.1f} s")
+    for info in runs:
+        if info["stderr_tail"]:
+            print(f"stderr of {info['agent']} {info['scenario']}: {info['stderr_tail']}", file=sys.stderr)
+    if args.json:
+        out = {"rows": [{"agent": r.agent, "server": r.server, "scenario": r.scenario, "call": r.call,
+                         "passed": r.passed, "failures": r.failures, "tokens": r.tokens,
+                         "sent": r.record and {"name": r.record.sent_name, "arguments": r.record.sent_arguments},
+                         "handed_back": r.record and r.record.text,
+                         "is_error": r.record and r.record.is_error} for r in rows],
+               "runs": runs, "seconds": round(total, 1)}
+        Path(args.json).write_text(json.dumps(out, indent=2, ensure_ascii=False) + "\n")
+    return 0 if not failed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

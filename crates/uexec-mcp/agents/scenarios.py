@@ -1,0 +1,141 @@
+"""The scenarios: what the scripted model calls, and what it must get back through each agent.
+
+What is asserted is the experience issue 24 builds, as the model sees it after the agent
+has turned uexec's MCP result into a tool result:
+
+- output arrives as the lines a terminal shows (`42` is a line of its own), never wrapped
+  in a JSON object with `\\r\\n` and `\\"` escapes;
+- a running command's session id is stated in words (`session ID 7`), as is an exit code
+  (`exited with code 0`);
+- polling an unknown session is a clear error naming it;
+- a command still running when the agent exits does not survive it.
+
+Each check is a pure function of the text the agent handed back, so it can be read (and
+fails) without running anything.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+from mock_model import SID, Call
+
+SESSION_STATED = re.compile(r"(?i)session[ _]id[ :=#]*(\d+)")
+EXIT_STATED = re.compile(r"(?i)(?:exited with code|exit[ _]code)[ :=]*(-?\d+)")
+# What a JSON string does to terminal output: \r \n \t \" \\ and \u escapes.
+JSON_ESCAPES = re.compile(r'\\[rnt"\\]|\\u[0-9a-fA-F]{4}')
+UNKNOWN_WORDS = re.compile(r"(?i)unknown|no such|not found|does not exist|invalid|no session")
+
+Check = Callable[[str], "str | None"]  # None when it holds, else what is wrong
+
+
+def lines_of(text: str) -> list[str]:
+    return [line.rstrip("\r") for line in text.split("\n")]
+
+
+def plain_text(text: str) -> str | None:
+    for line in lines_of(text):
+        s = line.strip()
+        if s.startswith("{") and s.endswith("}"):
+            try:
+                if isinstance(json.loads(s), dict):
+                    return f"a line is a JSON object: {s[:80]}"
+            except ValueError:
+                pass
+    m = JSON_ESCAPES.search(text)
+    if m:
+        return f"JSON escape {m.group(0)!r} in the text"
+    return None
+
+
+def has_line(want: str) -> Check:
+    def check(text: str) -> str | None:
+        return None if want in lines_of(text) else f"no line {want!r}"
+    check.__name__ = f"line {want!r}"
+    return check
+
+
+def session_stated(text: str) -> str | None:
+    return None if SESSION_STATED.search(text) else "no session id in words"
+
+
+def exit_stated(code: int | None = None) -> Check:
+    def check(text: str) -> str | None:
+        m = EXIT_STATED.search(text)
+        if not m:
+            return "no exit code in words"
+        if code is not None and int(m.group(1)) != code:
+            return f"exit code {m.group(1)}, want {code}"
+        return None
+    check.__name__ = "exit code stated" if code is None else f"exit code {code}"
+    return check
+
+
+def unknown_session_error(sid: int) -> Check:
+    def check(text: str) -> str | None:
+        if str(sid) not in text:
+            return f"the error does not name session {sid}"
+        if not UNKNOWN_WORDS.search(text):
+            return "the error does not say the session is unknown"
+        return None
+    check.__name__ = "clear unknown-session error"
+    return check
+
+
+plain_text.__name__ = "plain text"
+session_stated.__name__ = "session id stated"
+
+
+@dataclass
+class Scenario:
+    name: str
+    calls: list[Call]
+    # Checks per call, by position in calls.
+    checks: list[list[Check]]
+    # A marker in the commands that must not survive the agent (scenario left_running).
+    survivor_marker: str | None = None
+    prompt: str = "Run the scripted uexec scenario."
+    notes: list[str] = field(default_factory=list)
+
+
+def all_scenarios(marker: str) -> list[Scenario]:
+    unknown = 999999
+    return [
+        Scenario("long_poll", [
+            Call("exec_command", {"cmd": "for i in 1 2 3; do echo tick $i; sleep 1; done", "yield_time_ms": 500}, "start ticks"),
+            Call("write_stdin", {"session_id": SID, "chars": "", "yield_time_ms": 5000}, "poll to the end"),
+        ], [
+            [plain_text, session_stated, has_line("tick 1")],
+            [plain_text, has_line("tick 2"), has_line("tick 3"), exit_stated(0)],
+        ]),
+        Scenario("repl_pty", [
+            Call("exec_command", {"cmd": "python3 -q", "tty": True, "yield_time_ms": 1000}, "start python"),
+            Call("write_stdin", {"session_id": SID, "chars": "print(6*7)\n", "yield_time_ms": 2000}, "print(6*7)"),
+            Call("write_stdin", {"session_id": SID, "chars": "exit()\n", "yield_time_ms": 3000}, "exit()"),
+        ], [
+            [plain_text, session_stated],
+            [plain_text, has_line("42")],
+            [plain_text, exit_stated(0)],
+        ]),
+        Scenario("ctrl_c", [
+            Call("exec_command", {"cmd": "sleep 100", "yield_time_ms": 300, "tty": True}, "sleep 100"),
+            Call("write_stdin", {"session_id": SID, "chars": "\u0003", "yield_time_ms": 3000}, "Ctrl-C"),
+        ], [
+            [plain_text, session_stated],
+            [plain_text, exit_stated()],
+        ]),
+        Scenario("unknown_session", [
+            Call("write_stdin", {"session_id": unknown, "chars": ""}, f"poll {unknown}"),
+        ], [
+            [plain_text, unknown_session_error(unknown)],
+        ]),
+        Scenario("left_running", [
+            Call("exec_command", {"cmd": f"export UEXEC_AGENTS_MARK={marker}; sleep 300; : {marker}", "yield_time_ms": 300},
+                 "sleep 300, then the agent ends"),
+        ], [
+            [plain_text, session_stated],
+        ], survivor_marker=marker),
+    ]
