@@ -17,6 +17,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use uexec_core::backend::local::set_session_cgroups;
 use uexec_core::{ExecRequest, LocalBackend, SessionStore, StoreConfig, WriteRequest};
 
 const FLOOD_BYTES: u64 = 1 << 30;
@@ -60,11 +61,19 @@ async fn overhead(
     store: &Arc<SessionStore>,
     kept: &Arc<SessionStore>,
     runs: usize,
-) -> (Duration, Duration, Duration) {
+) -> (Duration, Duration, Duration, Duration) {
     let mut bare = Vec::with_capacity(runs);
     let mut engine = Vec::with_capacity(runs);
     let mut engine_kept = Vec::with_capacity(runs);
+    let mut engine_groups_only = Vec::with_capacity(runs);
     for _ in 0..runs {
+        // The same spawn without its cgroup (where the machine gives sessions one).
+        set_session_cgroups(false);
+        let t = Instant::now();
+        let s = store.exec_command(request("true", 10_000)).await.unwrap();
+        engine_groups_only.push(t.elapsed());
+        set_session_cgroups(true);
+        assert_eq!(s.exit_code(), Some(0));
         let t = Instant::now();
         tokio::process::Command::new(shell())
             .args(["-c", "true"])
@@ -81,7 +90,12 @@ async fn overhead(
         engine_kept.push(t.elapsed());
         assert_eq!(s.exit_code(), Some(0));
     }
-    (median(bare), median(engine), median(engine_kept))
+    (
+        median(bare),
+        median(engine),
+        median(engine_kept),
+        median(engine_groups_only),
+    )
 }
 
 /// A flood whose output is known: its command and its size.
@@ -181,7 +195,7 @@ async fn main() {
         store.exec_command(request("true", 10_000)).await.unwrap();
         kept.exec_command(request("true", 10_000)).await.unwrap();
     }
-    let (bare, engine, engine_kept) = overhead(&store, &kept, runs).await;
+    let (bare, engine, engine_kept, groups_only) = overhead(&store, &kept, runs).await;
     // A first flood for the RSS and the token accounting (the rates come from the rounds).
     let (_, tokens) = session_rate(&store, &zero_flood()).await;
     let rss = peak_rss_mib();
@@ -220,6 +234,19 @@ async fn main() {
         bare.as_secs_f64() * 1e3,
         engine.as_secs_f64() * 1e3,
         engine.as_secs_f64() / bare.as_secs_f64()
+    );
+    let cgroups = match uexec_core::backend::local::cgroup_status() {
+        Ok(root) => format!(
+            "its cgroup made, entered and removed (under {})",
+            root.display()
+        ),
+        Err(why) => format!("no cgroup here ({why}): both rows alike"),
+    };
+    println!(
+        "| `true` spawn→exit, {cgroups}, median of {runs} | {:.2} ms (without) | {:.2} ms | {:.2}x | <= 1.15x |",
+        groups_only.as_secs_f64() * 1e3,
+        engine.as_secs_f64() * 1e3,
+        engine.as_secs_f64() / groups_only.as_secs_f64()
     );
     println!(
         "| `true` spawn→exit, transcripts kept, median of {runs} | {:.2} ms (tokio spawn+wait) | {:.2} ms (exec_command) | {:.2}x | <= 1.5x |",

@@ -73,6 +73,12 @@ pub fn check() -> Vec<Facility> {
                 super::seccomp::install(true, true).map_err(std::io::Error::other)
             })),
         },
+        Facility {
+            key: "cgroups",
+            name: "a cgroup v2 per session (sandboxed or not: terminate kills every descendant)",
+            verdict: uexec_core::backend::local::cgroup_probe()
+                .map(|dir| format!("under {}", dir.display())),
+        },
     ]
 }
 
@@ -109,12 +115,22 @@ pub fn render(facilities: &[Facility], json: bool) -> String {
             Err(why) => out.push_str(&format!("  {}: NO ({why})\n", f.name)),
         }
     }
-    let all = facilities.iter().all(|f| f.verdict.is_ok());
+    // Cgroups are no sandbox layer: without them, sessions live on process groups.
+    let all = facilities
+        .iter()
+        .filter(|f| f.key != "cgroups")
+        .all(|f| f.verdict.is_ok());
     out.push_str(if all {
         "Every sandbox profile (read-only, workspace-write, network off) can be enforced here.\n"
     } else {
         "Sandboxed commands are refused unless the fallback is best-effort (which runs without the missing layers).\n"
     });
+    if facilities
+        .iter()
+        .any(|f| f.key == "cgroups" && f.verdict.is_err())
+    {
+        out.push_str("Sessions live on process groups: a descendant that leaves its group (setsid, a double fork) outlives a terminate.\n");
+    }
     out
 }
 

@@ -205,6 +205,28 @@ pub fn pipe_hung_up(fd: RawFd) -> bool {
     r > 0 && pfd.revents & libc::POLLHUP != 0
 }
 
+/// Waits up to `timeout_ms` for the kernel to flag a change of a pseudo-file such as a
+/// cgroup's `cgroup.events` (poll reports `POLLPRI`); true when it did. The file must have
+/// been read since it was opened or last flagged, or the old change is seen again.
+pub fn wait_priority(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLPRI,
+        revents: 0,
+    };
+    // SAFETY: poll on one valid pollfd.
+    let r = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(r > 0 && pfd.revents & (libc::POLLPRI | libc::POLLERR) != 0)
+}
+
 /// A message header over `iov` and the first `len` bytes of `control` (a u64 buffer keeps
 /// the control message aligned as cmsghdr needs). The header points into both: use it
 /// while they live.

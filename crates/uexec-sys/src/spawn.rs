@@ -26,6 +26,10 @@ pub struct ChildSpec {
     /// across the exec so that an interpreter (`#!`) can open it too; never below
     /// [`PROGRAM_FD_LOWEST`], so that neither stdio nor [`PASSED_FD`] lands on it.
     pub program_fd: Option<RawFd>,
+    /// A cgroup's `cgroup.procs`, open for writing: the child moves itself in before
+    /// anything else (it writes `0`), so no descendant of it can start outside. A failed
+    /// write leaves it where uexec is (the parent checks, see the local backend).
+    pub cgroup_procs: Option<RawFd>,
 }
 
 /// Where [`ChildSpec::passed_fd`] lands in the child: the first descriptor after stdio.
@@ -185,6 +189,10 @@ pub(crate) extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             libc::write(args.error_fd, report.as_ptr().cast(), report.len());
             libc::_exit(127)
         };
+        if let Some(procs) = args.spec.cgroup_procs {
+            // Into the session's cgroup before anything can fork.
+            libc::write(procs, b"0".as_ptr().cast(), 1);
+        }
         for sig in 1..libc::SIGRTMAX() {
             if sig != libc::SIGKILL && sig != libc::SIGSTOP {
                 libc::signal(sig, libc::SIG_DFL);

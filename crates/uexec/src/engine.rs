@@ -181,7 +181,7 @@ Examples:
         shell: clap_complete::Shell,
     },
     /// Print what this machine supports of the sandbox (Landlock, user, pid, mount and
-    /// network namespaces, seccomp); exit 0.
+    /// network namespaces, seccomp) and whether sessions get a cgroup v2 each; exit 0.
     Doctor {
         /// One JSON object instead of text.
         #[arg(long)]

@@ -19,6 +19,11 @@
 //!    exited or died, it sends SIGKILL to every group still in the set and exits.
 //!
 //! A clean shutdown sweeps every group first, so the watchdog then has nothing to do.
+//!
+//! Where sessions have cgroups (`uexec_core::backend::local::cgroup_status`, found here at
+//! start-up, which also kills what a uexec that is gone left in its own), the watchdog is
+//! given uexec's cgroup subtree too (`UEXEC_LAST_WILL_CGROUP`): it kills every process in it,
+//! whatever group it left for, and removes it.
 
 use std::collections::HashSet;
 use std::io::{BufRead, Write};
@@ -28,6 +33,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use uexec_core::backend::local::{install_group_watch, GroupWatch};
+
+/// The watchdog's variable naming uexec's cgroup subtree, if sessions have cgroups.
+const CGROUP_VAR: &str = "UEXEC_LAST_WILL_CGROUP";
 
 /// Hidden subcommand that runs the watchdog.
 pub const SUBCOMMAND: &str = "__last-will";
@@ -42,6 +50,9 @@ const RESTART_RETRY_MS: u64 = 1000;
 /// Starts the watchdog and routes the local backend's group reports to it. Failing to start
 /// it is not fatal (the parent-death signal still covers direct children): it is logged.
 pub fn install() {
+    if let Err(why) = uexec_core::backend::local::cgroup_status() {
+        tracing::debug!("sessions have no cgroups: {why}");
+    }
     let groups = Arc::new(LiveGroups::default());
     let watchdog = match Watchdog::spawn(&HashSet::new(), &groups) {
         Ok(watchdog) => watchdog,
@@ -161,6 +172,11 @@ impl Watchdog {
             .arg0(exe)
             .arg(SUBCOMMAND)
             .args(live.iter().map(u32::to_string))
+            .envs(
+                uexec_core::backend::local::cgroup_status()
+                    .ok()
+                    .map(|root| (CGROUP_VAR, root)),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -284,5 +300,8 @@ pub fn run() {
     }
     for pgid in groups {
         uexec_sys::kill_group(pgid, uexec_sys::SIGKILL);
+    }
+    if let Some(root) = std::env::var_os(CGROUP_VAR) {
+        uexec_core::backend::local::kill_cgroup_tree(std::path::Path::new(&root));
     }
 }

@@ -7,6 +7,7 @@ mod helpers;
 mod net_support;
 
 mod attach;
+mod cgroups;
 mod cli;
 mod cli_kill;
 mod cli_logs_since;

@@ -19,6 +19,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::unix::pipe;
 use tokio::sync::watch;
 
+use super::cgroup::SessionCgroup;
 use super::group;
 use crate::backend::{BackendError, InputModes, InputWait, ProcessControl, Signal, WriteOutcome};
 use crate::events::lock;
@@ -52,6 +53,9 @@ pub struct LocalControl {
     pub(super) leader: Arc<Mutex<Leader>>,
     pub(super) closing: watch::Sender<bool>,
     pub(super) stdin: Stdin,
+    /// The session's cgroup, where the machine gives one: every descendant, however it
+    /// detached from the group, is in it.
+    pub(super) cgroup: Option<SessionCgroup>,
 }
 
 impl LocalControl {
@@ -115,6 +119,9 @@ impl ProcessControl for LocalControl {
         if *leader == Leader::Running {
             uexec_sys::kill_group(self.pid, uexec_sys::SIGKILL);
             uexec_sys::pidfd_kill(self.pidfd.get_ref(), uexec_sys::SIGKILL);
+            if let Some(cgroup) = &self.cgroup {
+                cgroup.kill();
+            }
             drop(leader);
             let _ = self.closing.send(true);
         } else {
@@ -166,9 +173,18 @@ impl ProcessControl for LocalControl {
         let mut leader = lock(&self.leader);
         match *leader {
             // The leader is ours until reaped: its group cannot be anyone else's.
-            Leader::Running => uexec_sys::kill_group(self.pid, uexec_sys::SIGKILL),
+            Leader::Running => {
+                uexec_sys::kill_group(self.pid, uexec_sys::SIGKILL);
+                if let Some(cgroup) = &self.cgroup {
+                    cgroup.kill();
+                }
+            }
             Leader::Reaped => {
                 uexec_sys::kill_group(self.pid, uexec_sys::SIGKILL);
+                // What left the group (setsid, a double fork) is still in the cgroup.
+                if let Some(cgroup) = &self.cgroup {
+                    cgroup.kill_and_remove();
+                }
                 *leader = Leader::Swept;
                 group::swept(self.pid);
             }

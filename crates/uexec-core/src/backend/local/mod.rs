@@ -18,11 +18,16 @@
 //! a failure never leaves a command running unreaped. The last-will hook ([`GroupWatch`],
 //! in `group`) is a leaf that the spawn and the control both tell.
 
+mod cgroup;
 mod control;
 mod group;
 mod read;
 mod reap;
 
+pub use cgroup::{
+    kill_tree as kill_cgroup_tree, probe as cgroup_probe, set_enabled as set_session_cgroups,
+    status as cgroup_status,
+};
 pub use control::LocalControl;
 pub use group::{install_group_watch, GroupWatch};
 pub use reap::exit_code_of;
@@ -133,6 +138,8 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
         })?),
         None => None,
     };
+    // Its own cgroup, where the machine allows: the child enters it before it execs.
+    let cgroup = cgroup::SessionCgroup::make();
     let child_spec = uexec_sys::ChildSpec {
         program: c_string(resolved.as_os_str().as_bytes())?,
         argv,
@@ -142,6 +149,7 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
         controlling_tty: spec.tty,
         passed_fd: passed.as_ref().map(|fd| fd.as_raw_fd()),
         program_fd: None,
+        cgroup_procs: cgroup.as_ref().map(cgroup::SessionCgroup::procs_fd),
     };
 
     // Everything that can fail without the child is prepared before it exists; what is left
@@ -213,6 +221,7 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
     };
     drop(passed);
     let (pid, pidfd) = child.claim()?;
+    let cgroup = cgroup.filter(|c| c.hold(pid));
     group::started(pid);
     let leader = Arc::new(Mutex::new(Leader::Running));
     let (exit_tx, exit_rx) = oneshot::channel();
@@ -227,6 +236,7 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
             leader,
             closing: closing_tx,
             stdin,
+            cgroup,
         }),
     })
 }

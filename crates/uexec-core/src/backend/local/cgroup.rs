@@ -1,0 +1,429 @@
+//! A cgroup per session, where the machine has a cgroup v2 tree uexec may write. The
+//! command moves itself in before it execs (`ChildSpec::cgroup_procs`), so no descendant
+//! can leave it however it detaches (`setsid`, a double fork), and a kill reaches the whole
+//! tree (`cgroup.kill`), not only the process group. Here, apart, because the spawn makes a
+//! session's cgroup and the control kills it: a leaf both use, like `group`.
+//!
+//! 1. **Where**: uexec's own cgroup (`/proc/self/cgroup`'s `0::` line) under the cgroup2
+//!    mount (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` on a hybrid machine), found
+//!    once, at the first spawn. uexec makes `uexec.<its pid>` there and a cgroup `s<N>` in it
+//!    per session. Where it may not (no cgroup2, or the cgroup is not delegated to this
+//!    user), sessions live on process groups alone, as before; [`status`] says which holds.
+//! 2. **Leftovers**: a `uexec.<pid>` whose uexec is gone (SIGKILLed with its last will) is
+//!    killed and removed when the next uexec of that cgroup makes its own, and logged.
+//! 3. **The end**: a session's cgroup is killed when its process group is swept (after the
+//!    leader's exit) or terminated, then removed once empty (a thread waits for
+//!    `cgroup.events` to say `populated 0` when dying processes still hold it).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// How long a removal waits for the killed processes of a cgroup to be gone.
+const EMPTY_WAIT: Duration = Duration::from_secs(5);
+
+/// uexec's cgroup subtree, `…/uexec.<pid>`, or why there is none.
+static TREE: OnceLock<Result<Tree, String>> = OnceLock::new();
+
+/// Whether new sessions get a cgroup (where the machine allows): on unless turned off.
+static ENABLED: AtomicBool = AtomicBool::new(true);
+
+/// Turns cgroups for new sessions on or off (the engine benchmark measures both in one
+/// run); sessions already started keep theirs.
+pub fn set_enabled(on: bool) {
+    ENABLED.store(on, Ordering::Relaxed);
+}
+
+/// Where this process's sessions get their cgroups.
+#[derive(Debug)]
+pub struct Tree {
+    root: PathBuf,
+    next: AtomicU64,
+}
+
+/// Where sessions get their cgroups (`…/uexec.<pid>`), or why they live on process groups
+/// alone: found (and made) on first use.
+pub fn status() -> Result<&'static Path, &'static str> {
+    match tree() {
+        Ok(tree) => Ok(&tree.root),
+        Err(why) => Err(why),
+    }
+}
+
+/// Whether sessions would get cgroups here, tried for real without keeping anything: the
+/// directory they would go under, or why not (`uexec doctor`).
+pub fn probe() -> Result<PathBuf, String> {
+    let own = own_cgroup_dir().map_err(|e| e.to_string())?;
+    let dir = own.join(format!("uexec.{}", std::process::id()));
+    if dir.exists() {
+        return Ok(own); // this process made its own already
+    }
+    fs::create_dir(&dir).map_err(|source| {
+        CgroupError::Make {
+            dir: dir.clone(),
+            source,
+        }
+        .to_string()
+    })?;
+    let _ = fs::remove_dir(&dir);
+    Ok(own)
+}
+
+fn tree() -> Result<&'static Tree, &'static str> {
+    TREE.get_or_init(|| Tree::make().map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(String::as_str)
+}
+
+impl Tree {
+    fn make() -> Result<Self, CgroupError> {
+        let own = own_cgroup_dir()?;
+        sweep_leftovers(&own);
+        let root = own.join(format!("uexec.{}", std::process::id()));
+        if root.exists() {
+            // A uexec of this pid before (a container's restart): its leftovers.
+            kill_and_remove(&root);
+        }
+        fs::create_dir(&root).map_err(|source| CgroupError::Make {
+            dir: root.clone(),
+            source,
+        })?;
+        Ok(Self {
+            root,
+            next: AtomicU64::new(1),
+        })
+    }
+}
+
+/// Why sessions have no cgroups here.
+#[derive(Debug, thiserror::Error)]
+enum CgroupError {
+    #[error("no cgroup2 file system is mounted")]
+    NoMount,
+    #[error("this process is in no cgroup v2 (/proc/self/cgroup has no 0:: line)")]
+    NotInV2,
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "cannot make {dir}: {source} (a cgroup v2 subtree must be delegated to this user, e.g. \
+         `systemd-run --user --scope -p Delegate=yes uexec ...`)"
+    )]
+    Make {
+        dir: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// This process's cgroup v2 directory.
+fn own_cgroup_dir() -> Result<PathBuf, CgroupError> {
+    let read = |path: &'static str| {
+        fs::read_to_string(path).map_err(|source| CgroupError::Read { path, source })
+    };
+    let cgroups = read("/proc/self/cgroup")?;
+    let own = cgroups
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .ok_or(CgroupError::NotInV2)?;
+    let mounts = read("/proc/self/mountinfo")?;
+    for line in mounts.lines() {
+        // id parent dev root mountpoint options [optional...] - fstype source superoptions
+        let Some((before, after)) = line.split_once(" - ") else {
+            continue;
+        };
+        if after.split(' ').next() != Some("cgroup2") {
+            continue;
+        }
+        let fields: Vec<&str> = before.split(' ').collect();
+        let (Some(root), Some(mountpoint)) = (fields.get(3), fields.get(4)) else {
+            continue;
+        };
+        // The mount shows the hierarchy from `root` down; our cgroup must be inside it.
+        let Some(inside) = own.strip_prefix(root.trim_end_matches('/')) else {
+            continue;
+        };
+        let dir = Path::new(&unescape(mountpoint)).join(inside.trim_start_matches('/'));
+        if dir.join("cgroup.procs").exists() {
+            return Ok(dir);
+        }
+    }
+    Err(CgroupError::NoMount)
+}
+
+/// A mountinfo path: spaces, tabs, newlines and backslashes come as octal escapes.
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find('\\') {
+        out.push_str(&rest[..at]);
+        let code = rest.get(at + 1..at + 4);
+        match code.and_then(|c| u8::from_str_radix(c, 8).ok()) {
+            Some(byte) => {
+                out.push(char::from(byte));
+                rest = &rest[at + 4..];
+            }
+            None => {
+                out.push('\\');
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Kills and removes the `uexec.<pid>` subtrees of `parent` whose uexec is gone: its pid
+/// is dead, or now a process elsewhere. Only this user's.
+fn sweep_leftovers(parent: &Path) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    let me = std::process::id();
+    let uid = uexec_sys::effective_uid();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("uexec."))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let mine = entry.metadata().is_ok_and(|m| m.uid() == uid);
+        if pid == me || !mine || lives_here(pid) {
+            continue;
+        }
+        let dir = entry.path();
+        let left = count_procs(&dir);
+        kill_and_remove(&dir);
+        if left > 0 {
+            tracing::warn!(
+                "killed what a uexec that is gone (pid {pid}) left running: {left} process(es) in {}",
+                dir.display()
+            );
+        } else {
+            tracing::debug!("removed {}, of a uexec that is gone", dir.display());
+        }
+    }
+}
+
+/// Whether process `pid` lives in this process's cgroup or below it: a uexec that still
+/// runs there (a dead pid, or one recycled elsewhere, is not).
+fn lives_here(pid: u32) -> bool {
+    let v2 = |path: String| {
+        fs::read_to_string(path).ok().and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("0::"))
+                .map(str::to_owned)
+        })
+    };
+    match (
+        v2(format!("/proc/{pid}/cgroup")),
+        v2("/proc/self/cgroup".to_owned()),
+    ) {
+        (Some(theirs), Some(ours)) => theirs.starts_with(&ours),
+        _ => false,
+    }
+}
+
+/// Processes in the cgroup `dir` and below.
+fn count_procs(dir: &Path) -> usize {
+    let mut n = fs::read_to_string(dir.join("cgroup.procs"))
+        .map(|s| s.lines().count())
+        .unwrap_or(0);
+    if let Ok(entries) = fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                n += count_procs(&entry.path());
+            }
+        }
+    }
+    n
+}
+
+/// Kills every process in uexec's cgroup subtree `root` (`…/uexec.<pid>`, as [`status`]
+/// gave it) and removes it: the last will's end, once the uexec it watched is gone.
+pub fn kill_tree(root: &Path) {
+    let named = root
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("uexec."));
+    if named && root.join("cgroup.kill").exists() {
+        kill_and_remove(root);
+    }
+}
+
+/// Kills everything in the cgroup `dir` and below, waits (at most [`EMPTY_WAIT`]) until it
+/// is empty, and removes it with its children.
+fn kill_and_remove(dir: &Path) {
+    let _ = fs::write(dir.join("cgroup.kill"), "1");
+    wait_empty(dir, EMPTY_WAIT);
+    remove_tree(dir);
+}
+
+fn remove_tree(dir: &Path) {
+    if let Ok(entries) = fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(&entry.path());
+            }
+        }
+    }
+    let _ = fs::remove_dir(dir);
+}
+
+/// Waits until `cgroup.events` of `dir` says `populated 0` (woken by the kernel's change
+/// notice, not by polling), at most `limit`; true when it did.
+fn wait_empty(dir: &Path, limit: Duration) -> bool {
+    let Ok(mut events) = File::open(dir.join("cgroup.events")) else {
+        return true; // gone already
+    };
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut text = String::new();
+        if events.rewind().is_err() || events.read_to_string(&mut text).is_err() {
+            return true;
+        }
+        if text.lines().any(|l| l == "populated 0") {
+            return true;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
+        if uexec_sys::wait_priority(events.as_raw_fd(), ms).is_err() {
+            return false;
+        }
+    }
+}
+
+/// One session's cgroup: made before the spawn, killed with the session, removed once
+/// empty.
+#[derive(Debug)]
+pub(super) struct SessionCgroup {
+    dir: PathBuf,
+    /// `cgroup.procs`, open for writing: the child writes itself in.
+    procs: File,
+    removed: AtomicBool,
+}
+
+impl SessionCgroup {
+    /// A new cgroup for a session, or `None` where sessions have none (or making it
+    /// failed: then the session lives on its process group alone, and that is logged).
+    pub(super) fn make() -> Option<Self> {
+        if !ENABLED.load(Ordering::Relaxed) {
+            return None;
+        }
+        let tree = tree().ok()?;
+        let n = tree.next.fetch_add(1, Ordering::Relaxed);
+        let dir = tree.root.join(format!("s{n}"));
+        let made = fs::create_dir(&dir).and_then(|()| {
+            OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_CLOEXEC)
+                .open(dir.join("cgroup.procs"))
+        });
+        match made {
+            Ok(procs) => Some(Self {
+                dir,
+                procs,
+                removed: AtomicBool::new(false),
+            }),
+            Err(e) => {
+                tracing::warn!(
+                    "no cgroup for this session ({}: {e}); its process group only",
+                    dir.display()
+                );
+                let _ = fs::remove_dir(&dir);
+                None
+            }
+        }
+    }
+
+    /// The descriptor the child writes itself in through.
+    pub(super) fn procs_fd(&self) -> RawFd {
+        self.procs.as_raw_fd()
+    }
+
+    /// Makes sure `pid` is in: a launcher started ahead of the session (a warm sandbox)
+    /// is moved in by the parent. False when it could not be (logged).
+    pub(super) fn hold(&self, pid: u32) -> bool {
+        let path = format!("/proc/{pid}/cgroup");
+        let inside = fs::read_to_string(&path).is_ok_and(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("0::"))
+                .is_some_and(|p| self.dir.ends_with(p.trim_start_matches('/')))
+        });
+        if inside {
+            return true;
+        }
+        match (&self.procs).write_all(pid.to_string().as_bytes()) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!("cannot move process {pid} into {}: {e}", self.dir.display());
+                false
+            }
+        }
+    }
+
+    /// Kills every process in the cgroup, however it detached from the session's group.
+    pub(super) fn kill(&self) {
+        if !self.removed.load(Ordering::Acquire) {
+            let _ = fs::write(self.dir.join("cgroup.kill"), "1");
+        }
+    }
+
+    /// Kills what is left and removes the cgroup: now if it is empty, else from a thread
+    /// that waits until the killed processes are gone.
+    pub(super) fn kill_and_remove(&self) {
+        if self.removed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let _ = fs::write(self.dir.join("cgroup.kill"), "1");
+        if fs::remove_dir(&self.dir).is_ok() {
+            return;
+        }
+        let dir = self.dir.clone();
+        let spawned = std::thread::Builder::new()
+            .name("uexec-cgroup-rm".into())
+            .spawn(move || {
+                wait_empty(&dir, EMPTY_WAIT);
+                let _ = fs::remove_dir(&dir);
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("cannot remove {}: {e}", self.dir.display());
+        }
+    }
+}
+
+impl Drop for SessionCgroup {
+    fn drop(&mut self) {
+        // Nothing outlives its session: dropped, its cgroup takes every process with it.
+        self.kill_and_remove();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_paths_are_unescaped() {
+        assert_eq!(
+            unescape(r"/sys/fs/cgroup/unified"),
+            "/sys/fs/cgroup/unified"
+        );
+        assert_eq!(unescape(r"/a\040b\134c"), r"/a b\c");
+        assert_eq!(unescape(r"/odd\x"), r"/odd\x");
+    }
+}

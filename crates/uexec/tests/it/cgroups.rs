@@ -1,0 +1,194 @@
+//! A cgroup per session, on a machine with a cgroup v2 tree uexec may write (this project's
+//! own: v2 at /sys/fs/cgroup/unified, no controllers): a descendant that left the session's
+//! process group (`setsid -f`, a double fork) dies on terminate, at the sweep after its
+//! leader's exit, and when the server is SIGKILLed; a new server kills what a dead one left;
+//! and with the cgroup2 mount hidden, sessions work on process groups as before.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rmcp::transport::TokioChildProcess;
+use rmcp::ServiceExt;
+use serde_json::json;
+
+use crate::helpers::{
+    call, eventually, marker, procs_with, scratch_dir, stdio_client, structured, wait_all_gone,
+    Recorder, UEXEC,
+};
+
+/// This process's cgroup v2 directory (sessions' cgroups go below it), if the machine has
+/// one this user may write; tests that need it say so when it is missing.
+fn own_v2_dir() -> Option<PathBuf> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = own.lines().find_map(|l| l.strip_prefix("0::"))?.to_owned();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mounts.lines().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        after.starts_with("cgroup2 ").then_some(())?;
+        let mountpoint = before.split(' ').nth(4)?;
+        let dir = PathBuf::from(mountpoint).join(own.trim_start_matches('/'));
+        let probe = dir.join(format!("uexec-it-probe.{}", std::process::id()));
+        std::fs::create_dir(&probe).ok()?;
+        std::fs::remove_dir(&probe).ok()?;
+        Some(dir)
+    })
+}
+
+fn require_cgroups() -> PathBuf {
+    own_v2_dir().expect(
+        "this test needs a writable cgroup v2 tree (this project's machines have one at \
+         /sys/fs/cgroup/unified); `uexec doctor` says why there is none",
+    )
+}
+
+/// A command that leaves a `sleep MARKER` outside its process group (`setsid -f`, its
+/// output closed so it holds no pipe of the session), then `tail` (its own marker) runs on.
+fn escaping(escaper: &str, stayer: Option<&str>) -> String {
+    let rest = match stayer {
+        Some(m) => format!("exec sleep {m}"),
+        None => "echo left".to_owned(),
+    };
+    format!("setsid -f sleep {escaper} </dev/null >/dev/null 2>&1; {rest}")
+}
+
+#[tokio::test]
+async fn terminate_kills_a_descendant_that_left_the_process_group() {
+    require_cgroups();
+    let (client, _, _) = stdio_client(&["--structured"]).await;
+    let (escaper, stayer) = (marker(), marker());
+    let r = call(
+        &client,
+        "exec_command",
+        json!({"cmd": escaping(&escaper, Some(&stayer)), "login": false, "yield_time_ms": 300}),
+    )
+    .await;
+    let id = structured(&r)["session_id"].as_i64().expect("running");
+    eventually("both sleeps to run", Duration::from_secs(5), || {
+        !procs_with(&escaper).is_empty() && !procs_with(&stayer).is_empty()
+    })
+    .await;
+    call(&client, "terminate_session", json!({"session_id": id})).await;
+    wait_all_gone(&[escaper, stayer], "the session's whole tree to die").await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_descendant_left_by_an_exited_leader_dies_at_the_sweep() {
+    require_cgroups();
+    let (client, _, _) = stdio_client(&["--structured"]).await;
+    let escaper = marker();
+    let r = call(
+        &client,
+        "exec_command",
+        json!({"cmd": escaping(&escaper, None), "login": false, "yield_time_ms": 5000}),
+    )
+    .await;
+    assert_eq!(structured(&r)["exit_code"], 0, "{r:?}");
+    wait_all_gone(&[escaper], "what the exited leader left to be killed").await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_sigkilled_server_takes_every_descendant_with_it() {
+    require_cgroups();
+    let (client, _, pid) = stdio_client(&["--structured"]).await;
+    let (escaper, stayer) = (marker(), marker());
+    call(
+        &client,
+        "exec_command",
+        json!({"cmd": escaping(&escaper, Some(&stayer)), "login": false, "yield_time_ms": 300}),
+    )
+    .await;
+    eventually("both sleeps to run", Duration::from_secs(5), || {
+        !procs_with(&escaper).is_empty() && !procs_with(&stayer).is_empty()
+    })
+    .await;
+    // SAFETY: a signal to the server this test started.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    wait_all_gone(
+        &[escaper, stayer],
+        "the last will to kill the session's tree",
+    )
+    .await;
+    drop(client);
+}
+
+#[tokio::test]
+async fn a_new_server_kills_what_a_dead_uexec_left_in_its_cgroup() {
+    let own = require_cgroups();
+    // A uexec that is gone: a pid that no longer runs, its cgroup with a process in it.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let left = own.join(format!("uexec.{dead}"));
+    let session = left.join("s1");
+    std::fs::create_dir_all(&session).unwrap();
+    let m = marker();
+    let mut orphan = std::process::Command::new("sleep").arg(&m).spawn().unwrap();
+    std::fs::write(session.join("cgroup.procs"), orphan.id().to_string()).unwrap();
+
+    let (client, _, _) = stdio_client(&[]).await;
+    // It is killed (and reaped here, its parent), and the directory is gone.
+    let status = orphan.wait().unwrap();
+    assert!(!status.success(), "{status:?}");
+    eventually(
+        "the dead uexec's cgroup to be removed",
+        Duration::from_secs(5),
+        || !left.exists(),
+    )
+    .await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn without_a_cgroup2_mount_sessions_live_on_process_groups() {
+    // The server's own mount namespace, with /sys/fs/cgroup covered by an empty tmpfs.
+    let place = scratch_dir("no-cgroups");
+    let mut cmd = tokio::process::Command::new("unshare");
+    cmd.args(["--user", "--map-root-user", "--mount", "sh", "-c"])
+        .arg(r#"mount -t tmpfs tmpfs /sys/fs/cgroup && exec "$1" mcp --structured"#)
+        .args(["sh", UEXEC])
+        .current_dir(&place)
+        .env("HOME", &place);
+    let client = Recorder::default()
+        .serve(TokioChildProcess::new(cmd).unwrap())
+        .await
+        .unwrap();
+    let r = call(
+        &client,
+        "exec_command",
+        json!({"cmd": "echo works", "login": false}),
+    )
+    .await;
+    assert_eq!(structured(&r)["exit_code"], 0, "{r:?}");
+    assert!(structured(&r)["output"]
+        .as_str()
+        .unwrap_or("")
+        .contains("works"));
+    // A terminate still reaches the process group.
+    let m = marker();
+    let r = call(
+        &client,
+        "exec_command",
+        json!({"cmd": format!("sleep {m} & exec sleep {m}"), "login": false, "yield_time_ms": 300}),
+    )
+    .await;
+    let id = structured(&r)["session_id"].as_i64().expect("running");
+    call(&client, "terminate_session", json!({"session_id": id})).await;
+    wait_all_gone(&[m], "the process group to die").await;
+    client.cancel().await.unwrap();
+
+    // `uexec doctor` there says why there are none, and what that means.
+    let out = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "--mount", "sh", "-c"])
+        .arg(r#"mount -t tmpfs tmpfs /sys/fs/cgroup && exec "$1" doctor"#)
+        .args(["sh", UEXEC])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("a cgroup v2 per session") && said.contains("NO (no cgroup2 file system"),
+        "{said}"
+    );
+    assert!(said.contains("Sessions live on process groups"), "{said}");
+}
