@@ -15,8 +15,10 @@ use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::ServiceExt;
+use rmcp::transport::streamable_http_server::{
+    SessionManager, StreamableHttpServerConfig, StreamableHttpService,
+};
+use rmcp::{ServerHandler, ServiceExt};
 use tokio_util::sync::CancellationToken;
 use uexec_client::ClientConfig;
 use uexec_core::{Backend, LocalBackend, SessionStore};
@@ -56,6 +58,8 @@ pub enum McpError {
     TlsWithoutHttp,
     #[error(transparent)]
     Exposure(#[from] ExposureError),
+    #[error("cannot read the working directory (the daemon's hello carries it)")]
+    WorkingDir(#[source] std::io::Error),
     #[error("MCP handshake over stdio failed")]
     Handshake(#[source] Box<rmcp::service::ServerInitializeError>),
     #[error("cannot listen on {addr}")]
@@ -143,7 +147,10 @@ pub async fn run(args: McpOptions) -> Result<(), McpError> {
     let result = match args.http {
         None if args.listener.tls_cert.is_some() => Err(McpError::TlsWithoutHttp),
         None => serve_stdio(server).await,
-        Some(addr) => serve_http(&args, addr, server).await,
+        Some(addr) => {
+            let sessions = Arc::new(LocalSessionManager::default());
+            serve_http(&args, addr, move || Ok(server.for_connection()), sessions).await
+        }
     };
     stores.shutdown();
     result
@@ -192,11 +199,19 @@ async fn serve_stdio(server: UexecServer) -> Result<(), McpError> {
     Ok(())
 }
 
-async fn serve_http(
+/// Serves streamable HTTP at `addr`: `handler` makes the handler of each session (and of each
+/// request without one), `sessions` keeps the sessions. Tokens, hosts, origins and TLS are
+/// `args`'s.
+pub(crate) async fn serve_http<S, M>(
     args: &McpOptions,
     addr: SocketAddr,
-    server: UexecServer,
-) -> Result<(), McpError> {
+    handler: impl Fn() -> Result<S, std::io::Error> + Send + Sync + 'static,
+    sessions: Arc<M>,
+) -> Result<(), McpError>
+where
+    S: ServerHandler + Send + 'static,
+    M: SessionManager,
+{
     let mut tokens: Vec<String> = args
         .tokens
         .iter()
@@ -226,11 +241,8 @@ async fn serve_http(
         .enforce_origin_validation()
         .with_allowed_origins(args.allow_origins.clone())
         .with_cancellation_token(cancel.child_token());
-    let service = StreamableHttpService::new(
-        move || Ok(server.for_connection()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let service = StreamableHttpService::new(handler, sessions, config);
+    let principals: Arc<[Principal]> = tokens.iter().map(|t| Principal::of_token(t)).collect();
     let tokens = Arc::new(tokens);
     let router =
         axum::Router::new()
@@ -238,7 +250,8 @@ async fn serve_http(
             .layer(axum::middleware::from_fn(
                 move |req: Request, next: Next| {
                     let tokens = tokens.clone();
-                    async move { check_access(&tokens, req, next).await }
+                    let principals = principals.clone();
+                    async move { check_access(&tokens, &principals, req, next).await }
                 },
             ));
     let listener = HttpListener::bind(addr, options)
@@ -261,8 +274,14 @@ async fn serve_http(
 
 /// Lets a request through when it carries one of the tokens, or, with no token configured,
 /// when it comes from this server's own user over loopback (see `uexec_net`). A
-/// token's request runs as that token's [`Principal`] (its index, never the token itself).
-async fn check_access(tokens: &[String], mut req: Request, next: Next) -> Response {
+/// token's request runs as that token's [`Principal`] (`principals[i]` is `tokens[i]`'s:
+/// a fingerprint, never the token itself).
+async fn check_access(
+    tokens: &[String],
+    principals: &[Principal],
+    mut req: Request,
+    next: Next,
+) -> Response {
     // OAuth discovery: this server has no authorization server, and says so as nothing
     // there (404), not as a refusal a client would take for a login to start (401).
     if req.uri().path().starts_with("/.well-known/") {
@@ -271,8 +290,9 @@ async fn check_access(tokens: &[String], mut req: Request, next: Next) -> Respon
     let peer = req.extensions().get::<Peer>().cloned();
     match authorize(tokens, req.headers(), peer.as_ref()).await {
         Ok(Access::Token(index)) => {
-            req.extensions_mut()
-                .insert(Principal(format!("token-{}", index + 1)));
+            if let Some(principal) = principals.get(index) {
+                req.extensions_mut().insert(principal.clone());
+            }
         }
         Ok(Access::SameUser) => {}
         Err(refusal) => return refusal.into_response(),

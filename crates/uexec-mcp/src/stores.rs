@@ -17,6 +17,19 @@ use uexec_core::SessionStore;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Principal(pub String);
 
+impl Principal {
+    /// The principal of bearer token `token`: `token-` and a fingerprint of it (48 bits of a
+    /// SHA-256), never the token itself. The same token is the same principal whatever its
+    /// place among the `--token` flags, and after a restart (the daemon's owners outlive
+    /// this process).
+    pub fn of_token(token: &str) -> Self {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(format!("uexec principal\0{token}"));
+        let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+        Self(format!("token-{hex}"))
+    }
+}
+
 /// Principal of requests that carry no token (loopback without `--token`).
 const ANONYMOUS: &str = "anonymous";
 

@@ -354,7 +354,7 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         let verb = match cli.command {
             Command::Mcp(args) => {
                 let served = match args.into_options() {
-                    (options, Some(daemon)) => relay::run(daemon, options.settings()).await,
+                    (options, Some(daemon)) => relay::run(daemon, options).await,
                     (mut options, None) => {
                         options.confinement = confinement();
                         uexec_mcp::run(options).await.map_err(Into::into)

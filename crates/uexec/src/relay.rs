@@ -1,5 +1,6 @@
 //! `uexec mcp --daemon`: the MCP conversation on stdin/stdout, carried to the user's daemon,
-//! which runs the sessions (and starts if none runs).
+//! which runs the sessions (and starts if none runs); with `--http`, each session of the
+//! HTTP face served here ([`uexec_mcp::daemon::http`]).
 //!
 //! Why in the binary: serving MCP in this process ([`uexec_mcp::run`]) or in the daemon is
 //! the composition root's choice, and the relay only joins two streams over the daemon's
@@ -12,13 +13,18 @@
 //!    by [`connect`], which starts a daemon when none answers.
 //! 3. Bytes are copied both ways until either side ends: the client's EOF ends the
 //!    conversation (the daemon keeps the sessions); the daemon's EOF means it went away.
+//!
+//! With `--http` the library serves HTTP and connects the daemon per session (each bearer
+//! token an owner of its own); this file only says where and as whom.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use tokio::io::AsyncWriteExt;
 use uexec_mcp::daemon::client::{connect, Connected, LocalHello as _};
-use uexec_protocol::daemon::{Hello, Settings};
+use uexec_mcp::daemon::http::DaemonLink;
+use uexec_mcp::{McpError, McpOptions};
+use uexec_protocol::daemon::Hello;
 
 /// Where and as whom `uexec mcp --daemon` relays.
 #[derive(Debug, Clone, Default)]
@@ -29,8 +35,9 @@ pub struct Target {
     pub owner: Option<String>,
 }
 
-/// Relays stdin and stdout to the daemon of `target`, whose sessions get `settings`.
-pub async fn run(target: Target, settings: Settings) -> anyhow::Result<()> {
+/// Relays stdin and stdout (with `--http`, each HTTP session) to the daemon of `target`,
+/// whose sessions get the settings of `options`.
+pub async fn run(target: Target, options: McpOptions) -> anyhow::Result<()> {
     let socket = match target.socket {
         Some(path) => path,
         None => uexec_mcp::daemon::default_socket()?,
@@ -39,7 +46,14 @@ pub async fn run(target: Target, settings: Settings) -> anyhow::Result<()> {
         Some(owner) => owner,
         None => format!("mcp:{}", std::env::current_dir()?.display()),
     };
-    let hello = Hello::here(owner, settings)?;
+    if options.http.is_some() {
+        let link = DaemonLink { socket, owner };
+        return Ok(uexec_mcp::daemon::http::serve(options, link).await?);
+    }
+    if options.listener.tls_cert.is_some() {
+        return Err(McpError::TlsWithoutHttp.into());
+    }
+    let hello = Hello::here(owner, options.settings())?;
     let Connected { stream, after } = connect(&socket, &hello, true, &[]).await?;
     let (mut from_daemon, mut to_daemon) = stream.into_split();
     let mut stdin = tokio::io::stdin();

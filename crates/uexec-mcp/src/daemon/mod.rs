@@ -13,6 +13,8 @@
 //!   serves the same tools as `uexec mcp`, on the owner's store.
 //! - **Owners**: each owner has its own store (an agent sees only its sessions); the stores
 //!   share one id space, so a person can name any session by its id alone.
+//! - **HTTP**: `uexec mcp --daemon --http ADDR` serves streamable HTTP in its own process
+//!   and relays each MCP session to a connection here ([`http`]).
 //! - **Lifetime**: started on demand by `uexec mcp --daemon`; exits after `--idle-timeout`
 //!   with no running session and no client, or on SIGTERM/SIGINT, killing whatever is left. If it is
 //!   SIGKILLed, its last-will watchdog kills every session's process group.
@@ -20,6 +22,8 @@
 pub mod attach;
 mod build_id;
 pub mod client;
+pub mod http;
+mod relay;
 pub mod run;
 pub mod status;
 

@@ -56,13 +56,16 @@ pub struct McpArgs {
     /// outlive this MCP server and people can see them (`uexec ls`, `uexec logs`). The
     /// daemon is started if none runs. Commands get this process's working directory,
     /// environment and sandbox policy (--sandbox, --network...), as without --daemon.
+    /// Combines with --http: HTTP is served here and each MCP session it serves runs in the
+    /// daemon, each bearer token as an owner of its own.
     #[arg(help_heading = "Daemon", long, env = "UEXEC_DAEMON", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false",
-          conflicts_with_all = ["http", "tokens", "token_files", "allow_hosts", "allow_origins", "environments", "environments_file", "remote_token", "remote_token_file", "environment_token_files", "remote_ca",
+          conflicts_with_all = ["environments", "environments_file", "remote_token", "remote_token_file", "environment_token_files", "remote_ca",
  ])]
     pub daemon: bool,
     /// With --daemon: whose sessions these are. One owner sees (lists, polls, kills) only its
     /// own sessions; a restarted agent with the same owner finds them again (default:
-    /// `mcp:` and the working directory).
+    /// `mcp:` and the working directory). Over --http with tokens, each token's owner is
+    /// this, `#` and a fingerprint of the token (never the token).
     #[arg(
         help_heading = "Daemon",
         long,
@@ -81,7 +84,8 @@ pub struct McpArgs {
     pub daemon_socket: Option<PathBuf>,
     /// Serve streamable HTTP on ADDR (e.g. 127.0.0.1:8765) at the path /mcp instead of
     /// stdio (https:// with --tls-cert). Loopback addresses only, unless a bearer token is
-    /// set; without a token, only this server's own user may connect.
+    /// set; without a token, only this server's own user may connect. With --daemon, the
+    /// sessions live in the daemon and outlive this server.
     #[arg(help_heading = "HTTP", long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
     /// Bearer token HTTP clients must send (`Authorization: Bearer TOKEN`); required to

@@ -17,7 +17,8 @@ use crate::helpers::{
 };
 use crate::place::DaemonPlace as Place;
 
-async fn start_sleeper(client: &Client) -> (i64, String) {
+/// Starts `echo up; sleep MARKER`, still running when the call returns: its id and marker.
+pub(crate) async fn start_sleeper(client: &Client) -> (i64, String) {
     let m = marker();
     let r = call(
         client,

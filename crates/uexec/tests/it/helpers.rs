@@ -231,6 +231,30 @@ pub fn send_signal(pid: u32, signal: &str) {
     assert!(status.success(), "kill -{signal} {pid}");
 }
 
+/// Subscribes `client` to session `id`'s resource, runs `end` (what ends the session, if
+/// it does not end by itself), and waits until `recorder` hears its `resources/updated`.
+#[allow(deprecated)] // resources/subscribe: the legacy path, still what most clients use
+pub async fn hear_the_end_of(
+    client: &Client,
+    recorder: &Recorder,
+    id: i64,
+    end: impl std::future::Future<Output = ()>,
+) {
+    let uri = format!("uexec://sessions/{id}");
+    client
+        .subscribe(rmcp::model::SubscribeRequestParams::new(uri.clone()))
+        .await
+        .unwrap();
+    end.await;
+    let updated = recorder.updated.clone();
+    eventually(
+        "a resources/updated for the session's end",
+        Duration::from_secs(10),
+        || updated.lock().unwrap().contains(&uri),
+    )
+    .await;
+}
+
 pub async fn wait_all_gone(markers: &[String], what: &str) {
     eventually(what, Duration::from_secs(5), || {
         markers.iter().all(|m| procs_with(m).is_empty())

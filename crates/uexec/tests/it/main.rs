@@ -27,6 +27,7 @@ mod mcp_environments_file;
 mod mcp_faces;
 mod mcp_fewer_polls;
 mod mcp_http;
+mod mcp_http_daemon;
 mod mcp_listen;
 mod mcp_output;
 mod mcp_progress;

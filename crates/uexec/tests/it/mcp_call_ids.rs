@@ -2,24 +2,13 @@
 //! JSON-RPC ids collide (each client counts from the same start), yet each client's progress
 //! carries only its own command's output.
 
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::ServiceExt;
 use serde_json::json;
 
 use crate::helpers::{call, structured, Client, Recorder};
 use crate::mcp_http;
 
 async fn connect(addr: &str) -> (Client, Recorder) {
-    let config = StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"))
-        .auth_header("shared");
-    let recorder = Recorder::default();
-    let client = recorder
-        .clone()
-        .serve(StreamableHttpClientTransport::from_config(config))
-        .await
-        .unwrap();
-    (client, recorder)
+    mcp_http::http_client(addr, "shared").await
 }
 
 /// Runs a command that prints `word` five times over a second (rmcp's client sends a

@@ -9,11 +9,17 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::ServiceExt;
 use serde_json::json;
 
-use crate::helpers::{call, structured, Recorder, UEXEC};
+use crate::helpers::{call, structured, Client, Recorder, UEXEC};
 
 pub struct Server {
     child: Child,
     pub addr: String,
+}
+
+impl Server {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for Server {
@@ -30,16 +36,19 @@ pub fn start(token: Option<&str>) -> Server {
 /// [`start`] with more arguments for `uexec mcp`.
 pub fn start_with(token: Option<&str>, extra: &[&str]) -> Server {
     let mut cmd = Command::new(UEXEC);
-    cmd.args(["mcp", "--http", "127.0.0.1:0"])
-        .args(extra)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null());
+    cmd.args(["mcp", "--http", "127.0.0.1:0"]).args(extra);
     cmd.env_remove("UEXEC_TOKEN");
     if let Some(tokens) = token {
         for t in tokens.split(',') {
             cmd.args(["--token", t]);
         }
     }
+    announced(cmd)
+}
+
+/// Starts `cmd` (a `uexec mcp --http`) and waits for the address it announces.
+pub fn announced(mut cmd: Command) -> Server {
+    cmd.stderr(Stdio::piped()).stdout(Stdio::null());
     let mut child = cmd.spawn().unwrap();
     let stderr = child.stderr.take().unwrap();
     let mut lines = BufReader::new(stderr).lines();
@@ -48,7 +57,10 @@ pub fn start_with(token: Option<&str>, extra: &[&str]) -> Server {
             .next()
             .expect("the server announces its address")
             .unwrap();
-        if let Some(rest) = line.split("http://").nth(1) {
+        if let Some(rest) = line
+            .strip_prefix("uexec mcp: serving streamable HTTP at ")
+            .and_then(|l| l.split("://").nth(1))
+        {
             break rest.trim_end_matches("/mcp").to_owned();
         }
     };
@@ -68,7 +80,7 @@ fn status_of(mut s: TcpStream) -> u16 {
         .unwrap_or(0)
 }
 
-fn post_status(addr: &str, extra_headers: &str) -> u16 {
+pub fn post_status(addr: &str, extra_headers: &str) -> u16 {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}).to_string();
     let mut s = TcpStream::connect(addr).unwrap();
     write!(
@@ -152,17 +164,47 @@ fn a_public_bind_without_a_token_is_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("without a bearer token"));
 }
 
+/// An MCP client of the server at `addr` with bearer `token`, and what it hears.
+pub async fn http_client(addr: &str, token: &str) -> (Client, Recorder) {
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp"))
+        .auth_header(token);
+    let recorder = Recorder::default();
+    let client = recorder
+        .clone()
+        .serve(StreamableHttpClientTransport::from_config(config))
+        .await
+        .unwrap();
+    (client, recorder)
+}
+
+/// Session `id`, running for `alpha`, is `alpha`'s alone: `beta` neither lists nor polls
+/// nor kills it; `alpha` lists it, then kills it.
+pub async fn assert_apart(alpha: &Client, beta: &Client, id: i64) {
+    let mine = call(alpha, "list_sessions", json!({})).await;
+    assert_eq!(structured(&mine)["sessions"][0]["session_id"], id);
+    let theirs = call(beta, "list_sessions", json!({})).await;
+    assert_eq!(
+        structured(&theirs)["sessions"],
+        json!([]),
+        "beta must not see alpha's session"
+    );
+    let poll = call(beta, "write_stdin", json!({"session_id": id})).await;
+    assert_eq!(poll.is_error, Some(true));
+    let kill = call(beta, "terminate_session", json!({"session_id": id})).await;
+    assert_eq!(
+        kill.is_error,
+        Some(true),
+        "beta must not kill alpha's session"
+    );
+    let kill = call(alpha, "terminate_session", json!({"session_id": id})).await;
+    assert_eq!(kill.is_error, Some(false));
+}
+
 #[tokio::test]
 async fn each_token_has_its_own_sessions() {
     let server = start(Some("alpha,beta"));
-    let connect = |token: &'static str| {
-        let config =
-            StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", server.addr))
-                .auth_header(token);
-        Recorder::default().serve(StreamableHttpClientTransport::from_config(config))
-    };
-    let alpha = connect("alpha").await.unwrap();
-    let beta = connect("beta").await.unwrap();
+    let (alpha, _) = http_client(&server.addr, "alpha").await;
+    let (beta, _) = http_client(&server.addr, "beta").await;
     let r = call(
         &alpha,
         "exec_command",
@@ -170,24 +212,7 @@ async fn each_token_has_its_own_sessions() {
     )
     .await;
     let id = structured(&r)["session_id"].as_i64().expect("running");
-    let mine = call(&alpha, "list_sessions", json!({})).await;
-    assert_eq!(structured(&mine)["sessions"][0]["session_id"], id);
-    let theirs = call(&beta, "list_sessions", json!({})).await;
-    assert_eq!(
-        structured(&theirs)["sessions"],
-        json!([]),
-        "beta must not see alpha's session"
-    );
-    let poll = call(&beta, "write_stdin", json!({"session_id": id})).await;
-    assert_eq!(poll.is_error, Some(true));
-    let kill = call(&beta, "terminate_session", json!({"session_id": id})).await;
-    assert_eq!(
-        kill.is_error,
-        Some(true),
-        "beta must not kill alpha's session"
-    );
-    let kill = call(&alpha, "terminate_session", json!({"session_id": id})).await;
-    assert_eq!(kill.is_error, Some(false));
+    assert_apart(&alpha, &beta, id).await;
     alpha.cancel().await.unwrap();
     beta.cancel().await.unwrap();
 }

@@ -1,16 +1,11 @@
 //! `uexec mcp` over stdio with rmcp's client.
 
-use std::time::Duration;
-
-use rmcp::model::{
-    CallToolRequestParams, ClientRequest, ReadResourceRequestParams, Request,
-    SubscribeRequestParams,
-};
+use rmcp::model::{CallToolRequestParams, ClientRequest, ReadResourceRequestParams, Request};
 use rmcp::service::PeerRequestOptions;
 use serde_json::json;
 
 use crate::helpers::{
-    args, call, eventually, send_signal, start_sleepers, stdio_client, structured, text,
+    args, call, hear_the_end_of, send_signal, start_sleepers, stdio_client, structured, text,
     wait_all_gone,
 };
 
@@ -113,7 +108,6 @@ async fn output_during_the_window_arrives_as_progress() {
 }
 
 #[tokio::test]
-#[allow(deprecated)] // resources/subscribe: the legacy path, still what most clients use
 async fn sessions_are_resources_and_subscribers_hear_the_end() {
     let (client, recorder, _) = stdio_client(&["--codex-compat"]).await;
     let r = call(
@@ -147,17 +141,7 @@ async fn sessions_are_resources_and_subscribers_hear_the_end() {
         assert_eq!(error.code.0, -32002, "{missing}: {error:?}");
         assert_eq!(error.data, Some(json!({"uri": missing})), "{missing}");
     }
-    client
-        .subscribe(SubscribeRequestParams::new(uri.clone()))
-        .await
-        .unwrap();
-    let updated = recorder.updated.clone();
-    eventually(
-        "a resources/updated for the session's end",
-        Duration::from_secs(10),
-        || updated.lock().unwrap().contains(&uri),
-    )
-    .await;
+    hear_the_end_of(&client, &recorder, id, async {}).await;
     client.cancel().await.unwrap();
 }
 
