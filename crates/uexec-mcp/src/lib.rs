@@ -29,6 +29,7 @@ mod serve;
 pub mod server;
 mod settings;
 pub mod stores;
+pub mod tasks;
 pub mod tools;
 
 pub use options::{McpOptions, TranscriptOptions, TranscriptsDirError};

@@ -8,10 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams,
-    SubscriptionFilter, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    GetTaskParams, GetTaskResult, Implementation, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -21,6 +22,7 @@ use uexec_core::{Environments, SessionStore, StoreConfig};
 use crate::progress::{CallTarget, ProgressForwarder};
 use crate::resources::{self, LegacySubscriptions};
 use crate::stores::Stores;
+use crate::tasks::{Follow, Tasks};
 use crate::tools::parse::Dialect;
 use crate::tools::render::{attach_exit_notices, Answer};
 use crate::tools::schema::Offer;
@@ -44,6 +46,8 @@ pub struct UexecServer {
     accepts_environment: bool,
     options: Options,
     subscriptions: LegacySubscriptions,
+    /// exec_command calls that became tasks (MCP Tasks), shared by every connection.
+    tasks: Tasks,
 }
 
 /// How a server presents its tools.
@@ -76,6 +80,7 @@ impl UexecServer {
             accepts_environment,
             options,
             subscriptions: LegacySubscriptions::default(),
+            tasks: Tasks::default(),
         }
     }
 
@@ -104,12 +109,15 @@ impl UexecServer {
 
     /// A handler for another connection on the same store (its own subscriptions).
     pub fn for_connection(&self) -> Self {
-        Self::new(
-            self.stores.clone(),
-            self.environments.clone(),
-            self.accepts_environment,
-            self.options.clone(),
-        )
+        Self {
+            tasks: self.tasks.clone(),
+            ..Self::new(
+                self.stores.clone(),
+                self.environments.clone(),
+                self.accepts_environment,
+                self.options.clone(),
+            )
+        }
     }
 
     /// The tools this connection offers (`tools/list`).
@@ -167,7 +175,7 @@ impl UexecServer {
         name: &str,
         arguments: Option<&Map<String, Value>>,
         call_id: String,
-    ) -> CallToolResult {
+    ) -> (CallToolResult, Option<i32>) {
         let codex_tools_only = self.options.codex_tools_only;
         let config = &self.options.config;
         let owners = self.stores.owners().map(Arc::as_ref);
@@ -212,22 +220,39 @@ impl UexecServer {
             // take the agent's.
             attach_exit_notices(&mut result, own.take_exit_notices());
         }
+        // The session a snapshot names as still running (what a task would follow).
+        let running = (name == exec_command::NAME)
+            .then(|| {
+                result
+                    .structured_content
+                    .as_ref()?
+                    .get("session_id")?
+                    .as_i64()
+            })
+            .flatten()
+            .and_then(|id| i32::try_from(id).ok());
         if !self.options.structured {
             // Every fact is in the text too (`render`): stated once, never escaped twice.
             result.structured_content = None;
         }
-        result
+        (result, running)
     }
 }
 
 impl ServerHandler for UexecServer {
     fn get_info(&self) -> ServerConfig {
-        let mut capabilities = ServerCapabilities::builder()
+        let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_resources()
             .enable_resources_subscribe()
-            .enable_resources_list_changed()
-            .build();
+            .enable_resources_list_changed();
+        // MCP Tasks: a call still running at the end of its window may become one (not in
+        // Codex's exact surface).
+        let mut capabilities = if self.options.extended {
+            capabilities.enable_tasks().build()
+        } else {
+            capabilities.build()
+        };
         if self.accepts_environment {
             // environment_id's list of names follows the environments file.
             if let Some(tools) = capabilities.tools.as_mut() {
@@ -295,7 +320,13 @@ impl ServerHandler for UexecServer {
         // Dropping the engine call at its await point stops it at once and loses nothing:
         // the interaction lock is released, and the pending output and the exit stay for the
         // next call (SPEC §1, §6).
-        let result = tokio::select! {
+        // MCP Tasks: only uexec's dialect offers them, to clients that declared them.
+        let as_task = name == exec_command::NAME
+            && self.options.extended
+            && context
+                .client_capabilities()
+                .is_some_and(|caps| caps.supports_tasks());
+        let (result, running) = tokio::select! {
             biased;
             () = context.ct.cancelled() => {
                 drop(forwarder);
@@ -309,7 +340,45 @@ impl ServerHandler for UexecServer {
         if let Some(f) = forwarder {
             f.finish().await;
         }
-        Ok(result.into())
+        match running {
+            Some(session_id) if as_task => Ok(CallToolResponse::Task(self.tasks.create(Follow {
+                store,
+                session_id,
+                window: result,
+                config: self.options.config.clone(),
+                dialect: self.dialect(),
+                peer: Some(context.peer.clone()),
+            }))),
+            _ => Ok(result.into()),
+        }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let store = self.stores.for_request(&context.extensions);
+        self.tasks.get(&store, &request.task_id)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let store = self.stores.for_request(&context.extensions);
+        self.tasks
+            .update(&store, &request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let store = self.stores.for_request(&context.extensions);
+        self.tasks.cancel(&store, &request.task_id)
     }
 
     async fn list_resources(

@@ -1,0 +1,245 @@
+//! MCP Tasks (the `io.modelcontextprotocol/tasks` extension, SEP-2663) for `exec_command`:
+//! a call whose command still runs at the end of its window, from a client that declared
+//! the extension, answers with a task instead of a snapshot, and the client is told when it
+//! ends instead of polling for it.
+//!
+//! 1. **Creation**: the call runs as always (its window, its `until`); a result that names
+//!    a running session becomes `CreateTaskResult`. The task is in [`rmcp`]'s task manager
+//!    before that result is sent, so a `tasks/get` at once finds it.
+//! 2. **Working**: the task follows the session without taking its output (the session's
+//!    owner may still poll it with `write_stdin`); every [`STATUS_EVERY`] its status message
+//!    says how long it has run and its last line.
+//! 3. **Completed**: at the exit, the normal result: the first window's snapshot (which the
+//!    model never saw: the task stood in for it), then a poll's (the rest since the last
+//!    read, and the exit code). A session whose end someone else reported says so.
+//! 4. **Cancelled** (`tasks/cancel`): Ctrl-C to the session's processes, then SIGTERM, then
+//!    SIGKILL, [`CANCEL_STEP`] apart, until it exits.
+//! 5. **Told**: a client of the initialize handshake hears `notifications/tasks` with the
+//!    final state (the `subscriptions/listen` stream of the stateless protocol has no task
+//!    filter yet; its clients hear the session's `resources/updated`, or poll `tasks/get`).
+//!
+//! A task's entry lives [`TTL_MS`] from its creation (a task still working then fails; the
+//! session runs on), and as long again once it ended, so that pollers see its end: memory
+//! stays bounded by the tasks of the last two hours.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolResult, CreateTaskResult, GetTaskResult, ServerNotification, TaskStatusNotification,
+    TaskStatusNotificationParams,
+};
+use rmcp::service::{Peer, RoleServer};
+use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
+use rmcp::ErrorData as McpError;
+use serde_json::json;
+use uexec_core::backend::Signal;
+use uexec_core::{SessionStore, StoreConfig};
+
+use crate::tools::parse::Dialect;
+use crate::tools::write_stdin;
+
+/// How often a working task's status message is brought up to date.
+pub const STATUS_EVERY: Duration = Duration::from_secs(2);
+/// How long a cancel waits after each signal before the next, stronger one.
+pub const CANCEL_STEP: Duration = Duration::from_secs(2);
+/// A task's time to live from its creation, in ms (one hour).
+pub const TTL_MS: u64 = 3_600_000;
+/// The polling interval a task suggests, in ms.
+pub const POLL_INTERVAL_MS: u64 = 1_000;
+/// Scheduler turns [`tell`] waits for the manager to record a task's end (it does so in the
+/// same turn as the task's future returns: a few are plenty).
+const TELL_TURNS: usize = 1000;
+/// Bytes of recent output read for a status message's last line.
+const LAST_LINE_BYTES: usize = 4096;
+
+/// The tasks of one server, shared by its connections; each task belongs to the store of
+/// the client that made it, and no other client can see it.
+#[derive(Clone, Default)]
+pub struct Tasks {
+    manager: TaskManager,
+    owners: Arc<Mutex<HashMap<String, Weak<SessionStore>>>>,
+}
+
+/// Everything a task needs to follow its session and make the final result.
+pub struct Follow {
+    pub store: Arc<SessionStore>,
+    pub session_id: i32,
+    /// The snapshot of the call's window, which the task stood in for.
+    pub window: CallToolResult,
+    pub config: StoreConfig,
+    pub dialect: Dialect,
+    /// Where `notifications/tasks` goes (a client of the initialize handshake).
+    pub peer: Option<Peer<RoleServer>>,
+}
+
+impl Tasks {
+    /// Makes a task that follows `follow.session_id` to its end; the answer to the call.
+    pub fn create(&self, follow: Follow) -> CreateTaskResult {
+        let store = Arc::downgrade(&follow.store);
+        let manager = self.manager.clone();
+        let options = TaskOptions::new()
+            .with_ttl_ms(TTL_MS)
+            .with_poll_interval_ms(POLL_INTERVAL_MS)
+            .with_status_message(status_line(&follow.store, follow.session_id));
+        let task = self.manager.spawn(options, move |context| {
+            Box::pin(async move {
+                let peer = follow.peer.clone();
+                let id = context.task_id().to_owned();
+                let settled = run(follow, context).await;
+                if let Some(peer) = peer {
+                    tokio::spawn(tell(manager, id, peer));
+                }
+                settled
+            })
+        });
+        self.owners
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(task.task_id.clone(), store);
+        CreateTaskResult::new(task)
+    }
+
+    /// `tasks/get` for a client whose store is `store`.
+    pub fn get(&self, store: &Arc<SessionStore>, task_id: &str) -> Result<GetTaskResult, McpError> {
+        self.check(store, task_id)?;
+        self.manager.get_task(task_id).map(GetTaskResult::new)
+    }
+
+    /// `tasks/cancel`: acknowledged at once; the task settles `cancelled` once the session
+    /// is gone.
+    pub fn cancel(&self, store: &Arc<SessionStore>, task_id: &str) -> Result<(), McpError> {
+        self.check(store, task_id)?;
+        self.manager.cancel_task(task_id)
+    }
+
+    /// `tasks/update`: exec_command's tasks ask for no input, so any answer is ignored, as
+    /// the extension says of answers to requests that are not outstanding.
+    pub fn update(
+        &self,
+        store: &Arc<SessionStore>,
+        task_id: &str,
+        responses: impl IntoIterator<Item = (String, serde_json::Value)>,
+    ) -> Result<(), McpError> {
+        self.check(store, task_id)?;
+        self.manager.update_task(task_id, responses)
+    }
+
+    /// Another client's task is no task of this one's: the same error as an unknown id.
+    fn check(&self, store: &Arc<SessionStore>, task_id: &str) -> Result<(), McpError> {
+        let mut owners = self
+            .owners
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        owners.retain(|_, owner| owner.strong_count() > 0);
+        match owners.get(task_id).and_then(Weak::upgrade) {
+            Some(owner) if !Arc::ptr_eq(&owner, store) => Err(McpError::invalid_params(
+                format!("unknown task {task_id:?}"),
+                Some(json!({ "taskId": task_id })),
+            )),
+            // Unknown here: the manager says so in its words (or it expired).
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Follows the session to its end (or cancels it), then makes the result.
+async fn run(follow: Follow, context: TaskContext) -> Result<CallToolResult, TaskExit> {
+    let Follow {
+        store,
+        session_id,
+        window,
+        config,
+        dialect,
+        peer: _,
+    } = follow;
+    loop {
+        tokio::select! {
+            exited = store.await_exit(session_id, STATUS_EVERY) => match exited {
+                Ok(Some(_)) | Err(_) => break,
+                Ok(None) => context.set_status_message(status_line(&store, session_id)),
+            },
+            () = context.cancelled() => {
+                cancel(&store, session_id).await;
+                return Err(TaskExit::Cancelled);
+            }
+        }
+    }
+    let poll = serde_json::Map::from_iter([("session_id".to_owned(), json!(session_id))]);
+    let last = match write_stdin::call(&store, &config, Some(&poll), dialect).await {
+        Ok(result) => result,
+        Err(message) => CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
+            "write_stdin failed: {message}"
+        ))]),
+    };
+    Ok(joined(window, last))
+}
+
+/// The window's snapshot, then the last one: nothing the command printed is left out.
+fn joined(window: CallToolResult, last: CallToolResult) -> CallToolResult {
+    let mut result = last;
+    let mut content = window.content;
+    content.append(&mut result.content);
+    result.content = content;
+    result
+}
+
+/// Ctrl-C, then SIGTERM, then SIGKILL, each given [`CANCEL_STEP`] to end the session.
+async fn cancel(store: &Arc<SessionStore>, session_id: i32) {
+    for signal in [Signal::Interrupt, Signal::Terminate] {
+        if store.signal(session_id, signal).await.is_err() {
+            return; // gone already
+        }
+        if let Ok(Some(_)) | Err(_) = store.await_exit(session_id, CANCEL_STEP).await {
+            return;
+        }
+    }
+    let _ = store.terminate(session_id);
+}
+
+/// `running for 12.3 s; last line: PASS src/app.test.ts`.
+fn status_line(store: &SessionStore, session_id: i32) -> String {
+    let info = store
+        .list_sessions()
+        .into_iter()
+        .find(|s| s.session_id == session_id);
+    let Some(info) = info else {
+        return format!("session {session_id} ended");
+    };
+    let mut line = format!(
+        "session {session_id} ({}) running for {:.1} s",
+        info.command,
+        info.running_time.as_secs_f64()
+    );
+    let recent = store
+        .recent_output(session_id, LAST_LINE_BYTES)
+        .unwrap_or_default();
+    if let Some(last) = recent.lines().rev().map(str::trim).find(|l| !l.is_empty()) {
+        line.push_str(&format!("; last line: {last}"));
+    }
+    line
+}
+
+/// Sends `notifications/tasks` with the task's final state once the manager has it (it
+/// records the end right after the task's future returns).
+async fn tell(manager: TaskManager, task_id: String, peer: Peer<RoleServer>) {
+    let mut settled = None;
+    for _ in 0..TELL_TURNS {
+        match manager.get_task(&task_id) {
+            Ok(task) if task.status().is_terminal() => {
+                settled = Some(task);
+                break;
+            }
+            Ok(_) => tokio::task::yield_now().await,
+            Err(_) => return,
+        }
+    }
+    let Some(settled) = settled else {
+        return;
+    };
+    let notification = TaskStatusNotification::new(TaskStatusNotificationParams::from(settled));
+    let _ = peer
+        .send_notification(ServerNotification::TaskStatusNotification(notification))
+        .await;
+}

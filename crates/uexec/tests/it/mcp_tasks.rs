@@ -1,0 +1,298 @@
+//! MCP Tasks through a client that declares the extension: an exec_command still running at
+//! the end of its window becomes a task; tasks/get says it works, then gives the result with
+//! nothing left out; the client is told of the end; tasks/cancel stops the command; and a
+//! client without the extension, or Codex's surface, sees no change.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
+    GetTaskParams, TaskPayload, TaskStatus, TaskStatusNotificationParams,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{json, Value};
+
+use crate::helpers::{args, eventually, marker, procs_with, scratch_dir, stdio_client, UEXEC};
+
+/// A client that declares the tasks extension and records `notifications/tasks`.
+#[derive(Clone, Default)]
+struct TaskClient {
+    told: Arc<Mutex<Vec<TaskStatusNotificationParams>>>,
+}
+
+impl ClientHandler for TaskClient {
+    fn get_info(&self) -> ClientConfig {
+        let mut info = ClientConfig::default();
+        info.capabilities = ClientCapabilities::builder().enable_tasks().build();
+        info
+    }
+
+    async fn on_task_status(
+        &self,
+        params: TaskStatusNotificationParams,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.told.lock().unwrap().push(params);
+    }
+}
+
+async fn task_client(extra: &[&str]) -> (RunningService<RoleClient, TaskClient>, TaskClient) {
+    let dir = scratch_dir("tasks");
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    let mut cmd = tokio::process::Command::new(UEXEC);
+    cmd.arg("mcp")
+        .args(extra)
+        .current_dir(&dir)
+        .env("HOME", dir.join("home"));
+    let handler = TaskClient::default();
+    let client = handler
+        .clone()
+        .serve(TokioChildProcess::new(cmd).unwrap())
+        .await
+        .unwrap();
+    (client, handler)
+}
+
+fn exec(arguments: Value) -> CallToolRequestParams {
+    CallToolRequestParams::new("exec_command").with_arguments(args(arguments))
+}
+
+/// The text of a completed task's result (its content blocks, joined).
+fn result_text(payload: &TaskPayload) -> String {
+    let TaskPayload::Completed { result } = payload else {
+        panic!("not completed: {payload:?}");
+    };
+    result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn a_command_still_running_at_its_window_becomes_a_task_that_ends_with_its_result() {
+    let (client, handler) = task_client(&[]).await;
+    assert!(
+        client
+            .peer_info()
+            .is_some_and(|info| info.capabilities.supports_tasks()),
+        "the server declares the extension"
+    );
+    // Gated on a file, so the test says when it ends.
+    let gate = scratch_dir("tasks-gate").join("go");
+    let cmd = format!(
+        "echo first; while [ ! -e '{}' ]; do sleep 0.02; done; echo second; exit 3",
+        gate.display()
+    );
+    let created = client
+        .call_tool_once(exec(
+            json!({"cmd": cmd, "login": false, "yield_time_ms": 500}),
+        ))
+        .await
+        .unwrap();
+    let CallToolResponse::Task(created) = created else {
+        panic!("a running command is a task: {created:?}");
+    };
+    let id = created.task.task_id.clone();
+    assert_eq!(created.task.status, TaskStatus::Working);
+    assert_eq!(created.task.poll_interval_ms, Some(1000));
+    assert!(created.task.ttl_ms.is_some_and(|ms| ms >= 3_600_000));
+
+    // Found at once, working, its status naming the command.
+    let got = client
+        .get_task(GetTaskParams::new(id.clone()))
+        .await
+        .unwrap();
+    assert_eq!(got.task.status(), TaskStatus::Working, "{got:?}");
+    let said = got.task.task.status_message.clone().unwrap_or_default();
+    assert!(said.contains("running for"), "{said}");
+
+    std::fs::write(&gate, "").unwrap();
+    let mut done = None;
+    for _ in 0..200 {
+        let got = client
+            .get_task(GetTaskParams::new(id.clone()))
+            .await
+            .unwrap();
+        if got.task.status().is_terminal() {
+            done = Some(got);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let done = done.expect("the task completes once its command exits");
+    assert_eq!(done.task.status(), TaskStatus::Completed);
+    let text = result_text(&done.task.payload);
+    // The window's output and the rest: nothing the command printed is lost.
+    assert!(text.contains("first") && text.contains("second"), "{text}");
+    assert!(text.contains("Process exited with code 3"), "{text}");
+
+    // And the client was told, without asking.
+    let told = handler.told.clone();
+    eventually(
+        "notifications/tasks at the end",
+        Duration::from_secs(5),
+        || {
+            told.lock()
+                .unwrap()
+                .iter()
+                .any(|n| n.task.task.task_id == id && n.status() == TaskStatus::Completed)
+        },
+    )
+    .await;
+
+    // An unknown task is an error naming it.
+    let error = client
+        .get_task(GetTaskParams::new("no-such-task"))
+        .await
+        .expect_err("unknown");
+    assert!(format!("{error:?}").contains("no-such-task"), "{error:?}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_command_that_exits_within_its_window_answers_at_once() {
+    let (client, _) = task_client(&[]).await;
+    let r = client
+        .call_tool_once(exec(json!({"cmd": "echo quick", "login": false})))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(r) = r else {
+        panic!("no task for a command that ended: {r:?}");
+    };
+    let text: String = r
+        .content
+        .iter()
+        .filter_map(|c| c.as_text())
+        .map(|t| t.text.clone())
+        .collect();
+    assert!(
+        text.contains("quick") && text.contains("exited with code 0"),
+        "{text}"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn cancelling_a_task_interrupts_its_command_and_settles_cancelled() {
+    let (client, _) = task_client(&[]).await;
+    let m = marker();
+    let created = client
+        .call_tool_once(exec(
+            json!({"cmd": format!("sleep {m}"), "login": false, "yield_time_ms": 300}),
+        ))
+        .await
+        .unwrap();
+    let CallToolResponse::Task(created) = created else {
+        panic!("a task: {created:?}");
+    };
+    let id = created.task.task_id.clone();
+    client
+        .cancel_task(CancelTaskParams::new(id.clone()))
+        .await
+        .unwrap();
+    let mut status = TaskStatus::Working;
+    for _ in 0..200 {
+        status = client
+            .get_task(GetTaskParams::new(id.clone()))
+            .await
+            .unwrap()
+            .task
+            .status();
+        if status.is_terminal() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, TaskStatus::Cancelled);
+    assert!(procs_with(&m).is_empty(), "the command is gone");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn write_stdin_keeps_working_on_a_tasks_session() {
+    let (client, _) = task_client(&[]).await;
+    let created = client
+        .call_tool_once(exec(json!({
+            "cmd": "read line; echo got $line", "login": false, "yield_time_ms": 300, "stdin": "pipe"
+        })))
+        .await
+        .unwrap();
+    let CallToolResponse::Task(created) = created else {
+        panic!("a task: {created:?}");
+    };
+    // The task's status says which session it follows; write_stdin types into it.
+    let said = created.task.status_message.clone().unwrap_or_default();
+    let session: i64 = said
+        .strip_prefix("session ")
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no session in {said:?}"));
+    let r = client
+        .call_tool_once(
+            CallToolRequestParams::new("write_stdin").with_arguments(args(
+                json!({"session_id": session, "chars": "hi\n", "yield_time_ms": 5000, "until": {"exit": true}}),
+            )),
+        )
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(r) = r else {
+        panic!("write_stdin is never a task: {r:?}");
+    };
+    let text: String = r
+        .content
+        .iter()
+        .filter_map(|c| c.as_text())
+        .map(|t| t.text.clone())
+        .collect();
+    assert!(text.contains("got hi"), "{text}");
+    // Its end was reported there: the task says so, and ends all the same.
+    let mut done = None;
+    for _ in 0..200 {
+        let got = client
+            .get_task(GetTaskParams::new(created.task.task_id.clone()))
+            .await
+            .unwrap();
+        if got.task.status().is_terminal() {
+            done = Some(got);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let done = done.expect("the task ends with its session");
+    let text = result_text(&done.task.payload);
+    assert!(text.contains("reported already"), "{text}");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn clients_without_the_extension_and_codex_compat_see_no_task() {
+    // A plain client: the same running snapshot as ever.
+    let (client, _, _) = stdio_client(&[]).await;
+    let r = client
+        .call_tool_once(exec(
+            json!({"cmd": "sleep 5", "login": false, "yield_time_ms": 250}),
+        ))
+        .await
+        .unwrap();
+    assert!(matches!(r, CallToolResponse::Complete(_)), "{r:?}");
+    client.cancel().await.unwrap();
+    // Codex's surface declares no extension and makes no task, whoever asks.
+    let (client, _) = task_client(&["--codex-compat"]).await;
+    assert!(!client
+        .peer_info()
+        .is_some_and(|info| info.capabilities.supports_tasks()));
+    let r = client
+        .call_tool_once(exec(
+            json!({"cmd": "sleep 5", "login": false, "yield_time_ms": 250}),
+        ))
+        .await
+        .unwrap();
+    assert!(matches!(r, CallToolResponse::Complete(_)), "{r:?}");
+    client.cancel().await.unwrap();
+}
