@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
-    GetTaskParams, TaskPayload, TaskStatus, TaskStatusNotificationParams,
+    GetTaskParams, GetTaskResult, TaskPayload, TaskStatus, TaskStatusNotificationParams,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::TokioChildProcess;
@@ -58,6 +58,27 @@ async fn task_client(extra: &[&str]) -> (RunningService<RoleClient, TaskClient>,
 
 fn exec(arguments: Value) -> CallToolRequestParams {
     CallToolRequestParams::new("exec_command").with_arguments(args(arguments))
+}
+
+/// Polls `tasks/get` (as the extension has clients do) until the task is terminal.
+async fn settled(client: &RunningService<RoleClient, TaskClient>, id: &str) -> GetTaskResult {
+    for _ in 0..200 {
+        let got = client.get_task(GetTaskParams::new(id)).await.unwrap();
+        if got.task.status().is_terminal() {
+            return got;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("task {id} did not end");
+}
+
+/// A complete result's text.
+fn text_of(r: &rmcp::model::CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text())
+        .map(|t| t.text.clone())
+        .collect()
 }
 
 /// The text of a completed task's result (its content blocks, joined).
@@ -113,19 +134,7 @@ async fn a_command_still_running_at_its_window_becomes_a_task_that_ends_with_its
     assert!(said.contains("running for"), "{said}");
 
     std::fs::write(&gate, "").unwrap();
-    let mut done = None;
-    for _ in 0..200 {
-        let got = client
-            .get_task(GetTaskParams::new(id.clone()))
-            .await
-            .unwrap();
-        if got.task.status().is_terminal() {
-            done = Some(got);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let done = done.expect("the task completes once its command exits");
+    let done = settled(&client, &id).await;
     assert_eq!(done.task.status(), TaskStatus::Completed);
     let text = result_text(&done.task.payload);
     // The window's output and the rest: nothing the command printed is lost.
@@ -165,12 +174,7 @@ async fn a_command_that_exits_within_its_window_answers_at_once() {
     let CallToolResponse::Complete(r) = r else {
         panic!("no task for a command that ended: {r:?}");
     };
-    let text: String = r
-        .content
-        .iter()
-        .filter_map(|c| c.as_text())
-        .map(|t| t.text.clone())
-        .collect();
+    let text = text_of(&r);
     assert!(
         text.contains("quick") && text.contains("exited with code 0"),
         "{text}"
@@ -196,19 +200,7 @@ async fn cancelling_a_task_interrupts_its_command_and_settles_cancelled() {
         .cancel_task(CancelTaskParams::new(id.clone()))
         .await
         .unwrap();
-    let mut status = TaskStatus::Working;
-    for _ in 0..200 {
-        status = client
-            .get_task(GetTaskParams::new(id.clone()))
-            .await
-            .unwrap()
-            .task
-            .status();
-        if status.is_terminal() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let status = settled(&client, &id).await.task.status();
     assert_eq!(status, TaskStatus::Cancelled);
     assert!(procs_with(&m).is_empty(), "the command is gone");
     client.cancel().await.unwrap();
@@ -244,27 +236,10 @@ async fn write_stdin_keeps_working_on_a_tasks_session() {
     let CallToolResponse::Complete(r) = r else {
         panic!("write_stdin is never a task: {r:?}");
     };
-    let text: String = r
-        .content
-        .iter()
-        .filter_map(|c| c.as_text())
-        .map(|t| t.text.clone())
-        .collect();
+    let text = text_of(&r);
     assert!(text.contains("got hi"), "{text}");
     // Its end was reported there: the task says so, and ends all the same.
-    let mut done = None;
-    for _ in 0..200 {
-        let got = client
-            .get_task(GetTaskParams::new(created.task.task_id.clone()))
-            .await
-            .unwrap();
-        if got.task.status().is_terminal() {
-            done = Some(got);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let done = done.expect("the task ends with its session");
+    let done = settled(&client, &created.task.task_id).await;
     let text = result_text(&done.task.payload);
     assert!(text.contains("reported already"), "{text}");
     client.cancel().await.unwrap();
