@@ -62,14 +62,16 @@ def _server_argv(server: str) -> list[str]:
     return argv
 
 
-def claude_command(binary: str, server: str, port: int, tmp: Path, prompt: str) -> tuple[list[str], dict[str, str]]:
+def claude_command(binary: str, server: str, port: int, tmp: Path, prompt: str,
+                   tools: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
     argv = _server_argv(server)
     mcp = tmp / "mcp.json"
     mcp.write_text(json.dumps({"mcpServers": {"uexec": {"type": "stdio", "command": argv[0], "args": argv[1:]}}}))
     cmd = [binary, "-p", prompt,
            "--bare",                      # no hooks, plugins, CLAUDE.md, keychain: only what we pass
            "--mcp-config", str(mcp), "--strict-mcp-config",
-           "--tools", "",                 # no built-in tools: the model sees only uexec's
+           *(tools if tools is not None else
+             ["--tools", ""]),            # no built-in tools: the model sees only uexec's
            "--allowedTools", "mcp__uexec",
            "--permission-mode", "dontAsk",  # anything not allowed above is denied, never asked
            "--output-format", "stream-json", "--verbose",
@@ -134,13 +136,16 @@ def codex_command(binary: str, server: str, port: int, tmp: Path, prompt: str) -
     return cmd, env
 
 
-def run_agent(agent: str, binary: str, server: str, port: int, prompt: str, timeout_s: float) -> Run:
+def run_agent(agent: str, binary: str, server: str, port: int, prompt: str, timeout_s: float,
+              claude_tools: list[str] | None = None) -> Run:
     """Run the agent to its end or its timeout; its temporary directory is `Run.tmp`."""
     tmp = Path(tempfile.mkdtemp(prefix=f"uexec-agents-{agent}-"))
     (tmp / "home").mkdir()
     (tmp / "work").mkdir()
-    build = claude_command if agent == "claude" else codex_command
-    cmd, env = build(binary, server, port, tmp, prompt)
+    if agent == "claude":
+        cmd, env = claude_command(binary, server, port, tmp, prompt, claude_tools)
+    else:
+        cmd, env = codex_command(binary, server, port, tmp, prompt)
     run = Run(argv=cmd, tmp=str(tmp))
     out: list[bytes] = []
     err: list[bytes] = []

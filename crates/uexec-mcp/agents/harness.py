@@ -95,7 +95,7 @@ def survivors_after(marker: str) -> list[tuple[int, str]]:
 def play(agent: str, binary: str, server: str, sc: Scenario, args: argparse.Namespace) -> tuple[list[Row], dict]:
     dialect = Anthropic if agent == "claude" else Responses
     mock = MockModel(dialect, sc.calls).start()
-    run = run_agent(agent, binary, server, mock.port, sc.prompt, args.timeout)
+    run = run_agent(agent, binary, server, mock.port, sc.prompt, args.timeout, sc.claude_tools)
     survivors = survivors_after(sc.survivor_marker) if sc.survivor_marker else []
     kill_leftover_group(run.pid)
     mock.stop()
@@ -123,6 +123,14 @@ def play(agent: str, binary: str, server: str, sc: Scenario, args: argparse.Name
         run_row.failures += [f"mock: {e}" for e in mock.errors]
     if not mock.finished.is_set():
         run_row.failures.append("the script did not reach its end")
+    if sc.offered_checks:
+        # The first request that offers uexec's tools (some of an agent's requests offer none).
+        offers_uexec = (dialect.offered(b) for b in mock.requests)
+        offered = next((o for o in offers_uexec if any("uexec" in name for name in o)), [])
+        for check in sc.offered_checks:
+            problem = check(offered)
+            (run_row.failures if problem else run_row.passed).append(
+                f"{check.__name__}: {problem}" if problem else check.__name__)
     if sc.survivor_marker:
         if survivors:
             run_row.failures.append(f"{len(survivors)} process(es) outlived the agent: "
@@ -244,7 +252,7 @@ def main() -> int:
         for si, server in enumerate(servers):
             marker = f"uexec-agents-mark-{os.getpid()}-{agent}-{si}"
             for sc in all_scenarios(marker):
-                if args.scenario and sc.name not in args.scenario:
+                if (args.scenario and sc.name not in args.scenario) or agent not in sc.agents:
                     continue
                 r, info = play(agent, binaries[agent], server, sc, args)
                 print(f"{agent} {sc.name}{f' ({server})' if si else ''}: {info['seconds']} s, "

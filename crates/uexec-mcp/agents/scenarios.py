@@ -99,6 +99,12 @@ class Scenario:
     survivor_marker: str | None = None
     prompt: str = "Run the scripted uexec scenario."
     notes: list[str] = field(default_factory=list)
+    # Which agents play it (some flags exist in one agent only).
+    agents: tuple[str, ...] = ("claude", "codex")
+    # Claude Code's tool flags instead of `--tools ""` (no built-in tools).
+    claude_tools: list[str] | None = None
+    # Checks of the tool names the agent offered the model in its first request.
+    offered_checks: list[Callable[[list[str]], "str | None"]] = field(default_factory=list)
 
 
 def all_scenarios(marker: str) -> list[Scenario]:
@@ -138,4 +144,25 @@ def all_scenarios(marker: str) -> list[Scenario]:
         ], [
             [plain_text, session_stated],
         ], survivor_marker=marker),
+        # The README's recipe for uexec instead of Claude Code's own shell.
+        Scenario("own_shell_off", [
+            Call("exec_command", {"cmd": "echo uexec-not-bash"}, "echo"),
+        ], [
+            [plain_text, has_line("uexec-not-bash"), exit_stated(0)],
+        ], agents=("claude",), claude_tools=["--disallowedTools", "Bash"],
+            offered_checks=[offers("mcp__uexec__exec_command"), offers_not("Bash")]),
     ]
+
+
+def offers(name: str) -> Callable[[list[str]], "str | None"]:
+    def check(offered: list[str]) -> str | None:
+        return None if name in offered else f"{name} not offered (offered: {', '.join(offered)})"
+    check.__name__ = f"offers {name}"
+    return check
+
+
+def offers_not(name: str) -> Callable[[list[str]], "str | None"]:
+    def check(offered: list[str]) -> str | None:
+        return f"{name} still offered" if name in offered else None
+    check.__name__ = f"does not offer {name}"
+    return check
