@@ -254,6 +254,29 @@ async fn watch_legacy(
     tell_changes(events, record, send, stop).await;
 }
 
+/// Tells a client of the initialize handshake (which has no `subscriptions/listen`) of
+/// `notifications/resources/list_changed` when a session starts or ends, as the capability
+/// it was shown says, until `stop` resolves or the client is gone.
+pub async fn tell_list_changes(
+    store: &SessionStore,
+    peer: Peer<RoleServer>,
+    stop: impl Future<Output = ()>,
+) {
+    let record = |untold: &mut Untold, event: &Event| {
+        untold.record(event, true, |_| false);
+    };
+    let send = |notice: Notice| -> Sending {
+        let peer = peer.clone();
+        Box::pin(async move {
+            match notice {
+                Notice::ListChanged => peer.notify_resource_list_changed().await.map_err(drop),
+                Notice::Updated(_) => Ok(()),
+            }
+        })
+    };
+    tell_changes(store.subscribe_changes(), record, send, stop).await;
+}
+
 /// Serves one `subscriptions/listen` stream until it is cancelled.
 pub async fn listen(
     store: &SessionStore,

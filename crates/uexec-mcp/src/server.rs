@@ -17,6 +17,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
 use uexec_core::{Environments, SessionStore, StoreConfig};
 
 use crate::progress::{CallTarget, ProgressForwarder};
@@ -48,6 +49,15 @@ pub struct UexecServer {
     subscriptions: LegacySubscriptions,
     /// exec_command calls that became tasks (MCP Tasks), shared by every connection.
     tasks: Tasks,
+    /// Cancelled when this handler is dropped (its connection or HTTP session ended): what
+    /// it started for its client stops with it.
+    gone: CancellationToken,
+}
+
+impl Drop for UexecServer {
+    fn drop(&mut self) {
+        self.gone.cancel();
+    }
 }
 
 /// How a server presents its tools.
@@ -81,6 +91,7 @@ impl UexecServer {
             options,
             subscriptions: LegacySubscriptions::default(),
             tasks: Tasks::default(),
+            gone: CancellationToken::new(),
         }
     }
 
@@ -109,15 +120,14 @@ impl UexecServer {
 
     /// A handler for another connection on the same store (its own subscriptions).
     pub fn for_connection(&self) -> Self {
-        Self {
-            tasks: self.tasks.clone(),
-            ..Self::new(
-                self.stores.clone(),
-                self.environments.clone(),
-                self.accepts_environment,
-                self.options.clone(),
-            )
-        }
+        let mut server = Self::new(
+            self.stores.clone(),
+            self.environments.clone(),
+            self.accepts_environment,
+            self.options.clone(),
+        );
+        server.tasks = self.tasks.clone();
+        server
     }
 
     /// The tools this connection offers (`tools/list`).
@@ -462,9 +472,17 @@ impl ServerHandler for UexecServer {
         Ok(())
     }
 
-    /// A client of the initialize handshake hears `notifications/tools/list_changed` when
-    /// the environments change, until its connection closes.
+    /// A client of the initialize handshake hears `notifications/resources/list_changed` when
+    /// a session starts or ends, and `notifications/tools/list_changed` when the environments
+    /// change, until its connection closes.
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let store = self.stores.for_request(&context.extensions);
+        let peer = context.peer.clone();
+        let gone = self.gone.clone();
+        tokio::spawn(async move {
+            // Until this handler is dropped (its connection or HTTP session ended).
+            resources::tell_list_changes(&store, peer, gone.cancelled_owned()).await;
+        });
         if !self.accepts_environment {
             return;
         }

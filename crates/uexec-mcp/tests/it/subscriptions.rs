@@ -46,6 +46,9 @@ async fn a_watcher_ends_with_its_last_uri_and_with_its_client() {
         let _ = running.waiting().await;
     });
     let client = ().serve(client_end).await.unwrap();
+    // After a round trip: the server has handled `initialized` (and started what a client
+    // of the handshake gets) before the baseline is taken.
+    client.list_all_tools().await.unwrap();
     let connected = alive_tasks();
 
     for uri in ["uexec://sessions/1000", "uexec://sessions/1001"] {

@@ -21,6 +21,8 @@ pub struct Recorder {
     pub updated: Arc<Mutex<Vec<String>>>,
     /// `notifications/tools/list_changed` heard.
     pub tools_changed: Arc<std::sync::atomic::AtomicUsize>,
+    /// `notifications/resources/list_changed` heard.
+    pub resources_changed: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl ClientHandler for Recorder {
@@ -42,6 +44,11 @@ impl ClientHandler for Recorder {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.tools_changed
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.resources_changed
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 }

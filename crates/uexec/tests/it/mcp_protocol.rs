@@ -83,3 +83,32 @@ async fn every_tool_has_a_title_and_its_hints() {
     }
     client.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_client_of_the_initialize_handshake_hears_the_resource_list_change_it_was_promised() {
+    let (client, recorder, _) = stdio_client(&[]).await;
+    let info = client.peer_info().expect("initialized");
+    let promised = info
+        .capabilities
+        .resources
+        .as_ref()
+        .and_then(|r| r.list_changed);
+    assert_eq!(promised, Some(true));
+    let heard = || {
+        recorder
+            .resources_changed
+            .load(std::sync::atomic::Ordering::SeqCst)
+    };
+    assert_eq!(heard(), 0);
+    crate::helpers::call(
+        &client,
+        "exec_command",
+        json!({"cmd": "exec sleep 30", "login": false, "yield_time_ms": 250}),
+    )
+    .await;
+    crate::helpers::eventually("a list change", std::time::Duration::from_secs(30), || {
+        heard() > 0
+    })
+    .await;
+    client.cancel().await.unwrap();
+}
