@@ -61,11 +61,10 @@ trap 'finish' EXIT
 trap 'exit 130' INT TERM
 
 # 3. The server on a port the kernel picks (no race with another listener), read back from
-#    its start-up line. The dns-rebinding scenario sends `Origin: http://127.0.0.1:PORT`
-#    (the server's own URL) and wants it admitted; uexec refuses every Origin it was not
-#    given, so that origin is given (any port: the port is not known before the start).
+#    its start-up line. (The dns-rebinding scenario sends `Origin: http://127.0.0.1:PORT`,
+#    the server's own origin, which uexec admits, and a foreign one, which it refuses.)
 NO_COLOR=1 HOME="$WORK/home" XDG_STATE_HOME="$WORK/home/.local/state" \
-  "$UEXEC" mcp --http 127.0.0.1:0 --allow-origin 'http://127.0.0.1:*' \
+  "$UEXEC" mcp --http 127.0.0.1:0 \
   </dev/null >/dev/null 2>"$SERVER_LOG" &
 SERVER_PID=$!
 URL=""

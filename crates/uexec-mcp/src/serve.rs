@@ -229,6 +229,11 @@ where
         args.listener.insecure_plaintext,
         "--token, --token-file or UEXEC_TOKEN",
     )?;
+    let listener = HttpListener::bind(addr, options)
+        .await
+        .map_err(|source| McpError::Listen { addr, source })?;
+    let local = listener.local_addr();
+    let scheme = if listener.is_tls() { "https" } else { "http" };
     let cancel = CancellationToken::new();
     let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "[::1]", "::1"]
         .into_iter()
@@ -239,7 +244,7 @@ where
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
         .enforce_origin_validation()
-        .with_allowed_origins(args.allow_origins.clone())
+        .with_allowed_origins(own_origins(scheme, local).chain(args.allow_origins.iter().cloned()))
         .with_cancellation_token(cancel.child_token());
     let service = StreamableHttpService::new(handler, sessions, config);
     let principals: Arc<[Principal]> = tokens.iter().map(|t| Principal::of_token(t)).collect();
@@ -254,11 +259,6 @@ where
                     async move { check_access(&tokens, &principals, req, next).await }
                 },
             ));
-    let listener = HttpListener::bind(addr, options)
-        .await
-        .map_err(|source| McpError::Listen { addr, source })?;
-    let local = listener.local_addr();
-    let scheme = if listener.is_tls() { "https" } else { "http" };
     eprintln!("uexec mcp: serving streamable HTTP at {scheme}://{local}/mcp");
     let stop = cancel.clone();
     listener
@@ -270,6 +270,25 @@ where
         })
         .await;
     Ok(())
+}
+
+/// This server's own origins, admitted without `--allow-origin`: a page with one of them
+/// was served by this very listener (it serves none), so it is no DNS-rebinding page (whose
+/// origin names the attacker's host) nor another local server's (another port).
+fn own_origins(scheme: &str, local: SocketAddr) -> impl Iterator<Item = String> + '_ {
+    let port = local.port();
+    let ip = match local.ip() {
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        ip => ip.to_string(),
+    };
+    [
+        "localhost".to_owned(),
+        "127.0.0.1".to_owned(),
+        "[::1]".to_owned(),
+        ip,
+    ]
+    .into_iter()
+    .map(move |host| format!("{scheme}://{host}:{port}"))
 }
 
 /// Lets a request through when it carries one of the tokens, or, with no token configured,

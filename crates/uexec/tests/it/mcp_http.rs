@@ -137,6 +137,24 @@ async fn a_foreign_origin_or_host_is_refused() {
         post_status(&server.addr, "Origin: https://evil.example\r\n"),
         403
     );
+    // This server's own origin (a page it served, were it to serve one) is no foreign one;
+    // the same host on another port is (another local web server's page).
+    let port = server.addr.rsplit(':').next().unwrap().to_owned();
+    for own in [
+        format!("http://127.0.0.1:{port}"),
+        format!("http://localhost:{port}"),
+    ] {
+        let status = post_status(&server.addr, &format!("Origin: {own}\r\n"));
+        assert_ne!(status, 403, "{own}");
+    }
+    let other: u16 = port.parse::<u16>().unwrap().wrapping_add(1).max(1);
+    assert_eq!(
+        post_status(
+            &server.addr,
+            &format!("Origin: http://127.0.0.1:{other}\r\n")
+        ),
+        403
+    );
     let mut s = TcpStream::connect(&server.addr).unwrap();
     let body = "{}";
     write!(s, "POST /mcp HTTP/1.1\r\nHost: evil.example\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len()).unwrap();
