@@ -37,6 +37,10 @@ pub struct StoreConfig {
     pub shell_snapshots: Option<ShellSnapshots>,
     /// A terminal emulator kept per PTY session for people who attach (`None`: none kept).
     pub screens: Option<crate::session::keeper::ScreenFactory>,
+    /// The environments a caller's `environment_id` names, when they are not the store's
+    /// (`None`: the store's). A daemon's owner has one store, and each connection to it
+    /// brings its own environments, as it brings its own directory and settings.
+    pub environments: Option<crate::environments::Environments>,
 }
 
 impl Default for StoreConfig {
@@ -55,6 +59,7 @@ impl Default for StoreConfig {
             sandbox: crate::confine::SandboxConfig::default(),
             shell_snapshots: Some(ShellSnapshots::default()),
             screens: None,
+            environments: None,
         }
     }
 }

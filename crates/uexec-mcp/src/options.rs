@@ -11,9 +11,10 @@ use uexec_core::policy::{AllowEntry, Fallback, Network, OnDenial, Profile};
 use uexec_core::transcript::TranscriptConfig;
 use uexec_core::StoreConfig;
 use uexec_net::{ListenerConfig, HEADER_READ_TIMEOUT_MS, MAX_CONNECTIONS};
-use uexec_protocol::daemon::{SandboxSettings, Settings};
+use uexec_protocol::daemon::{EnvironmentSettings, SandboxSettings, Settings};
 
 use crate::settings;
+use crate::McpError;
 
 /// `uexec mcp` (in this process; `--daemon` is the binary's relay).
 #[derive(Debug, Clone)]
@@ -161,7 +162,18 @@ impl McpOptions {
                 fallback: self.sandbox_fallback.map(|f| f.as_str().to_owned()),
                 on_denial: self.network_denial.map(|d| d.as_str().to_owned()),
             },
+            no_shell_snapshot: self.no_shell_snapshot,
+            environments: EnvironmentSettings::default(),
         }
+    }
+
+    /// The settings of a daemon client's hello: [`Self::settings`] and the environments,
+    /// read and checked here, before any daemon is asked (an error names the flag).
+    pub fn hello_settings(&self) -> Result<Settings, McpError> {
+        Ok(Settings {
+            environments: crate::environments::start::read(self)?,
+            ..self.settings()
+        })
     }
 
     /// The configuration of this server's stores; an error names the flag at fault.
@@ -169,9 +181,6 @@ impl McpOptions {
         let mut config = StoreConfig::from_env();
         config.sandbox.confinement = self.confinement.clone();
         settings::apply(&self.settings(), &mut config)?;
-        if self.no_shell_snapshot {
-            config.shell_snapshots = None;
-        }
         config.transcripts = self.transcripts.config();
         Ok(config)
     }

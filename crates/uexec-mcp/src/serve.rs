@@ -7,7 +7,6 @@
 //! session: the server keeps one store per principal (the bearer token, or the loopback
 //! user when there is none), and sessions are addressed by uexec's own ids.
 
-use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -20,17 +19,15 @@ use rmcp::transport::streamable_http_server::{
 };
 use rmcp::{ServerHandler, ServiceExt};
 use tokio_util::sync::CancellationToken;
-use uexec_client::ClientConfig;
-use uexec_core::{Backend, LocalBackend, SessionStore};
+use uexec_core::{LocalBackend, SessionStore};
 use uexec_net::secret::{read_token_file, TokenFileError};
-use uexec_net::tls::{ClientTrust, TlsError};
+use uexec_net::tls::TlsError;
 use uexec_net::{
     authorize, shutdown_signal, Access, ExposureError, HttpListener, Peer, SignalError,
 };
 
-use crate::environments::backend::{Endpoint, EnvironmentBackend};
+use crate::environments;
 use crate::environments::file::FileError;
-use crate::environments::{self, Defaults, EnvironmentRegistry};
 use crate::error_chain::Chain;
 use crate::server::{Options, UexecServer};
 use crate::stores::{Principal, Stores};
@@ -76,49 +73,7 @@ pub enum McpError {
 /// before it returns.
 pub async fn run(args: McpOptions) -> Result<(), McpError> {
     args.transcripts.check()?;
-    let mut environments: BTreeMap<String, Arc<dyn Backend>> = BTreeMap::new();
-    // The file first: its ids are names --environment-token-file may give.
-    let file = match &args.environments_file {
-        Some(path) => Some((path.clone(), environments::file::load(path)?)),
-        None => None,
-    };
-    let file_ids: Vec<&str> = file
-        .iter()
-        .flat_map(|(_, entries)| entries.iter().map(|e| e.id.as_str()))
-        .collect();
-    let remote_tokens = remote_tokens(&args, &file_ids)?;
-    let client = ClientConfig {
-        trust: ClientTrust::new(args.remote_ca.clone()),
-        ..ClientConfig::default()
-    };
-    if args.remote_ca.is_some() {
-        // A bad CA file is an error now, naming the flag, not at the first wss:// dial.
-        client.trust.client_config()?;
-    }
-    // Dialled in the background, as the file's are: one server that is down or refuses
-    // its certificate fails that environment's sessions (naming it and its URL) and is
-    // dialled again at its next command; the others, and local commands, go on.
-    for (name, url) in &args.environments {
-        let token = remote_tokens
-            .get(name)
-            .cloned()
-            .or_else(|| remote_tokens.get("").cloned());
-        let endpoint = Endpoint {
-            url: url.clone(),
-            token,
-            connect_timeout: None,
-            client: client.clone(),
-        };
-        let backend = EnvironmentBackend::new(name, endpoint);
-        backend.warm_up();
-        environments.insert(name.clone(), backend);
-    }
-    let defaults = Defaults {
-        tokens: remote_tokens.clone(),
-        client,
-    };
-    let registry = EnvironmentRegistry::new(environments, file, defaults)?;
-    registry.watch();
+    let registry = environments::start::start(&environments::start::read(&args)?)?;
     let shared = registry.environments();
     let config = args.store_config().map_err(McpError::Settings)?;
     let options = Options {
@@ -154,35 +109,6 @@ pub async fn run(args: McpOptions) -> Result<(), McpError> {
     };
     stores.shutdown();
     result
-}
-
-/// The token of each environment by name; `""` is the default one (--remote-token or
-/// --remote-token-file). `file_ids` are the environments file's entries.
-fn remote_tokens(
-    args: &McpOptions,
-    file_ids: &[&str],
-) -> Result<HashMap<String, String>, McpError> {
-    let mut tokens = HashMap::new();
-    let default = match &args.remote_token_file {
-        Some(path) => Some(read_token_file("--remote-token-file", path)?),
-        None => args.remote_token.clone().filter(|t| !t.is_empty()),
-    };
-    if let Some(token) = default {
-        tokens.insert(String::new(), token);
-    }
-    for (name, path) in &args.environment_token_files {
-        if !args.environments.iter().any(|(env, _)| env == name)
-            && !file_ids.contains(&name.as_str())
-        {
-            return Err(McpError::NoSuchEnvironment {
-                name: name.clone(),
-                path: path.clone(),
-            });
-        }
-        let token = read_token_file("--environment-token-file", std::path::Path::new(path))?;
-        tokens.insert(name.clone(), token);
-    }
-    Ok(tokens)
 }
 
 async fn serve_stdio(server: UexecServer) -> Result<(), McpError> {

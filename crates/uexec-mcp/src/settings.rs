@@ -23,6 +23,9 @@ pub fn apply(settings: &Settings, config: &mut StoreConfig) -> Result<(), String
     config.hygiene.collapse_cr = settings.collapse_cr;
     config.deterministic_ids = settings.deterministic_ids;
     config.allow_secret_input = settings.allow_secret_input;
+    if settings.no_shell_snapshot {
+        config.shell_snapshots = None;
+    }
     apply_sandbox(&settings.sandbox, &mut config.sandbox)
 }
 

@@ -163,6 +163,48 @@ pub struct Settings {
     /// The sandbox policy of the client's commands: a ceiling that calls may only narrow.
     #[serde(default)]
     pub sandbox: SandboxSettings,
+    /// `--no-shell-snapshot`: the client's login commands read the profile each time.
+    #[serde(default)]
+    pub no_shell_snapshot: bool,
+    /// The exec servers the client's commands may name with `environment_id`.
+    #[serde(default)]
+    pub environments: EnvironmentSettings,
+}
+
+/// `uexec mcp`'s environment flags (`--environment`, `--environments`, `--remote-token`,
+/// `--remote-token-file`, `--environment-token-file`, `--remote-ca`), as the client read and
+/// checked them: paths absolute, token files read. The tokens pass through the daemon's
+/// socket, which is this user's alone (0600, and the daemon serves only this user); its
+/// `Debug` shows their names, never their values, so that no log holds one.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvironmentSettings {
+    /// `--environment NAME=URL`, in their order.
+    pub fixed: Vec<(String, String)>,
+    /// `--environments FILE`: the daemon reads it, and reads it again when it changes.
+    pub file: Option<PathBuf>,
+    /// Bearer tokens by environment name; `""` is every environment's default.
+    pub tokens: BTreeMap<String, String>,
+    /// `--remote-ca`: certificates trusted for wss:// besides the system's.
+    pub ca: Option<PathBuf>,
+}
+
+impl EnvironmentSettings {
+    /// Whether any environment is configured (a file may name none yet).
+    pub fn any(&self) -> bool {
+        !self.fixed.is_empty() || self.file.is_some()
+    }
+}
+
+impl std::fmt::Debug for EnvironmentSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EnvironmentSettings")
+            .field("fixed", &self.fixed)
+            .field("file", &self.file)
+            .field("tokens", &self.tokens.keys().collect::<Vec<_>>())
+            .field("ca", &self.ca)
+            .finish()
+    }
 }
 
 /// `uexec mcp`'s sandbox flags, as words (`--sandbox`, `--network`, `--network-allow`,
@@ -274,6 +316,26 @@ mod tests {
             env.get(&OsString::from_vec(b"K\xff".to_vec())),
             Some(&OsString::from_vec(b"v\xfe".to_vec()))
         );
+    }
+
+    #[test]
+    fn environment_settings_never_show_a_token_in_debug() {
+        let settings = EnvironmentSettings {
+            fixed: vec![("box".into(), "ws://127.0.0.1:1".into())],
+            tokens: [("box".to_owned(), "s3cr3t-value".to_owned())].into(),
+            ..EnvironmentSettings::default()
+        };
+        let shown = format!("{settings:?}");
+        assert!(shown.contains("\"box\""), "{shown}");
+        assert!(!shown.contains("s3cr3t-value"), "{shown}");
+    }
+
+    #[test]
+    fn a_hello_without_the_newer_settings_still_parses() {
+        let line = r#"{"shell":null,"max_output_tokens":null,"env_keep":[],"env_set":[],"env_drop":[],"strip_ansi":false,"collapse_cr":false,"deterministic_ids":false,"extended":true,"codex_tools_only":false}"#;
+        let settings: Settings = serde_json::from_str(line).expect("parse");
+        assert!(!settings.no_shell_snapshot);
+        assert_eq!(settings.environments, EnvironmentSettings::default());
     }
 
     #[test]

@@ -300,13 +300,30 @@ fn parse_cli() -> Cli {
     );
     // clap keeps a `&'static str` (without its `string` feature): one line, once a process.
     let version: &'static str = Box::leak(version.into_boxed_str());
-    let matches = Cli::command().version(version).get_matches();
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    let mut command = Cli::command().version(version);
+    let matches = command.get_matches_mut();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // A conflict clap's attributes cannot explain, reported as clap reports one (exit 2).
+    if let Command::Mcp(args) = &cli.command {
+        if let Some(why) = args.conflict() {
+            if let Some(mcp) = command.find_subcommand_mut("mcp") {
+                mcp.error(clap::error::ErrorKind::ArgumentConflict, why)
+                    .exit();
+            }
+        }
+    }
+    cli
 }
+
+/// See `run_face`: tungstenite's client handshake logs its request at trace.
+const TUNGSTENITE_CLIENT_HANDSHAKE_AT_MOST_DEBUG: &str = "tungstenite::handshake::client=debug";
 
 fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("UEXEC_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"))
+        // At trace, tungstenite logs each client handshake's request whole, the bearer
+        // token of an environment's `Authorization` header with it: never a log's to hold.
+        .add_directive(TUNGSTENITE_CLIENT_HANDSHAKE_AT_MOST_DEBUG.parse()?);
     let logs = tracing_subscriber::fmt().with_env_filter(filter);
     match &cli.log_file {
         Some(path) => {

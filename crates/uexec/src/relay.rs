@@ -9,8 +9,10 @@
 //!
 //! 1. The socket (`--daemon-socket`, else the default) and the owner (`--owner`, else `mcp:`
 //!    and the working directory) say where and whose.
-//! 2. The hello carries this process's directory, environment and settings, checked and sent
-//!    by [`connect`], which starts a daemon when none answers.
+//! 2. The hello carries this process's directory, environment and settings, its environments
+//!    among them (the files of their flags read and checked here, so a mistake names its
+//!    flag before any daemon is asked), sent by [`connect`], which starts a daemon when none
+//!    answers.
 //! 3. Bytes are copied both ways until either side ends: the client's EOF ends the
 //!    conversation (the daemon keeps the sessions); the daemon's EOF means it went away.
 //!
@@ -53,7 +55,7 @@ pub async fn run(target: Target, options: McpOptions) -> anyhow::Result<()> {
     if options.listener.tls_cert.is_some() {
         return Err(McpError::TlsWithoutHttp.into());
     }
-    let hello = Hello::here(owner, options.settings())?;
+    let hello = Hello::here(owner, options.hello_settings()?)?;
     let Connected { stream, after } = connect(&socket, &hello, true, &[]).await?;
     let (mut from_daemon, mut to_daemon) = stream.into_split();
     let mut stdin = tokio::io::stdin();

@@ -120,7 +120,7 @@ impl SessionStore {
         req: ExecRequest,
         monitors: Vec<Box<dyn PolicyMonitor>>,
     ) -> Result<Launched, ExecError> {
-        let backend = self.backend_for(req.environment_id.as_deref())?;
+        let backend = self.backend_for(caller, req.environment_id.as_deref())?;
         backend
             .prepare()
             .await

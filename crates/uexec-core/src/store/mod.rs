@@ -342,12 +342,19 @@ impl SessionStore {
         self.clean_all();
     }
 
-    fn backend_for(&self, environment: Option<&str>) -> Result<Arc<dyn Backend>, ExecError> {
+    /// The backend of `environment`, looked up in the caller's environments when it has
+    /// its own ([`StoreConfig::environments`]), else in the store's.
+    fn backend_for(
+        &self,
+        caller: &StoreConfig,
+        environment: Option<&str>,
+    ) -> Result<Arc<dyn Backend>, ExecError> {
         match environment {
             None | Some("") => Ok(self.backend.clone()),
             Some(name) => {
-                let known = || self.environment_names().join(", ");
-                match self.environments.lookup(name) {
+                let table = caller.environments.as_ref().unwrap_or(&self.environments);
+                let known = || table.names().join(", ");
+                match table.lookup(name) {
                     Lookup::Available(backend) => Ok(backend),
                     Lookup::Refused(reason) => Err(ExecError::invalid(
                         "environment_id",

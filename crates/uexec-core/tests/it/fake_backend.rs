@@ -91,6 +91,13 @@ pub struct FakeBackend {
     spawned: mpsc::UnboundedSender<Arc<FakeControl>>,
 }
 
+impl FakeBackend {
+    /// A fake that hands each process it spawns to `spawned`.
+    pub fn new(spawned: mpsc::UnboundedSender<Arc<FakeControl>>) -> Arc<Self> {
+        Arc::new(Self { spawned })
+    }
+}
+
 impl Backend for FakeBackend {
     fn spawn(&self, _spec: SpawnSpec) -> BoxFuture<'_, Result<SpawnedProcess, BackendError>> {
         let (out_tx, out_rx) = mpsc::channel(16);

@@ -6,6 +6,7 @@
 mod helpers;
 
 mod background_jobs;
+mod caller_environments;
 mod ctrl_c;
 mod events;
 mod exec;

@@ -73,7 +73,8 @@ pub async fn serve(args: McpOptions, link: DaemonLink) -> Result<(), McpError> {
             "serving the daemon over HTTP needs --http ADDR".to_owned(),
         ));
     };
-    let hello = Hello::here(link.owner.clone(), args.settings()).map_err(McpError::WorkingDir)?;
+    let hello =
+        Hello::here(link.owner.clone(), args.hello_settings()?).map_err(McpError::WorkingDir)?;
     let sessions = Arc::new(DaemonSessions {
         inner: LocalSessionManager::default(),
         link,

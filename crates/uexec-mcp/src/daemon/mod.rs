@@ -9,8 +9,9 @@
 //!   `uexec_net::peer`), which would otherwise run through the daemon, unsandboxed, what its
 //!   sandbox forbids. One daemon per directory: it holds `daemon.lock`.
 //! - **Protocol**: one JSON line each way ([`uexec_protocol::daemon`]: protocol, version,
-//!   build, owner, the client's cwd and environment), then MCP on the same stream: the daemon
-//!   serves the same tools as `uexec mcp`, on the owner's store.
+//!   build, owner, the client's cwd, environment and settings, its exec servers among them),
+//!   then MCP on the same stream: the daemon serves the same tools as `uexec mcp`, on the
+//!   owner's store, with that connection's settings and environments.
 //! - **Owners**: each owner has its own store (an agent sees only its sessions); the stores
 //!   share one id space, so a person can name any session by its id alone.
 //! - **HTTP**: `uexec mcp --daemon --http ADDR` serves streamable HTTP in its own process
@@ -45,6 +46,7 @@ use uexec_core::{LocalBackend, SessionStore, StoreConfig};
 use uexec_net::peer::Standing;
 use uexec_net::{shutdown_signal, SignalError};
 
+use crate::environments;
 use crate::error_chain::Chain;
 use crate::server::{Options, UexecServer};
 use crate::settings;
@@ -437,11 +439,18 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
         return run::client(daemon, &hello, req, read, write).await;
     }
     // The owner's store may be older than this connection: this client's directory,
-    // environment and settings are its commands' defaults, not the first client's.
-    let store = settings::store_config(&hello, &daemon.base)
-        .and_then(|config| Ok((daemon.store_of(&hello.owner, &config)?, config)));
-    let (store, config) = match store {
-        Ok(both) => both,
+    // environment, settings and environments are its commands' defaults, not the first
+    // client's. The environments live as long as the connection (its file is watched until
+    // then); a session started there keeps its server after.
+    let store = settings::store_config(&hello, &daemon.base).and_then(|mut config| {
+        let store = daemon.store_of(&hello.owner, &config)?;
+        let environments =
+            environments::start::start(&hello.settings.environments).map_err(|e| e.to_string())?;
+        config.environments = Some(environments.environments());
+        Ok((store, config, environments))
+    });
+    let (store, config, environments) = match store {
+        Ok(all) => all,
         Err(why) => {
             write_reply(&mut write, &Reply::refuse(why.clone())).await?;
             return Err(ConnectionError::Refused(why));
@@ -462,13 +471,19 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
     } else {
         Stores::Single(store)
     };
-    let server = UexecServer::new(stores, Default::default(), false, options);
+    let server = UexecServer::new(
+        stores,
+        environments.environments(),
+        environments.any_configured(),
+        options,
+    );
     let running = server
         .serve((read, write))
         .await
         .map_err(|e| ConnectionError::Handshake(Box::new(e)))?;
     let quit = running.waiting().await;
     tracing::debug!(owner = %hello.owner, ?quit, "client went away; its sessions stay");
+    drop(environments);
     Ok(())
 }
 

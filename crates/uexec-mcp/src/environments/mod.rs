@@ -19,6 +19,7 @@
 
 pub mod backend;
 pub mod file;
+pub(crate) mod start;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};

@@ -55,12 +55,13 @@ pub struct McpArgs {
     /// Run the sessions in this user's uexec daemon instead of in this process, so they
     /// outlive this MCP server and people can see them (`uexec ls`, `uexec logs`). The
     /// daemon is started if none runs. Commands get this process's working directory,
-    /// environment and sandbox policy (--sandbox, --network...), as without --daemon.
+    /// environment, settings, environments (--environment...) and sandbox policy
+    /// (--sandbox, --network...), as without --daemon: each connection's are the defaults
+    /// of the commands it starts, even in an owner's store that an earlier connection made.
+    /// Not with the Transcripts flags: the daemon keeps its own (`uexec daemon --help`).
     /// Combines with --http: HTTP is served here and each MCP session it serves runs in the
     /// daemon, each bearer token as an owner of its own.
-    #[arg(help_heading = "Daemon", long, env = "UEXEC_DAEMON", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false",
-          conflicts_with_all = ["environments", "environments_file", "remote_token", "remote_token_file", "environment_token_files", "remote_ca",
- ])]
+    #[arg(help_heading = "Daemon", long, env = "UEXEC_DAEMON", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
     pub daemon: bool,
     /// With --daemon: whose sessions these are. One owner sees (lists, polls, kills) only its
     /// own sessions; a restarted agent with the same owner finds them again (default:
@@ -121,9 +122,9 @@ pub struct McpArgs {
     pub shell: Option<String>,
     /// Run every login: true command as a real login shell, reading the profile each time,
     /// instead of from a snapshot of what the profile set up (environment, functions,
-    /// aliases, options), taken once and rebuilt when a profile file changes. Not with
-    /// --daemon (the daemon keeps its own snapshots).
-    #[arg(help_heading = "Commands", long, conflicts_with = "daemon")]
+    /// aliases, options), taken once and rebuilt when a profile file changes. With
+    /// --daemon, for this connection's commands.
+    #[arg(help_heading = "Commands", long)]
     pub no_shell_snapshot: bool,
     /// Pass this variable to commands even though its name looks secret. Commands never
     /// see variables whose names contain KEY, SECRET, TOKEN, PASSWORD, PASSWD, CREDENTIAL,
@@ -142,12 +143,14 @@ pub struct McpArgs {
     /// `codex exec-server`) at a ws:// or wss:// URL, chosen per call with exec_command's
     /// `environment_id: NAME`. Dialled at start-up in the background: a server that cannot
     /// be reached is logged, fails only its own sessions (naming NAME and URL), and is
-    /// dialled again at its next command. Repeatable.
+    /// dialled again at its next command. Repeatable. With --daemon, for this connection's
+    /// commands (another connection of the same owner names its own).
     #[arg(help_heading = "Environments", long = "environment", value_name = "NAME=URL", value_parser = parse_assignment)]
     pub environments: Vec<(String, String)>,
     /// Also offer the environments of this file, in the format of Codex's environments.toml
     /// (`[[environments]]` with `id` and `url`), reloaded when it changes. Its servers are
-    /// dialled when needed: a pod that is down does not stop the others.
+    /// dialled when needed: a pod that is down does not stop the others. With --daemon the
+    /// daemon reads it, and follows its changes, while this connection lasts.
     #[arg(
         help_heading = "Environments",
         long = "environments",
@@ -155,7 +158,8 @@ pub struct McpArgs {
     )]
     pub environments_file: Option<PathBuf>,
     /// Bearer token sent to the exec servers of --environment and --environments (unless
-    /// one has its own token). Visible in `ps`: prefer --remote-token-file.
+    /// one has its own token). Visible in `ps`: prefer --remote-token-file. With --daemon it
+    /// goes to the daemon in the hello, over this user's own socket, and is never logged.
     #[arg(
         help_heading = "Environments",
         long,
@@ -165,17 +169,19 @@ pub struct McpArgs {
     )]
     pub remote_token: Option<String>,
     /// Read the bearer token for the --environment(s) exec servers from this file (wins over
-    /// --remote-token and UEXEC_REMOTE_TOKEN).
+    /// --remote-token and UEXEC_REMOTE_TOKEN). Read here, with --daemon too (which is sent
+    /// the token, as --remote-token).
     #[arg(help_heading = "Environments", long, value_name = "PATH")]
     pub remote_token_file: Option<PathBuf>,
     /// Read the bearer token of environment NAME (an --environment, or an entry of the
     /// --environments file) from PATH; wins over the file's auth_bearer_token and
-    /// --remote-token. Repeatable, one per environment.
+    /// --remote-token. Repeatable, one per environment. Read here, with --daemon too.
     #[arg(help_heading = "Environments", long = "environment-token-file", value_name = "NAME=PATH", value_parser = parse_assignment)]
     pub environment_token_files: Vec<(String, String)>,
     /// Also trust the certificates of this PEM file for wss:// environments (the system
     /// roots are always trusted): as CAs, and each as a server's own certificate when the
     /// server presents exactly it (a self-signed one), if its subjectAltName names the host.
+    /// Checked here, with --daemon too (whose dials then read it).
     #[arg(help_heading = "Environments", long, value_name = "FILE")]
     pub remote_ca: Option<PathBuf>,
     /// Sandbox profile of commands: read-only (writes only to a private tmp),
@@ -251,7 +257,40 @@ fn parse_assignment(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// The Transcripts flags, which `--daemon` does not take.
+const TRANSCRIPT_FLAGS: [&str; 4] = [
+    "--transcripts-dir",
+    "--no-transcripts",
+    "--transcript-max-bytes",
+    "--transcripts-total-max-bytes",
+];
+
 impl McpArgs {
+    /// What clap cannot say of a conflict: why. With `--daemon` the Transcripts flags
+    /// would change nothing (the daemon's transcripts are its own), so they are refused
+    /// rather than ignored, naming both flags and where to set them instead.
+    pub fn conflict(&self) -> Option<String> {
+        let t = &self.transcripts;
+        let given = [
+            t.transcripts_dir.is_some(),
+            t.no_transcripts,
+            t.transcript_max_bytes.is_some(),
+            t.transcripts_total_max_bytes.is_some(),
+        ];
+        let flag = TRANSCRIPT_FLAGS
+            .iter()
+            .zip(given)
+            .find_map(|(flag, given)| given.then_some(*flag))?;
+        self.daemon.then(|| {
+            format!(
+                "the argument '{flag}' cannot be used with '--daemon' (or UEXEC_DAEMON): the \
+                 daemon keeps the transcripts of its sessions, configured on `uexec daemon` \
+                 (its --transcripts-dir, --no-transcripts, --transcript-max-bytes and \
+                 --transcripts-total-max-bytes)"
+            )
+        })
+    }
+
     /// The options of `uexec mcp`, and with `--daemon` where and as whom to relay them.
     pub fn into_options(self) -> (McpOptions, Option<relay::Target>) {
         let codex = self.codex_compat || self.extended == Some(false);

@@ -18,19 +18,21 @@ use uexec_mcp::TranscriptOptions;
 pub struct TranscriptArgs {
     /// Keep every session's output on disk under DIR, one directory per session (default
     /// `$XDG_STATE_HOME/uexec/sessions`, else `~/.local/state/uexec/sessions`; 0700, files
-    /// 0600). The `read_output` tool pages through them.
+    /// 0600). The `read_output` tool pages through them. Not with `uexec mcp --daemon`
+    /// (the daemon's are set on `uexec daemon`), as each of these.
     #[arg(long, value_name = "DIR")]
     pub transcripts_dir: Option<PathBuf>,
-    /// Keep no transcripts (and offer no `read_output`).
+    /// Keep no transcripts (and offer no `read_output`). Not with `uexec mcp --daemon`.
     #[arg(long, conflicts_with = "transcripts_dir")]
     pub no_transcripts: bool,
     /// Most bytes of one session's transcript kept on disk; older bytes rotate away in
-    /// quarters (default 268435456: 256 MiB).
+    /// quarters (default 268435456: 256 MiB). Not with `uexec mcp --daemon`.
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(16384..))]
     pub transcript_max_bytes: Option<u64>,
     /// Most bytes of disk all transcripts take together (directories and blocks count: a
     /// session that printed nothing is not free); the least recently written sessions go
-    /// first, never one written in the last minute (default 2147483648: 2 GiB).
+    /// first, never one written in the last minute (default 2147483648: 2 GiB). Not with
+    /// `uexec mcp --daemon`.
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(16384..))]
     pub transcripts_total_max_bytes: Option<u64>,
 }

@@ -9,9 +9,10 @@ use serde_json::json;
 
 use crate::helpers::{call, scratch_dir, stdio_client, structured, text, Client, UEXEC};
 
-struct ExecServer {
+/// A running exec server and the URL it printed; killed when dropped.
+pub(crate) struct ExecServer {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Drop for ExecServer {
@@ -26,8 +27,14 @@ fn exec_server() -> ExecServer {
 }
 
 fn exec_server_at(listen: &str) -> ExecServer {
-    let mut child = Command::new(UEXEC)
-        .args(["serve", "--listen", listen])
+    let mut cmd = Command::new(UEXEC);
+    cmd.args(["serve", "--listen", listen]);
+    spawn_exec_server(cmd)
+}
+
+/// Starts `cmd`, a `uexec serve`, and reads the URL it prints.
+pub(crate) fn spawn_exec_server(mut cmd: Command) -> ExecServer {
+    let mut child = cmd
         .env_remove("UEXEC_TOKEN")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -159,7 +166,7 @@ fn closed_port() -> u16 {
     listener.local_addr().unwrap().port()
 }
 
-async fn exec_on(client: &Client, env: Option<&str>, cmd: &str) -> CallToolResult {
+pub(crate) async fn exec_on(client: &Client, env: Option<&str>, cmd: &str) -> CallToolResult {
     let mut arguments = json!({"cmd": cmd, "login": false, "yield_time_ms": 5000});
     if let Some(env) = env {
         arguments["environment_id"] = json!(env);

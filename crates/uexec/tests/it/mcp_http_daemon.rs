@@ -261,28 +261,44 @@ fn the_tls_listener_flags_serve_https_with_daemon() {
     place.stop();
 }
 
+/// The Transcripts flags would change nothing through the daemon (its transcripts are its
+/// own): refused, naming both flags and where the daemon's are set, rather than ignored.
 #[test]
-fn what_does_not_combine_with_daemon_says_both_flags() {
+fn what_does_not_combine_with_daemon_says_both_flags_and_why() {
     for flag in [
-        vec!["--no-shell-snapshot"],
-        vec!["--environment", "pod=ws://127.0.0.1:1"],
-        vec!["--environments", "/nonexistent.toml"],
-        vec!["--remote-token", "t"],
-        vec!["--remote-token-file", "/nonexistent"],
-        vec!["--environment-token-file", "pod=/nonexistent"],
-        vec!["--remote-ca", "/nonexistent.pem"],
+        vec!["--transcripts-dir", "/tmp"],
+        vec!["--no-transcripts"],
+        vec!["--transcript-max-bytes", "65536"],
+        vec!["--transcripts-total-max-bytes", "65536"],
     ] {
-        let out = Command::new(crate::helpers::UEXEC)
-            .args(["mcp", "--daemon"])
-            .args(&flag)
-            .env_remove("UEXEC_DAEMON")
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{flag:?}: {err}");
-        assert!(
-            err.contains("'--daemon") && err.contains(&format!("'{}", flag[0])),
-            "{flag:?}: {err}"
-        );
+        for daemon in [Some("--daemon"), None] {
+            let mut cmd = Command::new(crate::helpers::UEXEC);
+            cmd.arg("mcp")
+                .args(daemon)
+                .args(&flag)
+                .env_remove("UEXEC_DAEMON");
+            if daemon.is_none() {
+                cmd.env("UEXEC_DAEMON", "1");
+            }
+            let out = cmd.stdin(std::process::Stdio::null()).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{flag:?} {daemon:?}: {err}");
+            assert!(
+                err.contains(&format!("'{}' cannot be used with '--daemon'", flag[0]))
+                    && err.contains("configured on `uexec daemon`"),
+                "{flag:?} {daemon:?}: {err}"
+            );
+        }
     }
+    // UEXEC_DAEMON=0 is no daemon: the flag is taken (the server starts, and fails only
+    // its handshake at stdin's EOF).
+    let out = Command::new(crate::helpers::UEXEC)
+        .args(["mcp", "--no-transcripts"])
+        .env("UEXEC_DAEMON", "0")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("MCP handshake over stdio failed"), "{err}");
 }

@@ -48,12 +48,22 @@ impl DaemonPlace {
 
     /// `uexec mcp --daemon` as an MCP client sees it.
     pub async fn client(&self, extra: &[&str]) -> Client {
+        self.client_with_env(extra, &[]).await
+    }
+
+    /// `client`, with these variables set too (for it and the daemon it may start).
+    pub async fn client_with_env(
+        &self,
+        extra: &[&str],
+        vars: &[(&str, &std::ffi::OsStr)],
+    ) -> Client {
         let mut cmd = tokio::process::Command::new(UEXEC);
         cmd.args(["mcp", "--daemon"])
             .args(extra)
             .current_dir(&self.cwd)
             .env("XDG_RUNTIME_DIR", &self.runtime)
-            .env("HOME", self.cwd.join("home"));
+            .env("HOME", self.cwd.join("home"))
+            .envs(vars.iter().copied());
         Recorder::default()
             .serve(TokioChildProcess::new(cmd).unwrap())
             .await

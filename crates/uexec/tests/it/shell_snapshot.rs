@@ -1,5 +1,5 @@
-//! `--no-shell-snapshot` on both faces, and login commands through `uexec mcp` running the
-//! profile once.
+//! `--no-shell-snapshot` on both faces (and per connection through the daemon), and login
+//! commands through `uexec mcp` running the profile once.
 
 use serde_json::json;
 
@@ -61,14 +61,39 @@ fn the_switch_is_in_help_and_takes_no_value() {
         assert!(!out.status.success(), "{face} accepted a value");
         assert!(stderr.contains("--no-shell-snapshot"), "{face}: {stderr}");
     }
-    let out = std::process::Command::new(UEXEC)
-        .args(["mcp", "--daemon", "--no-shell-snapshot"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "mcp --daemon accepted --no-shell-snapshot"
-    );
-    assert!(stderr.contains("--no-shell-snapshot"), "{stderr}");
+}
+
+/// Through the daemon the switch is the connection's: one owner's store serves a
+/// connection with snapshots, one without (each login reads the profile), and one with
+/// them again (the snapshot is still there: no new run).
+#[tokio::test]
+async fn through_the_daemon_each_connection_says_whether_its_logins_use_a_snapshot() {
+    let place = crate::place::DaemonPlace::new("snapd");
+    let home = profile_home();
+    let set_home = format!("HOME={}", home.display());
+    let base = [
+        "--owner",
+        "o",
+        "--shell",
+        "/bin/bash",
+        "--env-set",
+        &set_home,
+    ];
+    for (flags, runs_after) in [
+        (&[][..], 1),
+        (&["--no-shell-snapshot"][..], 4),
+        (&[][..], 4),
+    ] {
+        let mut args = base.to_vec();
+        args.extend_from_slice(flags);
+        let client = place.client(&args).await;
+        for _ in 0..3 {
+            let r = call(&client, "exec_command", json!({"cmd": "echo $PROFILE_VAR"})).await;
+            assert!(text(&r).contains("from-profile"), "{flags:?}: {}", text(&r));
+        }
+        assert_eq!(runs(&home), runs_after, "{flags:?}");
+        client.cancel().await.unwrap();
+    }
+    place.stop();
+    std::fs::remove_dir_all(&home).unwrap();
 }
