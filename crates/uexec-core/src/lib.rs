@@ -72,7 +72,7 @@ pub use request::{
     check_session_name, ExecRequest, OutputPage, ReadOutputRequest, SessionEnd, SessionInfo,
     WaitRequest, WriteRequest, MAX_SESSION_NAME_CHARS,
 };
-pub use session::{Outcome, OutputWatch};
+pub use session::{Outcome, OutputWatch, Prompt};
 
 /// Terminal screens kept per PTY session for people who attach (the emulator comes from
 /// the face).

@@ -351,14 +351,20 @@ impl ServerHandler for UexecServer {
             f.finish().await;
         }
         match running {
-            Some(session_id) if as_task => Ok(CallToolResponse::Task(self.tasks.create(Follow {
-                store,
-                session_id,
-                window: result,
-                config: self.options.config.clone(),
-                dialect: self.dialect(),
-                peer: Some(context.peer.clone()),
-            }))),
+            Some(session_id) if as_task => Ok(CallToolResponse::Task(
+                self.tasks.create(Follow {
+                    store,
+                    session_id,
+                    window: result,
+                    config: self.options.config.clone(),
+                    dialect: self.dialect(),
+                    peer: Some(context.peer.clone()),
+                    elicits: context
+                        .client_capabilities()
+                        .and_then(|caps| caps.elicitation)
+                        .is_some_and(|e| e.form.is_some() || e.url.is_none()),
+                }),
+            )),
             _ => Ok(result.into()),
         }
     }

@@ -12,9 +12,15 @@
 //! 3. **Completed**: at the exit, the normal result: the first window's snapshot (which the
 //!    model never saw: the task stood in for it), then a poll's (the rest since the last
 //!    read, and the exit code). A session whose end someone else reported says so.
-//! 4. **Cancelled** (`tasks/cancel`): Ctrl-C to the session's processes, then SIGTERM, then
+//! 4. **Input required**: a session that waits at a prompt (as `until: {prompt: true}` sees
+//!    it) makes the task `input_required`, for a client that declared form elicitation: the
+//!    question is a form with one field, `answer`, and `tasks/update` types it (and a
+//!    newline). A password prompt (echo off) is never a form: the status message says to ask
+//!    the person, and the secret never passes through the model. A declined question is not
+//!    asked again until the session prints something new.
+//! 5. **Cancelled** (`tasks/cancel`): Ctrl-C to the session's processes, then SIGTERM, then
 //!    SIGKILL, [`CANCEL_STEP`] apart, until it exits.
-//! 5. **Told**: a client of the initialize handshake hears `notifications/tasks` with the
+//! 6. **Told**: a client of the initialize handshake hears `notifications/tasks` with the
 //!    final state (the `subscriptions/listen` stream of the stateless protocol has no task
 //!    filter yet; its clients hear the session's `resources/updated`, or poll `tasks/get`).
 //!
@@ -27,8 +33,9 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolResult, CreateTaskResult, GetTaskResult, ServerNotification, TaskStatusNotification,
-    TaskStatusNotificationParams,
+    CallToolResult, CreateTaskResult, ElicitRequest, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationSchema, GetTaskResult, InputRequest, ServerNotification,
+    TaskStatusNotification, TaskStatusNotificationParams,
 };
 use rmcp::service::{Peer, RoleServer};
 use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
@@ -44,6 +51,8 @@ use crate::tools::write_stdin;
 pub const STATUS_EVERY: Duration = Duration::from_secs(2);
 /// How long a cancel waits after each signal before the next, stronger one.
 pub const CANCEL_STEP: Duration = Duration::from_secs(2);
+/// How long a question waits for its answer at most (the task's time to live).
+const WHILE_ASKING: Duration = Duration::from_millis(TTL_MS);
 /// A task's time to live from its creation, in ms (one hour).
 pub const TTL_MS: u64 = 3_600_000;
 /// The polling interval a task suggests, in ms.
@@ -72,6 +81,8 @@ pub struct Follow {
     pub dialect: Dialect,
     /// Where `notifications/tasks` goes (a client of the initialize handshake).
     pub peer: Option<Peer<RoleServer>>,
+    /// The client answers form elicitations: a prompt becomes `input_required`.
+    pub elicits: bool,
 }
 
 impl Tasks {
@@ -153,17 +164,50 @@ async fn run(follow: Follow, context: TaskContext) -> Result<CallToolResult, Tas
         config,
         dialect,
         peer: _,
+        elicits,
     } = follow;
+    let mut asked = 0u32;
+    // The output a declined question was asked at: not asked again until it changes.
+    let mut declined_at: Option<String> = None;
     loop {
         tokio::select! {
             exited = store.await_exit(session_id, STATUS_EVERY) => match exited {
                 Ok(Some(_)) | Err(_) => break,
-                Ok(None) => context.set_status_message(status_line(&store, session_id)),
+                Ok(None) => {}
             },
             () = context.cancelled() => {
                 cancel(&store, session_id).await;
                 return Err(TaskExit::Cancelled);
             }
+        }
+        let Some(prompt) = store.prompt(session_id) else {
+            context.set_status_message(status_line(&store, session_id));
+            continue;
+        };
+        let seen = store.recent_output(session_id, LAST_LINE_BYTES);
+        if prompt.secret || !elicits || (declined_at.is_some() && declined_at == seen) {
+            context.set_status_message(prompt_line(session_id, &prompt));
+            continue;
+        }
+        asked += 1;
+        let question = ask(&context, asked, session_id, &prompt.line);
+        let answer = tokio::select! {
+            answer = question => answer,
+            _ = store.await_exit(session_id, WHILE_ASKING) => break,
+            () = context.cancelled() => {
+                cancel(&store, session_id).await;
+                return Err(TaskExit::Cancelled);
+            }
+        };
+        match answer {
+            Some(text) => {
+                // Typed as a person would: the answer, then Enter.
+                let _ = store
+                    .send_input(session_id, &format!("{text}\n"), false)
+                    .await;
+                declined_at = None;
+            }
+            None => declined_at = seen,
         }
     }
     let poll = serde_json::Map::from_iter([("session_id".to_owned(), json!(session_id))]);
@@ -183,6 +227,48 @@ fn joined(window: CallToolResult, last: CallToolResult) -> CallToolResult {
     content.append(&mut result.content);
     result.content = content;
     result
+}
+
+/// Asks the client (a form elicitation, as the task's `inputRequests`) what to type at the
+/// prompt `line`; `None` when it declined or cancelled.
+async fn ask(context: &TaskContext, n: u32, session_id: i32, line: &str) -> Option<String> {
+    let schema = ElicitationSchema::builder()
+        .required_string("answer")
+        .build()
+        .ok()?;
+    let params = ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: format!(
+            "session {session_id} waits for input at: {line}\nWhat should be typed (Enter follows)?"
+        ),
+        requested_schema: schema,
+    };
+    let request = InputRequest::Elicitation(ElicitRequest::new(params));
+    let value = context
+        .request_input(format!("prompt-{n}"), request)
+        .await
+        .ok()?;
+    let result: ElicitResult = serde_json::from_value(value).ok()?;
+    if result.action != ElicitationAction::Accept {
+        return None;
+    }
+    let content = result.content?;
+    content.get("answer")?.as_str().map(str::to_owned)
+}
+
+/// `session 7 waits at a password prompt (echo off): ...`.
+fn prompt_line(session_id: i32, prompt: &uexec_core::Prompt) -> String {
+    if prompt.secret {
+        format!(
+            "session {session_id} waits at a password prompt (echo off): {}; ask the person to answer it (uexec attach --write {session_id} in the daemon), never send secrets yourself",
+            prompt.line
+        )
+    } else {
+        format!(
+            "session {session_id} waits for input at: {}; answer with write_stdin",
+            prompt.line
+        )
+    }
 }
 
 /// Ctrl-C, then SIGTERM, then SIGKILL, each given [`CANCEL_STEP`] to end the session.

@@ -21,6 +21,7 @@ pub mod keeper;
 mod lifecycle;
 mod monitor;
 mod observe;
+pub use observe::Prompt;
 mod pump;
 mod taps;
 

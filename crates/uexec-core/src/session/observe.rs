@@ -8,6 +8,15 @@ use std::time::Duration;
 use tokio::time::{timeout_at, Instant};
 
 use super::{Lifecycle, Session};
+
+/// A prompt a session waits at ([`Session::prompt`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prompt {
+    /// A terminal reading with echo off: a password. Never typed by a model.
+    pub secret: bool,
+    /// The last line of output (the question), escapes removed.
+    pub line: String,
+}
 use crate::backend::InputWait;
 use crate::events::lock;
 use crate::output::text::strip_ansi;
@@ -206,6 +215,23 @@ impl Session {
         });
         drop(out);
         (start_total, had_pending)
+    }
+
+    /// The prompt the session waits at now, as `until: {prompt: true}` would see it, and its
+    /// last line; `None` while it prints or runs. Takes nothing the next call would get.
+    pub fn prompt(&self) -> Option<Prompt> {
+        let quiet_since = self.mark.borrow().last_at.unwrap_or(self.started_at);
+        let quiet = Instant::now().saturating_duration_since(quiet_since);
+        if quiet < Duration::from_millis(PROMPT_FIRST_CHECK_MS) || !self.waits_for_input(quiet) {
+            return None;
+        }
+        let last = lock(&self.output).aggregated.last_bytes(512);
+        let text = strip_ansi(&String::from_utf8_lossy(&last));
+        let line = text.rsplit('\n').next().unwrap_or("").trim().to_owned();
+        Some(Prompt {
+            secret: self.awaiting_secret(),
+            line,
+        })
     }
 
     /// Whether the session waits for input, after `quiet` without output: a secret prompt;

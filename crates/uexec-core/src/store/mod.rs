@@ -424,6 +424,13 @@ impl SessionStore {
         Ok(())
     }
 
+    /// The prompt session `id` waits at now, if any (see [`crate::Prompt`]): what a task
+    /// shows its client. Neither takes its output nor counts as a use.
+    pub fn prompt(&self, id: i32) -> Option<crate::Prompt> {
+        let session = lock(&self.inner).sessions.get(&id)?.session.clone();
+        session.prompt()
+    }
+
     /// Looks a session up and counts a use.
     fn touch(&self, id: i32) -> Option<Arc<Session>> {
         let mut inner = lock(&self.inner);

@@ -9,6 +9,7 @@ use std::time::Duration;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
     GetTaskParams, GetTaskResult, TaskPayload, TaskStatus, TaskStatusNotificationParams,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::TokioChildProcess;
@@ -21,12 +22,17 @@ use crate::helpers::{args, eventually, marker, procs_with, scratch_dir, stdio_cl
 #[derive(Clone, Default)]
 struct TaskClient {
     told: Arc<Mutex<Vec<TaskStatusNotificationParams>>>,
+    /// Declares form elicitation too.
+    elicits: bool,
 }
 
 impl ClientHandler for TaskClient {
     fn get_info(&self) -> ClientConfig {
         let mut info = ClientConfig::default();
         info.capabilities = ClientCapabilities::builder().enable_tasks().build();
+        if self.elicits {
+            info.capabilities.elicitation = serde_json::from_value(json!({"form": {}})).ok();
+        }
         info
     }
 
@@ -40,6 +46,13 @@ impl ClientHandler for TaskClient {
 }
 
 async fn task_client(extra: &[&str]) -> (RunningService<RoleClient, TaskClient>, TaskClient) {
+    client_of(extra, TaskClient::default()).await
+}
+
+async fn client_of(
+    extra: &[&str],
+    handler: TaskClient,
+) -> (RunningService<RoleClient, TaskClient>, TaskClient) {
     let dir = scratch_dir("tasks");
     std::fs::create_dir_all(dir.join("home")).unwrap();
     let mut cmd = tokio::process::Command::new(UEXEC);
@@ -47,7 +60,6 @@ async fn task_client(extra: &[&str]) -> (RunningService<RoleClient, TaskClient>,
         .args(extra)
         .current_dir(&dir)
         .env("HOME", dir.join("home"));
-    let handler = TaskClient::default();
     let client = handler
         .clone()
         .serve(TokioChildProcess::new(cmd).unwrap())
@@ -269,5 +281,129 @@ async fn clients_without_the_extension_and_codex_compat_see_no_task() {
         .await
         .unwrap();
     assert!(matches!(r, CallToolResponse::Complete(_)), "{r:?}");
+    client.cancel().await.unwrap();
+}
+
+/// Polls `tasks/get` until `holds` (or the task ends); the last state seen.
+async fn until_task(
+    client: &RunningService<RoleClient, TaskClient>,
+    id: &str,
+    holds: impl Fn(&GetTaskResult) -> bool,
+) -> GetTaskResult {
+    for _ in 0..200 {
+        let got = client.get_task(GetTaskParams::new(id)).await.unwrap();
+        if holds(&got) || got.task.status().is_terminal() {
+            return got;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("task {id}: the state awaited never came");
+}
+
+/// A client that declares tasks and form elicitation.
+async fn eliciting_client() -> (RunningService<RoleClient, TaskClient>, TaskClient) {
+    let elicits = TaskClient {
+        elicits: true,
+        ..TaskClient::default()
+    };
+    client_of(&[], elicits).await
+}
+
+async fn start_task(client: &RunningService<RoleClient, TaskClient>, arguments: Value) -> String {
+    match client.call_tool_once(exec(arguments)).await.unwrap() {
+        CallToolResponse::Task(created) => created.task.task_id,
+        other => panic!("a task: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_question_the_command_asks_becomes_a_form_and_the_answer_is_typed() {
+    let (client, _) = eliciting_client().await;
+    let id = start_task(
+        &client,
+        json!({"cmd": "printf 'Continue? [y/N] '; read a; echo \"got $a\"", "login": false,
+               "yield_time_ms": 300, "stdin": "pipe"}),
+    )
+    .await;
+    let asking = until_task(&client, &id, |t| {
+        t.task.status() == TaskStatus::InputRequired
+    })
+    .await;
+    let TaskPayload::InputRequired { input_requests } = &asking.task.payload else {
+        panic!("input_required: {asking:?}");
+    };
+    let (key, request) = input_requests.iter().next().expect("one question");
+    let asked = serde_json::to_string(request).unwrap();
+    assert!(
+        asked.contains("Continue? [y/N]") && asked.contains("answer"),
+        "{asked}"
+    );
+    let answer = json!({"action": "accept", "content": {"answer": "y"}});
+    client
+        .update_task(UpdateTaskParams::new(
+            id.clone(),
+            [(key.clone(), answer)].into_iter().collect(),
+        ))
+        .await
+        .unwrap();
+    let done = settled(&client, &id).await;
+    assert_eq!(done.task.status(), TaskStatus::Completed);
+    let text = result_text(&done.task.payload);
+    assert!(
+        text.contains("got y") && text.contains("exited with code 0"),
+        "{text}"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_password_prompt_is_never_a_form() {
+    let (client, _) = eliciting_client().await;
+    let id = start_task(
+        &client,
+        json!({"cmd": "read -s -p 'Password: ' p; echo done", "login": false,
+               "yield_time_ms": 300, "tty": true}),
+    )
+    .await;
+    let said = |t: &GetTaskResult| t.task.task.status_message.clone().unwrap_or_default();
+    let waiting = until_task(&client, &id, |t| said(t).contains("password prompt")).await;
+    assert_eq!(waiting.task.status(), TaskStatus::Working, "{waiting:?}");
+    assert!(
+        said(&waiting).contains("ask the person"),
+        "{}",
+        said(&waiting)
+    );
+    client
+        .cancel_task(CancelTaskParams::new(id.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        settled(&client, &id).await.task.status(),
+        TaskStatus::Cancelled
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn without_form_elicitation_a_question_is_left_to_write_stdin() {
+    let (client, _) = task_client(&[]).await;
+    let id = start_task(
+        &client,
+        json!({"cmd": "printf 'Name? '; read a; echo \"hi $a\"", "login": false,
+               "yield_time_ms": 300, "stdin": "pipe"}),
+    )
+    .await;
+    let said = |t: &GetTaskResult| t.task.task.status_message.clone().unwrap_or_default();
+    let waiting = until_task(&client, &id, |t| {
+        said(t).contains("waits for input at: Name?")
+    })
+    .await;
+    assert_eq!(waiting.task.status(), TaskStatus::Working, "{waiting:?}");
+    assert!(said(&waiting).contains("write_stdin"), "{}", said(&waiting));
+    client
+        .cancel_task(CancelTaskParams::new(id.clone()))
+        .await
+        .unwrap();
+    settled(&client, &id).await;
     client.cancel().await.unwrap();
 }
