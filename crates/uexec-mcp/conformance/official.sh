@@ -18,63 +18,25 @@ START_TIMEOUT_S=20
 
 [ -x "$UEXEC" ] || { echo "official.sh: no uexec binary at $UEXEC" >&2; exit 2; }
 
-# 1. Node 22 (the suite needs >= 22; the machine's is 20) and the pinned suite.
-PATH="$(bash "$ROOT/.ci/node22.sh"):$PATH"
-export PATH
-cd "$HERE"
-PINNED="$(node -p 'require("./package.json").dependencies["@modelcontextprotocol/conformance"]')"
-INSTALLED="$(node -p 'try { require("./node_modules/@modelcontextprotocol/conformance/package.json").version } catch { "" }')"
-if [ "$INSTALLED" != "$PINNED" ]; then
-  timeout 300 npm ci --silent --no-audit --no-fund >/dev/null
-fi
-SUITE="$HERE/node_modules/.bin/conformance"
+# 1. Node 22 and the pinned suite (suite.sh).
+SCRIPT=official.sh
+SERVER_NAME="uexec mcp --http"
+# shellcheck source=suite.sh
+. "$HERE/suite.sh"
+suite_install
 echo "official MCP conformance suite $("$SUITE" --version) (pinned $PINNED), requirements $REQUIREMENTS"
 
 # 2. A scratch directory: the server's HOME (no profile, no transcripts of this user), its
 #    log, the suite's log and results. The server dies at exit whatever happens.
-WORK="$(mktemp -d "${TMPDIR:-/tmp}/uexec-official.XXXXXX")"
-mkdir -p "$WORK/home" "$WORK/results"
-SERVER_LOG="$WORK/server.log"
+scratch uexec-official "suite.log, results/*/checks.json"
+mkdir -p "$WORK/home"
 SUITE_LOG="$WORK/suite.log"
-SERVER_PID=""
-SUITE_PID=""
-STATUS=1
-finish() {
-  [ -z "$SUITE_PID" ] || kill -TERM "$SUITE_PID" 2>/dev/null || true
-  if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
-    kill -TERM "$SERVER_PID" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-  fi
-  if [ "$STATUS" -ne 0 ]; then
-    echo "---- uexec mcp --http stderr ($SERVER_LOG, last 60 lines) ----" >&2
-    tail -n 60 "$SERVER_LOG" >&2 2>/dev/null || true
-    echo "---- kept for inspection: $WORK (suite.log, results/*/checks.json) ----" >&2
-  elif [ "${UEXEC_OFFICIAL_KEEP:-}" = 1 ]; then
-    echo "kept: $WORK"
-  else
-    rm -rf "$WORK"
-  fi
-}
-trap 'finish' EXIT
-trap 'exit 130' INT TERM
 
 # 3. The server on a port the kernel picks (no race with another listener), read back from
 #    its start-up line. (The dns-rebinding scenario sends `Origin: http://127.0.0.1:PORT`,
 #    the server's own origin, which uexec admits, and a foreign one, which it refuses.)
-NO_COLOR=1 HOME="$WORK/home" XDG_STATE_HOME="$WORK/home/.local/state" \
-  "$UEXEC" mcp --http 127.0.0.1:0 \
-  </dev/null >/dev/null 2>"$SERVER_LOG" &
-SERVER_PID=$!
-URL=""
-for _ in $(seq $((START_TIMEOUT_S * 10))); do
-  URL="$(sed -n 's|.*serving streamable HTTP at \(http://127\.0\.0\.1:[0-9]*/mcp\).*|\1|p' "$SERVER_LOG" | head -n 1)"
-  [ -n "$URL" ] && break
-  kill -0 "$SERVER_PID" 2>/dev/null || { echo "official.sh: uexec mcp --http exited at start" >&2; exit 1; }
-  sleep 0.1
-done
-[ -n "$URL" ] || { echo "official.sh: uexec mcp --http did not say where it listens in ${START_TIMEOUT_S}s" >&2; exit 1; }
+start_server env NO_COLOR=1 HOME="$WORK/home" XDG_STATE_HOME="$WORK/home/.local/state" \
+  "$UEXEC" mcp --http 127.0.0.1:0
 echo "uexec mcp --http at $URL ($UEXEC)"
 
 # 4. One live session, so that resources/list is not empty and the caching scenario reads a
@@ -97,22 +59,11 @@ if "Process running with session ID" not in text:
     sys.exit(f"official.sh: the seed session did not start: {text[:500]}")
 SEED
 
-# 5. The suite, bounded as a whole. Its own exit code is non-zero whenever a scored check
-#    fails, expected or not, so it decides nothing here but a timeout; compare.py decides.
-#    In the background, so that a signal to this script ends the run (and the server) now.
+# 5. The suite, bounded as a whole (run_suite: its exit code decides nothing but a timeout;
+#    compare.py decides).
 SECONDS=0
-timeout --kill-after=10 "$SUITE_TIMEOUT_S" \
-  "$SUITE" server --url "$URL" --requirements "$REQUIREMENTS" -o "$WORK/results" \
-  </dev/null >"$SUITE_LOG" 2>&1 &
-SUITE_PID=$!
-SUITE_RC=0
-wait "$SUITE_PID" || SUITE_RC=$?
-SUITE_PID=""
-if [ "$SUITE_RC" -eq 124 ] || [ "$SUITE_RC" -eq 137 ]; then
-  echo "official.sh: the suite did not finish in ${SUITE_TIMEOUT_S}s" >&2
-  tail -n 40 "$SUITE_LOG" >&2
-  exit 1
-fi
+run_suite "$SUITE_TIMEOUT_S" "$SUITE_LOG" server --url "$URL" --requirements "$REQUIREMENTS" \
+  -o "$WORK/results" || exit 1
 echo "suite ran in ${SECONDS}s (its exit code $SUITE_RC counts the listed failures too: see below)"
 if ! kill -0 "$SERVER_PID" 2>/dev/null; then
   echo "official.sh: uexec mcp --http died during the run" >&2

@@ -24,6 +24,9 @@
 //!    final state (the `subscriptions/listen` stream of the stateless protocol has no task
 //!    filter yet; its clients hear the session's `resources/updated`, or poll `tasks/get`).
 //!
+//! The same machinery runs any other work as a task ([`Tasks::spawn_job`]): the official
+//! conformance suite's fixture tools (`examples/conformance_fixtures.rs`) go through it.
+//!
 //! A task's entry lives [`TTL_MS`] from its creation (a task still working then fails; the
 //! session runs on), and as long again once it ended, so that pollers see its end: memory
 //! stays bounded by the tasks of the last two hours.
@@ -38,7 +41,7 @@ use rmcp::model::{
     TaskStatusNotification, TaskStatusNotificationParams,
 };
 use rmcp::service::{Peer, RoleServer};
-use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
+use rmcp::task_manager::{TaskContext, TaskExit, TaskFuture, TaskManager, TaskOptions};
 use rmcp::ErrorData as McpError;
 use serde_json::json;
 use uexec_core::backend::Signal;
@@ -63,12 +66,29 @@ const TELL_TURNS: usize = 1000;
 /// Bytes of recent output read for a status message's last line.
 const LAST_LINE_BYTES: usize = 4096;
 
-/// The tasks of one server, shared by its connections; each task belongs to the store of
-/// the client that made it, and no other client can see it.
-#[derive(Clone, Default)]
-pub struct Tasks {
+/// The tasks of one server, shared by its connections; each task belongs to its owner (for
+/// exec_command, the store of the client that made it), and no other owner can see it.
+pub struct Tasks<Owner = SessionStore> {
     manager: TaskManager,
-    owners: Arc<Mutex<HashMap<String, Weak<SessionStore>>>>,
+    owners: Arc<Mutex<HashMap<String, Weak<Owner>>>>,
+}
+
+impl<Owner> Clone for Tasks<Owner> {
+    fn clone(&self) -> Self {
+        Self {
+            manager: self.manager.clone(),
+            owners: self.owners.clone(),
+        }
+    }
+}
+
+impl<Owner> Default for Tasks<Owner> {
+    fn default() -> Self {
+        Self {
+            manager: TaskManager::default(),
+            owners: Arc::default(),
+        }
+    }
 }
 
 /// Everything a task needs to follow its session and make the final result.
@@ -85,20 +105,39 @@ pub struct Follow {
     pub elicits: bool,
 }
 
-impl Tasks {
+impl Tasks<SessionStore> {
     /// Makes a task that follows `follow.session_id` to its end; the answer to the call.
     pub fn create(&self, follow: Follow) -> CreateTaskResult {
-        let store = Arc::downgrade(&follow.store);
-        let manager = self.manager.clone();
+        let store = follow.store.clone();
+        let peer = follow.peer.clone();
         let options = TaskOptions::new()
             .with_ttl_ms(TTL_MS)
             .with_poll_interval_ms(POLL_INTERVAL_MS)
             .with_status_message(status_line(&follow.store, follow.session_id));
+        self.spawn_job(&store, options, peer, move |context| {
+            Box::pin(run(follow, context))
+        })
+    }
+}
+
+impl<Owner: Send + Sync + 'static> Tasks<Owner> {
+    /// Runs `job` as a task of `owner`'s, the answer to its call: it is in the manager (a
+    /// `tasks/get` at once finds it) before this returns, and `peer`, when given, hears
+    /// `notifications/tasks` with its final state. exec_command's tasks are [`Self::create`];
+    /// the conformance fixtures' (`examples/conformance_fixtures.rs`) come here directly.
+    pub fn spawn_job(
+        &self,
+        owner: &Arc<Owner>,
+        options: TaskOptions,
+        peer: Option<Peer<RoleServer>>,
+        job: impl FnOnce(TaskContext) -> TaskFuture,
+    ) -> CreateTaskResult {
+        let manager = self.manager.clone();
         let task = self.manager.spawn(options, move |context| {
+            let id = context.task_id().to_owned();
+            let work = job(context);
             Box::pin(async move {
-                let peer = follow.peer.clone();
-                let id = context.task_id().to_owned();
-                let settled = run(follow, context).await;
+                let settled = work.await;
                 if let Some(peer) = peer {
                     tokio::spawn(tell(manager, id, peer));
                 }
@@ -108,44 +147,45 @@ impl Tasks {
         self.owners
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(task.task_id.clone(), store);
+            .insert(task.task_id.clone(), Arc::downgrade(owner));
         CreateTaskResult::new(task)
     }
 
-    /// `tasks/get` for a client whose store is `store`.
-    pub fn get(&self, store: &Arc<SessionStore>, task_id: &str) -> Result<GetTaskResult, McpError> {
-        self.check(store, task_id)?;
+    /// `tasks/get` for `owner`.
+    pub fn get(&self, owner: &Arc<Owner>, task_id: &str) -> Result<GetTaskResult, McpError> {
+        self.check(owner, task_id)?;
         self.manager.get_task(task_id).map(GetTaskResult::new)
     }
 
-    /// `tasks/cancel`: acknowledged at once; the task settles `cancelled` once the session
-    /// is gone.
-    pub fn cancel(&self, store: &Arc<SessionStore>, task_id: &str) -> Result<(), McpError> {
-        self.check(store, task_id)?;
+    /// `tasks/cancel`: acknowledged at once; the task settles `cancelled` once its work
+    /// stopped (for exec_command, once the session is gone).
+    pub fn cancel(&self, owner: &Arc<Owner>, task_id: &str) -> Result<(), McpError> {
+        self.check(owner, task_id)?;
         self.manager.cancel_task(task_id)
     }
 
-    /// `tasks/update`: exec_command's tasks ask for no input, so any answer is ignored, as
-    /// the extension says of answers to requests that are not outstanding.
+    /// `tasks/update`: the answers go to the task's outstanding input requests; an answer
+    /// to none (exec_command's tasks ask for no input) is ignored, as the extension says of
+    /// answers to requests that are not outstanding.
     pub fn update(
         &self,
-        store: &Arc<SessionStore>,
+        owner: &Arc<Owner>,
         task_id: &str,
         responses: impl IntoIterator<Item = (String, serde_json::Value)>,
     ) -> Result<(), McpError> {
-        self.check(store, task_id)?;
+        self.check(owner, task_id)?;
         self.manager.update_task(task_id, responses)
     }
 
-    /// Another client's task is no task of this one's: the same error as an unknown id.
-    fn check(&self, store: &Arc<SessionStore>, task_id: &str) -> Result<(), McpError> {
+    /// Another owner's task is no task of this one's: the same error as an unknown id.
+    fn check(&self, owner: &Arc<Owner>, task_id: &str) -> Result<(), McpError> {
         let mut owners = self
             .owners
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         owners.retain(|_, owner| owner.strong_count() > 0);
         match owners.get(task_id).and_then(Weak::upgrade) {
-            Some(owner) if !Arc::ptr_eq(&owner, store) => Err(McpError::invalid_params(
+            Some(known) if !Arc::ptr_eq(&known, owner) => Err(McpError::invalid_params(
                 format!("unknown task {task_id:?}"),
                 Some(json!({ "taskId": task_id })),
             )),
