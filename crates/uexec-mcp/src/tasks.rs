@@ -217,6 +217,7 @@ async fn run(follow: Follow, context: TaskContext) -> Result<CallToolResult, Tas
             },
             () = context.cancelled() => {
                 cancel(&store, session_id).await;
+                context.set_status_message(format!("session {session_id} cancelled"));
                 return Err(TaskExit::Cancelled);
             }
         }
@@ -236,6 +237,7 @@ async fn run(follow: Follow, context: TaskContext) -> Result<CallToolResult, Tas
             _ = store.await_exit(session_id, WHILE_ASKING) => break,
             () = context.cancelled() => {
                 cancel(&store, session_id).await;
+                context.set_status_message(format!("session {session_id} cancelled"));
                 return Err(TaskExit::Cancelled);
             }
         };
@@ -250,6 +252,7 @@ async fn run(follow: Follow, context: TaskContext) -> Result<CallToolResult, Tas
             None => declined_at = seen,
         }
     }
+    context.set_status_message(format!("session {session_id} ended"));
     let poll = serde_json::Map::from_iter([("session_id".to_owned(), json!(session_id))]);
     let last = match write_stdin::call(&store, &config, Some(&poll), dialect).await {
         Ok(result) => result,

@@ -148,6 +148,8 @@ async fn a_command_still_running_at_its_window_becomes_a_task_that_ends_with_its
     std::fs::write(&gate, "").unwrap();
     let done = settled(&client, &id).await;
     assert_eq!(done.task.status(), TaskStatus::Completed);
+    let said = done.task.task.status_message.clone().unwrap_or_default();
+    assert!(said.ends_with("ended"), "no longer running: {said}");
     let text = result_text(&done.task.payload);
     // The window's output and the rest: nothing the command printed is lost.
     assert!(text.contains("first") && text.contains("second"), "{text}");
