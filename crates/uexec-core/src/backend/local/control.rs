@@ -7,7 +7,9 @@
 //!    group id) only while the leader is [`Leader::Running`]: once reaped, the id may be
 //!    recycled;
 //! 3. after the reap, the group is swept once ([`Leader::Swept`]) and the last will hears
-//!    of it; a dropped control terminates its process.
+//!    of it; a dropped control terminates its process;
+//! 4. a pause and the figures go to the session's cgroup, where it has one: without, a
+//!    pause is refused and there are no figures.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
