@@ -96,8 +96,8 @@ Examples:
         args: cli::RunArgs,
     },
     /// List every session in the daemon: id, name, owner (an MCP client, or @person), state
-    /// (running, or exited with its code), when it ended, tty, age, cwd, command and last
-    /// output line. Ended sessions stay listed until someone is told of their exit; with -a,
+    /// (running, paused, or exited with its code), when it ended, tty, age, CPU time (`-`
+    /// without a cgroup), cwd, command and last output line. Ended sessions stay listed until someone is told of their exit; with -a,
     /// until `uexec rm` or `uexec prune` removes them or their transcript is pruned.
     Ls {
         #[command(flatten)]
