@@ -45,6 +45,13 @@ pub enum ExecError {
     /// The backend could not deliver a signal.
     #[error("signalling session {session_id} failed: {message}")]
     Signal { session_id: i32, message: String },
+    /// The backend could not freeze (or thaw) the session.
+    #[error("{} session {session_id} failed: {message}", if *frozen { "pausing" } else { "resuming" })]
+    Pause {
+        session_id: i32,
+        frozen: bool,
+        message: String,
+    },
     /// Removing a session that still runs, without forcing it.
     #[error("session {session_id} is still running")]
     StillRunning { session_id: i32 },

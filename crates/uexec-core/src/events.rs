@@ -54,6 +54,8 @@ pub enum EventKind {
         failure: Option<String>,
         /// Where every byte of the output is, when the store keeps transcripts.
         transcript: Option<std::path::PathBuf>,
+        /// What its processes used, where its backend counts (a cgroup per session).
+        usage: Option<crate::backend::Usage>,
     },
 }
 

@@ -176,6 +176,11 @@ pub struct SessionInfo {
     /// Its exit was reported (to its owner, or it was terminated or pruned): it is gone from
     /// the store, and listed only among the ended ([`crate::SessionStore::list_ended`]).
     pub reported: bool,
+    /// What its processes used (so far, or in all once ended), where its backend counts:
+    /// a session without a cgroup has none.
+    pub usage: Option<crate::backend::Usage>,
+    /// Frozen by a pause ([`crate::SessionStore::pause`]) until resumed.
+    pub paused: bool,
 }
 
 /// How a session ended, for people.

@@ -71,7 +71,11 @@ pub fn read(store: &SessionStore, uri: &str) -> Result<ReadResourceResult, McpEr
         info.command,
         info.cwd.display(),
         info.tty,
-        if info.exited { "exited (not yet reported)" } else { "running" },
+        match (info.exited, info.paused) {
+            (true, _) => "exited (not yet reported)",
+            (false, true) => "paused",
+            (false, false) => "running",
+        },
         info.running_time.as_secs_f64(),
         recent
     );

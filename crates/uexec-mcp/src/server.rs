@@ -29,8 +29,8 @@ use crate::tools::render::{attach_exit_notices, Answer};
 use crate::tools::schema::Offer;
 use crate::tools::wait::Heartbeat;
 use crate::tools::{
-    self, await_exit, exec_command, list_sessions, prune_sessions, read_output, remove_session,
-    send_input, signal_session, terminate_session, wait, write_stdin,
+    self, await_exit, exec_command, list_sessions, pause_session, prune_sessions, read_output,
+    remove_session, send_input, signal_session, terminate_session, wait, write_stdin,
 };
 
 /// How often a connection waiting to hear of environment changes checks it is still open.
@@ -171,7 +171,9 @@ impl UexecServer {
             | await_exit::NAME
             | remove_session::NAME
             | prune_sessions::NAME
-            | signal_session::NAME => person,
+            | signal_session::NAME
+            | pause_session::PAUSE
+            | pause_session::RESUME => person,
             _ => false,
         }
     }
@@ -208,6 +210,12 @@ impl UexecServer {
             remove_session::NAME if owners.is_some() => remove_session::call(store, arguments),
             signal_session::NAME if owners.is_some() => {
                 signal_session::call(store, arguments).await
+            }
+            pause_session::PAUSE if owners.is_some() => {
+                pause_session::call(store, arguments, true).await
+            }
+            pause_session::RESUME if owners.is_some() => {
+                pause_session::call(store, arguments, false).await
             }
             prune_sessions::NAME => match owners {
                 Some(owners) => prune_sessions::call(owners, arguments),

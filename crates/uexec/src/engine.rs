@@ -96,8 +96,8 @@ Examples:
         args: cli::RunArgs,
     },
     /// List every session in the daemon: id, name, owner (an MCP client, or @person), state
-    /// (running, or exited with its code), when it ended, tty, age, cwd, command and last
-    /// output line. Ended sessions stay listed until someone is told of their exit; with -a,
+    /// (running, paused, or exited with its code), when it ended, tty, age, CPU time (`-`
+    /// without a cgroup), cwd, command and last output line. Ended sessions stay listed until someone is told of their exit; with -a,
     /// until `uexec rm` or `uexec prune` removes them or their transcript is pruned.
     Ls {
         #[command(flatten)]
@@ -149,6 +149,24 @@ Examples:
         target: cli::conn::Target,
         #[command(flatten)]
         args: cli::KillArgs,
+    },
+    /// Freeze a running session and every process it started (cgroup.freeze), until
+    /// `uexec resume`; `uexec ls` shows it paused. Needs a cgroup per session (`uexec
+    /// doctor`). Exit codes: 0 paused; 3 no such session (or it has exited); 125 it cannot be
+    /// frozen (no cgroup v2 here) or uexec failed.
+    Pause {
+        #[command(flatten)]
+        target: cli::conn::Target,
+        #[command(flatten)]
+        args: cli::PauseArgs,
+    },
+    /// Thaw a session `uexec pause` froze. Exit codes: 0 resumed; 3 no such session (or it
+    /// has exited); 125 it cannot be (no cgroup v2 here) or uexec failed.
+    Resume {
+        #[command(flatten)]
+        target: cli::conn::Target,
+        #[command(flatten)]
+        args: cli::PauseArgs,
     },
     /// Remove ended sessions (`uexec ls -a` lists them) and their transcripts. A running
     /// one is refused unless --force, which kills it. Exit codes: 0 every one removed; else
@@ -409,6 +427,8 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             Command::Poll { target, args } => cli::poll(&target, args).await,
             Command::Wait { target, args } => cli::wait(&target, args).await,
             Command::Kill { target, args } => cli::kill(&target, args).await,
+            Command::Pause { target, args } => cli::pause(&target, args, true).await,
+            Command::Resume { target, args } => cli::pause(&target, args, false).await,
             Command::Rm { target, args } => cli::rm(&target, args).await,
             Command::Prune { target, args } => cli::prune(&target, args).await,
             Command::Attach { target, args } => cli::attach::attach(&target, args).await,

@@ -208,6 +208,30 @@ pub struct ExitReport {
     pub failure: Option<String>,
 }
 
+/// What a session's processes used so far (or in all, once it ended), as its cgroup
+/// counts them: CPU always; memory and processes only where those controllers are enabled
+/// (absent otherwise, never guessed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    /// CPU time, user and system (`cpu.stat` `usage_usec`).
+    pub cpu_usec: u64,
+    pub user_usec: u64,
+    pub system_usec: u64,
+    /// Memory in use now (`memory.current`).
+    pub memory_bytes: Option<u64>,
+    /// The most memory used at once (`memory.peak`).
+    pub memory_peak_bytes: Option<u64>,
+    /// Processes alive now (`pids.current`).
+    pub pids: Option<u64>,
+}
+
+impl Usage {
+    /// The CPU time in seconds (user and system).
+    pub fn cpu_seconds(&self) -> f64 {
+        self.cpu_usec as f64 / 1e6
+    }
+}
+
 /// Result of a write to stdin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteOutcome {
@@ -367,6 +391,20 @@ pub trait ProcessControl: Send + Sync + 'static {
     /// the backend cannot tell.
     fn input_wait(&self) -> Option<InputWait> {
         None
+    }
+    /// What the process and its descendants used so far; after the end, in all. `None`
+    /// when the backend cannot count (no cgroup, a remote backend).
+    fn usage(&self) -> Option<Usage> {
+        None
+    }
+    /// Freezes (`true`) or thaws the process and every descendant, returning once the
+    /// kernel says it is done. Refused where the backend cannot.
+    fn pause(&self, _frozen: bool) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async { Err(BackendError::new("this backend cannot pause a session")) })
+    }
+    /// Whether the process is frozen ([`Self::pause`]).
+    fn paused(&self) -> bool {
+        false
     }
 }
 

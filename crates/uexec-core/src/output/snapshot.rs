@@ -51,6 +51,8 @@ pub struct Snapshot {
     pub transcript_stop: Option<crate::transcript::TranscriptStop>,
     /// The session's sandbox and whether this output shows a denial.
     pub sandbox: Option<crate::policy::SandboxReport>,
+    /// What an exited session's processes used, where its backend counts (a cgroup).
+    pub usage: Option<crate::backend::Usage>,
 }
 
 /// A result says one thing about its process: running (with the id to poll), or exited
@@ -79,6 +81,8 @@ pub struct Observed {
     pub omitted_range: Option<std::ops::Range<u64>>,
     pub omitted_coverage: Option<crate::transcript::OmittedCoverage>,
     pub transcript_stop: Option<crate::transcript::TranscriptStop>,
+    /// What the exited session's processes used (its outcome's figures).
+    pub usage: Option<crate::backend::Usage>,
 }
 
 impl Observed {
@@ -99,6 +103,7 @@ impl Observed {
             omitted_range: None,
             omitted_coverage: None,
             transcript_stop: None,
+            usage: None,
         }
     }
 }
@@ -148,6 +153,7 @@ impl Snapshot {
             omitted_coverage: observed.omitted_coverage,
             transcript_stop: observed.transcript_stop,
             sandbox,
+            usage: observed.usage,
         }
     }
 

@@ -51,7 +51,11 @@ impl Session {
 
     /// The outcome, fixed now from what is known unless it already was.
     fn fix_outcome(&self) -> Outcome {
-        self.state.send_if_modified(Lifecycle::fix_outcome);
+        if self.state.borrow().outcome().is_none() {
+            // Read before the cgroup goes (the sweep after the End removes it).
+            let usage = self.control.usage();
+            self.state.send_if_modified(|l| l.fix_outcome(usage));
+        }
         self.state.borrow().outcome().cloned().unwrap_or_default()
     }
 
@@ -96,6 +100,7 @@ impl Session {
                 duration: self.started_at.elapsed(),
                 failure,
                 transcript: self.transcript_dir(),
+                usage: outcome.usage,
             },
         );
         true

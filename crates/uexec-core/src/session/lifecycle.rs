@@ -15,7 +15,7 @@
 
 use tokio::time::Instant;
 
-use crate::backend::ExitReport;
+use crate::backend::{ExitReport, Usage};
 use crate::limits::TIMEOUT_EXIT_CODE;
 
 /// The process timeline.
@@ -40,6 +40,8 @@ pub struct Outcome {
     /// Verdicts recorded without terminating: the process ran on to its own exit, and the
     /// End is failed all the same.
     pub verdicts: Vec<String>,
+    /// What its processes used, as its backend counted them when the outcome was fixed.
+    pub usage: Option<Usage>,
 }
 
 /// Everything that changes about a session's process, in one value.
@@ -186,9 +188,9 @@ impl Lifecycle {
         new
     }
 
-    /// Fixes the outcome from what is known now, unless it already was; true when this call
-    /// fixed it.
-    pub fn fix_outcome(&mut self) -> bool {
+    /// Fixes the outcome from what is known now (and the figures `usage`), unless it already
+    /// was; true when this call fixed it.
+    pub fn fix_outcome(&mut self, usage: Option<Usage>) -> bool {
         if self.outcome.is_some() {
             return false;
         }
@@ -205,6 +207,7 @@ impl Lifecycle {
             failure: self.failure.clone(),
             timed_out_ms: self.timed_out_ms,
             verdicts: self.verdicts.clone(),
+            usage,
         });
         true
     }
@@ -224,7 +227,7 @@ mod tests {
     }
 
     fn fixed(mut l: Lifecycle) -> Outcome {
-        l.fix_outcome();
+        l.fix_outcome(None);
         l.outcome().cloned().unwrap_or_default()
     }
 
@@ -338,10 +341,10 @@ mod tests {
     fn the_outcome_is_fixed_once_and_later_facts_do_not_change_it() {
         let mut l = Lifecycle::new(1);
         l.exit_reported(report(Some(0), None), Instant::now());
-        assert!(l.fix_outcome());
+        assert!(l.fix_outcome(None));
         l.record_verdict("late".into());
         l.fail("late failure".into());
-        assert!(!l.fix_outcome());
+        assert!(!l.fix_outcome(None));
         let outcome = l.outcome().cloned().unwrap_or_default();
         assert_eq!(outcome.exit_code, Some(0));
         assert_eq!(outcome.failure, None);

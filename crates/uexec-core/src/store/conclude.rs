@@ -56,6 +56,7 @@ impl SessionStore {
                     .and_then(|info| omitted.as_ref().map(|cut| transcript::coverage(cut, info))),
                 transcript_stop: info.and_then(|info| info.stop),
                 omitted_range: omitted,
+                usage: None,
             }
         };
         let judge = |output: &str| {
@@ -108,6 +109,7 @@ impl SessionStore {
         };
         let observed = Observed {
             timed_out_ms: outcome.timed_out_ms,
+            usage: outcome.usage,
             ..observed(exited, wall_time, omitted)
         };
         Ok(Snapshot::build(

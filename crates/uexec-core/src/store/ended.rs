@@ -61,6 +61,8 @@ impl Ended {
             started: self.started,
             end: end_of(&lifecycle),
             reported: true,
+            usage: lifecycle.outcome().and_then(|o| o.usage),
+            paused: false,
         }
     }
 

@@ -151,6 +151,7 @@ impl SessionStore {
                         duration: Duration::ZERO,
                         failure: Some(e.message.clone()),
                         transcript: None,
+                        usage: None,
                     },
                 );
                 return Err(ExecError::Spawn(e.message));

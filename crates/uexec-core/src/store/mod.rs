@@ -10,6 +10,7 @@ mod ended;
 mod exec;
 mod follow;
 mod ids;
+mod pause;
 mod read;
 mod wait;
 mod write;
@@ -234,6 +235,8 @@ impl SessionStore {
                     started: ended::started_wall(s),
                     end: ended::end_of(&lifecycle),
                     reported: false,
+                    usage: s.control().usage(),
+                    paused: s.control().paused(),
                 }
             })
             .collect();

@@ -10,7 +10,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use uexec_core::backend::{
     Backend, BackendError, ExitReport, OutputChunk, ProcessControl, Signal, SpawnSpec,
-    SpawnedProcess, Stream, WriteOutcome,
+    SpawnedProcess, Stream, Usage, WriteOutcome,
 };
 use uexec_core::{
     EndStatus, EventKind, EventStream, ExecError, ExecRequest, SessionStore, StoreConfig,
@@ -26,6 +26,10 @@ pub struct FakeControl {
     pub writes: Mutex<Vec<Vec<u8>>>,
     pub signals: Mutex<Vec<Signal>>,
     terminated: std::sync::atomic::AtomicBool,
+    /// What it says its processes used.
+    pub usage: Mutex<Option<Usage>>,
+    /// Frozen by a pause.
+    pub frozen: std::sync::atomic::AtomicBool,
 }
 
 impl FakeControl {
@@ -83,6 +87,20 @@ impl ProcessControl for FakeControl {
 
     fn kill_leftovers(&self) {
         self.close();
+    }
+
+    fn usage(&self) -> Option<Usage> {
+        *self.usage.lock().unwrap()
+    }
+
+    fn pause(&self, frozen: bool) -> BoxFuture<'_, Result<(), BackendError>> {
+        self.frozen
+            .store(frozen, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async { Ok(()) })
+    }
+
+    fn paused(&self) -> bool {
+        self.frozen.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 

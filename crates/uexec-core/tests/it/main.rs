@@ -12,6 +12,7 @@ mod events;
 mod exec;
 mod exit_reports;
 mod fake_backend;
+mod figures;
 mod id_space;
 mod inherited_fds;
 mod invalid_input;

@@ -29,7 +29,12 @@ pub fn tool() -> Tool {
                         "cwd": {"type": "string"},
                         "tty": {"type": "boolean"},
                         "running_seconds": {"type": "number"},
-                        "name": {"type": "string", "description": "The name it was given (absent when none)."}
+                        "name": {"type": "string", "description": "The name it was given (absent when none)."},
+                        "cpu_seconds": {"type": "number", "description": "CPU time its processes used, user and system (absent where sessions have no cgroup)."},
+                        "memory_bytes": {"type": "integer", "description": "Memory in use (absent without the memory controller)."},
+                        "memory_peak_bytes": {"type": "integer", "description": "The most memory used at once (absent without the memory controller)."},
+                        "pids": {"type": "integer", "description": "Processes alive (absent without the pids controller)."},
+                        "paused": {"type": "boolean", "description": "Frozen by a person (uexec pause) until resumed (absent when not)."}
                     },
                     "required": ["session_id", "command", "cwd", "tty", "running_seconds"]
                 }
@@ -40,7 +45,7 @@ pub fn tool() -> Tool {
     });
     Tool::new(
         NAME,
-        "List the sessions still running in the background: id, command, working directory, whether it has a terminal, and how long it has been running.",
+        "List the sessions still running in the background: id, command, working directory, whether it has a terminal, how long it has been running, and the CPU time it used (where sessions have a cgroup).",
         to_schema(schema),
     )
     .with_raw_output_schema(to_schema(output))
@@ -70,7 +75,7 @@ pub fn person_tool() -> Tool {
         "additionalProperties": false
     });
     tool.input_schema = to_schema(schema);
-    tool.description = Some("List every owner's sessions: id, owner, state (running, or exited with its code and end time), command, working directory, whether it has a terminal, and its last line of output.".into());
+    tool.description = Some("List every owner's sessions: id, owner, state (running, paused, or exited with its code and end time), command, working directory, whether it has a terminal, the CPU time (and memory, where counted) it used, and its last line of output.".into());
     tool
 }
 
@@ -107,10 +112,14 @@ fn result(store: &SessionStore, environments: &[String]) -> CallToolResult {
                 None => "exited; write_stdin reports its end".to_owned(),
             });
         text.push_str(&format!(
-            "\n- session {} ({}, {}, cwd {}): {}",
+            "\n- session {} ({}, {}{}, cwd {}): {}",
             s.session_id,
             if s.tty { "tty" } else { "pipes" },
-            ended.clone().unwrap_or_else(|| format!("{secs:.1}s")),
+            ended.clone().unwrap_or_else(|| match s.paused {
+                true => format!("paused, {secs:.1}s"),
+                false => format!("{secs:.1}s"),
+            }),
+            figures_text(s),
             s.cwd.display(),
             s.command
         ));
@@ -121,6 +130,7 @@ fn result(store: &SessionStore, environments: &[String]) -> CallToolResult {
             "tty": s.tty,
             "running_seconds": secs,
         });
+        add_figures(&mut item, s);
         if s.exited {
             item["exited"] = json!(true);
             if let Some(code) = s.end.as_ref().and_then(|e| e.exit_code) {
@@ -161,7 +171,11 @@ fn every_owners(owners: &OwnerTable, all: bool) -> CallToolResult {
     let mut text = String::new();
     for (owner, s) in &sessions {
         let secs = (s.running_time.as_secs_f64() * 10.0).round() / 10.0;
-        let state = if s.exited { "exited" } else { "running" };
+        let state = match (s.exited, s.paused) {
+            (true, _) => "exited",
+            (false, true) => "paused",
+            (false, false) => "running",
+        };
         let mut how = state.to_owned();
         let mut item = json!({
             "session_id": s.session_id,
@@ -174,6 +188,7 @@ fn every_owners(owners: &OwnerTable, all: bool) -> CallToolResult {
             "last_line": s.last_line,
             "started_at": rfc3339::format(s.started),
         });
+        add_figures(&mut item, s);
         if let Some(pid) = s.pid {
             item["pid"] = json!(pid);
         }
@@ -200,13 +215,14 @@ fn every_owners(owners: &OwnerTable, all: bool) -> CallToolResult {
             item["reported"] = json!(true);
         }
         text.push_str(&format!(
-            "\n- session {}{} [{owner}] ({}, {how}, {secs:.1}s, cwd {}): {} | {}",
+            "\n- session {}{} [{owner}] ({}, {how}, {secs:.1}s{}, cwd {}): {} | {}",
             s.session_id,
             s.name
                 .as_ref()
                 .map(|n| format!(" ({n})"))
                 .unwrap_or_default(),
             if s.tty { "tty" } else { "pipes" },
+            figures_text(s),
             s.cwd.display(),
             s.command,
             s.last_line
@@ -221,4 +237,36 @@ fn every_owners(owners: &OwnerTable, all: bool) -> CallToolResult {
     let mut result = CallToolResult::success(vec![ContentBlock::text(head + &text)]);
     result.structured_content = Some(json!({ "sessions": items }));
     result
+}
+
+/// A session's figures in its item: the CPU time where it has a cgroup, memory and
+/// processes where those are counted; a paused one says so. None is ever invented.
+fn add_figures(item: &mut serde_json::Value, s: &SessionInfo) {
+    if let Some(u) = &s.usage {
+        item["cpu_seconds"] = json!((u.cpu_seconds() * 1000.0).round() / 1000.0);
+        for (key, figure) in [
+            ("memory_bytes", u.memory_bytes),
+            ("memory_peak_bytes", u.memory_peak_bytes),
+            ("pids", u.pids),
+        ] {
+            if let Some(n) = figure {
+                item[key] = json!(n);
+            }
+        }
+    }
+    if s.paused && !s.exited {
+        item["paused"] = json!(true);
+    }
+}
+
+/// The figures in a text line: `, 1.25s CPU` (and `, 12.0 MiB`), or nothing when uncounted.
+fn figures_text(s: &SessionInfo) -> String {
+    let Some(u) = &s.usage else {
+        return String::new();
+    };
+    let mut text = format!(", {:.2}s CPU", u.cpu_seconds());
+    if let Some(bytes) = u.memory_bytes {
+        text.push_str(&format!(", {:.1} MiB", bytes as f64 / (1024.0 * 1024.0)));
+    }
+    text
 }

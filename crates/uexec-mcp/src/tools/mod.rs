@@ -12,6 +12,7 @@ pub mod await_exit;
 pub mod exec_command;
 pub mod list_sessions;
 pub mod parse;
+pub mod pause_session;
 pub mod prune_sessions;
 pub mod read_output;
 pub mod remove_session;
@@ -49,6 +50,8 @@ pub fn person_tools() -> Vec<Tool> {
         remove_session::tool(),
         prune_sessions::tool(),
         signal_session::tool(),
+        pause_session::pause_tool(),
+        pause_session::resume_tool(),
     ]
     .into_iter()
     .map(annotated)
@@ -70,6 +73,8 @@ pub(crate) fn annotated(mut tool: Tool) -> Tool {
         remove_session::NAME => ("Forget an ended session", false, Some(true)),
         prune_sessions::NAME => ("Forget every ended session", false, Some(true)),
         signal_session::NAME => ("Signal a session", false, Some(true)),
+        pause_session::PAUSE => ("Pause a session", false, Some(false)),
+        pause_session::RESUME => ("Resume a paused session", false, Some(false)),
         _ => return tool,
     };
     let mut annotations = ToolAnnotations::new().read_only(read_only);

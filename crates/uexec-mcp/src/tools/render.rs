@@ -47,6 +47,10 @@ pub(crate) fn snapshot_fields(s: &Snapshot, extended: bool) -> Map<String, Value
         if s.awaiting_secret {
             structured.insert("awaiting_secret".into(), json!(true));
         }
+        if let Some(u) = &s.usage {
+            let secs = (u.cpu_seconds() * 1000.0).round() / 1000.0;
+            structured.insert("cpu_seconds".into(), json!(secs));
+        }
         if let Some(dir) = &s.transcript {
             structured.insert("transcript".into(), json!(dir.display().to_string()));
         }

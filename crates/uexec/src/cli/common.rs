@@ -185,7 +185,7 @@ impl SessionRef {
             .unwrap_or_default();
         let running: Vec<i64> = named
             .iter()
-            .filter(|s| s["state"] == "running")
+            .filter(|s| s["state"] != "exited")
             .filter_map(|s| s["session_id"].as_i64())
             .collect();
         let id =

@@ -139,7 +139,7 @@ async fn running(conn: &mut Conn, owner: Option<&str>) -> Result<Vec<SessionRef>
         .as_array()
         .map(|all| {
             all.iter()
-                .filter(|s| s["state"] == "running")
+                .filter(|s| s["state"] != "exited")
                 .filter(|s| owner.is_none_or(|o| s["owner"] == o))
                 .filter_map(|s| s["session_id"].as_i64())
                 .filter_map(|id| i32::try_from(id).ok().map(SessionRef::Id))

@@ -168,7 +168,7 @@ pub async fn logs(target: &Target, args: LogsArgs) -> Result<ExitCode, Failure> 
             let listed = call(&mut conn, "list_sessions", json!({})).await?;
             let alive = listed.structured["sessions"].as_array().is_some_and(|all| {
                 all.iter().any(|s| {
-                    s["session_id"].as_i64() == Some(i64::from(id)) && s["state"] == "running"
+                    s["session_id"].as_i64() == Some(i64::from(id)) && s["state"] != "exited"
                 })
             });
             if !alive {

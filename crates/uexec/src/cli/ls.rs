@@ -21,7 +21,8 @@ pub struct LsArgs {
     #[arg(short, long)]
     pub all: bool,
     /// Print the sessions as JSON ({sessions: [{session_id, owner, state, exit_code?,
-    /// started_at, ended_at?, ...}]}; times in RFC 3339).
+    /// started_at, ended_at?, cpu_seconds?, memory_bytes?, ...}]}; times in RFC 3339;
+    /// state running, paused or exited; the figures only where the session has a cgroup).
     #[arg(long)]
     pub json: bool,
 }
@@ -48,12 +49,12 @@ pub async fn ls(target: &Target, args: LsArgs) -> Result<ExitCode, Failure> {
     }
     let now = std::time::SystemTime::now();
     println!(
-        "{:<7} {:<16} {:<24} {:<10} {:>11} {:<5} {:>8}  {:<24} {:<32} LAST LINE",
-        "ID", "NAME", "OWNER", "STATE", "ENDED", "TTY", "AGE", "CWD", "COMMAND"
+        "{:<7} {:<16} {:<24} {:<10} {:>11} {:<5} {:>8} {:>8}  {:<24} {:<32} LAST LINE",
+        "ID", "NAME", "OWNER", "STATE", "ENDED", "TTY", "AGE", "CPU", "CWD", "COMMAND"
     );
     for s in &sessions {
         println!(
-            "{:<7} {:<16} {:<24} {:<10} {:>11} {:<5} {:>8}  {:<24} {:<32} {}",
+            "{:<7} {:<16} {:<24} {:<10} {:>11} {:<5} {:>8} {:>8}  {:<24} {:<32} {}",
             s["session_id"].as_i64().unwrap_or_default(),
             clip(s["name"].as_str().unwrap_or("-"), 16),
             clip(s["owner"].as_str().unwrap_or(""), 24),
@@ -65,6 +66,7 @@ pub async fn ls(target: &Target, args: LsArgs) -> Result<ExitCode, Failure> {
                 "no"
             },
             age(s["running_seconds"].as_f64().unwrap_or(0.0)),
+            cpu(s),
             clip_start(s["cwd"].as_str().unwrap_or(""), 24),
             clip(s["command"].as_str().unwrap_or(""), 32),
             clip(s["last_line"].as_str().unwrap_or(""), 60),
@@ -101,7 +103,7 @@ fn clip_start(s: &str, n: usize) -> String {
     out
 }
 
-/// `running`, or how it ended: `exited 0`, `exited 137` (killed by signal 9), `failed`
+/// `running`, `paused`, or how it ended: `exited 0`, `exited 137` (killed by signal 9), `failed`
 /// (a policy or its backend failed it), `exited` (no code known).
 fn state(s: &serde_json::Value) -> String {
     if s["state"] != "exited" {
@@ -126,6 +128,15 @@ fn ended(s: &serde_json::Value, now: std::time::SystemTime) -> String {
     };
     let ago = now.duration_since(at).unwrap_or_default();
     format!("{} ago", age(ago.as_secs_f64()))
+}
+
+/// The CPU time its processes used (`0.42s`, `3m07s`), or `-` where it has no cgroup.
+fn cpu(s: &serde_json::Value) -> String {
+    match s["cpu_seconds"].as_f64() {
+        Some(secs) if secs < 60.0 => format!("{secs:.2}s"),
+        Some(secs) => age(secs),
+        None => "-".to_owned(),
+    }
 }
 
 fn age(secs: f64) -> String {

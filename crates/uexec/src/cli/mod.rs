@@ -13,7 +13,8 @@
 //! Nothing is coloured, so `NO_COLOR` has nothing to turn off.
 //!
 //! One file per verb, each with its clap arguments, its parsing and its work: `run`, `ls`,
-//! `logs`, `send`, `poll`, `wait`, `kill`, `rm`, `prune`, `attach`. What they share (the exit codes,
+//! `logs`, `send`, `poll`, `wait`, `kill`, `pause` (and `resume`), `rm`, `prune`,
+//! `attach`. What they share (the exit codes,
 //! [`Failure`], one tool call, the wait conditions) is in `common`, the connection to the
 //! daemon in [`conn`]. A verb file uses those two only, never another verb file; this file
 //! names the verbs for the engine's dispatch and the front.
@@ -25,6 +26,7 @@ mod daemon_status;
 mod kill;
 mod logs;
 mod ls;
+mod pause;
 mod poll;
 mod prune;
 mod rm;
@@ -40,6 +42,7 @@ pub use daemon_status::daemon_status;
 pub use kill::{kill, KillArgs};
 pub use logs::{logs, LogsArgs, Since};
 pub use ls::{ls, LsArgs};
+pub use pause::{pause, PauseArgs};
 pub use poll::{poll, PollArgs};
 pub use prune::{prune, PruneArgs};
 pub use rm::{rm, RmArgs};

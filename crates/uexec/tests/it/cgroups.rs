@@ -34,7 +34,7 @@ fn own_v2_dir() -> Option<PathBuf> {
     })
 }
 
-fn require_cgroups() -> PathBuf {
+pub(crate) fn require_cgroups() -> PathBuf {
     own_v2_dir().expect(
         "this test needs a writable cgroup v2 tree (this project's machines have one at \
          /sys/fs/cgroup/unified); `uexec doctor` says why there is none",

@@ -449,20 +449,16 @@ async fn attach_follows_a_session_named_by_its_name() {
 
 /// `uexec run` of `cmd` until its output matches `ready`; its session id.
 pub(crate) fn start_ready(place: &Place, cmd: &str, ready: &str) -> i64 {
-    let out = uexec(
-        place,
-        &[
-            "run",
-            "--json",
-            "--no-login",
-            "--yield",
-            "30000",
-            "--until-pattern",
-            ready,
-            "--",
-            cmd,
-        ],
-    );
+    start_with(place, &["--yield", "30000", "--until-pattern", ready], cmd)
+}
+
+/// `uexec run --json --no-login` of `cmd` with `flags` (a window, a name), left running:
+/// its id.
+pub(crate) fn start_with(place: &Place, flags: &[&str], cmd: &str) -> i64 {
+    let mut args = vec!["run", "--json", "--no-login"];
+    args.extend_from_slice(flags);
+    args.extend(["--", cmd]);
+    let out = uexec(place, &args);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     json_of(&out)["session_id"].as_i64().expect("still running")
 }

@@ -7,6 +7,7 @@ mod helpers;
 mod net_support;
 
 mod attach;
+mod cgroup_figures;
 mod cgroups;
 mod cli;
 mod cli_kill;

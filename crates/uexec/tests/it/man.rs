@@ -29,7 +29,7 @@ fn the_man_pages_are_the_help_of_every_verb() {
         "{top}"
     );
     for verb in [
-        "mcp", "serve", "daemon", "run", "ls", "logs", "attach", "wait", "kill",
+        "mcp", "serve", "daemon", "run", "ls", "logs", "attach", "wait", "kill", "pause", "resume",
     ] {
         assert!(top.contains(&format!("uexec\\-{verb}(1)")), "{verb}");
         let page = page(&format!("uexec-{verb}.1"));

@@ -13,7 +13,11 @@
 //!    killed and removed when the next uexec of that cgroup makes its own, and logged.
 //! 3. **The end**: a session's cgroup is killed when its process group is swept (after the
 //!    leader's exit) or terminated, then removed once empty (a thread waits for
-//!    `cgroup.events` to say `populated 0` when dying processes still hold it).
+//!    `cgroup.events` to say `populated 0` when dying processes still hold it). Its
+//!    figures are read just before (`usage`) and kept.
+//! 4. **Pause**: `cgroup.freeze` freezes every process of the session at once, and the
+//!    pause returns when `cgroup.events` says `frozen 1`. A frozen cgroup still dies of
+//!    `cgroup.kill` (and its processes of SIGKILL), so a terminate needs no thaw.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, Write};
@@ -21,11 +25,18 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+use super::usage;
+use crate::backend::Usage;
+use crate::events::lock;
 
 /// How long a removal waits for the killed processes of a cgroup to be gone.
 const EMPTY_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a pause (or resume) waits for the kernel to say the cgroup is frozen (thawed).
+const FREEZE_WAIT: Duration = Duration::from_secs(5);
 
 /// uexec's cgroup subtree, `…/uexec.<pid>`, or why there is none.
 static TREE: OnceLock<Result<Tree, String>> = OnceLock::new();
@@ -281,28 +292,62 @@ fn remove_tree(dir: &Path) {
     let _ = fs::remove_dir(dir);
 }
 
-/// Waits until `cgroup.events` of `dir` says `populated 0` (woken by the kernel's change
-/// notice, not by polling), at most `limit`; true when it did.
+/// Waits until `cgroup.events` of `dir` says `populated 0`, at most `limit`; true when it
+/// did (or the cgroup is gone).
 fn wait_empty(dir: &Path, limit: Duration) -> bool {
+    wait_event(dir, "populated 0", limit).unwrap_or(true)
+}
+
+/// Waits until `cgroup.events` of `dir` has the line `want` (woken by the kernel's change
+/// notice, not by polling), at most `limit`: whether it did, or `None` when the cgroup is
+/// gone (or its events unreadable).
+fn wait_event(dir: &Path, want: &str, limit: Duration) -> Option<bool> {
     let Ok(mut events) = File::open(dir.join("cgroup.events")) else {
-        return true; // gone already
+        return None;
     };
     let deadline = Instant::now() + limit;
     loop {
         let mut text = String::new();
         if events.rewind().is_err() || events.read_to_string(&mut text).is_err() {
-            return true;
+            return None;
         }
-        if text.lines().any(|l| l == "populated 0") {
-            return true;
+        if text.lines().any(|l| l == want) {
+            return Some(true);
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return false;
+            return Some(false);
         }
         let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
         if uexec_sys::wait_priority(events.as_raw_fd(), ms).is_err() {
-            return false;
+            return Some(false);
+        }
+    }
+}
+
+/// Why a freeze cannot be: the session's processes are gone, and its cgroup with them.
+const GONE: &str = "it has exited";
+
+/// A freeze (or thaw) asked of the kernel, not yet done.
+#[derive(Debug)]
+pub(super) struct Freezing {
+    dir: PathBuf,
+    want: &'static str,
+}
+
+impl Freezing {
+    /// Waits, at most [`FREEZE_WAIT`], until `cgroup.events` says it is done: blocking
+    /// (a blocking thread's work).
+    pub(super) fn wait(self) -> Result<(), String> {
+        match wait_event(&self.dir, self.want, FREEZE_WAIT) {
+            Some(true) => Ok(()),
+            Some(false) => Err(format!(
+                "the kernel did not say {:?} within {} s (a process stuck in the kernel?); \
+                 `uexec ls` shows when it is",
+                self.want,
+                FREEZE_WAIT.as_secs()
+            )),
+            None => Err(GONE.to_owned()),
         }
     }
 }
@@ -315,6 +360,8 @@ pub(super) struct SessionCgroup {
     /// `cgroup.procs`, open for writing: the child writes itself in.
     procs: File,
     removed: AtomicBool,
+    /// The figures read last before the removal: what the session used, in all.
+    last: Arc<Mutex<Option<Usage>>>,
 }
 
 impl SessionCgroup {
@@ -338,6 +385,7 @@ impl SessionCgroup {
                 dir,
                 procs,
                 removed: AtomicBool::new(false),
+                last: Arc::default(),
             }),
             Err(e) => {
                 tracing::warn!(
@@ -383,21 +431,56 @@ impl SessionCgroup {
         }
     }
 
+    /// What the session's processes used: so far, or in all once the cgroup is removed.
+    pub(super) fn usage(&self) -> Option<Usage> {
+        usage::read(&self.dir).or(*lock(&self.last))
+    }
+
+    /// Whether the cgroup is frozen now (`cgroup.events` says `frozen 1`).
+    pub(super) fn frozen(&self) -> bool {
+        !self.removed.load(Ordering::Acquire)
+            && fs::read_to_string(self.dir.join("cgroup.events"))
+                .is_ok_and(|t| t.lines().any(|l| l == "frozen 1"))
+    }
+
+    /// Freezes (or thaws) every process of the cgroup; the kernel may take a moment, which
+    /// [`Freezing::wait`] waits for.
+    pub(super) fn freeze(&self, frozen: bool) -> Result<Freezing, String> {
+        if self.removed.load(Ordering::Acquire) {
+            return Err(GONE.to_owned());
+        }
+        let path = self.dir.join("cgroup.freeze");
+        fs::write(&path, if frozen { "1" } else { "0" })
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        Ok(Freezing {
+            dir: self.dir.clone(),
+            want: if frozen { "frozen 1" } else { "frozen 0" },
+        })
+    }
+
     /// Kills what is left and removes the cgroup: now if it is empty, else from a thread
-    /// that waits until the killed processes are gone.
+    /// that waits until the killed processes are gone. The figures are read just before.
     pub(super) fn kill_and_remove(&self) {
         if self.removed.swap(true, Ordering::AcqRel) {
             return;
         }
         let _ = fs::write(self.dir.join("cgroup.kill"), "1");
+        let keep_last = |dir: &Path, last: &Mutex<Option<Usage>>| {
+            if let Some(usage) = usage::read(dir) {
+                *lock(last) = Some(usage);
+            }
+        };
+        keep_last(&self.dir, &self.last);
         if fs::remove_dir(&self.dir).is_ok() {
             return;
         }
         let dir = self.dir.clone();
+        let last = self.last.clone();
         let spawned = std::thread::Builder::new()
             .name("uexec-cgroup-rm".into())
             .spawn(move || {
                 wait_empty(&dir, EMPTY_WAIT);
+                keep_last(&dir, &last);
                 let _ = fs::remove_dir(&dir);
             });
         if let Err(e) = spawned {

@@ -7,7 +7,9 @@
 //!    group id) only while the leader is [`Leader::Running`]: once reaped, the id may be
 //!    recycled;
 //! 3. after the reap, the group is swept once ([`Leader::Swept`]) and the last will hears
-//!    of it; a dropped control terminates its process.
+//!    of it; a dropped control terminates its process;
+//! 4. a pause and the figures go to the session's cgroup, where it has one: without, a
+//!    pause is refused and there are no figures.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -21,7 +23,9 @@ use tokio::sync::watch;
 
 use super::cgroup::SessionCgroup;
 use super::group;
-use crate::backend::{BackendError, InputModes, InputWait, ProcessControl, Signal, WriteOutcome};
+use crate::backend::{
+    BackendError, InputModes, InputWait, ProcessControl, Signal, Usage, WriteOutcome,
+};
 use crate::events::lock;
 
 /// The process's input end: the PTY master (shared with the PTY reader), our end of the
@@ -167,6 +171,31 @@ impl ProcessControl for LocalControl {
             return Some(InputWait::Neither);
         }
         uexec_sys::tree_input_wait(self.pid)
+    }
+
+    fn usage(&self) -> Option<Usage> {
+        self.cgroup.as_ref().and_then(SessionCgroup::usage)
+    }
+
+    fn pause(&self, frozen: bool) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async move {
+            let Some(cgroup) = &self.cgroup else {
+                return Err(BackendError::new(
+                    "this session has no cgroup to freeze (no writable cgroup v2 here: \
+                     `uexec doctor` says why); it runs on its process group alone",
+                ));
+            };
+            let freezing = cgroup.freeze(frozen).map_err(BackendError::new)?;
+            // The kernel's notice is waited for off the runtime's threads.
+            tokio::task::spawn_blocking(move || freezing.wait())
+                .await
+                .map_err(|e| BackendError::new(format!("the freeze's wait failed: {e}")))?
+                .map_err(BackendError::new)
+        })
+    }
+
+    fn paused(&self) -> bool {
+        self.cgroup.as_ref().is_some_and(SessionCgroup::frozen)
     }
 
     fn kill_leftovers(&self) {

@@ -23,6 +23,7 @@ mod control;
 mod group;
 mod read;
 mod reap;
+mod usage;
 
 pub use cgroup::{
     kill_tree as kill_cgroup_tree, probe as cgroup_probe, set_enabled as set_session_cgroups,

@@ -1,0 +1,76 @@
+//! A session's figures, read from its cgroup: what its processes used, dead ones included
+//! (the kernel keeps their counts in the cgroup until it is removed). Here, apart from the
+//! cgroup's making and killing, because reading figures is a concern of its own with a pure
+//! parser to test.
+//!
+//! 1. `cpu.stat` is always there (`usage_usec`, `user_usec`, `system_usec`);
+//! 2. `memory.current`, `memory.peak` and `pids.current` exist only where the memory and
+//!    pids controllers are enabled for the cgroup: absent, the figure is absent too;
+//! 3. the last figures are read once more just before the cgroup is removed, and kept, so
+//!    a session that ended still says what it used.
+
+use std::fs;
+use std::path::Path;
+
+use crate::backend::Usage;
+
+/// The figures of the cgroup `dir`, or `None` when its `cpu.stat` cannot be read (gone).
+pub(super) fn read(dir: &Path) -> Option<Usage> {
+    let cpu = fs::read_to_string(dir.join("cpu.stat")).ok()?;
+    let one = |name: &str| {
+        fs::read_to_string(dir.join(name))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+    };
+    let mut usage = parse_cpu_stat(&cpu)?;
+    usage.memory_bytes = one("memory.current");
+    usage.memory_peak_bytes = one("memory.peak");
+    usage.pids = one("pids.current");
+    Some(usage)
+}
+
+/// The CPU figures of a `cpu.stat` (`key value` lines); `None` without `usage_usec`.
+fn parse_cpu_stat(text: &str) -> Option<Usage> {
+    let field = |key: &str| {
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            (k == key).then(|| v.trim().parse::<u64>().ok()).flatten()
+        })
+    };
+    Some(Usage {
+        cpu_usec: field("usage_usec")?,
+        user_usec: field("user_usec").unwrap_or(0),
+        system_usec: field("system_usec").unwrap_or(0),
+        ..Usage::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_stat_gives_usage_user_and_system() {
+        let text = "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\nnr_periods 0\n";
+        let usage = parse_cpu_stat(text).unwrap();
+        assert_eq!(
+            (usage.cpu_usec, usage.user_usec, usage.system_usec),
+            (1500, 1000, 500)
+        );
+        assert_eq!(usage.memory_bytes, None);
+        assert!((usage.cpu_seconds() - 0.0015).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_cpu_stat_without_usage_is_no_figure() {
+        assert_eq!(parse_cpu_stat("user_usec 3\n"), None);
+        assert_eq!(parse_cpu_stat(""), None);
+        assert_eq!(parse_cpu_stat("usage_usec x\n"), None);
+    }
+
+    #[test]
+    fn a_key_that_only_starts_like_another_is_not_it() {
+        let usage = parse_cpu_stat("usage_usec_x 9\nusage_usec 4\n").unwrap();
+        assert_eq!(usage.cpu_usec, 4);
+    }
+}
