@@ -55,7 +55,7 @@ pub enum EventKind {
         /// Where every byte of the output is, when the store keeps transcripts.
         transcript: Option<std::path::PathBuf>,
         /// What its processes used, where its backend counts (a cgroup per session).
-        usage: Option<crate::backend::Usage>,
+        usage: Option<crate::usage::Usage>,
     },
 }
 

@@ -58,6 +58,7 @@ mod session;
 pub mod shell_snapshot;
 pub mod store;
 pub mod transcript;
+pub mod usage;
 pub mod utf8;
 
 pub use backend::local::LocalBackend;

@@ -52,7 +52,7 @@ pub struct Snapshot {
     /// The session's sandbox and whether this output shows a denial.
     pub sandbox: Option<crate::policy::SandboxReport>,
     /// What an exited session's processes used, where its backend counts (a cgroup).
-    pub usage: Option<crate::backend::Usage>,
+    pub usage: Option<crate::usage::Usage>,
 }
 
 /// A result says one thing about its process: running (with the id to poll), or exited
@@ -82,7 +82,7 @@ pub struct Observed {
     pub omitted_coverage: Option<crate::transcript::OmittedCoverage>,
     pub transcript_stop: Option<crate::transcript::TranscriptStop>,
     /// What the exited session's processes used (its outcome's figures).
-    pub usage: Option<crate::backend::Usage>,
+    pub usage: Option<crate::usage::Usage>,
 }
 
 impl Observed {

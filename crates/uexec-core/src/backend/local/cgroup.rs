@@ -29,8 +29,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::usage;
-use crate::backend::Usage;
 use crate::events::lock;
+use crate::usage::Usage;
 
 /// How long a removal waits for the killed processes of a cgroup to be gone.
 const EMPTY_WAIT: Duration = Duration::from_secs(5);

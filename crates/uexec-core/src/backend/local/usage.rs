@@ -12,7 +12,7 @@
 use std::fs;
 use std::path::Path;
 
-use crate::backend::Usage;
+use crate::usage::Usage;
 
 /// The figures of the cgroup `dir`, or `None` when its `cpu.stat` cannot be read (gone).
 pub(super) fn read(dir: &Path) -> Option<Usage> {
