@@ -178,9 +178,11 @@ pub struct SessionInfo {
     pub reported: bool,
     /// What its processes used (so far, or in all once ended), where its backend counts:
     /// a session without a cgroup has none.
-    pub usage: Option<crate::backend::Usage>,
+    pub usage: Option<crate::usage::Usage>,
     /// Frozen by a pause ([`crate::SessionStore::pause`]) until resumed.
     pub paused: bool,
+    /// Bytes it printed so far (all of them, read or not).
+    pub output_bytes: u64,
 }
 
 /// How a session ended, for people.

@@ -8,10 +8,11 @@
 //!    before that result is sent, so a `tasks/get` at once finds it.
 //! 2. **Working**: the task follows the session without taking its output (the session's
 //!    owner may still poll it with `write_stdin`); every [`STATUS_EVERY`] its status message
-//!    says how long it has run and its last line.
+//!    says how long it has run, how much it printed and its last line.
 //! 3. **Completed**: at the exit, the normal result: the first window's snapshot (which the
 //!    model never saw: the task stood in for it), then a poll's (the rest since the last
-//!    read, and the exit code). A session whose end someone else reported says so.
+//!    read, and the exit code), and where its transcript is. A session whose end someone else
+//!    reported says so.
 //! 4. **Input required**: a session that waits at a prompt (as `until: {prompt: true}` sees
 //!    it) makes the task `input_required`, for a client that declared form elicitation: the
 //!    question is a form with one field, `answer`, and `tasks/update` types it (and a
@@ -260,7 +261,21 @@ async fn run(follow: Follow, context: TaskContext) -> Result<CallToolResult, Tas
             "write_stdin failed: {message}"
         ))]),
     };
-    Ok(joined(window, last))
+    let mut result = joined(window, last);
+    // Where every byte it printed is, to page with read_output.
+    let transcript = store
+        .list_ended()
+        .into_iter()
+        .find(|s| s.session_id == session_id)
+        .and_then(|s| s.transcript);
+    if let Some(dir) = transcript {
+        result.content.push(rmcp::model::ContentBlock::text(format!(
+            "Transcript: {} (every byte; read_output {{\"transcript\": \"{}\"}} pages through it)",
+            dir.display(),
+            dir.display()
+        )));
+    }
+    Ok(result)
 }
 
 /// The window's snapshot, then the last one: nothing the command printed is left out.
@@ -327,7 +342,7 @@ async fn cancel(store: &Arc<SessionStore>, session_id: i32) {
     let _ = store.terminate(session_id);
 }
 
-/// `running for 12.3 s; last line: PASS src/app.test.ts`.
+/// `session 7 (npm test) running for 12.3 s, 4.2 KiB printed; last line: PASS app.test.ts`.
 fn status_line(store: &SessionStore, session_id: i32) -> String {
     let info = store
         .list_sessions()
@@ -337,9 +352,10 @@ fn status_line(store: &SessionStore, session_id: i32) -> String {
         return format!("session {session_id} ended");
     };
     let mut line = format!(
-        "session {session_id} ({}) running for {:.1} s",
+        "session {session_id} ({}) running for {:.1} s, {} printed",
         info.command,
-        info.running_time.as_secs_f64()
+        info.running_time.as_secs_f64(),
+        bytes_text(info.output_bytes)
     );
     let recent = store
         .recent_output(session_id, LAST_LINE_BYTES)
@@ -348,6 +364,19 @@ fn status_line(store: &SessionStore, session_id: i32) -> String {
         line.push_str(&format!("; last line: {last}"));
     }
     line
+}
+
+/// `512 B`, `4.2 KiB`, `3.1 MiB`.
+fn bytes_text(n: u64) -> String {
+    const KIB: f64 = 1024.0;
+    let f = n as f64;
+    if f < KIB {
+        format!("{n} B")
+    } else if f < KIB * KIB {
+        format!("{:.1} KiB", f / KIB)
+    } else {
+        format!("{:.1} MiB", f / (KIB * KIB))
+    }
 }
 
 /// Sends `notifications/tasks` with the task's final state once the manager has it (it

@@ -264,6 +264,11 @@ impl Session {
         lock(&self.output).total
     }
 
+    /// Bytes printed so far, read or not.
+    pub fn output_total(&self) -> u64 {
+        self.mark.borrow().total
+    }
+
     pub fn last_line(&self) -> String {
         let last = lock(&self.output).aggregated.last_bytes(512);
         let text = strip_ansi(&String::from_utf8_lossy(&last));

@@ -42,6 +42,8 @@ pub(super) struct Ended {
     /// Its transcript directory, if it printed something.
     transcript: Option<PathBuf>,
     lifecycle: watch::Receiver<Lifecycle>,
+    /// Bytes it printed, when it was last seen.
+    output_bytes: u64,
 }
 
 impl Ended {
@@ -63,6 +65,7 @@ impl Ended {
             reported: true,
             usage: lifecycle.outcome().and_then(|o| o.usage),
             paused: false,
+            output_bytes: self.output_bytes,
         }
     }
 
@@ -112,6 +115,7 @@ impl StoreInner {
             last_line: session.last_line(),
             transcript: session.transcript_dir(),
             lifecycle: session.lifecycle_watch(),
+            output_bytes: session.output_total(),
         });
     }
 

@@ -237,6 +237,7 @@ impl SessionStore {
                     reported: false,
                     usage: s.control().usage(),
                     paused: s.control().paused(),
+                    output_bytes: s.output_total(),
                 }
             })
             .collect();

@@ -144,6 +144,11 @@ async fn a_command_still_running_at_its_window_becomes_a_task_that_ends_with_its
     assert_eq!(got.task.status(), TaskStatus::Working, "{got:?}");
     let said = got.task.task.status_message.clone().unwrap_or_default();
     assert!(said.contains("running for"), "{said}");
+    // `echo first` printed 6 bytes, and its line is the last one.
+    assert!(
+        said.contains("6 B printed") && said.ends_with("last line: first"),
+        "{said}"
+    );
 
     std::fs::write(&gate, "").unwrap();
     let done = settled(&client, &id).await;
@@ -154,6 +159,10 @@ async fn a_command_still_running_at_its_window_becomes_a_task_that_ends_with_its
     // The window's output and the rest: nothing the command printed is lost.
     assert!(text.contains("first") && text.contains("second"), "{text}");
     assert!(text.contains("Process exited with code 3"), "{text}");
+    assert!(
+        text.contains("Transcript: "),
+        "a link to every byte: {text}"
+    );
 
     // And the client was told, without asking.
     let told = handler.told.clone();
