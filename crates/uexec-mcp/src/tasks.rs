@@ -61,6 +61,8 @@ const WHILE_ASKING: Duration = Duration::from_millis(TTL_MS);
 pub const TTL_MS: u64 = 3_600_000;
 /// The polling interval a task suggests, in ms.
 pub const POLL_INTERVAL_MS: u64 = 1_000;
+/// Owner entries kept before those of forgotten tasks are pruned.
+const PRUNE_OWNERS_AT: usize = 256;
 /// Scheduler turns [`tell`] waits for the manager to record a task's end (it does so in the
 /// same turn as the task's future returns: a few are plenty).
 const TELL_TURNS: usize = 1000;
@@ -145,10 +147,17 @@ impl<Owner: Send + Sync + 'static> Tasks<Owner> {
                 settled
             })
         });
-        self.owners
+        let mut owners = self
+            .owners
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(task.task_id.clone(), Arc::downgrade(owner));
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if owners.len() >= PRUNE_OWNERS_AT {
+            // The manager forgets tasks past their time to live: so does this table, so
+            // that it stays as small as the tasks of the last two hours.
+            owners.retain(|id, o| o.strong_count() > 0 && self.manager.get_task(id).is_ok());
+        }
+        owners.insert(task.task_id.clone(), Arc::downgrade(owner));
+        drop(owners);
         CreateTaskResult::new(task)
     }
 
@@ -400,4 +409,26 @@ async fn tell(manager: TaskManager, task_id: String, peer: Peer<RoleServer>) {
     let _ = peer
         .send_notification(ServerNotification::TaskStatusNotification(notification))
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_owner_table_forgets_the_tasks_the_manager_forgot() {
+        let tasks: Tasks<()> = Tasks::default();
+        let owner = Arc::new(());
+        let short = || TaskOptions::new().with_ttl_ms(1u64);
+        let done = |_context: TaskContext| -> TaskFuture {
+            Box::pin(async { Ok(CallToolResult::success(Vec::new())) })
+        };
+        for _ in 0..(3 * PRUNE_OWNERS_AT) {
+            tasks.spawn_job(&owner, short(), None, done);
+            // Past the 1 ms time to live of those before (and their retention after it).
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
+        let kept = tasks.owners.lock().map(|o| o.len()).unwrap_or(usize::MAX);
+        assert!(kept <= PRUNE_OWNERS_AT + 1, "{kept} owner entries kept");
+    }
 }
