@@ -41,7 +41,7 @@ fn cpu_seconds(place: &Place, id: i64) -> f64 {
 }
 
 /// The cgroup directory process `pid` is in.
-fn cgroup_of(pid: u32) -> PathBuf {
+pub(crate) fn cgroup_of(pid: u32) -> PathBuf {
     let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
     let path = own.lines().find_map(|l| l.strip_prefix("0::")).unwrap();
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();

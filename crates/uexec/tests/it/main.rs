@@ -44,6 +44,7 @@ mod place;
 mod sandbox;
 mod sandbox_attacks;
 mod sandbox_ceiling;
+mod sandbox_cgroups;
 mod sandbox_doors;
 mod sandbox_fs;
 mod sandbox_network;
