@@ -302,6 +302,7 @@ mod tests {
             one_stream: false,
             passed_fd: None,
             launcher: None,
+            limits: Default::default(),
         }
     }
 

@@ -56,6 +56,10 @@ pub enum EventKind {
         transcript: Option<std::path::PathBuf>,
         /// What its processes used, where its backend counts (a cgroup per session).
         usage: Option<crate::usage::Usage>,
+        /// Whether its command left processes running at its exit (killed then: the End
+        /// comes at the command's exit, SPEC §6) or the whole tree ended with it, and the
+        /// limits its processes ran into; empty where its backend cannot tell.
+        ending: crate::usage::Ending,
     },
 }
 

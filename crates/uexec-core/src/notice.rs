@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::limits::TIMEOUT_EXIT_CODE;
+use crate::usage::Ending;
 
 /// Longest command shown in a notice, in characters.
 const NOTICE_COMMAND_CHARS: usize = 60;
@@ -22,6 +23,8 @@ pub struct ExitNotice {
     /// Who ended it, when not its owner (`a person (uexec kill)`).
     pub stopped_by: Option<String>,
     pub exited_at: Instant,
+    /// What its command left running (killed with it) and the limits it ran into.
+    pub ending: Ending,
 }
 
 impl ExitNotice {
@@ -30,7 +33,8 @@ impl ExitNotice {
         self.exited_at.elapsed()
     }
 
-    /// `Session 48213 (npm test) exited with code 1, 2.1 s ago`.
+    /// `Session 48213 (npm test) exited with code 1, 2.1 s ago`, and what it left running
+    /// or a limit it reached, when so.
     pub fn text(&self) -> String {
         let mut command: String = self.command.chars().take(NOTICE_COMMAND_CHARS).collect();
         if command.len() < self.command.len() {
@@ -50,11 +54,18 @@ impl ExitNotice {
             (None, None, Some(code)) => format!("exited with code {code}"),
             (None, None, None) => "exited".to_owned(),
         };
-        format!(
+        let mut text = format!(
             "Session {} ({command}) {how}, {:.1} s ago",
             self.session_id,
             self.age().as_secs_f64()
-        )
+        );
+        if let Some(left) = self.ending.tree.as_ref().and_then(|t| t.left_text()) {
+            text.push_str(&format!("; it left {left} running, killed with it"));
+        }
+        for hit in &self.ending.limits_hit {
+            text.push_str(&format!("; {}", hit.text()));
+        }
+        text
     }
 }
 
@@ -72,6 +83,7 @@ mod tests {
             timed_out_ms: None,
             stopped_by: None,
             exited_at: Instant::now(),
+            ending: Ending::default(),
         };
         let text = n.text();
         assert!(
@@ -96,6 +108,35 @@ mod tests {
                 .contains(") was stopped by a person (uexec kill), 0."),
             "{}",
             stopped.text()
+        );
+    }
+
+    #[test]
+    fn the_text_names_what_the_command_left_running_and_a_limit_it_reached() {
+        use crate::usage::{LeftProcess, LimitHit, TreeEnd};
+        let n = ExitNotice {
+            session_id: 7,
+            command: "npm run dev &".into(),
+            exit_code: Some(0),
+            failure: None,
+            timed_out_ms: None,
+            stopped_by: None,
+            exited_at: Instant::now(),
+            ending: Ending {
+                tree: Some(TreeEnd::LeftRunning {
+                    count: 1,
+                    named: vec![LeftProcess {
+                        pid: 42,
+                        command: "node server.js".into(),
+                    }],
+                }),
+                limits_hit: vec![LimitHit::Pids { refused: 2, max: 8 }],
+            },
+        };
+        let text = n.text();
+        assert!(
+            text.ends_with(" s ago; it left 1 process (pid 42: node server.js) running, killed with it; Process limit reached: 2 forks failed (pids_max 8)"),
+            "{text}"
         );
     }
 }

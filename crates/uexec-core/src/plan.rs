@@ -137,6 +137,7 @@ impl Plan {
             one_stream: req.one_stream,
             passed_fd: None,
             launcher: None,
+            limits: crate::policy::Limits::default(),
         };
         let sandbox = sandbox_for(config, req, remote, &mut spec)?;
         Ok(Self {

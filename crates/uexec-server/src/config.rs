@@ -45,6 +45,9 @@ pub struct ServerConfig {
     /// `[bash|sh, "-lc", cmd]` starts from a shell snapshot of the profile instead of
     /// running it each time (`uexec_core::shell_snapshot`); `--no-shell-snapshot` turns it off.
     pub shell_snapshot: bool,
+    /// Limits of each process's cgroup together with its descendants (`--memory-max`,
+    /// `--pids-max`, `--cpu-max`); the local backend refuses a spawn it cannot limit.
+    pub limits: uexec_core::policy::Limits,
 }
 
 impl Default for ServerConfig {
@@ -59,6 +62,7 @@ impl Default for ServerConfig {
             ping_interval: Duration::from_millis(PING_INTERVAL_MS),
             idle_timeout: Duration::from_millis(IDLE_TIMEOUT_MS),
             shell_snapshot: true,
+            limits: uexec_core::policy::Limits::default(),
         }
     }
 }

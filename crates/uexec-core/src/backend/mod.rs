@@ -93,6 +93,9 @@ pub struct SpawnSpec {
     /// What starts the program (local backend only: a sandbox's launcher); `None`: the
     /// backend spawns the program itself.
     pub launcher: Option<Arc<dyn Launch>>,
+    /// Limits of the process and its descendants together (local backend only: the
+    /// session's cgroup); a backend that cannot apply them fails the spawn.
+    pub limits: crate::policy::Limits,
 }
 
 impl SpawnSpec {
@@ -125,6 +128,7 @@ impl PartialEq for SpawnSpec {
             && self.pipe_stdin == other.pipe_stdin
             && self.one_stream == other.one_stream
             && self.passed_fd == other.passed_fd
+            && self.limits == other.limits
     }
 }
 
@@ -208,7 +212,7 @@ pub struct ExitReport {
     pub failure: Option<String>,
 }
 
-pub use crate::usage::Usage;
+pub use crate::usage::{Ending, Usage};
 
 /// Result of a write to stdin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -374,6 +378,12 @@ pub trait ProcessControl: Send + Sync + 'static {
     /// when the backend cannot count (no cgroup, a remote backend).
     fn usage(&self) -> Option<Usage> {
         None
+    }
+    /// How the process's descendants ended beside it (read once it has exited: what it left
+    /// running, which the end then kills) and the limits they ran into. Empty when the
+    /// backend cannot tell (no cgroup, a remote backend).
+    fn ending(&self) -> Ending {
+        Ending::default()
     }
     /// Freezes (`true`) or thaws the process and every descendant, returning once the
     /// kernel says it is done. Refused where the backend cannot.

@@ -1,10 +1,17 @@
-//! uexec's own lines in a result's text (not with `--codex-compat`), after the status line: the hard
-//! timeout, why the call returned, where a cut part of the output is, a secret prompt, a
+//! uexec's own lines in a result's text (not with `--codex-compat`), after the status line:
+//! the hard timeout, what an exited command left running (killed then) and the limits it
+//! reached, why the call returned, where a cut part of the output is, a secret prompt, a
 //! sandbox's denial, and why a pipe session may seem silent. Codex's dialect has none of
 //! them ([`Snapshot::to_text`]).
 
 use super::snapshot::Snapshot;
 use super::until::Reason;
+
+/// The start of the line of an exit that left processes running.
+pub const LEFT_RUNNING_LEAD: &str = "The command exited and left running";
+
+/// What the line of an exit that left processes running says of them, and what helps.
+pub const LEFT_RUNNING_ADVICE: &str = "killed now, as a session ends with its command. To keep a server running, start it as a command of its own, without `&`: its session keeps it";
 
 /// Why a running pipe session may have printed nothing yet, and what helps.
 pub const SILENT_PIPE_LINE: &str = "No output yet: on a pipe many programs hold their output back until a buffer fills or they exit (Python is told not to); tty: true runs it on a terminal, where they write line by line";
@@ -33,6 +40,15 @@ impl Snapshot {
                 "Process timed out after {ms} ms (SIGTERM, then SIGKILL); reported as exit code {}\n",
                 crate::limits::TIMEOUT_EXIT_CODE
             ));
+        }
+        if let Some(left) = self.ending.tree.as_ref().and_then(|t| t.left_text()) {
+            extra.push_str(&format!(
+                "{LEFT_RUNNING_LEAD} {left}: {LEFT_RUNNING_ADVICE}\n"
+            ));
+        }
+        for hit in &self.ending.limits_hit {
+            extra.push_str(&hit.text());
+            extra.push('\n');
         }
         extra.push_str(&self.reason_text());
         extra.push('\n');

@@ -53,6 +53,9 @@ pub struct Snapshot {
     pub sandbox: Option<crate::policy::SandboxReport>,
     /// What an exited session's processes used, where its backend counts (a cgroup).
     pub usage: Option<crate::usage::Usage>,
+    /// What an exited session's command left running (killed with it) and the limits its
+    /// processes ran into, where its backend can tell.
+    pub ending: crate::usage::Ending,
 }
 
 /// A result says one thing about its process: running (with the id to poll), or exited
@@ -83,6 +86,8 @@ pub struct Observed {
     pub transcript_stop: Option<crate::transcript::TranscriptStop>,
     /// What the exited session's processes used (its outcome's figures).
     pub usage: Option<crate::usage::Usage>,
+    /// What its command left running, and the limits it ran into (its outcome's).
+    pub ending: crate::usage::Ending,
 }
 
 impl Observed {
@@ -104,6 +109,7 @@ impl Observed {
             omitted_coverage: None,
             transcript_stop: None,
             usage: None,
+            ending: crate::usage::Ending::default(),
         }
     }
 }
@@ -154,6 +160,7 @@ impl Snapshot {
             transcript_stop: observed.transcript_stop,
             sandbox,
             usage: observed.usage,
+            ending: observed.ending,
         }
     }
 

@@ -49,6 +49,16 @@ pub enum Widening {
         entry: String,
         ceiling: Vec<AllowEntry>,
     },
+    /// A resource limit above the server's (`limits.memory_max`, `limits.pids_max`; see
+    /// [`super::narrow_limits`]).
+    #[error(
+        "invalid arguments: {field}: {asked} is above this server's limit ({ceiling}); a call may only lower it"
+    )]
+    Limit {
+        field: &'static str,
+        asked: String,
+        ceiling: String,
+    },
 }
 
 fn rank(profile: Profile) -> u8 {

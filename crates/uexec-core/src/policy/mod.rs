@@ -3,7 +3,8 @@
 //!
 //! What lives here, and why here:
 //! 1. the policy a person sets and a call may only narrow ([`ceiling`]): [`Profile`],
-//!    [`Network`] with its [`AllowEntry`] list, [`Fallback`], [`OnDenial`];
+//!    [`Network`] with its [`AllowEntry`] list, [`Fallback`], [`OnDenial`]; and beside it
+//!    the resource [`Limits`] of a session's cgroup ([`limits`]), narrowed the same way;
 //! 2. what a result says of it ([`SandboxReport`], [`Layer`], [`Denied`]);
 //! 3. policy monitors ([`monitor`]): what watches a session for the policy, and what it may
 //!    do to it.
@@ -13,12 +14,17 @@
 
 mod allow;
 mod ceiling;
+mod limits;
 mod monitor;
 
 use std::str::FromStr;
 
 pub use allow::AllowEntry;
 pub use ceiling::{narrow, show as show_allow_entry, Widening};
+pub use limits::{
+    check_pids, narrow_limits, parse_bytes, parse_cpus, parse_pids, show_bytes, CpuMax, Limits,
+    CPU_PERIOD_USEC, MIN_MEMORY_MAX_BYTES, MIN_PIDS_MAX,
+};
 pub use monitor::{MonitorHandle, Monitored, PolicyMonitor};
 
 /// What a command may write (Codex's names).

@@ -52,9 +52,12 @@ impl Session {
     /// The outcome, fixed now from what is known unless it already was.
     fn fix_outcome(&self) -> Outcome {
         if self.state.borrow().outcome().is_none() {
-            // Read before the cgroup goes (the sweep after the End removes it).
+            // Read before the cgroup goes (the sweep after the End removes it), and once the
+            // leader is gone: what its cgroup holds then, it left running.
             let usage = self.control.usage();
-            self.state.send_if_modified(|l| l.fix_outcome(usage));
+            let ending = self.control.ending();
+            self.state
+                .send_if_modified(|l| l.fix_outcome(usage, ending));
         }
         self.state.borrow().outcome().cloned().unwrap_or_default()
     }
@@ -101,6 +104,7 @@ impl Session {
                 failure,
                 transcript: self.transcript_dir(),
                 usage: outcome.usage,
+                ending: outcome.ending,
             },
         );
         true

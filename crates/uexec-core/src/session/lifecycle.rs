@@ -15,7 +15,7 @@
 
 use tokio::time::Instant;
 
-use crate::backend::{ExitReport, Usage};
+use crate::backend::{Ending, ExitReport, Usage};
 use crate::limits::TIMEOUT_EXIT_CODE;
 
 /// The process timeline.
@@ -42,6 +42,9 @@ pub struct Outcome {
     pub verdicts: Vec<String>,
     /// What its processes used, as its backend counted them when the outcome was fixed.
     pub usage: Option<Usage>,
+    /// What the command left running at its exit (then killed) and the limits its
+    /// processes ran into, where its backend can tell.
+    pub ending: Ending,
 }
 
 /// Everything that changes about a session's process, in one value.
@@ -188,9 +191,9 @@ impl Lifecycle {
         new
     }
 
-    /// Fixes the outcome from what is known now (and the figures `usage`), unless it already
-    /// was; true when this call fixed it.
-    pub fn fix_outcome(&mut self, usage: Option<Usage>) -> bool {
+    /// Fixes the outcome from what is known now (and the backend's figures `usage` and
+    /// `ending`), unless it already was; true when this call fixed it.
+    pub fn fix_outcome(&mut self, usage: Option<Usage>, ending: Ending) -> bool {
         if self.outcome.is_some() {
             return false;
         }
@@ -208,6 +211,7 @@ impl Lifecycle {
             timed_out_ms: self.timed_out_ms,
             verdicts: self.verdicts.clone(),
             usage,
+            ending,
         });
         true
     }
@@ -227,7 +231,7 @@ mod tests {
     }
 
     fn fixed(mut l: Lifecycle) -> Outcome {
-        l.fix_outcome(None);
+        l.fix_outcome(None, Ending::default());
         l.outcome().cloned().unwrap_or_default()
     }
 
@@ -341,10 +345,10 @@ mod tests {
     fn the_outcome_is_fixed_once_and_later_facts_do_not_change_it() {
         let mut l = Lifecycle::new(1);
         l.exit_reported(report(Some(0), None), Instant::now());
-        assert!(l.fix_outcome(None));
+        assert!(l.fix_outcome(None, Ending::default()));
         l.record_verdict("late".into());
         l.fail("late failure".into());
-        assert!(!l.fix_outcome(None));
+        assert!(!l.fix_outcome(None, Ending::default()));
         let outcome = l.outcome().cloned().unwrap_or_default();
         assert_eq!(outcome.exit_code, Some(0));
         assert_eq!(outcome.failure, None);

@@ -57,6 +57,7 @@ impl SessionStore {
                 transcript_stop: info.and_then(|info| info.stop),
                 omitted_range: omitted,
                 usage: None,
+                ending: crate::usage::Ending::default(),
             }
         };
         let judge = |output: &str| {
@@ -110,6 +111,7 @@ impl SessionStore {
         let observed = Observed {
             timed_out_ms: outcome.timed_out_ms,
             usage: outcome.usage,
+            ending: outcome.ending,
             ..observed(exited, wall_time, omitted)
         };
         Ok(Snapshot::build(
@@ -171,6 +173,7 @@ impl SessionStore {
             timed_out_ms: outcome.timed_out_ms,
             stopped_by: None,
             exited_at,
+            ending: outcome.ending,
         });
     }
 }

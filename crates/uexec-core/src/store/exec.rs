@@ -152,6 +152,7 @@ impl SessionStore {
                         failure: Some(e.message.clone()),
                         transcript: None,
                         usage: None,
+                        ending: crate::usage::Ending::default(),
                     },
                 );
                 return Err(ExecError::Spawn(e.message));

@@ -299,6 +299,7 @@ impl SessionStore {
             timed_out_ms: None,
             stopped_by: Some(by.to_owned()),
             exited_at: tokio::time::Instant::now(),
+            ending: crate::usage::Ending::default(),
         });
         Ok(())
     }

@@ -51,6 +51,7 @@ pub(crate) fn snapshot_fields(s: &Snapshot, extended: bool) -> Map<String, Value
             let secs = (u.cpu_seconds() * 1000.0).round() / 1000.0;
             structured.insert("cpu_seconds".into(), json!(secs));
         }
+        ending_fields(&s.ending, &mut structured);
         if let Some(dir) = &s.transcript {
             structured.insert("transcript".into(), json!(dir.display().to_string()));
         }
@@ -96,6 +97,36 @@ pub(crate) fn snapshot_fields(s: &Snapshot, extended: bool) -> Map<String, Value
         }
     }
     structured
+}
+
+/// What an exited command left running and the limits it reached, as data.
+fn ending_fields(ending: &uexec_core::usage::Ending, structured: &mut Map<String, Value>) {
+    use uexec_core::usage::{LimitHit, TreeEnd};
+    if let Some(TreeEnd::LeftRunning { count, named }) = &ending.tree {
+        let processes: Vec<Value> = named
+            .iter()
+            .map(|p| json!({"pid": p.pid, "command": p.command}))
+            .collect();
+        structured.insert(
+            "left_running".into(),
+            json!({"count": count, "processes": processes}),
+        );
+    }
+    let hits: Vec<Value> = ending
+        .limits_hit
+        .iter()
+        .map(|hit| match *hit {
+            LimitHit::Memory { kills, max_bytes } => {
+                json!({"limit": "memory_max", "max": max_bytes, "oom_kills": kills})
+            }
+            LimitHit::Pids { refused, max } => {
+                json!({"limit": "pids_max", "max": max, "refused_forks": refused})
+            }
+        })
+        .collect();
+    if !hits.is_empty() {
+        structured.insert("limits_hit".into(), Value::Array(hits));
+    }
 }
 
 /// Where and why a transcript stopped, as data.

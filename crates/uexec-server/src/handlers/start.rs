@@ -54,6 +54,7 @@ pub async fn handle(
         one_stream: false,
         passed_fd: None,
         launcher: None,
+        limits: conn.server.config.limits,
     };
     if let Some(snapshots) = &conn.server.shell_snapshots {
         snapshots.apply(&mut spec).await;

@@ -138,6 +138,7 @@ async fn spawn(url: &str, config: ClientConfig) -> (Arc<RemoteBackend>, SpawnedP
         one_stream: false,
         passed_fd: None,
         launcher: None,
+        limits: Default::default(),
     };
     let process = backend.spawn(spec).await.unwrap();
     (backend, process)

@@ -12,8 +12,8 @@ use rmcp::ServiceExt;
 use serde_json::json;
 
 use crate::helpers::{
-    call, eventually, marker, procs_with, scratch_dir, stdio_client, structured, wait_all_gone,
-    Recorder, UEXEC,
+    call, eventually, marker, procs_with, scratch_dir, stdio_client, structured, text,
+    wait_all_gone, Recorder, UEXEC,
 };
 
 /// This process's cgroup v2 directory (sessions' cgroups go below it), if the machine has
@@ -27,7 +27,12 @@ fn own_v2_dir() -> Option<PathBuf> {
         after.starts_with("cgroup2 ").then_some(())?;
         let mountpoint = before.split(' ').nth(4)?;
         let dir = PathBuf::from(mountpoint).join(own.trim_start_matches('/'));
-        let probe = dir.join(format!("uexec-it-probe.{}", std::process::id()));
+        // Each caller its own: tests of this process probe at once.
+        let probe = dir.join(format!(
+            "uexec-it-probe.{}.{}",
+            std::process::id(),
+            crate::helpers::rand_suffix()
+        ));
         std::fs::create_dir(&probe).ok()?;
         std::fs::remove_dir(&probe).ok()?;
         Some(dir)
@@ -73,7 +78,7 @@ async fn terminate_kills_a_descendant_that_left_the_process_group() {
 }
 
 #[tokio::test]
-async fn a_descendant_left_by_an_exited_leader_dies_at_the_sweep() {
+async fn a_descendant_left_by_an_exited_leader_is_reported_and_dies_at_the_sweep() {
     require_cgroups();
     let (client, _, _) = stdio_client(&["--structured"]).await;
     let escaper = marker();
@@ -84,7 +89,115 @@ async fn a_descendant_left_by_an_exited_leader_dies_at_the_sweep() {
     )
     .await;
     assert_eq!(structured(&r)["exit_code"], 0, "{r:?}");
+    assert_left(&r, &format!("sleep {escaper}"));
     wait_all_gone(&[escaper], "what the exited leader left to be killed").await;
+    client.cancel().await.unwrap();
+}
+
+/// `r` says its command left one process running, `command`, and that it is killed.
+fn assert_left(r: &rmcp::model::CallToolResult, command: &str) {
+    let left = &structured(r)["left_running"];
+    assert_eq!(left["count"], 1, "{}", text(r));
+    // (Named as it is seen: `setsid -f` may not have exec'd its command yet.)
+    let named = left["processes"][0]["command"].as_str().unwrap_or_default();
+    assert!(named.ends_with(command), "{left}");
+    let pid = &left["processes"][0]["pid"];
+    let line =
+        format!("The command exited and left running 1 process (pid {pid}: {named}): killed now");
+    assert!(text(r).contains(&line), "{}", text(r));
+}
+
+/// SPEC §2 step 4 and §6 with a cgroup: `(sleep N &); echo done` returns at its exit (not
+/// at the window's end, nor at the job's), says what it left running, and the job is killed;
+/// on a terminal too. Codex's dialect says nothing of it, and a sandboxed job dies with its
+/// pid namespace, leaving nothing.
+#[tokio::test]
+async fn a_background_job_of_an_exited_command_is_named_in_its_result_and_killed() {
+    require_cgroups();
+    let (client, _, _) = stdio_client(&["--structured"]).await;
+    for tty in [false, true] {
+        let bg = marker();
+        // (On a terminal the hangup at the exit would kill it: it ignores SIGHUP, as nohup.)
+        let r = call(
+            &client,
+            "exec_command",
+            json!({"cmd": format!("(trap '' HUP; sleep {bg} &); echo done"), "login": false, "tty": tty}),
+        )
+        .await;
+        assert_eq!(structured(&r)["exit_code"], 0, "{}", text(&r));
+        assert_left(&r, &format!("sleep {bg}"));
+        wait_all_gone(&[bg], "the job the exited command left").await;
+    }
+    // A command that leaves nothing says nothing of it.
+    let r = call(
+        &client,
+        "exec_command",
+        json!({"cmd": "echo alone", "login": false}),
+    )
+    .await;
+    assert!(structured(&r).get("left_running").is_none(), "{r:?}");
+    assert!(!text(&r).contains("left running"), "{}", text(&r));
+    // Sandboxed, the command's pid namespace ends with it, and its jobs with it.
+    let bg = marker();
+    let r = call(
+        &client,
+        "exec_command",
+        json!({"cmd": format!("(sleep {bg} &); echo done"), "login": false, "sandbox": "read-only"}),
+    )
+    .await;
+    assert_eq!(structured(&r)["exit_code"], 0, "{}", text(&r));
+    assert!(structured(&r).get("left_running").is_none(), "{}", text(&r));
+    wait_all_gone(&[bg], "the sandboxed job, with its namespace").await;
+    client.cancel().await.unwrap();
+
+    let (codex, _, _) = stdio_client(&["--codex-compat"]).await;
+    let bg = marker();
+    let r = call(
+        &codex,
+        "exec_command",
+        json!({"cmd": format!("(sleep {bg} &); echo done"), "login": false}),
+    )
+    .await;
+    assert_eq!(structured(&r)["exit_code"], 0, "{}", text(&r));
+    assert!(structured(&r).get("left_running").is_none(), "{r:?}");
+    assert!(!text(&r).contains("left running"), "{}", text(&r));
+    wait_all_gone(&[bg], "the job, in Codex's dialect too").await;
+    codex.cancel().await.unwrap();
+}
+
+/// A stored session whose command exits while nobody watches: the exit notice of the next
+/// result names what it left running, and that is killed.
+#[tokio::test]
+async fn an_unwatched_exit_s_notice_names_what_the_command_left_running() {
+    require_cgroups();
+    let (client, _, _) = stdio_client(&["--structured"]).await;
+    let escaper = marker();
+    let (id, gate) = crate::helpers::gated_session(&client, &escaping(&escaper, None)).await;
+    std::fs::write(&gate, "").unwrap();
+    wait_all_gone(
+        std::slice::from_ref(&escaper),
+        "what the exited command left to be killed",
+    )
+    .await;
+    // The notice comes with the next result once the End is out: asked until it is there.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let notice = loop {
+        let r = call(&client, "list_sessions", json!({})).await;
+        if let Some(notice) = structured(&r)["exit_notices"][0]["text"].as_str() {
+            break notice.to_owned();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no exit notice: {}",
+            text(&r)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        notice.starts_with(&format!("Session {id} ("))
+            && notice.contains(&format!("sleep {escaper}) running, killed with it")),
+        "{notice}"
+    );
     client.cancel().await.unwrap();
 }
 

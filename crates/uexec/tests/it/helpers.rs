@@ -268,3 +268,21 @@ pub async fn wait_all_gone(markers: &[String], what: &str) {
     })
     .await;
 }
+
+/// A session that runs `then` once the test creates its gate file, left running (a 250 ms
+/// window): its id, and the gate. It exits when the test says so, however slow the machine.
+pub async fn gated_session(client: &Client, then: &str) -> (i64, std::path::PathBuf) {
+    let gate = std::env::temp_dir().join(format!("uexec-it-gate-{}", rand_suffix()));
+    let cmd = format!(
+        "while [ ! -e '{}' ]; do sleep 0.02; done; {then}",
+        gate.display()
+    );
+    let r = call(
+        client,
+        "exec_command",
+        json!({"cmd": cmd, "login": false, "yield_time_ms": 250}),
+    )
+    .await;
+    let id = structured(&r)["session_id"].as_i64().expect("running");
+    (id, gate)
+}

@@ -198,20 +198,8 @@ async fn extended_bad_input_names_the_field_and_starts_nothing() {
 #[allow(deprecated)] // resources/subscribe: the legacy path, still what most clients use
 async fn an_unwatched_exit_is_announced_once_in_the_next_result() {
     let (client, recorder, _) = stdio_client(&["--structured"]).await;
-    // It exits when the test says so: after the subscription, however slow the machine.
-    let gate =
-        std::env::temp_dir().join(format!("uexec-it-gate-{}", crate::helpers::rand_suffix()));
-    let cmd = format!(
-        "while [ ! -e '{}' ]; do sleep 0.02; done; exit 3",
-        gate.display()
-    );
-    let r = call(
-        &client,
-        "exec_command",
-        json!({"cmd": cmd, "login": false, "yield_time_ms": 250}),
-    )
-    .await;
-    let id = structured(&r)["session_id"].as_i64().expect("running");
+    // It exits when the test says so: after the subscription.
+    let (id, gate) = crate::helpers::gated_session(&client, "exit 3").await;
     let uri = format!("uexec://sessions/{id}");
     client
         .subscribe(SubscribeRequestParams::new(uri.clone()))

@@ -14,7 +14,8 @@
 //! 3. **The end**: a session's cgroup is killed when its process group is swept (after the
 //!    leader's exit) or terminated, then removed once empty (a thread waits for
 //!    `cgroup.events` to say `populated 0` when dying processes still hold it). Its
-//!    figures are read just before (`usage`) and kept.
+//!    figures are read just before (`usage`) and kept, and so is what the leader left
+//!    running (`left`) and which limits it ran into (`limits`): the session's [`Ending`].
 //! 4. **Pause**: `cgroup.freeze` freezes every process of the session at once, and the
 //!    pause returns when `cgroup.events` says `frozen 1`. A frozen cgroup still dies of
 //!    `cgroup.kill` (and its processes of SIGKILL), so a terminate needs no thaw.
@@ -28,9 +29,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::usage;
+use super::{left, limits, usage};
 use crate::events::lock;
-use crate::usage::Usage;
+use crate::policy::Limits;
+use crate::usage::{Ending, TreeEnd, Usage};
 
 /// How long a removal waits for the killed processes of a cgroup to be gone.
 const EMPTY_WAIT: Duration = Duration::from_secs(5);
@@ -53,6 +55,9 @@ pub fn set_enabled(on: bool) {
 /// Where this process's sessions get their cgroups.
 #[derive(Debug)]
 pub struct Tree {
+    /// uexec's own cgroup, where it found itself at start-up.
+    own: PathBuf,
+    /// `own/uexec.<pid>`: the sessions' cgroups are its children.
     root: PathBuf,
     next: AtomicU64,
 }
@@ -91,6 +96,16 @@ fn tree() -> Result<&'static Tree, &'static str> {
         .map_err(String::as_str)
 }
 
+/// This process's cgroup v2 directory, or why there is none (`uexec doctor`).
+pub(super) fn own_dir() -> Result<PathBuf, String> {
+    own_cgroup_dir().map_err(|e| e.to_string())
+}
+
+/// uexec's own cgroup and its sessions' subtree (made on first use), or why there are none.
+pub(super) fn tree_dirs() -> Result<(&'static Path, &'static Path), &'static str> {
+    tree().map(|t| (t.own.as_path(), t.root.as_path()))
+}
+
 impl Tree {
     fn make() -> Result<Self, CgroupError> {
         let own = own_cgroup_dir()?;
@@ -105,6 +120,7 @@ impl Tree {
             source,
         })?;
         Ok(Self {
+            own,
             root,
             next: AtomicU64::new(1),
         })
@@ -193,7 +209,8 @@ fn unescape(s: &str) -> String {
 }
 
 /// Kills and removes the `uexec.<pid>` subtrees of `parent` whose uexec is gone: its pid
-/// is dead, or now a process elsewhere. Only this user's.
+/// is dead, or now a process elsewhere; and the leaves such a uexec moved itself into
+/// (`uexec.<pid>.server`, see `limits`). Only this user's.
 fn sweep_leftovers(parent: &Path) {
     let Ok(entries) = fs::read_dir(parent) else {
         return;
@@ -205,6 +222,7 @@ fn sweep_leftovers(parent: &Path) {
         let Some(pid) = name
             .to_str()
             .and_then(|n| n.strip_prefix("uexec."))
+            .map(|p| p.strip_suffix(".server").unwrap_or(p))
             .and_then(|p| p.parse::<u32>().ok())
         else {
             continue;
@@ -362,38 +380,64 @@ pub(super) struct SessionCgroup {
     removed: AtomicBool,
     /// The figures read last before the removal: what the session used, in all.
     last: Arc<Mutex<Option<Usage>>>,
+    /// Its limits, written into it before the spawn.
+    limits: Limits,
+    /// Killed whole by a terminate while its leader ran: nothing was left by the leader.
+    killed: AtomicBool,
+    /// What the leader left and the limits hit, read at the sweep, before its kill.
+    ending: Mutex<Option<Ending>>,
 }
 
 impl SessionCgroup {
-    /// A new cgroup for a session, or `None` where sessions have none (or making it
-    /// failed: then the session lives on its process group alone, and that is logged).
-    pub(super) fn make() -> Option<Self> {
-        if !ENABLED.load(Ordering::Relaxed) {
-            return None;
-        }
-        let tree = tree().ok()?;
+    /// A new cgroup for a session with `limits` written in, or `None` where sessions have
+    /// none (or making it failed: then the session lives on its process group alone, and
+    /// that is logged). With limits, an error instead: a limit is never dropped.
+    pub(super) fn make(limits: Limits) -> io::Result<Option<Self>> {
+        let limited = !limits.is_empty();
+        let tree = match (ENABLED.load(Ordering::Relaxed), tree()) {
+            (true, Ok(tree)) => tree,
+            (false, _) if limited => {
+                return Err(io::Error::other(
+                    "limits need a cgroup, and sessions' cgroups are turned off",
+                ))
+            }
+            (true, Err(why)) if limited => {
+                return Err(io::Error::other(format!(
+                    "limits need a cgroup, and sessions have none here: {why}"
+                )))
+            }
+            _ => return Ok(None),
+        };
         let n = tree.next.fetch_add(1, Ordering::Relaxed);
         let dir = tree.root.join(format!("s{n}"));
-        let made = fs::create_dir(&dir).and_then(|()| {
-            OpenOptions::new()
-                .write(true)
-                .custom_flags(libc::O_CLOEXEC)
-                .open(dir.join("cgroup.procs"))
-        });
+        let made = fs::create_dir(&dir)
+            .and_then(|()| limits::apply(&dir, &limits))
+            .and_then(|()| {
+                OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_CLOEXEC)
+                    .open(dir.join("cgroup.procs"))
+            });
         match made {
-            Ok(procs) => Some(Self {
+            Ok(procs) => Ok(Some(Self {
                 dir,
                 procs,
                 removed: AtomicBool::new(false),
                 last: Arc::default(),
-            }),
+                limits,
+                killed: AtomicBool::new(false),
+                ending: Mutex::new(None),
+            })),
             Err(e) => {
+                let _ = fs::remove_dir(&dir);
+                if limited {
+                    return Err(e);
+                }
                 tracing::warn!(
                     "no cgroup for this session ({}: {e}); its process group only",
                     dir.display()
                 );
-                let _ = fs::remove_dir(&dir);
-                None
+                Ok(None)
             }
         }
     }
@@ -424,10 +468,33 @@ impl SessionCgroup {
         }
     }
 
-    /// Kills every process in the cgroup, however it detached from the session's group.
+    /// Kills every process in the cgroup, however it detached from the session's group:
+    /// a terminate's, while the leader runs (so the leader left nothing of its own).
     pub(super) fn kill(&self) {
         if !self.removed.load(Ordering::Acquire) {
+            self.killed.store(true, Ordering::Release);
             let _ = fs::write(self.dir.join("cgroup.kill"), "1");
+        }
+    }
+
+    /// How its processes ended beside the leader (once the leader is reaped) and the
+    /// limits they ran into: as read at the sweep, or now.
+    pub(super) fn ending(&self) -> Ending {
+        if let Some(ending) = lock(&self.ending).clone() {
+            return ending;
+        }
+        self.read_ending()
+    }
+
+    fn read_ending(&self) -> Ending {
+        let tree = if self.killed.load(Ordering::Acquire) {
+            TreeEnd::Whole
+        } else {
+            left::read(&self.dir)
+        };
+        Ending {
+            tree: Some(tree),
+            limits_hit: limits::hits(&self.dir, &self.limits),
         }
     }
 
@@ -464,6 +531,8 @@ impl SessionCgroup {
         if self.removed.swap(true, Ordering::AcqRel) {
             return;
         }
+        // What the leader left, before it is killed.
+        *lock(&self.ending) = Some(self.read_ending());
         let _ = fs::write(self.dir.join("cgroup.kill"), "1");
         let keep_last = |dir: &Path, last: &Mutex<Option<Usage>>| {
             if let Some(usage) = usage::read(dir) {

@@ -8,8 +8,8 @@
 //!    recycled;
 //! 3. after the reap, the group is swept once ([`Leader::Swept`]) and the last will hears
 //!    of it; a dropped control terminates its process;
-//! 4. a pause and the figures go to the session's cgroup, where it has one: without, a
-//!    pause is refused and there are no figures.
+//! 4. a pause, the figures and how the tree ended go to the session's cgroup, where it has
+//!    one: without, a pause is refused and there are no figures.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -24,7 +24,7 @@ use tokio::sync::watch;
 use super::cgroup::SessionCgroup;
 use super::group;
 use crate::backend::{
-    BackendError, InputModes, InputWait, ProcessControl, Signal, Usage, WriteOutcome,
+    BackendError, Ending, InputModes, InputWait, ProcessControl, Signal, Usage, WriteOutcome,
 };
 use crate::events::lock;
 
@@ -175,6 +175,13 @@ impl ProcessControl for LocalControl {
 
     fn usage(&self) -> Option<Usage> {
         self.cgroup.as_ref().and_then(SessionCgroup::usage)
+    }
+
+    fn ending(&self) -> Ending {
+        self.cgroup
+            .as_ref()
+            .map(SessionCgroup::ending)
+            .unwrap_or_default()
     }
 
     fn pause(&self, frozen: bool) -> BoxFuture<'_, Result<(), BackendError>> {

@@ -21,6 +21,8 @@
 mod cgroup;
 mod control;
 mod group;
+mod left;
+mod limits;
 mod read;
 mod reap;
 mod usage;
@@ -31,6 +33,10 @@ pub use cgroup::{
 };
 pub use control::LocalControl;
 pub use group::{install_group_watch, GroupWatch};
+pub use limits::{
+    check as check_limits, prepare as prepare_limits, probe as limits_probe, Controller,
+    LimitsError,
+};
 pub use reap::exit_code_of;
 
 use std::ffi::{CString, OsStr, OsString};
@@ -139,8 +145,9 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
         })?),
         None => None,
     };
-    // Its own cgroup, where the machine allows: the child enters it before it execs.
-    let cgroup = cgroup::SessionCgroup::make();
+    // Its own cgroup, where the machine allows, with its limits: the child enters it
+    // before it execs.
+    let cgroup = cgroup::SessionCgroup::make(spec.limits)?;
     let child_spec = uexec_sys::ChildSpec {
         program: c_string(resolved.as_os_str().as_bytes())?,
         argv,
@@ -367,6 +374,7 @@ mod tests {
             one_stream: false,
             passed_fd: None,
             launcher: None,
+            limits: crate::policy::Limits::default(),
         }
     }
 

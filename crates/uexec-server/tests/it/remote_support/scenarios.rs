@@ -74,6 +74,7 @@ pub fn spawn_spec(argv: &[&str]) -> SpawnSpec {
         one_stream: false,
         passed_fd: None,
         launcher: None,
+        limits: Default::default(),
     }
 }
 
