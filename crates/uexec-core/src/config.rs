@@ -32,6 +32,9 @@ pub struct StoreConfig {
     pub base_env: Option<crate::env::Environment>,
     /// Sandbox policy and the confinement that applies it (see [`crate::policy`]).
     pub sandbox: crate::confine::SandboxConfig,
+    /// Limits of each local session's cgroup: a ceiling a call's `limits` may only lower
+    /// ([`crate::policy::narrow_limits`]).
+    pub limits: crate::policy::Limits,
     /// Login commands from a shell snapshot instead of a profile run each time; `None` =
     /// off (every `login: true` command is a real login shell).
     pub shell_snapshots: Option<ShellSnapshots>,
@@ -57,6 +60,7 @@ impl Default for StoreConfig {
             base_env: None,
             allow_secret_input: false,
             sandbox: crate::confine::SandboxConfig::default(),
+            limits: crate::policy::Limits::default(),
             shell_snapshots: Some(ShellSnapshots::default()),
             screens: None,
             environments: None,

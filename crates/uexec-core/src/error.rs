@@ -39,6 +39,14 @@ pub enum ExecError {
     /// A call asked for a wider sandbox or network than the server's policy; nothing ran.
     #[error(transparent)]
     Widening(#[from] crate::policy::Widening),
+    /// A call's limit (`field`, e.g. `limits.memory_max`) cannot be applied: this machine
+    /// cannot (`machine`), or this server did not enable its controller; nothing ran.
+    #[error("invalid arguments: {field}: {reason}")]
+    Limit {
+        field: &'static str,
+        reason: String,
+        machine: bool,
+    },
     /// The store was shut down (its connection or daemon is going away).
     #[error("the session store is shut down")]
     ShutDown,

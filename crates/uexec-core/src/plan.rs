@@ -15,7 +15,7 @@ use crate::error::ExecError;
 use crate::limits::{exec_window_ms, output_token_budget, MAX_TIMEOUT_MS, MIN_TIMEOUT_MS};
 use crate::output::until::Condition;
 use crate::output::Hygiene;
-use crate::policy::{narrow, needed_layers};
+use crate::policy::{narrow, narrow_limits, needed_layers};
 use crate::request::ExecRequest;
 
 /// An `exec_command` after validation.
@@ -140,6 +140,7 @@ impl Plan {
             limits: crate::policy::Limits::default(),
         };
         let sandbox = sandbox_for(config, req, remote, &mut spec)?;
+        spec.limits = limits_for(config, req, remote)?;
         Ok(Self {
             spec,
             sandbox,
@@ -217,6 +218,36 @@ fn sandbox_for(
         dirs: uexec_dirs(config),
     };
     confinement.confine(confine, spec).map(Some)
+}
+
+/// The limits of a call (local only): its own checked against the server's, a ceiling
+/// ([`narrow_limits`]), then against what this machine and server can apply (the local
+/// backend's cgroups): a limit is refused, never dropped.
+fn limits_for(
+    config: &StoreConfig,
+    req: &ExecRequest,
+    remote: bool,
+) -> Result<crate::policy::Limits, ExecError> {
+    if remote {
+        if !req.limits.is_empty() {
+            return Err(ExecError::invalid(
+                "limits",
+                "remote environments apply their own limits; limits are for local commands",
+            ));
+        }
+        return Ok(crate::policy::Limits::default());
+    }
+    let limits = narrow_limits(&config.limits, &req.limits)?;
+    crate::backend::local::check_limits(&limits).map_err(|e| ExecError::Limit {
+        field: match e.controller {
+            crate::backend::local::Controller::Memory => "limits.memory_max",
+            crate::backend::local::Controller::Pids => "limits.pids_max",
+            crate::backend::local::Controller::Cpu => "limits.cpu_max",
+        },
+        reason: e.why,
+        machine: e.machine,
+    })?;
+    Ok(limits)
 }
 
 /// uexec's own directories that `config` names (a confinement keeps them read-only).

@@ -46,6 +46,9 @@ pub struct ExecRequest {
     pub sandbox: Option<crate::policy::Profile>,
     /// Network policy (default: the store's).
     pub network: Option<crate::policy::Network>,
+    /// Limits of the session's processes together (`memory_max`, `pids_max`; default: the
+    /// store's, which these may only lower).
+    pub limits: crate::policy::Limits,
     /// A name people may use instead of the id ([`check_session_name`]; unique among the
     /// store's running sessions).
     pub name: Option<String>,

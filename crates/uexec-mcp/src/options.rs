@@ -7,11 +7,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use uexec_core::confine::Confinement;
-use uexec_core::policy::{AllowEntry, Fallback, Network, OnDenial, Profile};
+use uexec_core::policy::{AllowEntry, Fallback, Limits, Network, OnDenial, Profile};
 use uexec_core::transcript::TranscriptConfig;
 use uexec_core::StoreConfig;
 use uexec_net::{ListenerConfig, HEADER_READ_TIMEOUT_MS, MAX_CONNECTIONS};
 use uexec_protocol::daemon::{EnvironmentSettings, SandboxSettings, Settings};
+
+use crate::settings::limit_words;
 
 use crate::settings;
 use crate::McpError;
@@ -86,6 +88,8 @@ pub struct McpOptions {
     pub sandbox_fallback: Option<Fallback>,
     /// `--network-denial`: what a request off the allowlist does besides being refused.
     pub network_denial: Option<OnDenial>,
+    /// `--memory-max`, `--pids-max`, `--cpu-max`: the limits of each session's cgroup.
+    pub limits: Limits,
 }
 
 impl Default for McpOptions {
@@ -130,6 +134,7 @@ impl Default for McpOptions {
             writable_roots: Vec::new(),
             sandbox_fallback: None,
             network_denial: None,
+            limits: Limits::default(),
         }
     }
 }
@@ -164,6 +169,7 @@ impl McpOptions {
             },
             no_shell_snapshot: self.no_shell_snapshot,
             environments: EnvironmentSettings::default(),
+            limits: limit_words(&self.limits),
         }
     }
 
@@ -181,6 +187,7 @@ impl McpOptions {
         let mut config = StoreConfig::from_env();
         config.sandbox.confinement = self.confinement.clone();
         settings::apply(&self.settings(), &mut config)?;
+        settings::check_limits(&config.limits, "")?;
         config.transcripts = self.transcripts.config();
         Ok(config)
     }

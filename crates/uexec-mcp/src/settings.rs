@@ -4,8 +4,9 @@
 
 use uexec_core::confine::SandboxConfig;
 use uexec_core::env::EnvPolicy;
+use uexec_core::policy::{parse_bytes, parse_cpus, parse_pids, show_count, Limits, NO_LIMIT};
 use uexec_core::StoreConfig;
-use uexec_protocol::daemon::{Hello, SandboxSettings, Settings, PERSON};
+use uexec_protocol::daemon::{Hello, LimitSettings, SandboxSettings, Settings, PERSON};
 
 /// `settings` over `config`.
 pub fn apply(settings: &Settings, config: &mut StoreConfig) -> Result<(), String> {
@@ -26,7 +27,55 @@ pub fn apply(settings: &Settings, config: &mut StoreConfig) -> Result<(), String
     if settings.no_shell_snapshot {
         config.shell_snapshots = None;
     }
+    config.limits = config.limits.lowest(read_limits(&settings.limits)?);
     apply_sandbox(&settings.sandbox, &mut config.sandbox)
+}
+
+/// The limit flags as words (sent to a daemon in the hello).
+pub fn limit_words(limits: &Limits) -> LimitSettings {
+    LimitSettings {
+        memory_max: limits.memory_max.map(show_count),
+        pids_max: limits.pids_max.map(show_count),
+        cpu_max: limits.cpu_max.map(|c| match c.quota_usec {
+            NO_LIMIT => "max".to_owned(),
+            _ => c.share().to_string(),
+        }),
+    }
+}
+
+fn read_limits(words: &LimitSettings) -> Result<Limits, String> {
+    let named = |flag: &'static str| move |e: String| format!("{flag}: {e}");
+    Ok(Limits {
+        memory_max: words
+            .memory_max
+            .as_deref()
+            .map(parse_bytes)
+            .transpose()
+            .map_err(named("--memory-max"))?,
+        pids_max: words
+            .pids_max
+            .as_deref()
+            .map(parse_pids)
+            .transpose()
+            .map_err(named("--pids-max"))?,
+        cpu_max: words
+            .cpu_max
+            .as_deref()
+            .map(parse_cpus)
+            .transpose()
+            .map_err(named("--cpu-max"))?,
+    })
+}
+
+/// Refuses `limits` this process's sessions cannot have (their controllers enabled when it
+/// started: `uexec_core::backend::local::prepare_limits`), naming the flag; `hint` says
+/// where a person enables them, when the machine could.
+pub fn check_limits(limits: &Limits, hint: &str) -> Result<(), String> {
+    uexec_core::backend::local::check_limits(limits).map_err(|e| {
+        let flag = e.controller.limit().replace('_', "-");
+        let hint = if e.machine { "" } else { hint };
+        format!("--{flag}: {e}{hint}")
+    })
 }
 
 /// The sandbox settings over `sandbox` (its launcher is the server's own and stays).
@@ -73,6 +122,10 @@ pub fn store_config(hello: &Hello, base: &StoreConfig) -> Result<StoreConfig, St
     config.cwd = hello.cwd.clone();
     config.base_env = Some(hello.environment()?);
     apply(&hello.settings, &mut config)?;
+    check_limits(
+        &config.limits,
+        " (the daemon enables the controllers of its own limits when it starts: `uexec daemon --stop`, then `uexec daemon --memory-max BYTES|max ...`)",
+    )?;
     if hello.owner == PERSON {
         config.env_policy.pty_term = Some(uexec_core::env::PERSON_PTY_TERM.to_owned());
     }

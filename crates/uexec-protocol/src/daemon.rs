@@ -169,6 +169,18 @@ pub struct Settings {
     /// The exec servers the client's commands may name with `environment_id`.
     #[serde(default)]
     pub environments: EnvironmentSettings,
+    /// The limits of the client's sessions: ceilings under the daemon's own.
+    #[serde(default)]
+    pub limits: LimitSettings,
+}
+
+/// `uexec mcp`'s limit flags (`--memory-max`, `--pids-max`, `--cpu-max`), as words.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitSettings {
+    pub memory_max: Option<String>,
+    pub pids_max: Option<String>,
+    pub cpu_max: Option<String>,
 }
 
 /// `uexec mcp`'s environment flags (`--environment`, `--environments`, `--remote-token`,

@@ -30,7 +30,7 @@ pub fn check() -> Vec<Facility> {
             map_ids()
         })
     };
-    vec![
+    let mut facilities = vec![
         Facility {
             key: "landlock",
             name: "Landlock",
@@ -79,7 +79,29 @@ pub fn check() -> Vec<Facility> {
             verdict: uexec_core::backend::local::cgroup_probe()
                 .map(|dir| format!("under {}", dir.display())),
         },
-    ]
+    ];
+    facilities.extend(limits());
+    facilities
+}
+
+/// One line per limit flag: whether the kernel offers its controller to uexec's cgroup.
+#[cfg(target_os = "linux")]
+fn limits() -> Vec<Facility> {
+    use uexec_core::backend::local::{limits_probe, Controller};
+    limits_probe()
+        .into_iter()
+        .map(|(controller, verdict)| {
+            let (key, name) = match controller {
+                Controller::Memory => (
+                    "cgroup_memory",
+                    "limits: --memory-max (the memory controller)",
+                ),
+                Controller::Pids => ("cgroup_pids", "limits: --pids-max (the pids controller)"),
+                Controller::Cpu => ("cgroup_cpu", "limits: --cpu-max (the cpu controller)"),
+            };
+            Facility { key, name, verdict }
+        })
+        .collect()
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -118,7 +140,7 @@ pub fn render(facilities: &[Facility], json: bool) -> String {
     // Cgroups are no sandbox layer: without them, sessions live on process groups.
     let all = facilities
         .iter()
-        .filter(|f| f.key != "cgroups")
+        .filter(|f| !f.key.starts_with("cgroup"))
         .all(|f| f.verdict.is_ok());
     out.push_str(if all {
         "Every sandbox profile (read-only, workspace-write, network off) can be enforced here.\n"
@@ -130,6 +152,21 @@ pub fn render(facilities: &[Facility], json: bool) -> String {
         .any(|f| f.key == "cgroups" && f.verdict.is_err())
     {
         out.push_str("Sessions live on process groups: a descendant that leaves its group (setsid, a double fork) outlives a terminate.\n");
+    }
+    let missing: Vec<&str> = facilities
+        .iter()
+        .filter(|f| f.key.starts_with("cgroup_") && f.verdict.is_err())
+        .map(|f| match f.key {
+            "cgroup_memory" => "--memory-max",
+            "cgroup_pids" => "--pids-max",
+            _ => "--cpu-max",
+        })
+        .collect();
+    if !missing.is_empty() {
+        out.push_str(&format!(
+            "Limits need their cgroup v2 controller: {} would be refused at start-up (and a call's `limits` refused).\n",
+            missing.join(", ")
+        ));
     }
     out
 }

@@ -40,6 +40,9 @@ pub struct ServeOptions {
     /// Start `-lc` logins of bash or sh from a snapshot of the profile
     /// ([`ServerConfig::shell_snapshot`]).
     pub shell_snapshot: bool,
+    /// `--memory-max`, `--pids-max`, `--cpu-max`: the limits of each process's cgroup
+    /// ([`ServerConfig::limits`]); the binary enables their controllers at start-up.
+    pub limits: uexec_core::policy::Limits,
 }
 
 /// Why `uexec serve` could not serve, or stopped serving.
@@ -83,6 +86,7 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     };
     let config = ServerConfig {
         shell_snapshot: options.shell_snapshot,
+        limits: options.limits,
         ..ServerConfig::default()
     };
     let server = ExecServer::new(config, Arc::new(LocalBackend));

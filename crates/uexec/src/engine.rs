@@ -333,6 +333,23 @@ fn parse_cli() -> Cli {
     cli
 }
 
+/// The controllers the server's limit flags need, enabled for its sessions' cgroups, or
+/// why they cannot be, naming the flag (`uexec mcp --daemon` sends its own to the daemon).
+fn prepare_limits(command: &Command) -> anyhow::Result<()> {
+    let limits: uexec_core::policy::Limits = match command {
+        Command::Mcp(args) if !args.daemon => args.limits.clone().into(),
+        Command::Daemon(args) => args.limits.clone().into(),
+        Command::Serve(args) => args.limits.clone().into(),
+        _ => return Ok(()),
+    };
+    uexec_core::backend::local::prepare_limits(&limits).map_err(|e| {
+        anyhow::anyhow!(
+            "--{}: {e} (`uexec doctor` says what this machine supports)",
+            e.controller.limit().replace('_', "-")
+        )
+    })
+}
+
 /// See `run_face`: tungstenite's client handshake logs its request at trace.
 const TUNGSTENITE_CLIENT_HANDSHAKE_AT_MOST_DEBUG: &str = "tungstenite::handshake::client=debug";
 
@@ -376,6 +393,9 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             .build()?
     };
     if owns_sessions {
+        // Before the last will: its watchdog would be one more process in uexec's cgroup,
+        // which must hold none of its own to pass controllers down.
+        prepare_limits(&cli.command)?;
         last_will::install();
         // A file size limit must stop a transcript, not the face and its sessions.
         uexec_sys::ignore_sigxfsz();

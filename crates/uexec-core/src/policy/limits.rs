@@ -13,7 +13,9 @@
 
 use super::Widening;
 
-/// Limits of one session's processes together (its cgroup): absent ones are none.
+/// Limits of one session's processes together (its cgroup): absent ones are none. A limit
+/// of [`NO_LIMIT`] is none too, but asked for: its controller is enabled all the same (a
+/// server started with `--memory-max max` lets calls set their own).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Limits {
     /// Most memory in bytes (`memory.max`); above it the OOM killer kills.
@@ -30,6 +32,9 @@ pub struct CpuMax {
     pub quota_usec: u64,
     pub period_usec: u64,
 }
+
+/// A limit asked as `max`: no limit, as the kernel writes it.
+pub const NO_LIMIT: u64 = u64::MAX;
 
 /// The period a CPU limit is counted over, as the kernel's default.
 pub const CPU_PERIOD_USEC: u64 = 100_000;
@@ -72,19 +77,26 @@ impl CpuMax {
         self.quota_usec as f64 / self.period_usec as f64
     }
 
-    /// `cpu.max` as the kernel reads it: `QUOTA PERIOD`.
+    /// `cpu.max` as the kernel reads it: `QUOTA PERIOD` (`max PERIOD`: none).
     pub fn as_cgroup(&self) -> String {
-        format!("{} {}", self.quota_usec, self.period_usec)
+        format!("{} {}", show_count(self.quota_usec), self.period_usec)
+    }
+
+    /// No limit, asked for.
+    pub fn none() -> Self {
+        Self {
+            quota_usec: NO_LIMIT,
+            period_usec: CPU_PERIOD_USEC,
+        }
     }
 }
 
 /// A size in bytes as a person writes it: digits, optionally followed by `K`, `M`, `G` or
-/// `T` (powers of 1024; `KiB`, `MB` and lower case mean the same). `max` is `None`: no
-/// limit.
-pub fn parse_bytes(s: &str) -> Result<Option<u64>, String> {
+/// `T` (powers of 1024; `KiB`, `MB` and lower case mean the same). `max` is [`NO_LIMIT`].
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim();
     if t.eq_ignore_ascii_case("max") {
-        return Ok(None);
+        return Ok(NO_LIMIT);
     }
     let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (number, unit) = t.split_at(digits);
@@ -105,26 +117,32 @@ pub fn parse_bytes(s: &str) -> Result<Option<u64>, String> {
     })?;
     let bytes = n
         .checked_mul(1u64 << shift)
+        .filter(|b| *b != NO_LIMIT)
         .ok_or_else(|| format!("{s:?} is too large"))?;
+    check_bytes(bytes)
+}
+
+/// A size given as a number of bytes: at least [`MIN_MEMORY_MAX_BYTES`].
+pub fn check_bytes(bytes: u64) -> Result<u64, String> {
     if bytes < MIN_MEMORY_MAX_BYTES {
         return Err(format!(
-            "{s:?} is below the least a session can run in ({})",
+            "{bytes} bytes is below the least a session can run in ({})",
             show_bytes(MIN_MEMORY_MAX_BYTES)
         ));
     }
-    Ok(Some(bytes))
+    Ok(bytes)
 }
 
-/// A process count: at least [`MIN_PIDS_MAX`]; `max` is `None`: no limit.
-pub fn parse_pids(s: &str) -> Result<Option<u64>, String> {
+/// A process count: at least [`MIN_PIDS_MAX`]; `max` is [`NO_LIMIT`].
+pub fn parse_pids(s: &str) -> Result<u64, String> {
     if s.trim().eq_ignore_ascii_case("max") {
-        return Ok(None);
+        return Ok(NO_LIMIT);
     }
     let n: u64 = s
         .trim()
         .parse()
         .map_err(|_| format!("{s:?} is not a number of processes"))?;
-    check_pids(n).map(Some)
+    check_pids(n)
 }
 
 /// A process count given as a number: at least [`MIN_PIDS_MAX`].
@@ -137,11 +155,11 @@ pub fn check_pids(n: u64) -> Result<u64, String> {
     Ok(n)
 }
 
-/// A CPU limit as a number of CPUs (`0.5`, `2`); `max` is `None`: no limit.
-pub fn parse_cpus(s: &str) -> Result<Option<CpuMax>, String> {
+/// A CPU limit as a number of CPUs (`0.5`, `2`); `max` is none, asked for.
+pub fn parse_cpus(s: &str) -> Result<CpuMax, String> {
     let t = s.trim();
     if t.eq_ignore_ascii_case("max") {
-        return Ok(None);
+        return Ok(CpuMax::none());
     }
     let cpus: f64 = t
         .parse()
@@ -156,14 +174,26 @@ pub fn parse_cpus(s: &str) -> Result<Option<CpuMax>, String> {
     if quota > 1e15 {
         return Err(format!("{s:?} is too large"));
     }
-    Ok(Some(CpuMax {
+    Ok(CpuMax {
         quota_usec: quota as u64,
         period_usec: CPU_PERIOD_USEC,
-    }))
+    })
 }
 
-/// Bytes for people: `512 MiB`, `1.5 GiB`, `4096 bytes`.
+/// A count as the kernel writes it: [`NO_LIMIT`] is `max`.
+pub fn show_count(n: u64) -> String {
+    if n == NO_LIMIT {
+        "max".to_owned()
+    } else {
+        n.to_string()
+    }
+}
+
+/// Bytes for people: `512 MiB`, `1.5 GiB`, `4096 bytes`; [`NO_LIMIT`] is `max`.
 pub fn show_bytes(bytes: u64) -> String {
+    if bytes == NO_LIMIT {
+        return "max".to_owned();
+    }
     const UNITS: [(&str, u32); 4] = [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)];
     for (unit, shift) in UNITS {
         let size = 1u64 << shift;
@@ -188,9 +218,12 @@ pub fn narrow_limits(ceiling: &Limits, asked: &Limits) -> Result<Limits, Widenin
         asked.memory_max,
         show_bytes,
     )?;
-    let pids_max = lower("limits.pids_max", ceiling.pids_max, asked.pids_max, |n| {
-        n.to_string()
-    })?;
+    let pids_max = lower(
+        "limits.pids_max",
+        ceiling.pids_max,
+        asked.pids_max,
+        show_count,
+    )?;
     Ok(Limits {
         memory_max,
         pids_max,
@@ -221,12 +254,13 @@ mod tests {
 
     #[test]
     fn sizes_take_binary_suffixes_and_max() {
-        assert_eq!(parse_bytes("512M"), Ok(Some(512 << 20)));
-        assert_eq!(parse_bytes("2G"), Ok(Some(2 << 30)));
-        assert_eq!(parse_bytes("2gib"), Ok(Some(2 << 30)));
-        assert_eq!(parse_bytes("1048576"), Ok(Some(1 << 20)));
-        assert_eq!(parse_bytes("1T"), Ok(Some(1 << 40)));
-        assert_eq!(parse_bytes("max"), Ok(None));
+        assert_eq!(parse_bytes("512M"), Ok(512 << 20));
+        assert_eq!(parse_bytes("2G"), Ok(2 << 30));
+        assert_eq!(parse_bytes("2gib"), Ok(2 << 30));
+        assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
+        assert_eq!(parse_bytes("1T"), Ok(1 << 40));
+        assert_eq!(parse_bytes("max"), Ok(NO_LIMIT));
+        assert_eq!(show_bytes(NO_LIMIT), "max");
         for bad in ["", "M", "1.5G", "12X", "-1G", "1 G G", "99999999999T"] {
             assert!(parse_bytes(bad).is_err(), "{bad}");
         }
@@ -236,17 +270,17 @@ mod tests {
 
     #[test]
     fn pids_and_cpus_are_read_with_their_floors() {
-        assert_eq!(parse_pids("100"), Ok(Some(100)));
-        assert_eq!(parse_pids("max"), Ok(None));
+        assert_eq!(parse_pids("100"), Ok(100));
+        assert_eq!(parse_pids("max"), Ok(NO_LIMIT));
         assert!(parse_pids("1").is_err());
         assert!(parse_pids("ten").is_err());
-        let half = parse_cpus("0.5").expect("0.5").expect("a limit");
+        let half = parse_cpus("0.5").expect("0.5");
         assert_eq!(half.as_cgroup(), "50000 100000");
+        assert_eq!(parse_cpus("2").map(|c| c.quota_usec), Ok(200_000));
         assert_eq!(
-            parse_cpus("2").expect("2").map(|c| c.quota_usec),
-            Some(200_000)
+            parse_cpus("max").map(|c| c.as_cgroup()).as_deref(),
+            Ok("max 100000")
         );
-        assert_eq!(parse_cpus("max"), Ok(None));
         for bad in ["0.001", "none", "NaN", "inf", "-1"] {
             assert!(parse_cpus(bad).is_err(), "{bad}");
         }
@@ -264,7 +298,7 @@ mod tests {
         let ceiling = Limits {
             memory_max: Some(1 << 30),
             pids_max: Some(100),
-            cpu_max: parse_cpus("1").expect("1"),
+            cpu_max: parse_cpus("1").ok(),
         };
         // Nothing asked: the server's.
         assert_eq!(narrow_limits(&ceiling, &Limits::default()), Ok(ceiling));
@@ -308,8 +342,15 @@ mod tests {
             e.starts_with("invalid arguments: limits.pids_max: 101"),
             "{e}"
         );
-        // No ceiling: any limit is a lowering.
+        // No ceiling, or `max`: any limit is a lowering.
         assert_eq!(narrow_limits(&Limits::default(), &asked), Ok(asked));
+        let open = Limits {
+            memory_max: Some(NO_LIMIT),
+            pids_max: Some(NO_LIMIT),
+            cpu_max: None,
+        };
+        assert_eq!(narrow_limits(&open, &asked), Ok(asked));
+        assert_eq!(narrow_limits(&open, &Limits::default()), Ok(open));
     }
 
     #[test]
@@ -317,12 +358,12 @@ mod tests {
         let a = Limits {
             memory_max: Some(1 << 30),
             pids_max: None,
-            cpu_max: parse_cpus("2").expect("2"),
+            cpu_max: parse_cpus("2").ok(),
         };
         let b = Limits {
             memory_max: Some(2 << 30),
             pids_max: Some(50),
-            cpu_max: parse_cpus("0.5").expect("0.5"),
+            cpu_max: parse_cpus("0.5").ok(),
         };
         let low = a.lowest(b);
         assert_eq!(low.memory_max, Some(1 << 30));

@@ -22,8 +22,8 @@ use std::str::FromStr;
 pub use allow::AllowEntry;
 pub use ceiling::{narrow, show as show_allow_entry, Widening};
 pub use limits::{
-    check_pids, narrow_limits, parse_bytes, parse_cpus, parse_pids, show_bytes, CpuMax, Limits,
-    CPU_PERIOD_USEC, MIN_MEMORY_MAX_BYTES, MIN_PIDS_MAX,
+    check_bytes, check_pids, narrow_limits, parse_bytes, parse_cpus, parse_pids, show_bytes,
+    show_count, CpuMax, Limits, CPU_PERIOD_USEC, MIN_MEMORY_MAX_BYTES, MIN_PIDS_MAX, NO_LIMIT,
 };
 pub use monitor::{MonitorHandle, Monitored, PolicyMonitor};
 

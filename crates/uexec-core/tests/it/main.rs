@@ -16,6 +16,7 @@ mod figures;
 mod id_space;
 mod inherited_fds;
 mod invalid_input;
+mod limits;
 mod monitors;
 mod screens;
 mod shell_snapshot;

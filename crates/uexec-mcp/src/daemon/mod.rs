@@ -73,6 +73,9 @@ pub struct DaemonOptions {
     pub transcripts: TranscriptOptions,
     /// Where it logs (the engine's `--log-file`), for `--status`; `None`: stderr.
     pub log_file: Option<PathBuf>,
+    /// `--memory-max`, `--pids-max`, `--cpu-max`: the limits of every session's cgroup, a
+    /// ceiling under which each client's own may only go lower.
+    pub limits: uexec_core::policy::Limits,
 }
 
 impl Default for DaemonOptions {
@@ -84,6 +87,7 @@ impl Default for DaemonOptions {
             stop: false,
             transcripts: TranscriptOptions::default(),
             log_file: None,
+            limits: uexec_core::policy::Limits::default(),
         }
     }
 }
@@ -254,6 +258,7 @@ pub async fn run(args: DaemonOptions) -> Result<(), DaemonError> {
     base.transcripts = args.transcripts.config();
     base.screens = Some(attach::screens());
     base.sandbox.confinement = args.confinement.clone();
+    base.limits = args.limits;
     let daemon = Arc::new(Daemon {
         ids: Arc::default(),
         base,

@@ -45,6 +45,7 @@ pub const EXTENDED_FIELDS: &[&str] = &[
     "sandbox",
     "network",
     "name",
+    "limits",
 ];
 
 /// `exec_command`; with named environments, an `environment_id` argument picks one.
@@ -79,6 +80,7 @@ pub fn tool(offer: Offer<'_>) -> Tool {
         props["stdin"] = json!({"type": "string", "enum": ["null", "pipe"], "default": "null", "description": "Pipe sessions only: \"pipe\" gives the command a stdin pipe that write_stdin writes (chars) and closes (eof: true), e.g. to feed JSON to a filter without a terminal. Default \"null\" (/dev/null)."});
         hygiene_properties(props, offer.config);
         sandbox_properties(props, offer.config);
+        props["limits"] = limits_schema(offer.config);
     }
     Tool::new(
         NAME,
@@ -131,6 +133,68 @@ fn sandbox_properties(props: &mut Value, config: &StoreConfig) {
     props["network"] = json!({"oneOf": forms, "description": format!("\"off\": the command gets only a loopback of its own (IPv4/IPv6 sockets fail). {{\"allow\": [\"host\", \"*.domain\", \"host:port\"]}}: only those hosts, through a proxy uexec runs at 127.0.0.1:3128 (HTTP, HTTPS via CONNECT, SOCKS5; HTTP_PROXY etc. are set); {denial}. This server's policy is {network}: a call may narrow it (on, then an allowlist within it, then off), never widen it.")});
 }
 
+/// `limits`, saying this server's ceilings: a call may only lower them.
+fn limits_schema(config: &StoreConfig) -> Value {
+    use uexec_core::policy::{show_bytes, show_count};
+    let ceiling = config.limits;
+    let memory = ceiling.memory_max.map_or("none".to_owned(), show_bytes);
+    let pids = ceiling.pids_max.map_or("none".to_owned(), show_count);
+    json!({
+        "type": "object",
+        "description": format!("Limits of this command and every process it starts, together (its cgroup), for a build or test that may run away. memory_max: most memory in bytes (a number, or a string with K, M or G: \"512M\"); above it the kernel's OOM killer kills one of its processes, and the result says so (limits_hit). pids_max: most processes and threads at once; a fork beyond it fails. This server's limits (memory_max {memory}, pids_max {pids}) are ceilings: a call may only lower them. Where this machine or server cannot apply a limit, the call is refused, naming it. Default: the server's."),
+        "properties": {
+            "memory_max": {"type": ["integer", "string"], "description": "Bytes, e.g. 536870912 or \"512M\"."},
+            "pids_max": {"type": "integer", "description": "Processes and threads at once."}
+        },
+        "additionalProperties": false
+    })
+}
+
+/// `limits`: `{"memory_max": BYTES or "512M", "pids_max": N}` (the server's CPU limit is
+/// its own).
+fn limits(args: &Args) -> Result<uexec_core::policy::Limits, ArgError> {
+    use uexec_core::policy::{check_bytes, check_pids, parse_bytes, parse_pids, Limits};
+    let obj = match field(args, "limits") {
+        None => return Ok(Limits::default()),
+        Some(Value::Object(obj)) => obj,
+        Some(v) => {
+            return Err(err(
+                "limits",
+                format!("expected an object, got {}", kind(v)),
+            ))
+        }
+    };
+    if let Some(k) = obj
+        .keys()
+        .find(|k| !["memory_max", "pids_max"].contains(&k.as_str()))
+    {
+        let why = match k.as_str() {
+            "cpu_max" => "unknown field: a CPU limit is the server's alone",
+            _ => "unknown field (expected \"memory_max\" or \"pids_max\")",
+        };
+        return Err(err(&format!("limits.{k}"), why));
+    }
+    let value = |name: &str,
+                 text: fn(&str) -> Result<u64, String>,
+                 number: fn(u64) -> Result<u64, String>| {
+        let field = format!("limits.{name}");
+        match obj.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => text(s).map(Some).map_err(|e| err(&field, e)),
+            Some(Value::Number(n)) => match n.as_u64() {
+                Some(n) => number(n).map(Some).map_err(|e| err(&field, e)),
+                None => Err(err(&field, format!("{n} is not a whole number"))),
+            },
+            Some(v) => Err(err(&field, format!("expected a number, got {}", kind(v)))),
+        }
+    };
+    Ok(Limits {
+        memory_max: value("memory_max", parse_bytes, check_bytes)?,
+        pids_max: value("pids_max", parse_pids, check_pids)?,
+        cpu_max: None,
+    })
+}
+
 /// `exec_command` arguments.
 pub fn request(arguments: Option<&Args>, dialect: Dialect) -> Result<ExecRequest, ArgError> {
     let args = object(arguments);
@@ -173,6 +237,7 @@ pub fn request(arguments: Option<&Args>, dialect: Dialect) -> Result<ExecRequest
             .map(|s| s.parse().map_err(|e: String| err("sandbox", e)))
             .transpose()?,
         network: network(&args)?,
+        limits: limits(&args)?,
         name: string(&args, "name")?
             .map(|n| {
                 check_session_name(&n)
@@ -313,6 +378,40 @@ mod tests {
     }
 
     #[test]
+    fn limits_are_read_in_the_extended_dialect_only() {
+        use uexec_core::policy::{Limits, NO_LIMIT};
+        let a = args(json!({"cmd": "x", "limits": {"memory_max": "512M", "pids_max": 20}}));
+        let e = request(Some(&a), Dialect::default()).expect_err("codex dialect");
+        assert_eq!(e.field, "limits");
+        let extended = Dialect {
+            extended: true,
+            ..Dialect::default()
+        };
+        let r = request(Some(&a), extended).expect("extended");
+        assert_eq!(
+            r.limits,
+            Limits {
+                memory_max: Some(512 << 20),
+                pids_max: Some(20),
+                cpu_max: None
+            }
+        );
+        let r = request(
+            Some(&args(
+                json!({"cmd": "x", "limits": {"memory_max": 1073741824, "pids_max": "max"}}),
+            )),
+            extended,
+        )
+        .expect("numbers and max");
+        assert_eq!(
+            (r.limits.memory_max, r.limits.pids_max),
+            (Some(1 << 30), Some(NO_LIMIT))
+        );
+        let r = request(Some(&args(json!({"cmd": "x", "limits": {}}))), extended).expect("empty");
+        assert!(r.limits.is_empty());
+    }
+
+    #[test]
     fn extended_errors_name_the_field() {
         let extended = Dialect {
             extended: true,
@@ -350,6 +449,43 @@ mod tests {
             (json!({"cmd": "x", "name": "1234"}), "name"),
             (json!({"cmd": "x", "name": 5}), "name"),
             (json!({"cmd": "x", "name": "x".repeat(33)}), "name"),
+            (json!({"cmd": "x", "limits": 5}), "limits"),
+            (
+                json!({"cmd": "x", "limits": {"cpu_max": 1}}),
+                "limits.cpu_max",
+            ),
+            (
+                json!({"cmd": "x", "limits": {"memory": 1}}),
+                "limits.memory",
+            ),
+            (
+                json!({"cmd": "x", "limits": {"memory_max": "lots"}}),
+                "limits.memory_max",
+            ),
+            (
+                json!({"cmd": "x", "limits": {"memory_max": 4096}}),
+                "limits.memory_max",
+            ),
+            (
+                json!({"cmd": "x", "limits": {"memory_max": -1}}),
+                "limits.memory_max",
+            ),
+            (
+                json!({"cmd": "x", "limits": {"memory_max": 1.5}}),
+                "limits.memory_max",
+            ),
+            (
+                json!({"cmd": "x", "limits": {"memory_max": true}}),
+                "limits.memory_max",
+            ),
+            (
+                json!({"cmd": "x", "limits": {"pids_max": 1}}),
+                "limits.pids_max",
+            ),
+            (
+                json!({"cmd": "x", "limits": {"pids_max": "many"}}),
+                "limits.pids_max",
+            ),
         ] {
             let e = request(Some(&args(a.clone())), extended).expect_err("must fail");
             assert_eq!(e.field, f, "{a}");

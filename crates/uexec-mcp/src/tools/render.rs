@@ -206,6 +206,16 @@ pub fn error_text(e: &ExecError) -> String {
         ExecError::Widening(Widening::AllowEntry { entry, .. }) => {
             format!("--network-allow {entry}")
         }
+        ExecError::Widening(Widening::Limit { field, .. }) => limit_flag(field),
+        ExecError::Limit { machine: true, .. } => {
+            return format!("{e}. `uexec doctor` says what this machine supports; run the command without limits, or ask the user")
+        }
+        ExecError::Limit { field, .. } => {
+            return format!(
+                "{e}. Only a person can enable it, by restarting uexec mcp with {} (max: no ceiling, calls set their own); ask the user if the command needs it.",
+                limit_flag(field)
+            )
+        }
         _ => return e.to_string(),
     };
     format!(
@@ -213,9 +223,49 @@ pub fn error_text(e: &ExecError) -> String {
     )
 }
 
+/// The flag of a call's limit (`limits.memory_max`): `--memory-max BYTES`.
+fn limit_flag(field: &str) -> String {
+    let name = field.strip_prefix("limits.").unwrap_or(field);
+    let value = if name == "memory_max" { "BYTES" } else { "N" };
+    format!("--{} {value}", name.replace('_', "-"))
+}
+
 #[cfg(test)]
 mod error_tests {
     use super::*;
+
+    #[test]
+    fn a_limit_a_call_cannot_have_names_the_flag_a_person_would_change() {
+        use uexec_core::policy::Widening;
+        let above = error_text(&ExecError::Widening(Widening::Limit {
+            field: "limits.memory_max",
+            asked: "2 GiB".into(),
+            ceiling: "1 GiB".into(),
+        }));
+        assert!(
+            above.ends_with("restarting uexec mcp with --memory-max BYTES; ask the user if the command needs it."),
+            "{above}"
+        );
+        let off = error_text(&ExecError::Limit {
+            field: "limits.pids_max",
+            reason: "this server did not enable the pids controller".into(),
+            machine: false,
+        });
+        assert!(
+            off.starts_with("invalid arguments: limits.pids_max: this server did not enable")
+                && off.contains("restarting uexec mcp with --pids-max N (max: no ceiling"),
+            "{off}"
+        );
+        let never = error_text(&ExecError::Limit {
+            field: "limits.memory_max",
+            reason: "this machine cannot limit a session's memory".into(),
+            machine: true,
+        });
+        assert!(
+            never.contains("`uexec doctor`") && !never.contains("restarting"),
+            "{never}"
+        );
+    }
 
     #[test]
     fn a_closed_stdin_reads_as_codex_words_it() {

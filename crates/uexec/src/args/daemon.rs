@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use uexec_mcp::daemon::{DaemonOptions, DEFAULT_IDLE_TIMEOUT_S};
 
+use super::limits::LimitArgs;
 use super::TranscriptArgs;
 
 /// Arguments of `uexec daemon`.
@@ -30,6 +31,8 @@ pub struct DaemonArgs {
     pub json: bool,
     #[command(flatten)]
     pub transcripts: TranscriptArgs,
+    #[command(flatten, next_help_heading = "Limits")]
+    pub limits: LimitArgs,
 }
 
 impl From<DaemonArgs> for DaemonOptions {
@@ -43,6 +46,7 @@ impl From<DaemonArgs> for DaemonOptions {
             transcripts: args.transcripts.into(),
             // The engine hands its `--log-file` over.
             log_file: None,
+            limits: args.limits.into(),
         }
     }
 }

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use super::limits::LimitArgs;
 use super::net::ListenerArgs;
 use uexec_core::policy::{AllowEntry, Fallback, Network, OnDenial, Profile};
 use uexec_mcp::McpOptions;
@@ -217,6 +218,8 @@ pub struct McpArgs {
     /// (its next result says denied: true and names the host; the End is failed).
     #[arg(help_heading = "Sandbox", long, value_name = "terminate|record", value_parser = parse_on_denial)]
     pub network_denial: Option<OnDenial>,
+    #[command(flatten, next_help_heading = "Limits")]
+    pub limits: LimitArgs,
 }
 
 fn parse_profile(s: &str) -> Result<Profile, String> {
@@ -332,6 +335,7 @@ impl McpArgs {
             writable_roots: self.writable_roots,
             sandbox_fallback: self.sandbox_fallback,
             network_denial: self.network_denial,
+            limits: self.limits.into(),
         };
         (options, relay)
     }

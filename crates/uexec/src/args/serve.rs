@@ -3,6 +3,7 @@
 
 use uexec_server::ServeOptions;
 
+use super::limits::LimitArgs;
 use super::net::ListenerArgs;
 
 /// Arguments of `uexec serve`.
@@ -33,6 +34,9 @@ pub struct ServeArgs {
     /// aliases, options), taken once and rebuilt when a profile file changes.
     #[arg(long)]
     pub no_shell_snapshot: bool,
+
+    #[command(flatten, next_help_heading = "Limits")]
+    pub limits: LimitArgs,
 }
 
 impl From<ServeArgs> for ServeOptions {
@@ -43,6 +47,7 @@ impl From<ServeArgs> for ServeOptions {
             token_file: args.token_file,
             listener: args.listener.into(),
             shell_snapshot: !args.no_shell_snapshot,
+            limits: args.limits.into(),
         }
     }
 }

@@ -20,6 +20,7 @@ mod daemon_trust;
 mod front;
 mod fuzz_corpus;
 mod last_will;
+mod limits;
 mod man;
 mod mcp_call_ids;
 mod mcp_cancel;

@@ -44,6 +44,7 @@ fn the_man_pages_are_the_help_of_every_verb() {
         "ENVIRONMENTS",
         "SANDBOX",
         "TRANSCRIPTS",
+        "LIMITS",
     ] {
         assert!(mcp.contains(&format!(".SH {heading}\n")), "{heading}");
     }

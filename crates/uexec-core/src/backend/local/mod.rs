@@ -66,8 +66,17 @@ pub struct LocalBackend;
 
 impl Backend for LocalBackend {
     fn spawn(&self, spec: SpawnSpec) -> BoxFuture<'_, Result<SpawnedProcess, BackendError>> {
+        // Its own cgroup, where the machine allows, with its limits; a limit it cannot take
+        // fails the spawn (it is never dropped).
+        let cgroup = match cgroup::SessionCgroup::make(spec.limits) {
+            Ok(cgroup) => cgroup,
+            Err(e) => {
+                let e = BackendError::new(format!("the session's limits cannot be applied: {e}"));
+                return Box::pin(async move { Err(e) });
+            }
+        };
         // Spawn synchronously on the calling worker thread (see `sys` on PR_SET_PDEATHSIG).
-        let result = spawn_local(&spec).map_err(|e| {
+        let result = spawn_local(&spec, cgroup).map_err(|e| {
             let kind = match e.kind() {
                 io::ErrorKind::NotFound => BackendErrorKind::NotFound,
                 io::ErrorKind::PermissionDenied => BackendErrorKind::PermissionDenied,
@@ -99,7 +108,10 @@ fn describe_spawn_error(spec: &SpawnSpec, e: &io::Error) -> String {
     }
 }
 
-fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
+fn spawn_local(
+    spec: &SpawnSpec,
+    cgroup: Option<cgroup::SessionCgroup>,
+) -> io::Result<SpawnedProcess> {
     uexec_sys::reset_ignored_sigchld();
     let env = match &spec.env_mode {
         EnvMode::Exact => spec.env.clone(),
@@ -145,9 +157,7 @@ fn spawn_local(spec: &SpawnSpec) -> io::Result<SpawnedProcess> {
         })?),
         None => None,
     };
-    // Its own cgroup, where the machine allows, with its limits: the child enters it
-    // before it execs.
-    let cgroup = cgroup::SessionCgroup::make(spec.limits)?;
+    // The child enters its cgroup before it execs.
     let child_spec = uexec_sys::ChildSpec {
         program: c_string(resolved.as_os_str().as_bytes())?,
         argv,
@@ -410,6 +420,33 @@ mod tests {
                 e.message
             );
         }
+    }
+
+    /// A limit goes into the session's real cgroup before the command exists, or the spawn
+    /// fails and nothing runs. Without `prepare_limits` no controller is enabled for the
+    /// sessions' cgroups (on this project's machines none can be), so the write fails:
+    /// the limit is refused, never dropped.
+    #[tokio::test]
+    async fn a_limit_the_session_s_cgroup_cannot_take_fails_the_spawn_and_runs_nothing() {
+        let ran = std::env::temp_dir().join(format!("uexec-limit-ran-{}", std::process::id()));
+        let mut s = spec(&format!("touch {}", ran.display()), false);
+        s.limits = crate::policy::Limits {
+            memory_max: Some(64 << 20),
+            ..crate::policy::Limits::default()
+        };
+        let e = LocalBackend
+            .spawn(s)
+            .await
+            .expect_err("a limit it cannot set");
+        assert!(
+            e.message
+                .starts_with("the session's limits cannot be applied: ")
+                && (e.message.contains("limits need a cgroup")
+                    || e.message.contains("cannot set the session's memory_max")),
+            "{}",
+            e.message
+        );
+        assert!(!ran.exists(), "the command ran without its limit");
     }
 
     #[tokio::test]

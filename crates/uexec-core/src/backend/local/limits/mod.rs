@@ -24,7 +24,7 @@ use std::fs;
 use std::io;
 use std::path::Path;
 
-use crate::policy::Limits;
+use crate::policy::{show_count, Limits, NO_LIMIT};
 use crate::usage::LimitHit;
 
 /// A cgroup controller that a limit needs.
@@ -95,13 +95,18 @@ pub fn needed(limits: &Limits) -> Vec<Controller> {
 pub struct LimitsError {
     pub controller: Controller,
     pub why: String,
+    /// This machine cannot (not this server's choice: a restart with the flag would not
+    /// help; `uexec doctor` says why).
+    pub machine: bool,
 }
 
 impl LimitsError {
+    /// The machine cannot apply it.
     fn new(controller: Controller, why: impl Into<String>) -> Self {
         Self {
             controller,
             why: why.into(),
+            machine: true,
         }
     }
 }
@@ -333,20 +338,23 @@ pub(super) fn enabled(own: &Path, root: &Path, limits: &Limits) -> Result<(), Li
             v1_binding(c, &proc_cgroup).as_deref(),
         ));
     }
-    Err(LimitsError::new(
-        c,
-        format!(
-            "this server did not enable the {} controller for its sessions' cgroups (it enables those its own limits need, at its start)",
-            c.name()
-        ),
-    ))
+    Err(LimitsError {
+        machine: false,
+        ..LimitsError::new(
+            c,
+            format!(
+                "this server did not enable the {} controller for its sessions' cgroups (it enables those its own limits need, at its start)",
+                c.name()
+            ),
+        )
+    })
 }
 
 /// Writes `limits` into the session's cgroup `dir`, before any process is in it.
 pub(super) fn apply(dir: &Path, limits: &Limits) -> io::Result<()> {
     let values = [
-        (Controller::Memory, limits.memory_max.map(|b| b.to_string())),
-        (Controller::Pids, limits.pids_max.map(|n| n.to_string())),
+        (Controller::Memory, limits.memory_max.map(show_count)),
+        (Controller::Pids, limits.pids_max.map(show_count)),
         (Controller::Cpu, limits.cpu_max.map(|c| c.as_cgroup())),
     ];
     for (c, value) in values {
@@ -375,12 +383,12 @@ pub(super) fn hits(dir: &Path, limits: &Limits) -> Vec<LimitHit> {
             .filter(|n| *n > 0)
     };
     let mut hits = Vec::new();
-    if let Some(max_bytes) = limits.memory_max {
+    if let Some(max_bytes) = limits.memory_max.filter(|m| *m != NO_LIMIT) {
         if let Some(kills) = count("memory.events", "oom_kill") {
             hits.push(LimitHit::Memory { kills, max_bytes });
         }
     }
-    if let Some(max) = limits.pids_max {
+    if let Some(max) = limits.pids_max.filter(|m| *m != NO_LIMIT) {
         if let Some(refused) = count("pids.events", "max") {
             hits.push(LimitHit::Pids { refused, max });
         }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::policy::{parse_cpus, CpuMax};
+use crate::policy::{parse_cpus, CpuMax, NO_LIMIT};
 
 /// A cgroup-shaped directory: `own` offering `offered`, enabling `own_enabled`, holding
 /// `procs`, and its `uexec.1` subtree root enabling `root_enabled`.
@@ -52,7 +52,7 @@ fn limits(memory: Option<u64>, pids: Option<u64>, cpu: Option<CpuMax>) -> Limits
 #[test]
 fn each_limit_needs_its_controller() {
     assert_eq!(needed(&Limits::default()), vec![]);
-    let all = limits(Some(1 << 30), Some(10), parse_cpus("1").expect("1"));
+    let all = limits(Some(1 << 30), Some(10), parse_cpus("1").ok());
     assert_eq!(
         needed(&all),
         vec![Controller::Memory, Controller::Pids, Controller::Cpu]
@@ -100,6 +100,7 @@ fn a_controller_the_kernel_does_not_offer_is_refused_saying_where_it_is_bound() 
     let fake = Fake::new("hugetlb\n", "", "", "1\n");
     let e = enable(&fake.own, &fake.root, &[Controller::Memory], 1).expect_err("not offered");
     assert_eq!(e.controller, Controller::Memory);
+    assert!(e.machine);
     assert!(
         e.why.starts_with("this machine cannot limit a session's memory: the memory controller is not offered to uexec's cgroup"),
         "{e}"
@@ -158,7 +159,7 @@ fn a_session_s_limits_are_written_as_the_kernel_reads_them() {
     let fake = Fake::new("", "", "", "");
     let dir = fake.root.join("s1");
     fs::create_dir(&dir).expect("session dir");
-    let half = parse_cpus("0.5").expect("0.5");
+    let half = parse_cpus("0.5").ok();
     apply(&dir, &limits(Some(64 << 20), Some(20), half)).expect("apply");
     assert_eq!(fake.read(&dir.join("memory.max")), "67108864");
     assert_eq!(fake.read(&dir.join("pids.max")), "20");
@@ -168,6 +169,10 @@ fn a_session_s_limits_are_written_as_the_kernel_reads_them() {
     fs::create_dir(&bare).expect("session dir");
     apply(&bare, &limits(None, Some(5), None)).expect("apply");
     assert!(!bare.join("memory.max").exists());
+    // `max`: written as the kernel reads no limit.
+    apply(&bare, &limits(Some(NO_LIMIT), None, Some(CpuMax::none()))).expect("apply");
+    assert_eq!(fake.read(&bare.join("memory.max")), "max");
+    assert_eq!(fake.read(&bare.join("cpu.max")), "max 100000");
     // A cgroup without the file (the controller off): the spawn fails, naming the limit.
     let e = apply(&fake.root.join("gone"), &limits(Some(64 << 20), None, None))
         .expect_err("no such cgroup");
