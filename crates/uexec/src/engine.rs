@@ -338,7 +338,7 @@ fn parse_cli() -> Cli {
 fn prepare_limits(command: &Command) -> anyhow::Result<()> {
     let limits: uexec_core::policy::Limits = match command {
         Command::Mcp(args) if !args.daemon => args.limits.clone().into(),
-        Command::Daemon(args) => args.limits.clone().into(),
+        Command::Daemon(args) if !args.stop => args.limits.clone().into(),
         Command::Serve(args) => args.limits.clone().into(),
         _ => return Ok(()),
     };
