@@ -30,7 +30,7 @@ times = {b: [] for b in binaries}
 for _ in range(runs):
     for b in binaries:
         t0 = time.perf_counter()
-        p = subprocess.Popen([b, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        p = subprocess.Popen([b, "mcp", "--in-process"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, env={"HOME": home, "PATH": os.environ["PATH"]})
         p.stdin.write(init.encode())
         p.stdin.flush()

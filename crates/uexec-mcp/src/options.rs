@@ -11,7 +11,7 @@ use uexec_core::policy::{AllowEntry, Fallback, Network, OnDenial, Profile};
 use uexec_core::transcript::TranscriptConfig;
 use uexec_core::StoreConfig;
 use uexec_net::{ListenerConfig, HEADER_READ_TIMEOUT_MS, MAX_CONNECTIONS};
-use uexec_protocol::daemon::{EnvironmentSettings, SandboxSettings, Settings};
+use uexec_protocol::daemon::{EnvironmentSettings, Linger, SandboxSettings, Settings};
 
 use crate::settings;
 use crate::McpError;
@@ -86,6 +86,9 @@ pub struct McpOptions {
     pub sandbox_fallback: Option<Fallback>,
     /// `--network-denial`: what a request off the allowlist does besides being refused.
     pub network_denial: Option<OnDenial>,
+    /// `--linger`: with the daemon, how long this owner's sessions outlive its last
+    /// connection (in-process, they end with the process).
+    pub linger: Linger,
 }
 
 impl Default for McpOptions {
@@ -130,6 +133,7 @@ impl Default for McpOptions {
             writable_roots: Vec::new(),
             sandbox_fallback: None,
             network_denial: None,
+            linger: Linger::default(),
         }
     }
 }
@@ -164,6 +168,7 @@ impl McpOptions {
             },
             no_shell_snapshot: self.no_shell_snapshot,
             environments: EnvironmentSettings::default(),
+            linger: self.linger,
         }
     }
 

@@ -29,8 +29,8 @@ use crate::tools::render::{attach_exit_notices, Answer};
 use crate::tools::schema::Offer;
 use crate::tools::wait::Heartbeat;
 use crate::tools::{
-    self, await_exit, exec_command, list_sessions, pause_session, prune_sessions, read_output,
-    remove_session, send_input, signal_session, terminate_session, wait, write_stdin,
+    self, await_exit, exec_command, keep_session, list_sessions, pause_session, prune_sessions,
+    read_output, remove_session, send_input, signal_session, terminate_session, wait, write_stdin,
 };
 
 /// How often a connection waiting to hear of environment changes checks it is still open.
@@ -173,7 +173,8 @@ impl UexecServer {
             | prune_sessions::NAME
             | signal_session::NAME
             | pause_session::PAUSE
-            | pause_session::RESUME => person,
+            | pause_session::RESUME
+            | keep_session::NAME => person,
             _ => false,
         }
     }
@@ -217,6 +218,7 @@ impl UexecServer {
             pause_session::RESUME if owners.is_some() => {
                 pause_session::call(store, arguments, false).await
             }
+            keep_session::NAME if owners.is_some() => keep_session::call(store, arguments),
             prune_sessions::NAME => match owners {
                 Some(owners) => prune_sessions::call(owners, arguments),
                 None => unknown(name),

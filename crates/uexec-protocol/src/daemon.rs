@@ -78,6 +78,11 @@ pub struct Status {
     pub log_file: Option<PathBuf>,
     /// The live sessions of each owner that has any, by owner name.
     pub sessions: BTreeMap<String, usize>,
+    /// The MCP connections of each agent (every owner but `@person`) that has any, by
+    /// owner name: an agent with none has gone, and its sessions end after its linger.
+    /// (Absent from the status of a daemon older than this field.)
+    #[serde(default)]
+    pub clients: BTreeMap<String, usize>,
 }
 
 /// A person's foreground `uexec run`: the command, as `exec_command`'s arguments (its window
@@ -169,6 +174,28 @@ pub struct Settings {
     /// The exec servers the client's commands may name with `environment_id`.
     #[serde(default)]
     pub environments: EnvironmentSettings,
+    /// `--linger`: how long the owner's running sessions outlive its last connection.
+    #[serde(default)]
+    pub linger: Linger,
+}
+
+/// How long an owner's running sessions outlive its last connection to the daemon
+/// (`uexec mcp --linger`). A session a person kept (`uexec keep`) outlives it anyway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Linger {
+    /// They are ended this many seconds after the last connection closed, unless a new
+    /// one came meanwhile; 0 (the default) at once, as a store in the client's own
+    /// process is shut down with it.
+    Seconds(u64),
+    /// They run until they exit or someone ends them.
+    Forever,
+}
+
+impl Default for Linger {
+    fn default() -> Self {
+        Self::Seconds(0)
+    }
 }
 
 /// `uexec mcp`'s environment flags (`--environment`, `--environments`, `--remote-token`,

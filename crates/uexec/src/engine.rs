@@ -61,12 +61,12 @@ a watchdog, even when uexec itself is killed.")]
 Without a token, only this server's own user may connect (checked over loopback). A
 non-loopback address needs a token, and TLS unless --insecure-plaintext is given.")]
     Serve(args::serve::ServeArgs),
-    /// Own this user's sessions in the background, so they outlive the MCP servers that
-    /// started them (`uexec mcp --daemon` starts it when needed).
+    /// Own this user's sessions in the background, where people see them and where they may
+    /// outlive the MCP servers that started them (`uexec mcp` starts it when needed).
     #[command(
         after_help = "The daemon listens on a Unix socket in a private directory ($XDG_RUNTIME_DIR/uexec/,
-else <temp dir>/uexec-<uid>/; it must be this user's, mode 0700) and answers only this
-user. It exits after --idle-timeout seconds with no running session and no client, or on
+else /run/user/<uid>/uexec/ when logind made /run/user/<uid>, else <temp dir>/uexec-<uid>/;
+it must be this user's, mode 0700) and answers only this user. It exits after --idle-timeout seconds with no running session and no client, or on
 SIGTERM/SIGINT, killing what is left; if it is killed, its watchdog kills every session.
 
 Examples:
@@ -167,6 +167,16 @@ Examples:
         target: cli::conn::Target,
         #[command(flatten)]
         args: cli::PauseArgs,
+    },
+    /// Keep an agent's session running after the agent's last client has gone (its sessions
+    /// otherwise end then, after its `uexec mcp --linger`, 0 s by default); `uexec ls`
+    /// shows it kept. --undo lets it end with them again. Exit codes: 0 done; 3 no such
+    /// session (or it has exited); 125 uexec failed.
+    Keep {
+        #[command(flatten)]
+        target: cli::conn::Target,
+        #[command(flatten)]
+        args: cli::KeepArgs,
     },
     /// Remove ended sessions (`uexec ls -a` lists them) and their transcripts. A running
     /// one is refused unless --force, which kills it. Exit codes: 0 every one removed; else
@@ -388,10 +398,23 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     let result = runtime.block_on(async move {
         let verb = match cli.command {
             Command::Mcp(args) => {
-                let served = match args.into_options() {
-                    (options, Some(daemon)) => relay::run(daemon, options).await,
-                    (mut options, None) => {
-                        options.confinement = confinement();
+                let (mut options, place) = args.into_options();
+                options.confinement = confinement();
+                let served = match place {
+                    args::mcp::Place::Daemon { target, asked } => {
+                        match relay::run(target, options.clone()).await? {
+                            relay::Relayed::Done => Ok(()),
+                            relay::Relayed::NoDaemon(e) if asked => Err(e.into()),
+                            relay::Relayed::NoDaemon(e) => {
+                                eprintln!(
+                                    "uexec mcp: {e:#}; this server keeps its sessions itself, \
+                                     as with --in-process (`uexec ls` does not see them)"
+                                );
+                                uexec_mcp::run(options).await.map_err(Into::into)
+                            }
+                        }
+                    }
+                    args::mcp::Place::InProcess => {
                         uexec_mcp::run(options).await.map_err(Into::into)
                     }
                 };
@@ -429,6 +452,7 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             Command::Kill { target, args } => cli::kill(&target, args).await,
             Command::Pause { target, args } => cli::pause(&target, args, true).await,
             Command::Resume { target, args } => cli::pause(&target, args, false).await,
+            Command::Keep { target, args } => cli::keep(&target, args).await,
             Command::Rm { target, args } => cli::rm(&target, args).await,
             Command::Prune { target, args } => cli::prune(&target, args).await,
             Command::Attach { target, args } => cli::attach::attach(&target, args).await,

@@ -1,8 +1,10 @@
-//! `uexec daemon`: one per user, owning the sessions so they outlive the MCP servers and
-//! terminals that started them.
+//! `uexec daemon`: one per user, owning the sessions so that people see them (`uexec ls`,
+//! `logs`, `attach`) and that they may outlive the MCP servers and terminals that started
+//! them.
 //!
 //! - **Where**: a Unix socket (0600) in a private runtime directory,
-//!   `$XDG_RUNTIME_DIR/uexec/`, else `<temp dir>/uexec-<uid>/`. The directory must be 0700 and
+//!   `$XDG_RUNTIME_DIR/uexec/`, else `/run/user/<uid>/uexec/`, else `<temp dir>/uexec-<uid>/`
+//!   ([`uexec_core::fs::runtime_dir`]). The directory must be 0700 and
 //!   this user's, or the daemon refuses to start; a peer of another uid is refused
 //!   (`SO_PEERCRED`), and so is a sandboxed command of this uid: a peer whose process lives
 //!   in another user namespace than the daemon's (every uexec sandbox has its own; see
@@ -13,17 +15,21 @@
 //!   then MCP on the same stream: the daemon serves the same tools as `uexec mcp`, on the
 //!   owner's store, with that connection's settings and environments.
 //! - **Owners**: each owner has its own store (an agent sees only its sessions); the stores
-//!   share one id space, so a person can name any session by its id alone.
+//!   share one id space, so a person can name any session by its id alone. An agent's
+//!   running sessions end when its last connection has been gone for its linger (0 s by
+//!   default), unless a person kept them ([`lease`]); a person's run until they end.
 //! - **HTTP**: `uexec mcp --daemon --http ADDR` serves streamable HTTP in its own process
 //!   and relays each MCP session to a connection here ([`http`]).
-//! - **Lifetime**: started on demand by `uexec mcp --daemon`; exits after `--idle-timeout`
-//!   with no running session and no client, or on SIGTERM/SIGINT, killing whatever is left. If it is
-//!   SIGKILLed, its last-will watchdog kills every session's process group.
+//! - **Lifetime**: started on demand by `uexec mcp` (and the CLI verbs that run commands);
+//!   exits after `--idle-timeout` with no running session and no client, or on
+//!   SIGTERM/SIGINT, killing whatever is left. If it is SIGKILLed, its last-will watchdog
+//!   kills every session's process group.
 
 pub mod attach;
 mod build_id;
 pub mod client;
 pub mod http;
+mod lease;
 mod relay;
 pub mod run;
 pub mod status;
@@ -161,6 +167,8 @@ struct Daemon {
     ids: Arc<IdSpace>,
     base: StoreConfig,
     owners: Arc<OwnerTable>,
+    /// Each agent's connections, so its sessions end when the last is gone ([`lease`]).
+    leases: Arc<lease::Leases>,
     clients: AtomicUsize,
     facts: status::Facts,
 }
@@ -258,6 +266,7 @@ pub async fn run(args: DaemonOptions) -> Result<(), DaemonError> {
         ids: Arc::default(),
         base,
         owners: Arc::default(),
+        leases: Arc::default(),
         clients: AtomicUsize::new(0),
         facts: status::Facts {
             started: std::time::Instant::now(),
@@ -425,7 +434,7 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
     };
     if hello.status && hello.protocol == PROTOCOL {
         // Before the builds are compared (see `status`).
-        let status = daemon.facts.status(&daemon.owners);
+        let status = daemon.facts.status(&daemon.owners, &daemon.leases);
         return Ok(status::answer(&status, &mut write).await?);
     }
     if let Some(why) = hello.incompatibility(&build_id()) {
@@ -456,6 +465,13 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
             return Err(ConnectionError::Refused(why));
         }
     };
+    // Held while the conversation lasts: the owner's sessions end after its linger once its
+    // last connection is gone. A person's sessions are theirs: they end as they would.
+    let _lease = (hello.owner != PERSON).then(|| {
+        daemon
+            .leases
+            .hold(&hello.owner, hello.settings.linger, store.clone())
+    });
     write_reply(&mut write, &Reply::ok()).await?;
     let options = Options {
         codex_tools_only: hello.settings.codex_tools_only,
@@ -482,7 +498,7 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
         .await
         .map_err(|e| ConnectionError::Handshake(Box::new(e)))?;
     let quit = running.waiting().await;
-    tracing::debug!(owner = %hello.owner, ?quit, "client went away; its sessions stay");
+    tracing::debug!(owner = %hello.owner, ?quit, "client went away");
     drop(environments);
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! `uexec daemon --status`: the daemon says who it is (pid, version and build, uptime, where
-//! it listens and logs) and how many sessions each owner has.
+//! it listens and logs), how many sessions each owner has, and how many connections each
+//! agent.
 //!
 //! 1. The client says a hello with `status` (a person's, without an environment: a status
 //!    runs nothing), never starting a daemon: no socket, or nobody listening, is "none runs".
@@ -30,8 +31,8 @@ pub(super) struct Facts {
 }
 
 impl Facts {
-    /// The status now, with the sessions of `owners`.
-    pub fn status(&self, owners: &OwnerTable) -> Status {
+    /// The status now, with the sessions of `owners` and the connections of `leases`.
+    pub fn status(&self, owners: &OwnerTable, leases: &super::lease::Leases) -> Status {
         let sessions: BTreeMap<String, usize> = owners
             .all()
             .into_iter()
@@ -46,6 +47,7 @@ impl Facts {
             socket: self.socket.clone(),
             log_file: self.log_file.clone(),
             sessions,
+            clients: leases.connections(),
         }
     }
 }

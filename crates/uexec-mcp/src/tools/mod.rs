@@ -10,6 +10,7 @@
 
 pub mod await_exit;
 pub mod exec_command;
+pub mod keep_session;
 pub mod list_sessions;
 pub mod parse;
 pub mod pause_session;
@@ -52,6 +53,7 @@ pub fn person_tools() -> Vec<Tool> {
         signal_session::tool(),
         pause_session::pause_tool(),
         pause_session::resume_tool(),
+        keep_session::tool(),
     ]
     .into_iter()
     .map(annotated)
@@ -75,6 +77,7 @@ pub(crate) fn annotated(mut tool: Tool) -> Tool {
         signal_session::NAME => ("Signal a session", false, Some(true)),
         pause_session::PAUSE => ("Pause a session", false, Some(false)),
         pause_session::RESUME => ("Resume a paused session", false, Some(false)),
+        keep_session::NAME => ("Keep a session after its owner leaves", false, Some(false)),
         _ => return tool,
     };
     let mut annotations = ToolAnnotations::new().read_only(read_only);

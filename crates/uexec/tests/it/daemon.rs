@@ -33,9 +33,11 @@ pub(crate) async fn start_sleeper(client: &Client) -> (i64, String) {
 }
 
 #[tokio::test]
-async fn a_session_outlives_its_mcp_server_and_the_next_one_finds_it() {
+async fn with_linger_forever_a_session_outlives_its_mcp_server_and_the_next_one_finds_it() {
     let place = Place::new("daemon");
-    let client = place.client(&["--codex-compat"]).await;
+    let client = place
+        .client(&["--codex-compat", "--linger", "forever"])
+        .await;
     let (id, m) = start_sleeper(&client).await;
     client.cancel().await.unwrap(); // the agent's MCP server exits
     assert_eq!(procs_with(&m).len(), 1, "the session runs on in the daemon");
@@ -406,7 +408,10 @@ async fn a_session_in_the_daemon_may_ask_for_a_sandbox() {
 #[tokio::test]
 async fn each_connection_to_an_owner_brings_its_own_settings() {
     let place = Place::new("daemon");
-    let first = place.client(&["--owner", "o", "--structured"]).await;
+    // It lingers, so that the session is still there for the second.
+    let first = place
+        .client(&["--owner", "o", "--structured", "--linger", "600"])
+        .await;
     let r = call(
         &first,
         "exec_command",

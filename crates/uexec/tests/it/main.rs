@@ -23,6 +23,7 @@ mod last_will;
 mod man;
 mod mcp_call_ids;
 mod mcp_cancel;
+mod mcp_daemon_default;
 mod mcp_daemon_environments;
 mod mcp_environments;
 mod mcp_environments_file;
