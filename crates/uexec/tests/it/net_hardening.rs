@@ -30,7 +30,7 @@ async fn wrapped_mcp<S: AsRef<std::ffi::OsStr>>(
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
-        .args([UEXEC, "mcp", "--codex-compat"])
+        .args([UEXEC, "mcp", "--in-process", "--codex-compat"])
         .current_dir(&dir)
         .env("HOME", &dir);
     let transport = TokioChildProcess::new(cmd).unwrap();
