@@ -106,7 +106,7 @@ def minimal_client(uexec: str, env: dict, cwd: str) -> list[str] | None:
         "env": [[b64(os.fsencode(k)), b64(os.fsencode(v))] for k, v in env.items()],
         "settings": {"shell": None, "max_output_tokens": None, "env_keep": [], "env_set": [], "env_drop": [],
                      "strip_ansi": False, "collapse_cr": False, "deterministic_ids": False, "extended": True,
-                     "codex_tools_only": False},
+                     "codex_tools_only": False, "structured": True},
     }
     messages = [
         hello,
