@@ -192,6 +192,7 @@ impl UexecServer {
         let codex_tools_only = self.options.codex_tools_only;
         let config = &self.options.config;
         let owners = self.stores.owners().map(Arc::as_ref);
+        let started = std::time::Instant::now();
         let answer = match name {
             exec_command::NAME => {
                 exec_command::call(store, config, arguments, self.dialect(), call_id).await
@@ -230,6 +231,9 @@ impl UexecServer {
             }
             other => unknown(other),
         };
+        if let (Some(metrics), Some(tool)) = (&config.metrics, tools::known(name)) {
+            metrics.call(tool, started.elapsed());
+        }
         let mut result = answer.unwrap_or_else(|message| {
             CallToolResult::error(vec![ContentBlock::text(format!(
                 "{name} failed: {message}"

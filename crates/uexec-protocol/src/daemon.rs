@@ -62,6 +62,10 @@ pub struct Hello {
     /// Instead of MCP: start a command and follow it to its end (`uexec run`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunRequest>,
+    /// Instead of MCP: the daemon's figures as Prometheus text after the reply, whatever
+    /// the client's build (`uexec metrics`); the daemon then hangs up.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub metrics: bool,
 }
 
 /// What a daemon says of itself (`uexec daemon --status`).
@@ -335,6 +339,7 @@ mod tests {
             attach: None,
             status: false,
             run: None,
+            metrics: false,
         };
         let line = serde_json::to_string(&hello).expect("json");
         let back: Hello = serde_json::from_str(&line).expect("parse");
@@ -378,6 +383,7 @@ mod tests {
             attach: None,
             status: false,
             run: None,
+            metrics: false,
         };
         let why = hello.incompatibility(BUILD).expect("refused");
         assert!(why.contains("the client uexec 0.0.0-other"), "{why}");

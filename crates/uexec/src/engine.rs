@@ -203,6 +203,16 @@ Examples:
         #[command(flatten)]
         args: cli::attach::AttachArgs,
     },
+    /// Print the daemon's figures as Prometheus text: sessions by state, spawns, exits and
+    /// spawn failures by cause, bytes printed, transcript bytes on disk, CPU time and
+    /// memory, and the latency of each tool's calls (no session id nor command in any
+    /// label). Starts no daemon. Exit codes: 0 printed; 3 no daemon runs; 125 uexec failed.
+    #[command(after_help = "Example (node_exporter's textfile collector, from cron):
+  uexec metrics > /var/lib/node_exporter/textfile/uexec.prom.$$ && mv /var/lib/node_exporter/textfile/uexec.prom.$$ /var/lib/node_exporter/textfile/uexec.prom")]
+    Metrics {
+        #[command(flatten)]
+        target: cli::conn::Target,
+    },
     /// Print a shell completion script (e.g. `uexec completions bash > /etc/bash_completion.d/uexec`).
     Completions {
         /// bash, zsh, fish, elvish or powershell.
@@ -453,6 +463,7 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             Command::Pause { target, args } => cli::pause(&target, args, true).await,
             Command::Resume { target, args } => cli::pause(&target, args, false).await,
             Command::Keep { target, args } => cli::keep(&target, args).await,
+            Command::Metrics { target } => cli::metrics(&target).await,
             Command::Rm { target, args } => cli::rm(&target, args).await,
             Command::Prune { target, args } => cli::prune(&target, args).await,
             Command::Attach { target, args } => cli::attach::attach(&target, args).await,

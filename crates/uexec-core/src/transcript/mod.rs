@@ -95,6 +95,17 @@ impl TranscriptConfig {
         }
     }
 
+    /// What the transcripts take on disk now, all sessions together (as the total cap
+    /// counts it: each session directory's files and the directory itself).
+    pub fn disk_bytes(&self) -> u64 {
+        std::fs::read_dir(&self.root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| writer::footprint(&entry.path()).0)
+            .sum()
+    }
+
     fn segment_bytes(&self) -> u64 {
         (self.session_max_bytes / SEGMENTS).max(4096)
     }

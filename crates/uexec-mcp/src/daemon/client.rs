@@ -166,6 +166,7 @@ impl LocalHello for Hello {
             cwd: std::env::current_dir()?,
             attach: None,
             status: false,
+            metrics: false,
             run: None,
             env: hello_env(std::env::vars_os(), &settings.env_keep),
             settings,

@@ -30,6 +30,7 @@ mod build_id;
 pub mod client;
 pub mod http;
 mod lease;
+pub mod metrics;
 mod relay;
 pub mod run;
 pub mod status;
@@ -171,6 +172,8 @@ struct Daemon {
     leases: Arc<lease::Leases>,
     clients: AtomicUsize,
     facts: status::Facts,
+    /// What every owner's sessions did, for `uexec metrics` (the stores feed it).
+    metrics: Arc<uexec_core::metrics::Metrics>,
 }
 
 impl Daemon {
@@ -262,12 +265,15 @@ pub async fn run(args: DaemonOptions) -> Result<(), DaemonError> {
     base.transcripts = args.transcripts.config();
     base.screens = Some(attach::screens());
     base.sandbox.confinement = args.confinement.clone();
+    let figures = Arc::new(uexec_core::metrics::Metrics::default());
+    base.metrics = Some(figures.clone());
     let daemon = Arc::new(Daemon {
         ids: Arc::default(),
         base,
         owners: Arc::default(),
         leases: Arc::default(),
         clients: AtomicUsize::new(0),
+        metrics: figures,
         facts: status::Facts {
             started: std::time::Instant::now(),
             socket: std::path::absolute(&socket)?,
@@ -436,6 +442,11 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
         // Before the builds are compared (see `status`).
         let status = daemon.facts.status(&daemon.owners, &daemon.leases);
         return Ok(status::answer(&status, &mut write).await?);
+    }
+    if hello.metrics && hello.protocol == PROTOCOL {
+        // As a status: whatever the client's build.
+        let now = metrics::now(&daemon.owners, daemon.base.transcripts.as_ref());
+        return Ok(metrics::answer(&daemon.metrics, &now, &mut write).await?);
     }
     if let Some(why) = hello.incompatibility(&build_id()) {
         write_reply(&mut write, &Reply::refuse(why.clone())).await?;

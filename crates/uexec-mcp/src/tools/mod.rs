@@ -43,6 +43,29 @@ pub fn all(codex_tools_only: bool, offer: Offer<'_>) -> Vec<Tool> {
     tools.into_iter().map(annotated).collect()
 }
 
+/// The name of a tool uexec has (offered here or not), as a constant: what the figures
+/// label a call with (never a name a client made up).
+pub fn known(name: &str) -> Option<&'static str> {
+    [
+        exec_command::NAME,
+        write_stdin::NAME,
+        list_sessions::NAME,
+        terminate_session::NAME,
+        wait::NAME,
+        read_output::NAME,
+        send_input::NAME,
+        await_exit::NAME,
+        remove_session::NAME,
+        prune_sessions::NAME,
+        signal_session::NAME,
+        pause_session::PAUSE,
+        pause_session::RESUME,
+        keep_session::NAME,
+    ]
+    .into_iter()
+    .find(|known| *known == name)
+}
+
 /// The tools of a person at the daemon, besides the agents' own.
 pub fn person_tools() -> Vec<Tool> {
     [

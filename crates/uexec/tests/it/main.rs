@@ -37,6 +37,7 @@ mod mcp_progress;
 mod mcp_protocol;
 mod mcp_stdio;
 mod mcp_tasks;
+mod metrics;
 mod net_hardening;
 mod net_peer_user;
 mod net_tls;
