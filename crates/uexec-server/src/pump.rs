@@ -22,6 +22,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use uexec_core::metrics::{ExitCause, Metrics};
 
 use tokio::sync::{mpsc, oneshot};
 use uexec_core::backend::{ExitReport, OutputChunk, Stream};
@@ -55,6 +56,7 @@ pub async fn run(
     session: Arc<Session>,
     inputs: PumpInputs,
     config: PumpConfig,
+    metrics: Arc<Metrics>,
 ) {
     let PumpInputs {
         mut output,
@@ -68,12 +70,18 @@ pub async fn run(
         tokio::select! {
             biased;
             chunk = output.recv(), if output_open => match chunk {
-                Some(chunk) => emit_output(&handle, &session, chunk, config.chunk_max_bytes).await,
+                Some(chunk) => {
+                    metrics.output(chunk.bytes.len());
+                    emit_output(&handle, &session, chunk, config.chunk_max_bytes).await
+                }
                 None => output_open = false,
             },
             report = &mut exit, if exit_pending => {
                 exit_pending = false;
-                emit_exit(&handle, &session, exit_info(report)).await;
+                let exit = exit_info(report);
+                let cause = ExitCause::of(Some(exit.code), exit.failure.is_some(), false);
+                metrics.ended(cause, handle.usage().as_ref());
+                emit_exit(&handle, &session, exit).await;
             }
         }
     }
