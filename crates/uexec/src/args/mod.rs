@@ -8,6 +8,7 @@ pub mod daemon;
 pub mod mcp;
 pub mod net;
 pub mod serve;
+pub mod verbs;
 
 use std::path::PathBuf;
 
