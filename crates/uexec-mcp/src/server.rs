@@ -52,6 +52,10 @@ pub struct UexecServer {
     /// Cancelled when this handler is dropped (its connection or HTTP session ended): what
     /// it started for its client stops with it.
     gone: CancellationToken,
+    /// Cancelled when its client is gone for good, before rmcp's own cancellation of the
+    /// calls that outlive it (a daemon connection: `daemon::hangup`): its calls end then,
+    /// as if cancelled, and lose nothing.
+    client_gone: CancellationToken,
 }
 
 impl Drop for UexecServer {
@@ -92,7 +96,14 @@ impl UexecServer {
             subscriptions: LegacySubscriptions::default(),
             tasks: Tasks::default(),
             gone: CancellationToken::new(),
+            client_gone: CancellationToken::new(),
         }
+    }
+
+    /// This handler, whose calls end as cancelled once `client_gone` is.
+    pub fn cancelled_by(mut self, client_gone: CancellationToken) -> Self {
+        self.client_gone = client_gone;
+        self
     }
 
     fn dialect(&self) -> Dialect {
@@ -352,7 +363,7 @@ impl ServerHandler for UexecServer {
                 .is_some_and(|caps| caps.supports_tasks());
         let (result, running) = tokio::select! {
             biased;
-            () = context.ct.cancelled() => {
+            () = cancelled(&context.ct, &self.client_gone) => {
                 drop(forwarder);
                 return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
                     "{name} failed: cancelled by the client"
@@ -538,4 +549,12 @@ fn unknown(name: &str) -> Answer {
 fn next_call_id() -> String {
     static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
     format!("mcp-{}", NEXT_CALL.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Either token cancelled: the request's, or the client's as a whole.
+async fn cancelled(request: &CancellationToken, client: &CancellationToken) {
+    tokio::select! {
+        () = request.cancelled() => {}
+        () = client.cancelled() => {}
+    }
 }

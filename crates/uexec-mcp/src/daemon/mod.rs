@@ -28,6 +28,7 @@
 pub mod attach;
 mod build_id;
 pub mod client;
+mod hangup;
 pub mod http;
 mod lease;
 pub mod metrics;
@@ -498,12 +499,16 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
     } else {
         Stores::Single(store)
     };
+    // A client gone for good cancels its calls at once, losing nothing ([`hangup`]).
+    let gone = tokio_util::sync::CancellationToken::new();
     let server = UexecServer::new(
         stores,
         environments.environments(),
         environments.any_configured(),
         options,
-    );
+    )
+    .cancelled_by(gone.clone());
+    let read = hangup::Watched::new(read, gone);
     let running = server
         .serve((read, write))
         .await

@@ -14,6 +14,7 @@ mod cli_kill;
 mod cli_logs_since;
 mod cli_run;
 mod cli_sessions;
+mod client_gone;
 mod daemon;
 mod daemon_status;
 mod daemon_trust;
