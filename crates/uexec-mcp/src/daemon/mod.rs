@@ -117,6 +117,12 @@ pub enum DaemonError {
         #[source]
         source: io::Error,
     },
+    #[error("cannot write {}", path.display())]
+    PidFile {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("the daemon holds its lock but wrote no daemon.pid")]
     NoPidFile,
     #[error("the uexec daemon (pid {pid}) did not stop within 10 s")]
@@ -251,17 +257,25 @@ pub async fn run(args: DaemonOptions) -> Result<(), DaemonError> {
         socket: socket.clone(),
         source,
     })?;
+    // From here on, however it ends (a full disk refusing the pid file, a signal), no
+    // socket nor pid file is left behind for a client to stumble on.
+    let _files = OwnFiles(vec![socket.clone(), dir.join("daemon.pid")]);
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
-    {
+    let pid_file = dir.join("daemon.pid");
+    (|| {
         use std::io::Write as _;
         let mut pid = std::fs::OpenOptions::new()
             .create(true)
             .truncate(true)
             .write(true)
             .mode(0o600)
-            .open(dir.join("daemon.pid"))?;
-        writeln!(pid, "{}", std::process::id())?;
-    }
+            .open(&pid_file)?;
+        writeln!(pid, "{}", std::process::id())
+    })()
+    .map_err(|source| DaemonError::PidFile {
+        path: pid_file.clone(),
+        source,
+    })?;
     let mut base = StoreConfig::from_env();
     base.transcripts = args.transcripts.config();
     base.screens = Some(attach::screens());
@@ -310,10 +324,20 @@ pub async fn run(args: DaemonOptions) -> Result<(), DaemonError> {
     };
     acceptor.abort();
     daemon.shutdown();
-    let _ = std::fs::remove_file(&socket);
-    let _ = std::fs::remove_file(dir.join("daemon.pid"));
+    drop(_files);
     drop(lock);
     result
+}
+
+/// Files of the running daemon, removed when it stops (while it still holds the lock).
+struct OwnFiles(Vec<PathBuf>);
+
+impl Drop for OwnFiles {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 /// Serves each connection in a task of its own.
