@@ -342,9 +342,11 @@ impl Drop for OwnFiles {
 
 /// Serves each connection in a task of its own.
 async fn accept_clients(listener: UnixListener, daemon: Arc<Daemon>) {
+    let mut backoff = uexec_net::backoff::AcceptBackoff::new("the daemon socket");
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
+                backoff.succeeded();
                 let daemon = daemon.clone();
                 // Counted from the accept: the idle check never sees a client in between.
                 daemon.clients.fetch_add(1, Ordering::SeqCst);
@@ -355,11 +357,8 @@ async fn accept_clients(listener: UnixListener, daemon: Arc<Daemon>) {
                     daemon.clients.fetch_sub(1, Ordering::SeqCst);
                 });
             }
-            Err(e) => {
-                // EMFILE and friends: back off instead of spinning.
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            // EMFILE and friends: back off instead of spinning, and say so once a minute.
+            Err(e) => tokio::time::sleep(backoff.failed(&e)).await,
         }
     }
 }
