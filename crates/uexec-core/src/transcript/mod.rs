@@ -143,6 +143,9 @@ pub struct TranscriptStop {
     pub at: u64,
     /// The error, as the OS says it (`No space left on device`).
     pub error: String,
+    /// Its files were deleted (by someone else than uexec, while it wrote them): none of
+    /// it is on disk, the bytes before `at` no more than those after.
+    pub deleted: bool,
 }
 
 impl TranscriptStop {
@@ -154,7 +157,20 @@ impl TranscriptStop {
                 error.truncate(at);
             }
         }
-        Self { at, error }
+        Self {
+            at,
+            error,
+            deleted: false,
+        }
+    }
+
+    /// The files of a transcript `at` bytes long were deleted under it.
+    pub(crate) fn deleted(at: u64) -> Self {
+        Self {
+            at,
+            error: "its files were deleted".to_owned(),
+            deleted: true,
+        }
     }
 
     /// `the transcript stopped at byte 1048576: No space left on device`.
