@@ -11,10 +11,13 @@
 //! 2. the stream of a POST that carries a request is watched ([`Guarded`]): it notes the
 //!    answer to its request when it goes by;
 //! 3. dropped before that answer (axum drops it when the client's connection closes), it
-//!    sends the session `notifications/cancelled` for the request, in a task of its own.
+//!    sends the session `notifications/cancelled` for the request, in a task of its own;
+//! 4. a session closed (`DELETE`) while requests of its are unanswered cancels them first:
+//!    closed, it could no longer be told (its handler would run on, as in step 3).
 
+use std::collections::{HashMap, HashSet};
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use futures::Stream;
@@ -31,12 +34,30 @@ const REASON: &str = "the HTTP client went away before the answer";
 /// `M`, whose requests are cancelled when their client goes away (see the module docs).
 pub struct CancelDropped<M> {
     inner: Arc<M>,
+    /// The requests of each session whose answer has not gone by yet.
+    pending: Arc<Pending>,
 }
+
+/// Unanswered requests by session.
+type Pending = Mutex<HashMap<SessionId, HashSet<RequestId>>>;
 
 impl<M> CancelDropped<M> {
     pub fn new(inner: Arc<M>) -> Self {
-        Self { inner }
+        Self {
+            inner,
+            pending: Arc::default(),
+        }
     }
+}
+
+/// `notifications/cancelled` for `request`.
+fn cancellation(request: RequestId) -> ClientJsonRpcMessage {
+    ClientJsonRpcMessage::notification(ClientNotification::CancelledNotification(
+        CancelledNotification::new(CancelledNotificationParam::new(
+            Some(request),
+            Some(REASON.to_owned()),
+        )),
+    ))
 }
 
 impl<M: SessionManager> SessionManager for CancelDropped<M> {
@@ -60,6 +81,11 @@ impl<M: SessionManager> SessionManager for CancelDropped<M> {
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        let unanswered = lock(&self.pending).remove(id).unwrap_or_default();
+        for request in unanswered {
+            // A session that ended meanwhile has nothing left to cancel.
+            let _ = self.inner.accept_message(id, cancellation(request)).await;
+        }
         self.inner.close_session(id).await
     }
 
@@ -73,12 +99,19 @@ impl<M: SessionManager> SessionManager for CancelDropped<M> {
             _ => None,
         };
         let stream = self.inner.create_stream(id, message).await?;
+        if let Some(request) = &request {
+            lock(&self.pending)
+                .entry(id.clone())
+                .or_default()
+                .insert(request.clone());
+        }
         Ok(Guarded {
             stream: Box::pin(stream),
-            pending: request.map(|request| Pending {
+            pending: request.map(|request| Unanswered {
                 request,
                 session: id.clone(),
                 manager: self.inner.clone(),
+                table: self.pending.clone(),
             }),
         })
     }
@@ -121,17 +154,38 @@ impl<M: SessionManager> SessionManager for CancelDropped<M> {
 }
 
 /// A request not answered yet, and where to cancel it.
-struct Pending<M: SessionManager> {
+struct Unanswered<M: SessionManager> {
     request: RequestId,
     session: SessionId,
     manager: Arc<M>,
+    table: Arc<Pending>,
+}
+
+impl<M: SessionManager> Unanswered<M> {
+    /// Off the table of unanswered requests; whether it was still there (not cancelled by
+    /// a close of its session meanwhile).
+    fn settle(&self) -> bool {
+        let mut table = lock(&self.table);
+        let Some(requests) = table.get_mut(&self.session) else {
+            return false;
+        };
+        let was = requests.remove(&self.request);
+        if requests.is_empty() {
+            table.remove(&self.session);
+        }
+        was
+    }
+}
+
+fn lock(pending: &Pending) -> std::sync::MutexGuard<'_, HashMap<SessionId, HashSet<RequestId>>> {
+    pending.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A POST's response stream (step 2 of the module docs).
 struct Guarded<S, M: SessionManager> {
     stream: Pin<Box<S>>,
     /// `None` once the answer went by (or for a stream that carries no request's answer).
-    pending: Option<Pending<M>>,
+    pending: Option<Unanswered<M>>,
 }
 
 impl<S, M> Stream for Guarded<S, M>
@@ -150,7 +204,9 @@ where
                 _ => None,
             };
             if answered.is_some() && answered == self.pending.as_ref().map(|p| &p.request) {
-                self.pending = None;
+                if let Some(p) = self.pending.take() {
+                    p.settle();
+                }
             }
         }
         next
@@ -159,23 +215,23 @@ where
 
 impl<S, M: SessionManager> Drop for Guarded<S, M> {
     fn drop(&mut self) {
-        let Some(Pending {
-            request,
-            session,
-            manager,
-        }) = self.pending.take()
-        else {
+        let Some(unanswered) = self.pending.take() else {
             return;
         };
+        // Cancelled already, by the close of its session.
+        if !unanswered.settle() {
+            return;
+        }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let cancel = ClientJsonRpcMessage::notification(ClientNotification::CancelledNotification(
-            CancelledNotification::new(CancelledNotificationParam::new(
-                Some(request.clone()),
-                Some(REASON.to_owned()),
-            )),
-        ));
+        let Unanswered {
+            request,
+            session,
+            manager,
+            ..
+        } = unanswered;
+        let cancel = cancellation(request.clone());
         runtime.spawn(async move {
             // A session that ended meanwhile has nothing left to cancel.
             if let Err(e) = manager.accept_message(&session, cancel).await {

@@ -52,9 +52,9 @@ pub struct UexecServer {
     /// Cancelled when this handler is dropped (its connection or HTTP session ended): what
     /// it started for its client stops with it.
     gone: CancellationToken,
-    /// Cancelled when its client is gone for good, before rmcp's own cancellation of the
-    /// calls that outlive it (a daemon connection: `daemon::hangup`): its calls end then,
-    /// as if cancelled, and lose nothing.
+    /// Cancelled when its client is done, before rmcp's own cancellation of the calls that
+    /// outlive it (a daemon connection: `daemon::hangup`): its calls end then, as if
+    /// cancelled, and lose nothing.
     client_gone: CancellationToken,
 }
 

@@ -2,7 +2,7 @@
 //! a socket says of its peer.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 use crate::*;
 
@@ -225,20 +225,6 @@ pub fn wait_priority(fd: RawFd, timeout_ms: i32) -> io::Result<bool> {
         };
     }
     Ok(r > 0 && pfd.revents & (libc::POLLPRI | libc::POLLERR) != 0)
-}
-
-/// Whether the peer of socket `fd` is gone for good: it hung up both ways (poll reports
-/// `POLLHUP`), as a closed or killed peer does, not merely stopped sending (a shutdown of
-/// its writing side leaves it able to read answers still). Never waits.
-pub fn hung_up(fd: BorrowedFd<'_>) -> bool {
-    let mut pfd = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLOUT,
-        revents: 0,
-    };
-    // SAFETY: poll on one valid pollfd (the borrow keeps the descriptor open), no wait.
-    let r = unsafe { libc::poll(&mut pfd, 1, 0) };
-    r > 0 && pfd.revents & (libc::POLLHUP | libc::POLLERR) != 0
 }
 
 /// A message header over `iov` and the first `len` bytes of `control` (a u64 buffer keeps

@@ -1,4 +1,4 @@
-//! A connection whose client is gone for good cancels its calls at once.
+//! A connection whose client is done cancels its calls at once.
 //!
 //! Why: rmcp, at the end of a conversation, lets its handlers run on for up to 5 s to send
 //! answers, and cancels them only then. A poll that ends meanwhile drains the output and
@@ -7,12 +7,11 @@
 //! before it drains: what `notifications/cancelled` does), so a client that is gone must
 //! cancel its calls as that would.
 //!
-//! Gone is not merely done sending: `printf REQUEST | uexec mcp` ends its stdin and waits
-//! for the answers, so the relay shuts down its writing side only. At the end of what the
-//! client sent, the socket tells the two apart: a peer that closed (or was killed) hung up
-//! both ways ([`uexec_sys::hung_up`]).
+//! Done is the end of what the client sends: it was killed, or it closed its stdin, which
+//! is how an MCP client ends a stdio conversation (the relay then shuts its side of the
+//! socket). Either way no answer is read any more: a call that went on would drain for
+//! nobody.
 
-use std::os::fd::AsFd as _;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -20,8 +19,8 @@ use tokio::io::{AsyncRead, BufReader, ReadBuf};
 use tokio::net::unix::OwnedReadHalf;
 use tokio_util::sync::CancellationToken;
 
-/// The reading side of a daemon connection: at its end, `gone` is cancelled if the client
-/// hung up for good (or the read failed).
+/// The reading side of a daemon connection: at its end (or a failed read), `gone` is
+/// cancelled.
 pub(super) struct Watched {
     inner: BufReader<OwnedReadHalf>,
     gone: CancellationToken,
@@ -43,10 +42,7 @@ impl AsyncRead for Watched {
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
         match &polled {
             Poll::Ready(Ok(())) if buf.filled().len() == before && buf.remaining() > 0 => {
-                let socket = self.inner.get_ref().as_ref();
-                if uexec_sys::hung_up(socket.as_fd()) {
-                    self.gone.cancel();
-                }
+                self.gone.cancel();
             }
             Poll::Ready(Err(_)) => self.gone.cancel(),
             _ => {}

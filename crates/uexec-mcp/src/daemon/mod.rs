@@ -522,7 +522,8 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
     } else {
         Stores::Single(store)
     };
-    // A client gone for good cancels its calls at once, losing nothing ([`hangup`]).
+    // A client that is done (gone, or its stdin closed) cancels its calls at once, losing
+    // nothing ([`hangup`]).
     let gone = tokio_util::sync::CancellationToken::new();
     let server = UexecServer::new(
         stores,

@@ -91,6 +91,95 @@ async fn a_client_killed_mid_poll_through_the_daemon_loses_no_line_nor_the_exit(
     place.stop();
 }
 
+/// A client that closes its stdin mid-poll ends the conversation (MCP's stdio shutdown):
+/// its poll is cancelled, and the next client gets what it would have drained.
+#[test]
+fn a_client_that_closes_stdin_mid_poll_loses_no_line_nor_the_exit() {
+    use std::io::Write as _;
+    let place = Place::new("gone-eof");
+    let mut relay = place
+        .command(&["mcp", "--structured", "--linger", "600"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = relay.stdin.take().unwrap();
+    let mut answers = BufReader::new(relay.stdout.take().unwrap()).lines();
+    let ask = |stdin: &mut std::process::ChildStdin, id: u64, method: &str, params: Value| {
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{msg}").unwrap();
+    };
+    ask(
+        &mut stdin,
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18",
+        "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}),
+    );
+    let mut answer_to = |id: u64| -> Value {
+        loop {
+            let line = answers.next().expect("an answer").unwrap();
+            let msg: Value = serde_json::from_str(&line).unwrap();
+            if msg["id"] == id {
+                return msg["result"]["structuredContent"].clone();
+            }
+        }
+    };
+    answer_to(1);
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    ask(
+        &mut stdin,
+        2,
+        "tools/call",
+        json!({"name": "exec_command", "arguments":
+        {"cmd": SLOW_LINES, "login": false, "yield_time_ms": 250}}),
+    );
+    let r = answer_to(2);
+    let id = r["session_id"].as_i64().unwrap_or_else(|| panic!("{r}"));
+    let mut seen = lines_in(r["output"].as_str().unwrap_or_default());
+    ask(
+        &mut stdin,
+        3,
+        "tools/call",
+        json!({"name": "write_stdin", "arguments":
+        {"session_id": id, "chars": "", "yield_time_ms": 30000}}),
+    );
+    let after = seen.last().copied().unwrap_or(0) + 10;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !printed(&place, id, after) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command printed no more"
+        );
+        std::thread::yield_now();
+    }
+    drop(stdin); // the client is done: the conversation ends mid-poll
+    let _ = relay.wait();
+
+    let next = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let (next, _) = place.plain_client(&["--structured"]).await;
+        let r = call(
+            &next,
+            "write_stdin",
+            json!({"session_id": id, "chars": "", "yield_time_ms": 30000}),
+        )
+        .await;
+        next.cancel().await.unwrap();
+        r
+    });
+    seen.extend(lines_in(
+        structured(&next)["output"].as_str().unwrap_or_default(),
+    ));
+    assert_eq!(seen, (1..=80).collect::<Vec<_>>(), "{}", text(&next));
+    assert_eq!(structured(&next)["exit_code"], 7, "{}", text(&next));
+    place.stop();
+}
+
 /// `uexec mcp ARGS --http 127.0.0.1:0` in `place`, and its URL.
 fn http_server(place: &Place, args: &[&str]) -> (Child, String) {
     let mut child = place
@@ -243,4 +332,66 @@ async fn an_http_request_dropped_mid_poll_through_the_daemon_loses_nothing() {
     let place = Place::new("gone-httpd");
     an_http_request_dropped_mid_poll_loses_nothing(&place, &["--daemon", "--linger", "600"]).await;
     place.stop();
+}
+
+/// An MCP session ended mid-call (`DELETE`): its calls are cancelled too, and the next
+/// session (of the same principal, whose sessions they are) gets every line.
+#[tokio::test]
+async fn an_http_session_deleted_mid_poll_loses_nothing() {
+    let place = Place::new("gone-delete");
+    let (mut server, url) = http_server(&place, &[]);
+    let session = open_session(&url);
+    let r = curl_call(
+        &url,
+        &session,
+        2,
+        "exec_command",
+        json!({"cmd": SLOW_LINES, "login": false, "yield_time_ms": 250}),
+    );
+    let id = r["session_id"].as_i64().unwrap_or_else(|| panic!("{r}"));
+    let mut seen = lines_in(r["output"].as_str().unwrap_or_default());
+    let poll = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "write_stdin",
+        "arguments": {"session_id": id, "chars": "", "yield_time_ms": 30000}}});
+    let mut client = curl(&url, &session, &poll)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let after = seen.last().copied().unwrap_or(0) + 10;
+    eventually("the command to print on", Duration::from_secs(20), || {
+        transcript_has(&place, after)
+    })
+    .await;
+    let deleted = Command::new("curl")
+        .args([
+            "-sS",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-X",
+            "DELETE",
+            &url,
+        ])
+        .args(["-H", &format!("Mcp-Session-Id: {session}")])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&deleted.stdout).starts_with('2'),
+        "{deleted:?}"
+    );
+    let _ = client.wait();
+    let next = open_session(&url);
+    let r = curl_call(
+        &url,
+        &next,
+        4,
+        "write_stdin",
+        json!({"session_id": id, "chars": "", "yield_time_ms": 30000}),
+    );
+    seen.extend(lines_in(r["output"].as_str().unwrap_or_default()));
+    assert_eq!(seen, (1..=80).collect::<Vec<_>>(), "{r}");
+    assert_eq!(r["exit_code"], 7, "{r}");
+    server.kill().unwrap();
+    server.wait().unwrap();
 }

@@ -277,8 +277,8 @@ fn the_daemons_flags_are_refused_where_the_sessions_stay_in_process() {
 }
 
 /// A client that writes its requests and closes stdin at once (`printf ... | uexec mcp`)
-/// still gets every answer: the relay carries the daemon's side to its end, and the daemon
-/// tells a client that is done sending from one that is gone (whose calls it cancels).
+/// still gets the answers the daemon gives: the relay carries the daemon's side to its end
+/// (a call still running then is cancelled: `client_gone.rs`).
 #[test]
 fn requests_then_stdin_closed_are_all_answered_through_the_daemon() {
     use std::io::{Read, Write};
@@ -293,12 +293,6 @@ fn requests_then_stdin_closed_are_all_answered_through_the_daemon() {
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     writeln!(stdin, "{init}").unwrap();
-    writeln!(
-        stdin,
-        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
-    )
-    .unwrap();
-    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"exec_command","arguments":{{"cmd":"sleep 0.5; echo answered-$((6*7))","login":false}}}}}}"#).unwrap();
     drop(stdin);
     let mut answer = String::new();
     child
@@ -312,6 +306,5 @@ fn requests_then_stdin_closed_are_all_answered_through_the_daemon() {
         answer.contains(r#""id":1"#) && answer.contains("serverInfo"),
         "{status:?}: {answer:?}"
     );
-    assert!(answer.contains("answered-42"), "{status:?}: {answer:?}");
     assert!(place.status().is_some(), "answered by the daemon");
 }
