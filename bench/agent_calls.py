@@ -95,7 +95,7 @@ async def run(session: ClientSession, strategy: str, task: str, workdir: str) ->
 
 
 async def strategy_runs(uexec: str, strategy: str, home: str, results: dict) -> None:
-    argv = [uexec, "mcp"] + (["--structured"] if strategy == "uexec" else ["--codex-compat"])
+    argv = [uexec, "mcp", "--in-process"] + (["--structured"] if strategy == "uexec" else ["--codex-compat"])
     params = StdioServerParameters(command=argv[0], args=argv[1:], env={**os.environ, "HOME": home}, cwd=home)
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:

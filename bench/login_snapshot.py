@@ -88,7 +88,7 @@ def main() -> None:
         f.write(PROFILE)
     slow_runs = max(5, a.runs // 3)
 
-    base = [os.path.abspath(a.uexec), "mcp", "--shell", "/bin/bash"]
+    base = [os.path.abspath(a.uexec), "mcp", "--in-process", "--shell", "/bin/bash"]
     snap = Mcp(base, home)
     first = snap.exec_ms({"cmd": "true", "login": True})  # builds the snapshot
     for _ in range(5):

@@ -95,7 +95,7 @@ async def main() -> None:
     ap.add_argument("--runs", type=int, default=200)
     a = ap.parse_args()
     home = tempfile.mkdtemp(prefix="uexec-bench-home-")
-    uexec = [os.path.abspath(a.uexec), "mcp", "--codex-compat"]
+    uexec = [os.path.abspath(a.uexec), "mcp", "--in-process", "--codex-compat"]
     base = spawn_wait_ms(a.runs)
     base_sh = spawn_wait_ms(a.runs, "sh")
     uexec_ms, flood = await roundtrips(uexec, "exec_command", {"cmd": "true", "login": False}, a.runs, home, flood=True)

@@ -7,7 +7,7 @@ and how soon the result follows once the client reads again.
 import json, subprocess, sys, time, os, tempfile
 binary = sys.argv[1]; size = int(sys.argv[2]); wait_s = float(sys.argv[3])
 home = tempfile.mkdtemp()
-p = subprocess.Popen([binary, "mcp", "--codex-compat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env={**os.environ, "HOME": home})
+p = subprocess.Popen([binary, "mcp", "--in-process", "--codex-compat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env={**os.environ, "HOME": home})
 def send(m): p.stdin.write((json.dumps(m)+"\n").encode()); p.stdin.flush()
 send({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"slow","version":"0"}}})
 p.stdout.readline()

@@ -106,7 +106,7 @@ def minimal_client(uexec: str, env: dict, cwd: str) -> list[str] | None:
         "env": [[b64(os.fsencode(k)), b64(os.fsencode(v))] for k, v in env.items()],
         "settings": {"shell": None, "max_output_tokens": None, "env_keep": [], "env_set": [], "env_drop": [],
                      "strip_ansi": False, "collapse_cr": False, "deterministic_ids": False, "extended": True,
-                     "codex_tools_only": False},
+                     "codex_tools_only": False, "structured": True},
     }
     messages = [
         hello,
@@ -154,7 +154,7 @@ async def main() -> None:
             samples[name].append((time.perf_counter() - t) * 1e3)
     bash, run, engine_run = (statistics.median(samples[n]) for n in ("bash", "run", "engine"))
     minimal = statistics.median(samples["minimal"]) if client is not None else None
-    inproc, daemon = await mcp_roundtrips([[uexec, "mcp"], [uexec, "mcp", "--daemon"]], env, home, a.runs)
+    inproc, daemon = await mcp_roundtrips([[uexec, "mcp", "--in-process"], [uexec, "mcp", "--daemon"]], env, home, a.runs)
     attach = attach_ms(uexec, env, home, max(20, a.runs // 10))
     subprocess.run([uexec, "daemon", "--stop"], env=env, cwd=home, capture_output=True)
 
@@ -164,7 +164,7 @@ async def main() -> None:
     print(f"| `true` end to end, the engine's own CLI | {bash:.2f} ms | {engine_run:.2f} ms (`uexec-engine run --no-login -- true`) | {engine_run / bash:.2f}x | |")
     if minimal is not None:
         print(f"| `true` end to end, floor of a small client | {bash:.2f} ms | {minimal:.2f} ms (bench/minimal_client.rs, the windowed exchange of `run -d`) | {minimal / bash:.2f}x | |")
-    print(f"| exec_command `true`, MCP round trip | {inproc:.2f} ms (`uexec mcp`) | {daemon:.2f} ms (`uexec mcp --daemon`) | {daemon / inproc:.2f}x | <= 1.2x |")
+    print(f"| exec_command `true`, MCP round trip | {inproc:.2f} ms (`uexec mcp --in-process`) | {daemon:.2f} ms (`uexec mcp`, the daemon) | {daemon / inproc:.2f}x | <= 1.2x |")
     print(f"| `uexec attach` to a 200x50 screen, spawn to first screen bytes | | {attach:.2f} ms | | < 20 ms |")
 
 

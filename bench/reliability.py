@@ -2,24 +2,35 @@
 """Soak and chaos suite for the `uexec` binary: figures, not pass/fail timings.
 
     cargo build --release -p uexec && python3 bench/reliability.py [--uexec PATH]
-        [--sessions 1000] [--trials 100] [--flood-secs 60] [--only soak,crash,flood]
+        [--sessions 1000] [--trials 100] [--flood-secs 60] [--daemon-sessions 5000]
+        [--only soak,crash,flood,descendants,daemon-soak,disk]
 
 1. soak: SESSIONS sessions of mixed fate (exit, terminate, prune, client disconnect, Ctrl-C),
-   PTY and pipe, through `uexec mcp` and `uexec serve --listen stdio`. Afterwards the
-   long-lived servers' open fds, threads and RSS are compared with their baseline, and no
-   zombie child nor orphaned session process may remain.
+   PTY and pipe, through `uexec mcp --in-process` and `uexec serve --listen stdio`.
+   Afterwards the long-lived servers' open fds, threads and RSS are compared with their
+   baseline, and no zombie child nor orphaned session process may remain.
 2. crash: TRIALS times, a `uexec mcp` and a `uexec serve` each holding 20 sessions (half of
    them with a `cmd &` background job) are SIGKILLed; 1 s later nothing of theirs may live.
 3. flood: `yes` for FLOOD_SECS with a progress token, through a client that never reads;
-   the peak RSS of `uexec mcp`.
+   the peak RSS of `uexec mcp` (UEXEC_FLOOD_EXTRA adds flags, e.g. --no-transcripts).
+4. descendants: TRIALS times each, sessions with a `setsid -f` and a double-forked
+   descendant are terminated, or their server SIGKILLed (and TRIALS/5 times their daemon):
+   nothing of theirs may live 5 s later.
+5. daemon-soak: DAEMON_SESSIONS sessions through one daemon, transcripts on; its RSS, fds
+   and threads every 500 sessions must level off.
+6. disk: transcripts on a full disk (a 512 KiB tmpfs), in a read-only directory, and in a
+   directory deleted while a session writes: every command ends normally, and every byte
+   range a result says `read_output` has reads back (mount namespaces of their own).
 
-Servers run in a temp dir with an empty HOME and every command with `login: false`. Standard
-library only. Exit status 1 when a check fails (zombie, orphan, survivor, leak).
+Servers run in one scratch directory (removed at the end, whatever happens) with an empty
+HOME and every command with `login: false`. Standard library only. Exit status 1 when a
+check fails (zombie, orphan, survivor, leak, a false claim).
 """
 
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,9 +40,14 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = f"{os.getpid()}{int(time.time()) % 100000}"
+# The binary under test (set by main).
+UEXEC_PATH = [""]
+# Every server's directory (its HOME, transcripts among them) lives here; removed at exit.
+SCRATCH = tempfile.mkdtemp(prefix="uexec-rel-")
 FAILURES = []
 # The flood stops there: past it, growth is unbounded and the machine is at risk.
 FLOOD_RSS_CAP_MIB = 1024
+FLOOD_EXTRA = os.environ.get("UEXEC_FLOOD_EXTRA", "").split()
 
 
 def check(ok, what):
@@ -117,11 +133,15 @@ def wait_until(what, cond, timeout):
 class Server:
     """`uexec mcp` or `uexec serve --listen stdio`, spoken to in newline-delimited JSON-RPC."""
 
-    def __init__(self, uexec, face, read=True):
-        self.dir = tempfile.mkdtemp(prefix="uexec-rel-")
+    def __init__(self, uexec, face, read=True, extra=(), env=None, argv=None):
+        self.dir = tempfile.mkdtemp(dir=SCRATCH)
         os.makedirs(os.path.join(self.dir, "home"))
-        argv = [uexec, "mcp", "--codex-compat"] if face == "mcp" else [uexec, "serve", "--listen", "stdio"]
-        env = {"HOME": os.path.join(self.dir, "home"), "PATH": os.environ.get("PATH", "")}
+        # The mcp face in its own process: the figures are of the process that owns the
+        # sessions (`--in-process`; the daemon has a part of its own, `daemon_soak`).
+        if argv is None:
+            argv = [uexec, "mcp", "--in-process", "--codex-compat"] if face == "mcp" else [uexec, "serve", "--listen", "stdio"]
+            argv += list(extra)
+        env = {"HOME": os.path.join(self.dir, "home"), "PATH": os.environ.get("PATH", ""), **(env or {})}
         self.face = face
         self.proc = subprocess.Popen(
             argv,
@@ -254,6 +274,11 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self.forget()
+
+    def forget(self):
+        """Removes the server's directory (its transcripts: hundreds of MB a run)."""
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- soak
@@ -433,6 +458,7 @@ def crash(uexec, trials):
         check(not survivors, f"trial {trial}: survivors 1 s after SIGKILL: {describe(survivors)}")
         for server in servers:
             server.proc.wait()
+            server.forget()
         for pid in survivors:
             os.kill(pid, signal.SIGKILL)
     print(
@@ -447,7 +473,7 @@ def crash(uexec, trials):
 
 def flood(uexec, seconds):
     print(f"flood: {seconds}s of `yes` with a progress token, a client that never reads", flush=True)
-    server = Server(uexec, "mcp", read=False)
+    server = Server(uexec, "mcp", read=False, extra=FLOOD_EXTRA)
     # The handshake is written blind: the client never reads, not even the answers.
     server.send(
         {
@@ -491,6 +517,217 @@ def flood(uexec, seconds):
     except subprocess.TimeoutExpired:
         server.proc.kill()
         server.proc.wait()
+    server.forget()
+
+
+# ---------------------------------------------------------------- descendants
+
+
+DETACHED = [
+    # A descendant in a session of its own, and one double-forked (reparented away).
+    ("setsid", "setsid -f sleep {tag} >/dev/null 2>&1; exec sleep {tag}"),
+    ("double fork", "(sleep {tag} >/dev/null 2>&1 &); exec sleep {tag}"),
+]
+
+
+def cgroup_note():
+    """What holds descendants here, as `uexec doctor` says it."""
+    out = subprocess.run([UEXEC_PATH[0], "doctor"], capture_output=True, text=True).stdout
+    line = next((l for l in out.splitlines() if "cgroup v2 per session" in l), "")
+    return line.strip() or "(uexec doctor says nothing of cgroups)"
+
+
+def descendants(uexec, trials):
+    """Descendants that left their process group (setsid, a double fork) die with their
+    session: on terminate, and when the server or the daemon is SIGKILLed."""
+    print(f"descendants: {trials} trials each of terminate and of SIGKILL of the server, "
+          f"sessions with setsid and double-forked descendants", flush=True)
+    print(f"  {cgroup_note()}")
+    started = time.monotonic()
+    totals = {}
+    # Terminate: one server, a trial a pair of sessions.
+    server = Server(uexec, "mcp")
+    left = 0
+    for trial in range(trials):
+        tag = f"3602.{RUN}{trial:03d}"
+        handles = server.start_all([(cmd.format(tag=tag), False, f"t{trial}-{k}") for k, (_, cmd) in enumerate(DETACHED)])
+        wait_until("", lambda: len(live_with(tag)) >= 4, 10)
+        for handle in handles:
+            server.terminate(handle)
+        wait_until("", lambda: not live_with(tag), 5)
+        survivors = live_with(tag)
+        left += len(survivors)
+        check(not survivors, f"terminate trial {trial}: survivors {describe(survivors)}")
+        for pid in survivors:
+            os.kill(pid, signal.SIGKILL)
+    server.close()
+    totals["terminate_session"] = left
+    # SIGKILL of the server: a server a trial.
+    left = 0
+    for trial in range(trials):
+        tag = f"3603.{RUN}{trial:03d}"
+        server = Server(uexec, "mcp")
+        server.start_all([(cmd.format(tag=tag), False, f"k{trial}-{k}") for k, (_, cmd) in enumerate(DETACHED)])
+        wait_until("", lambda: len(live_with(tag)) >= 4, 10)
+        os.kill(server.pid, signal.SIGKILL)
+        server.proc.wait()
+        wait_until("", lambda: not live_with(tag), 5)
+        survivors = live_with(tag)
+        left += len(survivors)
+        check(not survivors, f"SIGKILL trial {trial}: survivors {describe(survivors)}")
+        for pid in survivors:
+            os.kill(pid, signal.SIGKILL)
+        server.forget()
+    totals["SIGKILL of uexec mcp --in-process"] = left
+    # SIGKILL of the daemon: a daemon a trial (fewer: each is a daemon's start).
+    left = 0
+    daemon_trials = max(1, trials // 5)
+    for trial in range(daemon_trials):
+        tag = f"3604.{RUN}{trial:03d}"
+        runtime = tempfile.mkdtemp(dir=SCRATCH)
+        os.chmod(runtime, 0o700)
+        client = Server(uexec, "mcp", argv=[uexec, "mcp", "--daemon", "--codex-compat", "--linger", "forever"],
+                        env={"XDG_RUNTIME_DIR": runtime})
+        client.start_all([(cmd.format(tag=tag), False, f"d{trial}-{k}") for k, (_, cmd) in enumerate(DETACHED)])
+        wait_until("", lambda: len(live_with(tag)) >= 4, 10)
+        with open(os.path.join(runtime, "uexec", "daemon.pid")) as f:
+            os.kill(int(f.read().strip()), signal.SIGKILL)
+        wait_until("", lambda: not live_with(tag), 5)
+        survivors = live_with(tag)
+        left += len(survivors)
+        check(not survivors, f"daemon SIGKILL trial {trial}: survivors {describe(survivors)}")
+        for pid in survivors:
+            os.kill(pid, signal.SIGKILL)
+        client.close()
+    totals[f"SIGKILL of the daemon ({daemon_trials} trials)"] = left
+    for what, n in totals.items():
+        print(f"  {what}: {n} survivors (deadline 5 s)")
+    print(f"  in {time.monotonic() - started:.1f}s", flush=True)
+
+
+# ---------------------------------------------------------------- daemon soak
+
+
+def daemon_soak(uexec, sessions):
+    """SESSIONS sessions through one daemon, transcripts on: its RSS, fds and threads
+    sampled every 500 sessions (a plateau, not growth)."""
+    print(f"daemon soak: {sessions} sessions through the daemon, transcripts on", flush=True)
+    runtime = tempfile.mkdtemp(dir=SCRATCH)
+    os.chmod(runtime, 0o700)
+    client = Server(uexec, "mcp", argv=[uexec, "mcp", "--daemon", "--codex-compat"], env={"XDG_RUNTIME_DIR": runtime})
+    with open(os.path.join(runtime, "uexec", "daemon.pid")) as f:
+        daemon = int(f.read().strip())
+    tag = f"3605.{RUN}"
+    samples = []
+    started = time.monotonic()
+    for i in range(sessions):
+        if i % 500 == 0:
+            samples.append((i, resources(daemon)))
+        if i % 10 == 9:
+            # A session that outlives its window, ended by terminate.
+            handle = client.start(f"sleep {tag}{i:05d}", False, f"s{i}")
+            client.terminate(handle)
+        else:
+            client.start(f"echo {i}; printf '%0{i % 2000}d' 0", i % 4 == 0, f"s{i}")
+    samples.append((sessions, resources(daemon)))
+    elapsed = time.monotonic() - started
+    print(f"  {sessions} sessions in {elapsed:.1f}s")
+    print("  sessions | RSS MiB | fds | threads")
+    for n, r in samples:
+        print(f"  {n:8d} | {r['rss_kib'] / 1024:7.1f} | {r['fds']:3d} | {r['threads']:7d}")
+    # The plateau: past the first thousand, what the second half adds.
+    half = samples[len(samples) // 2][1]
+    last = samples[-1][1]
+    check(last["fds"] <= half["fds"] + 4, f"daemon fds grew from {half['fds']} to {last['fds']} in the second half")
+    check(last["threads"] <= half["threads"] + 4, f"daemon threads grew from {half['threads']} to {last['threads']}")
+    check(last["rss_kib"] <= half["rss_kib"] + 8 * 1024,
+          f"daemon RSS grew from {half['rss_kib'] / 1024:.1f} to {last['rss_kib'] / 1024:.1f} MiB in the second half")
+    client.close()
+    subprocess.run([uexec, "daemon", "--stop"], env={**os.environ, "XDG_RUNTIME_DIR": runtime},
+                   capture_output=True, check=False)
+    check(not live_with(tag), "daemon soak: sessions outlived the daemon")
+
+
+# ---------------------------------------------------------------- disk
+
+
+# A script that sets the transcripts' directory up in a mount namespace of its own, then
+# runs the server there: $1 the place, $2 the case, then the server's argv.
+DISK_SETUP = r"""set -e
+place="$1"; case="$2"; shift 2
+mkdir -p -m 700 "$place/t"
+case "$case" in
+  full) mount -t tmpfs -o size=512k,mode=0700 tmpfs "$place/t" ;;
+  read-only) mount --bind "$place/t" "$place/t" && mount -o remount,ro,bind "$place/t" ;;
+esac
+exec "$@"
+"""
+
+FLOOD_CMD = "seq 1 400000; echo the-end"  # 2.6 MB: the pending buffer (1 MiB) cuts it
+
+
+def claims_hold(server, result, where):
+    """Whether what `result` says the transcript has, it has: each readable byte range it
+    names reads back whole."""
+    readable = result.get("omitted_readable")
+    if not readable:
+        return True
+    # A running session by its id; an exited one, whose id is gone, by its transcript.
+    which = {"session_id": result["session_id"]} if "session_id" in result else {"transcript": result.get("transcript")}
+    for offset in {readable["start"], max(readable["start"], readable["end"] - 4096)}:
+        want = min(4096, readable["end"] - offset)
+        page = server.tool("read_output", {**which, "offset": offset, "limit": want})
+        got = page.get("next_offset", offset) - page.get("offset", offset)
+        if got != want:
+            print(f"  {where}: read_output at {offset} gave {got} of the {want} bytes claimed readable")
+            return False
+    return True
+
+
+def disk(uexec):
+    """Transcripts on a full disk, in a read-only directory, and in a directory deleted
+    while sessions write: every command ends normally, and no result claims bytes the disk
+    lacks."""
+    print("disk: transcripts on a full disk, read-only, and deleted mid-run", flush=True)
+    for case in ("full", "read-only", "deleted"):
+        place = tempfile.mkdtemp(dir=SCRATCH)
+        tdir = os.path.join(place, "t")
+        argv = ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", DISK_SETUP, "sh", place, case,
+                uexec, "mcp", "--in-process", "--structured", "--transcripts-dir", tdir]
+        server = Server(uexec, "mcp", argv=argv)
+        ok = True
+        results = []
+
+        def took(r):
+            """A result, its claims checked as it arrives (a claim is of that moment)."""
+            nonlocal ok
+            results.append(r)
+            ok &= check_soft(claims_hold(server, r, f"disk {case}"), f"disk {case}: a result claimed bytes the disk lacks")
+            return r
+
+        for i in range(3):
+            deleting = case == "deleted" and i == 1
+            # The one across the deletion writes slowly, for 2 s.
+            cmd = "for i in $(seq 1 40); do seq 1 20000; sleep 0.05; done; echo the-end" if deleting else FLOOD_CMD
+            r = took(server.tool("exec_command", {"cmd": cmd, "login": False, "yield_time_ms": 500 if deleting else 250}))
+            if deleting:
+                shutil.rmtree(tdir, ignore_errors=True)
+            while "session_id" in r and "exit_code" not in r:
+                r = took(server.tool("write_stdin", {"session_id": r["session_id"], "chars": "", "yield_time_ms": 30000}))
+        ended = [r for r in results if "exit_code" in r]
+        ok &= check_soft(len(ended) == 3 and all(r["exit_code"] == 0 for r in ended),
+                         f"disk {case}: every command ended with 0 ({[r.get('exit_code') for r in ended]})")
+        ok &= check_soft(all("the-end" in (r.get("output") or "") for r in ended),
+                         f"disk {case}: every command's last line arrived")
+        stopped = sum(1 for r in results if "transcript_stopped" in r)
+        print(f"  {case}: {len(ended)} commands ended, {len(results)} results, "
+              f"{stopped} saying the transcript stopped, every claim checked: {'held' if ok else 'FAILED'}")
+        server.close()
+
+
+def check_soft(ok, what):
+    check(ok, what)
+    return ok
 
 
 def main():
@@ -499,18 +736,31 @@ def main():
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--flood-secs", type=int, default=60)
-    parser.add_argument("--only", default="soak,crash,flood")
+    parser.add_argument("--daemon-sessions", type=int, default=5000)
+    parser.add_argument("--only", default="soak,crash,flood,descendants,daemon-soak,disk")
     args = parser.parse_args()
     args.uexec = os.path.abspath(args.uexec)
+    UEXEC_PATH[0] = args.uexec
     if not os.access(args.uexec, os.X_OK):
         sys.exit(f"no uexec binary at {args.uexec}: cargo build --release -p uexec")
     parts = args.only.split(",")
-    if "soak" in parts:
-        soak(args.uexec, args.sessions)
-    if "crash" in parts:
-        crash(args.uexec, args.trials)
-    if "flood" in parts:
-        flood(args.uexec, args.flood_secs)
+    try:
+        if "soak" in parts:
+            soak(args.uexec, args.sessions)
+        if "crash" in parts:
+            crash(args.uexec, args.trials)
+        if "flood" in parts:
+            flood(args.uexec, args.flood_secs)
+        if "descendants" in parts:
+            descendants(args.uexec, args.trials)
+        if "daemon-soak" in parts:
+            daemon_soak(args.uexec, args.daemon_sessions)
+        if "disk" in parts:
+            disk(args.uexec)
+    finally:
+        shutil.rmtree(SCRATCH, ignore_errors=True)
+        left = [d for d in os.listdir(tempfile.gettempdir()) if d.startswith("uexec-rel-")]
+        print(f"scratch removed; uexec-rel-* directories left in {tempfile.gettempdir()}: {len(left)}")
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed")
         sys.exit(1)

@@ -138,7 +138,7 @@ def main():
         home = root / "home"
         home.mkdir()
         workloads = make_workloads(root)
-        forms = {"text (default)": [uexec, "mcp"], "--structured": [uexec, "mcp", "--structured"]}
+        forms = {"text (default)": [uexec, "mcp", "--in-process"], "--structured": [uexec, "mcp", "--in-process", "--structured"]}
         shown_texts = {}
         for form, argv in forms.items():
             server = Mcp(argv, str(home))

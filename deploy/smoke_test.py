@@ -97,7 +97,7 @@ def check_readyz(url):
 
 def run_command_there(binary, url, d):
     agent = subprocess.Popen(
-        [binary, "mcp", "--structured", "--environment", f"pod={url}", "--remote-token-file", f"{d}/token",
+        [binary, "mcp", "--in-process", "--structured", "--environment", f"pod={url}", "--remote-token-file", f"{d}/token",
          "--remote-ca", f"{d}/ca.crt"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )

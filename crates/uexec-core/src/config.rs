@@ -44,6 +44,8 @@ pub struct StoreConfig {
     /// (`None`: the store's). A daemon's owner has one store, and each connection to it
     /// brings its own environments, as it brings its own directory and settings.
     pub environments: Option<crate::environments::Environments>,
+    /// Where spawns, exits and output are counted for a person's tools (`None`: nowhere).
+    pub metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
 }
 
 impl Default for StoreConfig {
@@ -64,6 +66,7 @@ impl Default for StoreConfig {
             shell_snapshots: Some(ShellSnapshots::default()),
             screens: None,
             environments: None,
+            metrics: None,
         }
     }
 }

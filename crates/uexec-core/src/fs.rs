@@ -80,16 +80,44 @@ pub fn private_append_file(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
-/// `$XDG_RUNTIME_DIR` when it is set to an absolute directory.
+/// `$XDG_RUNTIME_DIR` when it is set to an absolute directory, else the directory logind
+/// makes for this user ([`user_runtime`]).
+///
+/// Why the second: the clients that start `uexec mcp` (Codex, Claude Code, any MCP SDK's
+/// stdio transport) pass it a few variables only (`HOME`, `PATH`...), not
+/// `XDG_RUNTIME_DIR`, while the person's terminal has it. Without the fallback, the agent's
+/// server would start a daemon of its own in `/tmp` beside the person's, and `uexec ls`
+/// would not see the agent's sessions.
 fn xdg_runtime() -> Option<PathBuf> {
-    std::env::var_os("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
+    runtime_base(
+        std::env::var_os("XDG_RUNTIME_DIR"),
+        Path::new(RUN_USER),
+        uexec_sys::effective_uid(),
+    )
+}
+
+/// Where logind makes each user's runtime directory (`/run/user/<uid>`).
+const RUN_USER: &str = "/run/user";
+
+/// The runtime base: `xdg` when it is an absolute directory, else `run_user/<uid>` when it
+/// is a directory of `uid`'s closed to others (see [`user_runtime`]).
+fn runtime_base(xdg: Option<std::ffi::OsString>, run_user: &Path, uid: u32) -> Option<PathBuf> {
+    xdg.map(PathBuf::from)
         .filter(|d| d.is_absolute() && d.is_dir())
+        .or_else(|| user_runtime(run_user, uid))
+}
+
+/// `run_user/<uid>`, when it is a real directory (no symlink), `uid`'s, and closed to group
+/// and others, as logind makes it; `None` otherwise (not made here: it is logind's).
+fn user_runtime(run_user: &Path, uid: u32) -> Option<PathBuf> {
+    let dir = run_user.join(uid.to_string());
+    let meta = std::fs::symlink_metadata(&dir).ok()?;
+    (meta.is_dir() && meta.uid() == uid && meta.mode() & 0o077 == 0).then_some(dir)
 }
 
 /// Where this user's runtime directory is (the daemon's socket, shell snapshots):
-/// `$XDG_RUNTIME_DIR/uexec`, else `<temp dir>/uexec-<uid>`. Not made nor checked: see
-/// [`runtime_dir`].
+/// `$XDG_RUNTIME_DIR/uexec`, else `/run/user/<uid>/uexec` (when logind made that directory),
+/// else `<temp dir>/uexec-<uid>`. Not made nor checked: see [`runtime_dir`].
 pub fn runtime_dir_path() -> PathBuf {
     match xdg_runtime() {
         Some(dir) => dir.join("uexec"),
@@ -104,8 +132,9 @@ pub fn runtime_dir() -> io::Result<PathBuf> {
     Ok(dir)
 }
 
-/// Where sandboxes' private tmps go: `$XDG_RUNTIME_DIR/uexec-sandbox`, else
-/// `<temp dir>/uexec-sandbox-<uid>`. Not made nor checked: see [`sandbox_base`].
+/// Where sandboxes' private tmps go: `$XDG_RUNTIME_DIR/uexec-sandbox` (or in
+/// `/run/user/<uid>`, as [`runtime_dir_path`]), else `<temp dir>/uexec-sandbox-<uid>`. Not
+/// made nor checked: see [`sandbox_base`].
 pub fn sandbox_base_path() -> PathBuf {
     match xdg_runtime() {
         Some(dir) => dir.join("uexec-sandbox"),
@@ -147,6 +176,45 @@ fn xdg_home(var: &str, under_home: &str) -> Option<PathBuf> {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn without_xdg_runtime_dir_the_runtime_base_is_the_users_own_dir_under_run_user() {
+        let run_user = scratch("run-user");
+        std::fs::create_dir(&run_user).unwrap();
+        let uid = uexec_sys::effective_uid();
+        let mine = run_user.join(uid.to_string());
+        // Not there: no base (the caller falls back to the temp dir).
+        assert_eq!(runtime_base(None, &run_user, uid), None);
+        std::fs::create_dir(&mine).unwrap();
+        std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(runtime_base(None, &run_user, uid), Some(mine.clone()));
+        // XDG_RUNTIME_DIR wins when it is an absolute directory; a relative one is ignored.
+        let xdg = scratch("xdg");
+        std::fs::create_dir(&xdg).unwrap();
+        assert_eq!(
+            runtime_base(Some(xdg.clone().into()), &run_user, uid),
+            Some(xdg.clone())
+        );
+        assert_eq!(
+            runtime_base(Some("relative".into()), &run_user, uid),
+            Some(mine.clone())
+        );
+        // Open to others, or another user's: not logind's, not used.
+        std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(runtime_base(None, &run_user, uid), None);
+        std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(runtime_base(None, &run_user, uid + 1), None);
+        // A symlink standing in for it is refused.
+        let real = scratch("real");
+        std::fs::create_dir(&real).unwrap();
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::fs::remove_dir(&mine).unwrap();
+        std::os::unix::fs::symlink(&real, &mine).unwrap();
+        assert_eq!(runtime_base(None, &run_user, uid), None);
+        for dir in [run_user, xdg, real] {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 
     fn scratch(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!(

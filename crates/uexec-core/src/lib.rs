@@ -47,6 +47,7 @@ mod error;
 mod events;
 pub mod fs;
 pub mod limits;
+pub mod metrics;
 mod notice;
 mod output;
 mod plan;

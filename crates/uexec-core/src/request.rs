@@ -184,6 +184,8 @@ pub struct SessionInfo {
     pub usage: Option<crate::usage::Usage>,
     /// Frozen by a pause ([`crate::SessionStore::pause`]) until resumed.
     pub paused: bool,
+    /// Kept by a person ([`crate::SessionStore::keep`]): it outlives its owner's clients.
+    pub kept: bool,
     /// Bytes it printed so far (all of them, read or not).
     pub output_bytes: u64,
 }

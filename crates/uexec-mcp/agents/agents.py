@@ -1,7 +1,9 @@
 """How each real agent is started against the mock model, with uexec as its MCP server.
 
-Every run gets a fresh temporary HOME (and CODEX_HOME), an environment built from nothing
-but PATH and what the agent needs, telemetry and update checks off, and a hard timeout:
+Every run gets a fresh temporary HOME (and CODEX_HOME), a runtime directory of its own (so
+a plain `uexec mcp` starts a daemon of the run's own there, which `stop_daemon` stops), an
+environment built from nothing but PATH and what the agent needs, telemetry and update
+checks off, and a hard timeout:
 the agent is started in its own process group, and on timeout that group is sent SIGTERM,
 then SIGKILL. The commands uexec starts live in sessions of their own (uexec puts them
 there), so they are not in that group: whether they outlive the agent is what scenario
@@ -43,6 +45,7 @@ def _base_env(home: Path) -> dict[str, str]:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
+        "XDG_RUNTIME_DIR": str(home.parent / "run"),
         "USER": os.environ.get("USER", "root"),
         "SHELL": "/bin/bash",
         "LANG": os.environ.get("LANG", "C.UTF-8"),
@@ -126,6 +129,9 @@ def codex_command(binary: str, server: str, port: int, tmp: Path, prompt: str) -
         f"args = {json.dumps(argv[1:])}",
         "startup_timeout_sec = 30",
         "tool_timeout_sec = 60",
+        # Codex hands an MCP server a few variables only (HOME, PATH...): the run's runtime
+        # directory, where its uexec daemon goes, is passed on by name, as the README says.
+        'env_vars = ["XDG_RUNTIME_DIR"]',
         "",
     ])
     (codex_home / "config.toml").write_text(toml)
@@ -142,6 +148,7 @@ def run_agent(agent: str, binary: str, server: str, port: int, prompt: str, time
     tmp = Path(tempfile.mkdtemp(prefix=f"uexec-agents-{agent}-"))
     (tmp / "home").mkdir()
     (tmp / "work").mkdir()
+    (tmp / "run").mkdir(mode=0o700)
     if agent == "claude":
         cmd, env = claude_command(binary, server, port, tmp, prompt, claude_tools)
     else:
@@ -182,6 +189,18 @@ def stop_group(proc: subprocess.Popen) -> int:
         except subprocess.TimeoutExpired:
             continue
     return proc.wait()
+
+
+def stop_daemon(server: str, tmp: str) -> bool:
+    """Stops the uexec daemon a run's `uexec mcp` may have started in its runtime directory;
+    whether one ran there."""
+    uexec = _server_argv(server)[0]
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(Path(tmp) / "run")}
+    quiet = {"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL,
+             "timeout": 30, "check": False, "env": env}
+    ran = subprocess.run([uexec, "daemon", "--status"], **quiet).returncode == 0
+    subprocess.run([uexec, "daemon", "--stop"], **quiet)
+    return ran
 
 
 def kill_leftover_group(pgid: int) -> None:

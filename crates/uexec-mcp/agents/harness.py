@@ -32,7 +32,7 @@ sys.dont_write_bytecode = True
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from agents import kill_leftover_group, run_agent  # noqa: E402
+from agents import kill_leftover_group, run_agent, stop_daemon  # noqa: E402
 from mock_model import Anthropic, MockModel, Record, Responses  # noqa: E402
 from scenarios import Scenario, all_scenarios  # noqa: E402
 
@@ -98,6 +98,7 @@ def play(agent: str, binary: str, server: str, sc: Scenario, args: argparse.Name
     run = run_agent(agent, binary, server, mock.port, sc.prompt, args.timeout, sc.claude_tools)
     survivors = survivors_after(sc.survivor_marker) if sc.survivor_marker else []
     kill_leftover_group(run.pid)
+    in_daemon = stop_daemon(server, run.tmp)
     mock.stop()
     if not args.keep:
         shutil.rmtree(run.tmp, ignore_errors=True)
@@ -131,6 +132,14 @@ def play(agent: str, binary: str, server: str, sc: Scenario, args: argparse.Name
             problem = check(offered)
             (run_row.failures if problem else run_row.passed).append(
                 f"{check.__name__}: {problem}" if problem else check.__name__)
+    # A plain `uexec mcp` keeps its sessions in the daemon: it must have used one (it would
+    # serve in-process, saying why on stderr, if none could start).
+    wants_daemon = not any(flag in server.split() for flag in ("--in-process", "--daemon=false", "--http"))
+    if wants_daemon:
+        if in_daemon:
+            run_row.passed.append("in the daemon")
+        else:
+            run_row.failures.append("no uexec daemon ran: the server kept its sessions in-process")
     if sc.survivor_marker:
         if survivors:
             run_row.failures.append(f"{len(survivors)} process(es) outlived the agent: "

@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod daemon;
+mod dropped;
 pub mod environments;
 mod error_chain;
 mod options;

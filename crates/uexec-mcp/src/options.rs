@@ -11,7 +11,7 @@ use uexec_core::policy::{AllowEntry, Fallback, Limits, Network, OnDenial, Profil
 use uexec_core::transcript::TranscriptConfig;
 use uexec_core::StoreConfig;
 use uexec_net::{ListenerConfig, HEADER_READ_TIMEOUT_MS, MAX_CONNECTIONS};
-use uexec_protocol::daemon::{EnvironmentSettings, SandboxSettings, Settings};
+use uexec_protocol::daemon::{EnvironmentSettings, Linger, SandboxSettings, Settings};
 
 use crate::settings::limit_words;
 
@@ -90,6 +90,9 @@ pub struct McpOptions {
     pub network_denial: Option<OnDenial>,
     /// `--memory-max`, `--pids-max`, `--cpu-max`: the limits of each session's cgroup.
     pub limits: Limits,
+    /// `--linger`: with the daemon, how long this owner's sessions outlive its last
+    /// connection (in-process, they end with the process).
+    pub linger: Linger,
 }
 
 impl Default for McpOptions {
@@ -135,6 +138,7 @@ impl Default for McpOptions {
             sandbox_fallback: None,
             network_denial: None,
             limits: Limits::default(),
+            linger: Linger::default(),
         }
     }
 }
@@ -170,6 +174,7 @@ impl McpOptions {
             no_shell_snapshot: self.no_shell_snapshot,
             environments: EnvironmentSettings::default(),
             limits: limit_words(&self.limits),
+            linger: self.linger,
         }
     }
 

@@ -103,7 +103,10 @@ pub async fn run(args: McpOptions) -> Result<(), McpError> {
         None if args.listener.tls_cert.is_some() => Err(McpError::TlsWithoutHttp),
         None => serve_stdio(server).await,
         Some(addr) => {
-            let sessions = Arc::new(LocalSessionManager::default());
+            // A request dropped by its client is cancelled, losing nothing (`dropped`).
+            let sessions = Arc::new(crate::dropped::CancelDropped::new(Arc::new(
+                LocalSessionManager::default(),
+            )));
             serve_http(&args, addr, move || Ok(server.for_connection()), sessions).await
         }
     };

@@ -29,8 +29,8 @@ use crate::tools::render::{attach_exit_notices, Answer};
 use crate::tools::schema::Offer;
 use crate::tools::wait::Heartbeat;
 use crate::tools::{
-    self, await_exit, exec_command, list_sessions, pause_session, prune_sessions, read_output,
-    remove_session, send_input, signal_session, terminate_session, wait, write_stdin,
+    self, await_exit, exec_command, keep_session, list_sessions, pause_session, prune_sessions,
+    read_output, remove_session, send_input, signal_session, terminate_session, wait, write_stdin,
 };
 
 /// How often a connection waiting to hear of environment changes checks it is still open.
@@ -52,6 +52,10 @@ pub struct UexecServer {
     /// Cancelled when this handler is dropped (its connection or HTTP session ended): what
     /// it started for its client stops with it.
     gone: CancellationToken,
+    /// Cancelled when its client is done, before rmcp's own cancellation of the calls that
+    /// outlive it (a daemon connection: `daemon::hangup`): its calls end then, as if
+    /// cancelled, and lose nothing.
+    client_gone: CancellationToken,
 }
 
 impl Drop for UexecServer {
@@ -92,7 +96,14 @@ impl UexecServer {
             subscriptions: LegacySubscriptions::default(),
             tasks: Tasks::default(),
             gone: CancellationToken::new(),
+            client_gone: CancellationToken::new(),
         }
+    }
+
+    /// This handler, whose calls end as cancelled once `client_gone` is.
+    pub fn cancelled_by(mut self, client_gone: CancellationToken) -> Self {
+        self.client_gone = client_gone;
+        self
     }
 
     fn dialect(&self) -> Dialect {
@@ -173,7 +184,8 @@ impl UexecServer {
             | prune_sessions::NAME
             | signal_session::NAME
             | pause_session::PAUSE
-            | pause_session::RESUME => person,
+            | pause_session::RESUME
+            | keep_session::NAME => person,
             _ => false,
         }
     }
@@ -191,6 +203,7 @@ impl UexecServer {
         let codex_tools_only = self.options.codex_tools_only;
         let config = &self.options.config;
         let owners = self.stores.owners().map(Arc::as_ref);
+        let started = std::time::Instant::now();
         let answer = match name {
             exec_command::NAME => {
                 exec_command::call(store, config, arguments, self.dialect(), call_id).await
@@ -217,6 +230,7 @@ impl UexecServer {
             pause_session::RESUME if owners.is_some() => {
                 pause_session::call(store, arguments, false).await
             }
+            keep_session::NAME if owners.is_some() => keep_session::call(store, arguments),
             prune_sessions::NAME => match owners {
                 Some(owners) => prune_sessions::call(owners, arguments),
                 None => unknown(name),
@@ -228,6 +242,9 @@ impl UexecServer {
             }
             other => unknown(other),
         };
+        if let (Some(metrics), Some(tool)) = (&config.metrics, tools::known(name)) {
+            metrics.call(tool, started.elapsed());
+        }
         let mut result = answer.unwrap_or_else(|message| {
             CallToolResult::error(vec![ContentBlock::text(format!(
                 "{name} failed: {message}"
@@ -346,7 +363,7 @@ impl ServerHandler for UexecServer {
                 .is_some_and(|caps| caps.supports_tasks());
         let (result, running) = tokio::select! {
             biased;
-            () = context.ct.cancelled() => {
+            () = cancelled(&context.ct, &self.client_gone) => {
                 drop(forwarder);
                 return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
                     "{name} failed: cancelled by the client"
@@ -532,4 +549,12 @@ fn unknown(name: &str) -> Answer {
 fn next_call_id() -> String {
     static NEXT_CALL: AtomicU64 = AtomicU64::new(1);
     format!("mcp-{}", NEXT_CALL.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Either token cancelled: the request's, or the client's as a whole.
+async fn cancelled(request: &CancellationToken, client: &CancellationToken) {
+    tokio::select! {
+        () = request.cancelled() => {}
+        () = client.cancelled() => {}
+    }
 }

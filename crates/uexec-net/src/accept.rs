@@ -5,8 +5,9 @@
 //! the fd limit, after which every `process/start` fails with EMFILE. Here:
 //! 1. a semaphore caps the connections being served; one beyond the cap is answered `503`
 //!    (plain text) or simply closed (TLS) at once, so it costs an fd for a moment only;
-//! 2. an accept error is logged and the loop backs off (EMFILE/ENFILE: the fds come back as
-//!    connections end; spinning on it would only burn a core);
+//! 2. an accept error makes the loop back off, said once in a while
+//!    ([`crate::backoff`]: EMFILE/ENFILE: the fds come back as connections end; spinning on
+//!    it would only burn a core);
 //! 3. a TLS handshake must finish within the header-read timeout;
 //! 4. hyper's HTTP/1 server, with a tokio timer, closes a connection whose request headers
 //!    do not arrive within that timeout, and allows upgrades (WebSocket). An upgraded socket
@@ -30,9 +31,6 @@ use tower_service::Service as _;
 
 use crate::{Peer, HEADER_READ_TIMEOUT_MS, MAX_CONNECTIONS};
 
-/// First wait after a failed accept; doubled up to [`ACCEPT_BACKOFF_MAX_MS`].
-const ACCEPT_BACKOFF_MS: u64 = 50;
-const ACCEPT_BACKOFF_MAX_MS: u64 = 1_000;
 /// What a connection beyond the cap gets (plain text only).
 const BUSY_RESPONSE: &[u8] =
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
@@ -103,7 +101,7 @@ impl HttpListener {
         let permits = Arc::new(Semaphore::new(self.options.max_connections));
         let tls = self.options.tls.clone().map(TlsAcceptor::from);
         let timeout = self.options.header_read_timeout;
-        let mut backoff = Duration::from_millis(ACCEPT_BACKOFF_MS);
+        let mut backoff = crate::backoff::AcceptBackoff::new(self.local_addr.to_string());
         tokio::pin!(shutdown);
         loop {
             let accepted = tokio::select! {
@@ -112,16 +110,15 @@ impl HttpListener {
             };
             let (tcp, remote) = match accepted {
                 Ok(accepted) => {
-                    backoff = Duration::from_millis(ACCEPT_BACKOFF_MS);
+                    backoff.succeeded();
                     accepted
                 }
                 Err(e) => {
-                    log_accept_error(&e, backoff);
+                    let wait = backoff.failed(&e);
                     tokio::select! {
-                        () = tokio::time::sleep(backoff) => {}
+                        () = tokio::time::sleep(wait) => {}
                         () = &mut shutdown => return,
                     }
-                    backoff = (backoff * 2).min(Duration::from_millis(ACCEPT_BACKOFF_MAX_MS));
                     continue;
                 }
             };
@@ -152,25 +149,6 @@ impl HttpListener {
                 }
             });
         }
-    }
-}
-
-fn log_accept_error(error: &std::io::Error, backoff: Duration) {
-    let out_of_fds = matches!(
-        error.raw_os_error(),
-        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
-    );
-    if out_of_fds {
-        tracing::error!(
-            "cannot accept a connection: {error} (out of file descriptors or memory); \
-             retrying in {} ms",
-            backoff.as_millis()
-        );
-    } else {
-        tracing::warn!(
-            "cannot accept a connection: {error}; retrying in {} ms",
-            backoff.as_millis()
-        );
     }
 }
 

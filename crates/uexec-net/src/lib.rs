@@ -35,6 +35,7 @@
 #![forbid(unsafe_code)]
 
 pub mod accept;
+pub mod backoff;
 pub mod peer;
 pub mod secret;
 pub mod signal;

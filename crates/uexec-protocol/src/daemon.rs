@@ -62,6 +62,10 @@ pub struct Hello {
     /// Instead of MCP: start a command and follow it to its end (`uexec run`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunRequest>,
+    /// Instead of MCP: the daemon's figures as Prometheus text after the reply, whatever
+    /// the client's build (`uexec metrics`); the daemon then hangs up.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub metrics: bool,
 }
 
 /// What a daemon says of itself (`uexec daemon --status`).
@@ -78,6 +82,11 @@ pub struct Status {
     pub log_file: Option<PathBuf>,
     /// The live sessions of each owner that has any, by owner name.
     pub sessions: BTreeMap<String, usize>,
+    /// The MCP connections of each agent (every owner but `@person`) that has any, by
+    /// owner name: an agent with none has gone, and its sessions end after its linger.
+    /// (Absent from the status of a daemon older than this field.)
+    #[serde(default)]
+    pub clients: BTreeMap<String, usize>,
 }
 
 /// A person's foreground `uexec run`: the command, as `exec_command`'s arguments (its window
@@ -172,6 +181,9 @@ pub struct Settings {
     /// The limits of the client's sessions: ceilings under the daemon's own.
     #[serde(default)]
     pub limits: LimitSettings,
+    /// `--linger`: how long the owner's running sessions outlive its last connection.
+    #[serde(default)]
+    pub linger: Linger,
 }
 
 /// `uexec mcp`'s limit flags (`--memory-max`, `--pids-max`, `--cpu-max`), as words.
@@ -181,6 +193,25 @@ pub struct LimitSettings {
     pub memory_max: Option<String>,
     pub pids_max: Option<String>,
     pub cpu_max: Option<String>,
+}
+
+/// How long an owner's running sessions outlive its last connection to the daemon
+/// (`uexec mcp --linger`). A session a person kept (`uexec keep`) outlives it anyway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Linger {
+    /// They are ended this many seconds after the last connection closed, unless a new
+    /// one came meanwhile; 0 (the default) at once, as a store in the client's own
+    /// process is shut down with it.
+    Seconds(u64),
+    /// They run until they exit or someone ends them.
+    Forever,
+}
+
+impl Default for Linger {
+    fn default() -> Self {
+        Self::Seconds(0)
+    }
 }
 
 /// `uexec mcp`'s environment flags (`--environment`, `--environments`, `--remote-token`,
@@ -320,6 +351,7 @@ mod tests {
             attach: None,
             status: false,
             run: None,
+            metrics: false,
         };
         let line = serde_json::to_string(&hello).expect("json");
         let back: Hello = serde_json::from_str(&line).expect("parse");
@@ -363,6 +395,7 @@ mod tests {
             attach: None,
             status: false,
             run: None,
+            metrics: false,
         };
         let why = hello.incompatibility(BUILD).expect("refused");
         assert!(why.contains("the client uexec 0.0.0-other"), "{why}");

@@ -341,7 +341,8 @@ impl Confinement for Sandbox {
     }
 }
 
-/// Where private tmps go: `$XDG_RUNTIME_DIR/uexec-sandbox`, else `<tmp>/uexec-sandbox-<uid>`.
+/// Where private tmps go: `$XDG_RUNTIME_DIR/uexec-sandbox` (else in `/run/user/<uid>`),
+/// else `<tmp>/uexec-sandbox-<uid>` ([`uexec_core::fs::sandbox_base_path`]).
 pub fn runtime_base() -> PathBuf {
     uexec_core::fs::sandbox_base_path()
 }

@@ -53,7 +53,13 @@ struct Mcp {
 impl Mcp {
     async fn start(uexec: &str, home: &std::path::Path) -> Self {
         let mut child = tokio::process::Command::new(uexec)
-            .args(["mcp", "--codex-compat", "--shell", "/bin/bash"])
+            .args([
+                "mcp",
+                "--in-process",
+                "--codex-compat",
+                "--shell",
+                "/bin/bash",
+            ])
             .env("HOME", home)
             .current_dir(home)
             .stdin(Stdio::piped())

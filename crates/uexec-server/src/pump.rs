@@ -10,9 +10,14 @@
 //!    and exit are ready, so the common case reads naturally; order across kinds is not
 //!    promised, seq is);
 //! 3. on the exit, take a seq and push `process/exited`;
-//! 4. when the output channel closed *and* the exit is known, push `process/closed` (last);
-//! 5. keep the closed entry readable for the retention period, then remove it from its
-//!    session and kill whatever is left of its process group.
+//! 4. once the exit is known, what the process left running (a background job, a
+//!    daemonised server) gets `TRAILING_OUTPUT_GRACE_MS` to close the output, then is
+//!    killed (its cgroup, else its process group), as on the MCP faces (SPEC §6): a job
+//!    that held the output open would otherwise keep the process from closing while the
+//!    client stays;
+//! 5. when the output channel closed *and* the exit is known, push `process/closed` (last);
+//! 6. keep the closed entry readable for the retention period, then remove it from its
+//!    session.
 //!
 //! Notifications go to whichever connection the session is attached to *at that moment*;
 //! while detached they are dropped (the output stays readable through `process/read`).
@@ -22,9 +27,11 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use uexec_core::metrics::{ExitCause, Metrics};
 
 use tokio::sync::{mpsc, oneshot};
 use uexec_core::backend::{ExitReport, OutputChunk, Stream};
+use uexec_core::limits::TRAILING_OUTPUT_GRACE_MS;
 use uexec_protocol::{
     ClosedNotification, ExitedNotification, Method, OutputNotification, OutputStream,
 };
@@ -55,6 +62,7 @@ pub async fn run(
     session: Arc<Session>,
     inputs: PumpInputs,
     config: PumpConfig,
+    metrics: Arc<Metrics>,
 ) {
     let PumpInputs {
         mut output,
@@ -64,16 +72,33 @@ pub async fn run(
     let _ = gate.await;
     let mut output_open = true;
     let mut exit_pending = true;
+    // Step 4: armed at the exit, fired once.
+    let leftovers = tokio::time::sleep(Duration::MAX);
+    tokio::pin!(leftovers);
+    let mut leftovers_armed = false;
     while output_open || exit_pending {
         tokio::select! {
             biased;
+            () = &mut leftovers, if leftovers_armed => {
+                leftovers_armed = false;
+                handle.kill_leftovers();
+            }
             chunk = output.recv(), if output_open => match chunk {
-                Some(chunk) => emit_output(&handle, &session, chunk, config.chunk_max_bytes).await,
+                Some(chunk) => {
+                    metrics.output(chunk.bytes.len());
+                    emit_output(&handle, &session, chunk, config.chunk_max_bytes).await
+                }
                 None => output_open = false,
             },
             report = &mut exit, if exit_pending => {
                 exit_pending = false;
-                emit_exit(&handle, &session, exit_info(report)).await;
+                let exit = exit_info(report);
+                let cause = ExitCause::of(Some(exit.code), exit.failure.is_some(), false);
+                metrics.ended(cause, handle.usage().as_ref());
+                emit_exit(&handle, &session, exit).await;
+                let grace = Duration::from_millis(TRAILING_OUTPUT_GRACE_MS);
+                leftovers.as_mut().reset(tokio::time::Instant::now() + grace);
+                leftovers_armed = output_open;
             }
         }
     }
@@ -86,9 +111,10 @@ pub async fn run(
         };
         session.notify(Method::ProcessClosed, &note).await;
     }
+    // Whatever is left once the output closed (a job that closed its copy of the pipe).
+    handle.kill_leftovers();
     tokio::time::sleep(config.retention).await;
     session.remove_process(&handle);
-    handle.kill_leftovers();
 }
 
 fn exit_info(report: Result<ExitReport, oneshot::error::RecvError>) -> ExitInfo {

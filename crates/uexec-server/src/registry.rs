@@ -141,6 +141,16 @@ impl Registry {
         }
     }
 
+    /// Every session's processes as the figures count them: running or exited (and
+    /// retained), with the CPU time and memory of the running ones.
+    pub fn now(&self) -> uexec_core::metrics::Now {
+        let mut now = uexec_core::metrics::Now::default();
+        for session in lock(&self.sessions).values() {
+            session.count_into(&mut now);
+        }
+        now
+    }
+
     /// Number of live sessions (attached or detached).
     pub fn session_count(&self) -> usize {
         lock(&self.sessions).len()

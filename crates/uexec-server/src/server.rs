@@ -25,6 +25,8 @@ pub struct ExecServer {
     pub(crate) environment: EnvironmentInfo,
     /// Present when the config allows snapshots and processes run on this machine.
     pub(crate) shell_snapshots: Option<ShellSnapshots>,
+    /// What its processes did and how long calls took, for `GET /metrics`.
+    pub(crate) metrics: Arc<uexec_core::metrics::Metrics>,
 }
 
 impl std::fmt::Debug for ExecServer {
@@ -47,11 +49,18 @@ impl ExecServer {
             backend,
             config,
             environment: crate::environment::detect(),
+            metrics: Arc::default(),
         })
     }
 
     pub fn config(&self) -> &ServerConfig {
         &self.config
+    }
+
+    /// The figures as Prometheus text, with what is true now: its processes, running or
+    /// exited and retained (their CPU time and memory where they have a cgroup).
+    pub fn metrics_text(&self) -> String {
+        self.metrics.render(&self.registry.now())
     }
 
     /// Ends every session and kills every process.

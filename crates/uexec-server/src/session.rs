@@ -147,6 +147,26 @@ impl Session {
         }
     }
 
+    /// Adds this session's processes to `now` (those still starting are not counted).
+    pub fn count_into(&self, now: &mut uexec_core::metrics::Now) {
+        for slot in lock(&self.processes).values() {
+            let Slot::Running(handle) = slot else {
+                continue;
+            };
+            if handle.has_exited() {
+                now.exited += 1;
+                continue;
+            }
+            now.running += 1;
+            if let Some(usage) = handle.usage() {
+                now.cpu_seconds += usage.cpu_seconds();
+                if let Some(bytes) = usage.memory_bytes {
+                    now.memory_bytes = Some(now.memory_bytes.unwrap_or(0) + bytes);
+                }
+            }
+        }
+    }
+
     /// Number of process entries (running, exited or starting).
     pub fn process_count(&self) -> usize {
         lock(&self.processes).len()

@@ -12,222 +12,9 @@ use uexec_cli::cli;
 
 use std::os::unix::fs::OpenOptionsExt as _;
 
-use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches};
 
-#[derive(Debug, Parser)]
-#[command(
-    name = "uexec",
-    version,
-    about = "Run shell commands for AI agents: start, observe, poll, type into and stop long-running commands without orphans or lost output.",
-    after_help = CLI_AFTER_HELP
-)]
-struct Cli {
-    /// Write logs to this file instead of stderr (the level comes from UEXEC_LOG, e.g.
-    /// `UEXEC_LOG=debug`; default `warn`). Logs never go to stdout.
-    #[arg(long, global = true, value_name = "PATH")]
-    log_file: Option<std::path::PathBuf>,
-    #[command(subcommand)]
-    command: Command,
-}
-
-// Parsed once and consumed at once: the size of the largest variant costs nothing.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Serve the MCP tools (exec_command, write_stdin, list_sessions, terminate_session)
-    /// over stdio, or over streamable HTTP with --http.
-    #[command(after_help = "Examples:
-  uexec mcp                                     stdio, for Codex, Claude Code, Cursor...
-  claude mcp add uexec -- /path/to/uexec mcp    register it with Claude Code
-  uexec mcp --http 127.0.0.1:8765               streamable HTTP at http://127.0.0.1:8765/mcp (this user only)
-  uexec mcp --http 0.0.0.0:8765 --token-file TOKEN --tls-cert cert.pem --tls-key key.pem
-                                                https://HOST:8765/mcp for clients with the token
-  uexec mcp --environment box=wss://box:9000 --environment-token-file box=BOXTOKEN --remote-ca ca.pem
-                                                also run commands on an exec server (environment_id: \"box\")
-  uexec mcp --environments ~/.codex/environments.toml --remote-ca ca.pem
-                                                the exec servers of Codex's environments file (reloaded on change)
-
-Every session is killed when the client goes away (stdin EOF), on SIGTERM/SIGINT, and, through
-a watchdog, even when uexec itself is killed.")]
-    Mcp(args::mcp::McpArgs),
-    /// Serve the exec server wire dialect (Codex-compatible) over WebSocket or stdio.
-    #[command(after_help = "Examples:
-  uexec serve                                          ws://127.0.0.1:<free port>, printed on stdout (this user only)
-  uexec serve --listen wss://0.0.0.0:9000 --token-file TOKEN --tls-cert cert.pem --tls-key key.pem
-                                                       reachable from other hosts (token and TLS required)
-  uexec serve --listen stdio                           newline-delimited JSON on stdin/stdout
-  CODEX_EXEC_SERVER_URL=wss://host:9000 codex          let Codex run its commands here
-
-Without a token, only this server's own user may connect (checked over loopback). A
-non-loopback address needs a token, and TLS unless --insecure-plaintext is given.")]
-    Serve(args::serve::ServeArgs),
-    /// Own this user's sessions in the background, so they outlive the MCP servers that
-    /// started them (`uexec mcp --daemon` starts it when needed).
-    #[command(
-        after_help = "The daemon listens on a Unix socket in a private directory ($XDG_RUNTIME_DIR/uexec/,
-else <temp dir>/uexec-<uid>/; it must be this user's, mode 0700) and answers only this
-user. It exits after --idle-timeout seconds with no running session and no client, or on
-SIGTERM/SIGINT, killing what is left; if it is killed, its watchdog kills every session.
-
-Examples:
-  uexec daemon                          run in the foreground (logs on stderr)
-  uexec daemon --status                 is one running? pid, build, uptime, sessions (exit 3: none)
-  uexec mcp --daemon                    an MCP server whose sessions live in the daemon"
-    )]
-    Daemon(args::daemon::DaemonArgs),
-    /// Run a command in the daemon, as in a shell: its output as it comes (stdout and stderr
-    /// in the order it wrote them), stdin passed on, Ctrl-C to interrupt it, and its exit
-    /// code. It is a session meanwhile (`uexec ls`, `uexec attach`).
-    #[command(
-        after_help = "Exit codes: the command's own (130 after Ctrl-C, 124 after --timeout); 4 when it
-was left running (--detach, or Ctrl-C twice within a second); 2 bad usage; 125 uexec failed.
-
-Examples:
-  uexec run -- make test                 make's output, live, and its exit code
-  printf 'b\\na\\n' | uexec run -- sort   stdin goes through
-  uexec run --tty -- python3             a REPL in this terminal (Ctrl-\\ leaves it running)
-  uexec run -d --until-pattern ready -- npm run dev
-                                         returns once it printed `ready`; the server runs on (exit 4)"
-    )]
-    Run {
-        #[command(flatten)]
-        target: cli::conn::Target,
-        #[command(flatten)]
-        args: cli::RunArgs,
-    },
-    /// List every session in the daemon: id, name, owner (an MCP client, or @person), state
-    /// (running, paused, or exited with its code), when it ended, tty, age, CPU time (`-`
-    /// without a cgroup), cwd, command and last output line. Ended sessions stay listed until someone is told of their exit; with -a,
-    /// until `uexec rm` or `uexec prune` removes them or their transcript is pruned.
-    Ls {
-        #[command(flatten)]
-        target: cli::conn::Target,
-        #[command(flatten)]
-        args: cli::LsArgs,
-    },
-    /// Print a session's output from its transcript (all of it, not only what calls kept),
-    /// and with -f follow it until it exits. Takes nothing from the session's owner.
-    Logs {
-        #[command(flatten)]
-        target: cli::conn::Target,
-        #[command(flatten)]
-        args: cli::LogsArgs,
-    },
-    /// Type into a session (a line, Ctrl-C, or EOF) without taking its output.
-    Send {
-        #[command(flatten)]
-        target: cli::conn::Target,
-        #[command(flatten)]
-        args: cli::SendArgs,
-    },
-    /// Take a session's new output, as the agent's write_stdin would (use `logs` to watch
-    /// an agent's session without taking its output).
-    Poll {
-        #[command(flatten)]
-        target: cli::conn::Target,
-        #[command(flatten)]
-        args: cli::PollArgs,
-    },
-    /// Wait for a session to exit and exit with its code (124 after --timeout), taking
-    /// nothing from its owner.
-    Wait {
-        #[command(flatten)]
-        target: cli::conn::Target,
-        #[command(flatten)]
-        args: cli::WaitArgs,
-    },
-    /// Kill sessions (by id or name, or --all of them) and every process they started, or
-    /// only send them a signal (--signal TERM). Exit codes: 0 every one done; else that of
-    /// the first that was not (the others are still done): 3 no such session (with
-    /// --signal: or it has exited already), 125 uexec failed; 2 bad usage.
-    #[command(after_help = "Examples:
-  uexec kill 48213 devserver            kill two sessions (SIGKILL to each process group)
-  uexec kill --signal TERM devserver    ask it to stop; `uexec ls` then shows how it exited
-  uexec kill --all --owner @person      every running session you started")]
-    Kill {
-        #[command(flatten)]
-        target: cli::conn::Target,
-        #[command(flatten)]
-        args: cli::KillArgs,
-    },
-    /// Freeze a running session and every process it started (cgroup.freeze), until
-    /// `uexec resume`; `uexec ls` shows it paused. Needs a cgroup per session (`uexec
-    /// doctor`). Exit codes: 0 paused; 3 no such session (or it has exited); 125 it cannot be
-    /// frozen (no cgroup v2 here) or uexec failed.
-    Pause {
-        #[command(flatten)]
-        target: cli::conn::Target,
-        #[command(flatten)]
-        args: cli::PauseArgs,
-    },
-    /// Thaw a session `uexec pause` froze. Exit codes: 0 resumed; 3 no such session (or it
-    /// has exited); 125 it cannot be (no cgroup v2 here) or uexec failed.
-    Resume {
-        #[command(flatten)]
-        target: cli::conn::Target,
-        #[command(flatten)]
-        args: cli::PauseArgs,
-    },
-    /// Remove ended sessions (`uexec ls -a` lists them) and their transcripts. A running
-    /// one is refused unless --force, which kills it. Exit codes: 0 every one removed; else
-    /// that of the first that was not: 4 still running (left alone), 3 no such session.
-    Rm {
-        #[command(flatten)]
-        target: cli::conn::Target,
-        #[command(flatten)]
-        args: cli::RmArgs,
-    },
-    /// Remove every ended session of every owner and their transcripts; running ones stay.
-    Prune {
-        #[command(flatten)]
-        target: cli::conn::Target,
-        #[command(flatten)]
-        args: cli::PruneArgs,
-    },
-    /// Join this terminal to a session: its screen is redrawn, then followed live. Read-only
-    /// unless --write (then the model's writes are refused until you detach, and the
-    /// session's size follows this terminal). Ctrl-\ detaches; the session keeps running.
-    Attach {
-        #[command(flatten)]
-        target: cli::conn::Target,
-        #[command(flatten)]
-        args: cli::attach::AttachArgs,
-    },
-    /// Print a shell completion script (e.g. `uexec completions bash > /etc/bash_completion.d/uexec`).
-    Completions {
-        /// bash, zsh, fish, elvish or powershell.
-        shell: clap_complete::Shell,
-    },
-    /// Print what this machine supports of the sandbox (Landlock, user, pid, mount and
-    /// network namespaces, seccomp) and whether sessions get a cgroup v2 each; exit 0.
-    Doctor {
-        /// One JSON object instead of text.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Write the man pages (uexec.1, and one per verb: uexec-mcp.1, uexec-run.1...) into DIR,
-    /// from the same tree as --help; exit 125 when they cannot be written. For packagers.
-    #[command(hide = true)]
-    Man {
-        /// The directory (made if missing).
-        dir: std::path::PathBuf,
-    },
-}
-
-const CLI_AFTER_HELP: &str = "Exit codes:
-  run, wait        the command's own code (124 after --timeout; run: 130 after Ctrl-C)
-  4                run left the command running (--detach, or Ctrl-C twice within a second);
-                   rm found a session running (without --force)
-  0                success
-  2                bad usage (a flag or value; the message names it)
-  3                no such session (daemon --status: no daemon runs)
-  125              uexec itself failed (the daemon unreachable or refusing, stdout unwritable)
-  mcp, serve, daemon: 0 once stopped (stdin EOF, SIGTERM/SIGINT, --idle-timeout), 1 if they cannot start
-
-Units: durations in milliseconds (MS) unless a flag says SECONDS; sizes in BYTES; output budgets in
-TOKENS (4 bytes each). Output is never coloured.
-
-`uexec` is a small front: it makes a plain `uexec run` itself and runs `uexec-engine`, installed beside it, for everything else (the daemon runs as `uexec-engine daemon`).";
+use args::verbs::{Cli, Command};
 
 fn main() -> std::process::ExitCode {
     // The sandbox launcher first: single-threaded and dumpable (its uid map is written
@@ -334,15 +121,21 @@ fn parse_cli() -> Cli {
 }
 
 /// The controllers the server's limit flags need, enabled for its sessions' cgroups, or
-/// why they cannot be, naming the flag (`uexec mcp --daemon` sends its own to the daemon).
+/// why they cannot be, naming the flag (`uexec mcp` sends its own to the daemon, and
+/// prepares them itself only if it falls back to keeping its sessions: `limits_here`).
 fn prepare_limits(command: &Command) -> anyhow::Result<()> {
     let limits: uexec_core::policy::Limits = match command {
-        Command::Mcp(args) if !args.daemon => args.limits.clone().into(),
+        Command::Mcp(args) if !args.in_daemon() => args.limits.clone().into(),
         Command::Daemon(args) if !args.stop => args.limits.clone().into(),
         Command::Serve(args) => args.limits.clone().into(),
         _ => return Ok(()),
     };
-    uexec_core::backend::local::prepare_limits(&limits).map_err(|e| {
+    limits_here(&limits)
+}
+
+/// `limits` enabled for the cgroups of the sessions this process keeps.
+fn limits_here(limits: &uexec_core::policy::Limits) -> anyhow::Result<()> {
+    uexec_core::backend::local::prepare_limits(limits).map_err(|e| {
         anyhow::anyhow!(
             "--{}: {e} (`uexec doctor` says what this machine supports)",
             e.controller.limit().replace('_', "-")
@@ -408,10 +201,24 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
     let result = runtime.block_on(async move {
         let verb = match cli.command {
             Command::Mcp(args) => {
-                let served = match args.into_options() {
-                    (options, Some(daemon)) => relay::run(daemon, options).await,
-                    (mut options, None) => {
-                        options.confinement = confinement();
+                let (mut options, place) = args.into_options();
+                options.confinement = confinement();
+                let served = match place {
+                    args::mcp::Place::Daemon { target, asked } => {
+                        match relay::run(target, options.clone()).await? {
+                            relay::Relayed::Done => Ok(()),
+                            relay::Relayed::NoDaemon(e) if asked => Err(e.into()),
+                            relay::Relayed::NoDaemon(e) => {
+                                eprintln!(
+                                    "uexec mcp: {e:#}; this server keeps its sessions itself, \
+                                     as with --in-process (`uexec ls` does not see them)"
+                                );
+                                limits_here(&options.limits)?;
+                                uexec_mcp::run(options).await.map_err(Into::into)
+                            }
+                        }
+                    }
+                    args::mcp::Place::InProcess => {
                         uexec_mcp::run(options).await.map_err(Into::into)
                     }
                 };
@@ -449,6 +256,8 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             Command::Kill { target, args } => cli::kill(&target, args).await,
             Command::Pause { target, args } => cli::pause(&target, args, true).await,
             Command::Resume { target, args } => cli::pause(&target, args, false).await,
+            Command::Keep { target, args } => cli::keep(&target, args).await,
+            Command::Metrics { target } => cli::metrics(&target).await,
             Command::Rm { target, args } => cli::rm(&target, args).await,
             Command::Prune { target, args } => cli::prune(&target, args).await,
             Command::Attach { target, args } => cli::attach::attach(&target, args).await,

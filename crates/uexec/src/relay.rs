@@ -1,6 +1,7 @@
-//! `uexec mcp --daemon`: the MCP conversation on stdin/stdout, carried to the user's daemon,
-//! which runs the sessions (and starts if none runs); with `--http`, each session of the
-//! HTTP face served here ([`uexec_mcp::daemon::http`]).
+//! `uexec mcp` (over the daemon, its default): the MCP conversation on stdin/stdout,
+//! carried to the user's daemon, which runs the sessions (and starts if none runs); with
+//! `--daemon --http`, each session of the HTTP face served here
+//! ([`uexec_mcp::daemon::http`]).
 //!
 //! Why in the binary: serving MCP in this process ([`uexec_mcp::run`]) or in the daemon is
 //! the composition root's choice, and the relay only joins two streams over the daemon's
@@ -13,8 +14,11 @@
 //!    among them (the files of their flags read and checked here, so a mistake names its
 //!    flag before any daemon is asked), sent by [`connect`], which starts a daemon when none
 //!    answers.
+//!    A daemon that cannot be reached or refuses is [`Relayed::NoDaemon`], before anything
+//!    was read from stdin: the caller may serve in-process instead.
 //! 3. Bytes are copied both ways until either side ends: the client's EOF ends the
-//!    conversation (the daemon keeps the sessions); the daemon's EOF means it went away.
+//!    conversation (the daemon ends its sessions after the linger); the daemon's EOF means
+//!    it went away.
 //!
 //! With `--http` the library serves HTTP and connects the daemon per session (each bearer
 //! token an owner of its own); this file only says where and as whom.
@@ -23,7 +27,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use tokio::io::AsyncWriteExt;
-use uexec_mcp::daemon::client::{connect, Connected, LocalHello as _};
+use uexec_mcp::daemon::client::{connect, ClientError, Connected, LocalHello as _};
 use uexec_mcp::daemon::http::DaemonLink;
 use uexec_mcp::{McpError, McpOptions};
 use uexec_protocol::daemon::Hello;
@@ -37,9 +41,19 @@ pub struct Target {
     pub owner: Option<String>,
 }
 
+/// How a relay ended.
+#[derive(Debug)]
+pub enum Relayed {
+    /// The conversation is over.
+    Done,
+    /// No daemon would serve it (none could start, another build, a refusal): nothing was
+    /// read from stdin yet.
+    NoDaemon(ClientError),
+}
+
 /// Relays stdin and stdout (with `--http`, each HTTP session) to the daemon of `target`,
 /// whose sessions get the settings of `options`.
-pub async fn run(target: Target, options: McpOptions) -> anyhow::Result<()> {
+pub async fn run(target: Target, options: McpOptions) -> anyhow::Result<Relayed> {
     let socket = match target.socket {
         Some(path) => path,
         None => uexec_mcp::daemon::default_socket()?,
@@ -50,19 +64,24 @@ pub async fn run(target: Target, options: McpOptions) -> anyhow::Result<()> {
     };
     if options.http.is_some() {
         let link = DaemonLink { socket, owner };
-        return Ok(uexec_mcp::daemon::http::serve(options, link).await?);
+        uexec_mcp::daemon::http::serve(options, link).await?;
+        return Ok(Relayed::Done);
     }
     if options.listener.tls_cert.is_some() {
         return Err(McpError::TlsWithoutHttp.into());
     }
     let hello = Hello::here(owner, options.hello_settings()?)?;
-    let Connected { stream, after } = connect(&socket, &hello, true, &[]).await?;
+    let Connected { stream, after } = match connect(&socket, &hello, true, &[]).await {
+        Ok(connected) => connected,
+        Err(e) => return Ok(Relayed::NoDaemon(e)),
+    };
     let (mut from_daemon, mut to_daemon) = stream.into_split();
     let mut stdin = tokio::io::stdin();
     let mut stdout = tokio::io::stdout();
     stdout.write_all(&after).await?;
-    // Until either side ends: the client's EOF ends the conversation (the daemon keeps the
-    // sessions); the daemon's EOF means it went away.
+    // Until both sides end: the client's EOF ends the conversation, and the daemon's
+    // answers to what came before it still come down (it hangs up once it has sent them);
+    // the daemon's EOF first means it went away.
     let up = async {
         let r = tokio::io::copy(&mut stdin, &mut to_daemon).await;
         let _ = to_daemon.shutdown().await;
@@ -73,11 +92,16 @@ pub async fn run(target: Target, options: McpOptions) -> anyhow::Result<()> {
         let _ = stdout.flush().await;
         r
     };
+    tokio::pin!(up, down);
     let gone = "the uexec daemon closed the connection (it was stopped or killed); the next start brings a new one";
     tokio::select! {
         // A failed write up is the daemon gone too: stdin itself does not fail.
-        r = up => r.context(gone).map(|_| ()),
-        r = down => {
+        r = &mut up => {
+            r.context(gone)?;
+            down.await.context(gone)?;
+            Ok(Relayed::Done)
+        }
+        r = &mut down => {
             r.context(gone)?;
             anyhow::bail!(gone);
         }

@@ -451,6 +451,7 @@ mod tests {
         let stop = stop_at.map(|at| TranscriptStop {
             at,
             error: "No space left on device".into(),
+            deleted: false,
         });
         let info = TranscriptInfo {
             dir: "/t/1000-abcdef".into(),

@@ -93,6 +93,14 @@ impl Session {
             None if outcome.exit_code == Some(0) => (EndStatus::Completed, outcome.exit_code),
             None => (EndStatus::Failed, outcome.exit_code),
         };
+        if let Some(m) = &self.metrics {
+            let cause = crate::metrics::ExitCause::of(
+                exit_code,
+                failure.is_some(),
+                outcome.timed_out_ms.is_some(),
+            );
+            m.ended(cause, outcome.usage.as_ref());
+        }
         self.events.publish(
             &self.info.call_id,
             self.info.id,

@@ -109,6 +109,17 @@ pub(crate) struct Session {
     /// The keeper of a PTY session's screen (faces that attach people configure one).
     screen: std::sync::OnceLock<keeper::KeeperHandle>,
     events: Arc<EventBus>,
+    /// Where its output and its end are counted, when the store counts them.
+    metrics: Option<Arc<crate::metrics::Metrics>>,
+}
+
+/// What watches a session besides its calls, as its store is configured.
+#[derive(Default)]
+pub struct Watchers {
+    /// A terminal emulator for people who attach to a PTY session.
+    pub screen: Option<keeper::ScreenFactory>,
+    /// The process's figures ([`crate::metrics`]).
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 struct OutputBuffers {
@@ -135,7 +146,7 @@ impl Session {
         monitors: Vec<Box<dyn PolicyMonitor>>,
         timeout: Option<Duration>,
         transcript: Option<TranscriptPlan>,
-        screen: Option<keeper::ScreenFactory>,
+        watchers: Watchers,
     ) -> Arc<Self> {
         let SpawnedProcess {
             pid,
@@ -165,8 +176,9 @@ impl Session {
             lease: std::sync::atomic::AtomicBool::new(false),
             screen: std::sync::OnceLock::new(),
             events,
+            metrics: watchers.metrics,
         });
-        if let (Some(factory), true) = (screen, session.info.tty) {
+        if let (Some(factory), true) = (watchers.screen, session.info.tty) {
             let keeper = keeper::start(&session, factory, (PTY_ROWS, PTY_COLS));
             let _ = session.screen.set(keeper);
         }

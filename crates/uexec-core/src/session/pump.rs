@@ -70,6 +70,9 @@ impl Session {
     }
 
     fn on_output(&self, bytes: &[u8]) {
+        if let Some(m) = &self.metrics {
+            m.output(bytes.len());
+        }
         let whole = {
             let mut out = lock(&self.output);
             out.pending.push(bytes);

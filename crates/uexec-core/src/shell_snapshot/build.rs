@@ -75,6 +75,38 @@ pub(super) enum BuildError {
     Incomplete(String),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The snapshot's files could not be written: the disk, not the profile, is why.
+    #[error("runtime directory {} has no room for the snapshot ({error}); the profile is not at fault", path.display())]
+    NoRoom {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+}
+
+/// A failed build in `dir`, told apart from a profile's failure when `dir` has no room
+/// left (a full disk or quota makes the dump fail, and the login shell exit 1).
+fn blame(dir: &Path, name: &str, failed: BuildError) -> BuildError {
+    if matches!(failed, BuildError::Timeout(_) | BuildError::Spawn(_)) {
+        return failed;
+    }
+    let probe = dir.join(format!(".room-{name}"));
+    let written =
+        private_file(&probe).and_then(|mut f| f.write_all(&[0; 4096]).and_then(|()| f.sync_all()));
+    let _ = std::fs::remove_file(&probe);
+    match written {
+        Err(error)
+            if matches!(
+                error.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            ) =>
+        {
+            BuildError::NoRoom {
+                path: dir.to_path_buf(),
+                error,
+            }
+        }
+        _ => failed,
+    }
 }
 
 /// The private directory snapshots live in: the configured one, else uexec's runtime
@@ -104,6 +136,20 @@ pub(super) async fn build(
     name: &str,
 ) -> Result<Built, BuildError> {
     let dir = runtime_dir(options.dir.as_deref())?;
+    build_in(&dir, kind, program, env, cwd, options, name)
+        .await
+        .map_err(|e| blame(&dir, name, e))
+}
+
+async fn build_in(
+    dir: &Path,
+    kind: ShellKind,
+    program: &Path,
+    env: &Environment,
+    cwd: &Path,
+    options: &ShellSnapshotOptions,
+    name: &str,
+) -> Result<Built, BuildError> {
     let base = format!(
         "{}-{name}",
         match kind {

@@ -22,8 +22,8 @@ pub struct ShellSnapshotOptions {
     pub build_timeout: Duration,
     pub ttl: Duration,
     pub retry_after: Duration,
-    /// Where snapshots are kept; `None` = `$XDG_RUNTIME_DIR/uexec`, else a per-user
-    /// directory under the temp dir.
+    /// Where snapshots are kept; `None` = this user's runtime directory
+    /// ([`crate::fs::runtime_dir_path`]).
     pub dir: Option<PathBuf>,
 }
 

@@ -65,6 +65,7 @@ impl Ended {
             reported: true,
             usage: lifecycle.outcome().and_then(|o| o.usage),
             paused: false,
+            kept: false,
             output_bytes: self.output_bytes,
         }
     }

@@ -120,12 +120,22 @@ impl SessionStore {
         req: ExecRequest,
         monitors: Vec<Box<dyn PolicyMonitor>>,
     ) -> Result<Launched, ExecError> {
+        let count = |why| {
+            if let Some(m) = &self.config.metrics {
+                m.spawn_failed(why);
+            }
+        };
         let backend = self.backend_for(caller, req.environment_id.as_deref())?;
-        backend
-            .prepare()
-            .await
-            .map_err(|e| ExecError::Spawn(e.message))?;
-        let mut plan = Plan::new(caller, &req, backend.placement())?;
+        backend.prepare().await.map_err(|e| {
+            count(spawn_failure(e.kind));
+            ExecError::Spawn(e.message)
+        })?;
+        let mut plan = Plan::new(caller, &req, backend.placement()).inspect_err(|e| {
+            // Bad input is no spawn failure; a policy's refusal is.
+            if matches!(e, ExecError::Widening(_)) {
+                count(crate::metrics::SpawnFailure::Refused);
+            }
+        })?;
         plan.use_shell_snapshot(caller).await;
         let mut monitors = monitors;
         monitors.extend(plan.sandbox.as_ref().and_then(|s| s.take_monitor()));
@@ -139,6 +149,7 @@ impl SessionStore {
             Ok(p) => p,
             Err(e) => {
                 drop(reservation);
+                count(spawn_failure(e.kind));
                 let begin = EventKind::Begin { command: argv, cwd };
                 self.events.publish(&call_id, id, begin);
                 self.events.publish(
@@ -189,8 +200,14 @@ impl SessionStore {
             monitors,
             plan.timeout,
             transcript,
-            self.config.screens.clone(),
+            crate::session::Watchers {
+                screen: self.config.screens.clone(),
+                metrics: self.config.metrics.clone(),
+            },
         );
+        if let Some(m) = &self.config.metrics {
+            m.spawned();
+        }
         Ok(Launched {
             session,
             reservation,
@@ -260,4 +277,16 @@ pub(super) async fn finish_unstored(store: &SessionStore, session: &Session) {
     session.emit_end();
     session.control().kill_leftovers();
     store.release_id(session.id());
+}
+
+/// Why a spawn failed, as the figures count it.
+fn spawn_failure(kind: crate::backend::BackendErrorKind) -> crate::metrics::SpawnFailure {
+    use crate::backend::BackendErrorKind as Kind;
+    use crate::metrics::SpawnFailure;
+    match kind {
+        Kind::NotFound => SpawnFailure::NotFound,
+        Kind::PermissionDenied => SpawnFailure::PermissionDenied,
+        Kind::Unavailable => SpawnFailure::Unavailable,
+        Kind::Other => SpawnFailure::Other,
+    }
 }

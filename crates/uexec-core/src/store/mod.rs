@@ -10,6 +10,7 @@ mod ended;
 mod exec;
 mod follow;
 mod ids;
+mod keep;
 mod pause;
 mod read;
 mod wait;
@@ -133,6 +134,8 @@ impl StoreInner {
 struct Entry {
     session: Arc<Session>,
     last_used: u64,
+    /// Kept by a person ([`SessionStore::keep`]): it outlives its owner's clients.
+    kept: bool,
 }
 
 impl SessionStore {
@@ -237,6 +240,7 @@ impl SessionStore {
                     reported: false,
                     usage: s.control().usage(),
                     paused: s.control().paused(),
+                    kept: e.kept,
                     output_bytes: s.output_total(),
                 }
             })
@@ -408,6 +412,7 @@ impl SessionStore {
                 Entry {
                     session: session.clone(),
                     last_used,
+                    kept: false,
                 },
             );
             pruned

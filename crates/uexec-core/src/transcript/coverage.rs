@@ -33,6 +33,14 @@ impl OmittedCoverage {
 /// What `info` has of the cut `omitted` ([the module docs](self)).
 pub fn coverage(omitted: &Range<u64>, info: &TranscriptInfo) -> OmittedCoverage {
     let non_empty = |r: Range<u64>| (r.start < r.end).then_some(r);
+    if info.stop.as_ref().is_some_and(|s| s.deleted) {
+        // Deleted under it: nothing of the cut is on disk any more.
+        return OmittedCoverage {
+            readable: None,
+            rotated: None,
+            unwritten: non_empty(omitted.clone()),
+        };
+    }
     let kept_from = info.first_kept.clamp(omitted.start, omitted.end);
     let kept_to = info.total.clamp(kept_from, omitted.end);
     OmittedCoverage {
@@ -69,6 +77,7 @@ mod tests {
         stopped.stop = Some(TranscriptStop {
             at: 150,
             error: "No space left on device".into(),
+            deleted: false,
         });
         let c = coverage(&(100..200), &stopped);
         assert!(!c.complete());
@@ -103,6 +112,17 @@ mod tests {
         assert_eq!(
             (c.rotated, c.readable, c.unwritten),
             (Some(100..120), Some(120..180), Some(180..200))
+        );
+    }
+
+    #[test]
+    fn a_transcript_deleted_under_its_writer_has_nothing_of_the_cut() {
+        let mut deleted = info(0, 1000);
+        deleted.stop = Some(TranscriptStop::deleted(1000));
+        let c = coverage(&(100..200), &deleted);
+        assert_eq!(
+            (c.readable, c.rotated, c.unwritten),
+            (None, None, Some(100..200))
         );
     }
 }

@@ -207,14 +207,22 @@ impl Transcript {
         self.shared.dir.get().cloned()
     }
 
-    /// What is on disk now.
+    /// What is on disk now. A directory deleted since the writer last said what it wrote
+    /// has nothing (one `stat`, and only for a transcript with bytes).
     pub fn info(&self) -> TranscriptInfo {
         let progress = self.shared.progress.borrow().clone();
+        let dir = self.shared.dir.get().unwrap_or(&self.planned).clone();
+        let stop = match progress.stop {
+            None if progress.total > 0 && !dir.is_dir() => {
+                Some(TranscriptStop::deleted(progress.total))
+            }
+            stop => stop,
+        };
         TranscriptInfo {
-            dir: self.shared.dir.get().unwrap_or(&self.planned).clone(),
+            dir,
             total: progress.total,
             first_kept: progress.first_kept,
-            stop: progress.stop,
+            stop,
         }
     }
 

@@ -95,6 +95,17 @@ impl TranscriptConfig {
         }
     }
 
+    /// What the transcripts take on disk now, all sessions together (as the total cap
+    /// counts it: each session directory's files and the directory itself).
+    pub fn disk_bytes(&self) -> u64 {
+        std::fs::read_dir(&self.root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| writer::footprint(&entry.path()).0)
+            .sum()
+    }
+
     fn segment_bytes(&self) -> u64 {
         (self.session_max_bytes / SEGMENTS).max(4096)
     }
@@ -132,6 +143,9 @@ pub struct TranscriptStop {
     pub at: u64,
     /// The error, as the OS says it (`No space left on device`).
     pub error: String,
+    /// Its files were deleted (by someone else than uexec, while it wrote them): none of
+    /// it is on disk, the bytes before `at` no more than those after.
+    pub deleted: bool,
 }
 
 impl TranscriptStop {
@@ -143,7 +157,20 @@ impl TranscriptStop {
                 error.truncate(at);
             }
         }
-        Self { at, error }
+        Self {
+            at,
+            error,
+            deleted: false,
+        }
+    }
+
+    /// The files of a transcript `at` bytes long were deleted under it.
+    pub(crate) fn deleted(at: u64) -> Self {
+        Self {
+            at,
+            error: "its files were deleted".to_owned(),
+            deleted: true,
+        }
     }
 
     /// `the transcript stopped at byte 1048576: No space left on device`.

@@ -90,7 +90,11 @@ fn stop_in_meta(dir: &Path) -> Option<TranscriptStop> {
     let mut lines = meta.lines().rev();
     let error = lines.next()?.strip_prefix("stopped_because=")?.to_owned();
     let at = lines.next()?.strip_prefix("stopped_at=")?.parse().ok()?;
-    Some(TranscriptStop { at, error })
+    Some(TranscriptStop {
+        at,
+        error,
+        deleted: false,
+    })
 }
 
 /// Opens a transcript's file to read it, never through a symlink.

@@ -141,6 +141,7 @@ fn a_failed_write_stops_the_transcript_where_the_disk_ends_and_meta_says_why() {
     let stop = TranscriptStop {
         at: 5000,
         error: "No space left on device".into(),
+        deleted: false,
     };
     assert_eq!(w.info().stop.as_ref(), Some(&stop));
     assert!(w.stopped());
@@ -176,4 +177,29 @@ fn a_root_open_to_others_is_refused() {
     let err = TranscriptPlan::new(&config(&root, 1 << 20), 1, "x", Path::new("/"), false)
         .expect_err("refused");
     assert!(err.to_string().contains("mode 0700"), "{err}");
+}
+
+#[test]
+fn a_transcript_deleted_under_its_writer_claims_nothing_and_stops() {
+    let root = temp().join("sessions");
+    let cfg = config(&root, 4 * 4096);
+    let mut w = TranscriptPlan::new(&cfg, 1000, "cmd", Path::new("/"), false)
+        .and_then(TranscriptPlan::open)
+        .expect("create");
+    w.append(&[b'a'; 5000]);
+    assert_eq!(w.info().stop, None);
+    fs::remove_dir_all(&root).expect("rm -rf");
+    // At once, before any write notices: nothing of it is on disk.
+    let stop = w.info().stop.expect("stopped");
+    assert!(stop.deleted && stop.at == 5000, "{stop:?}");
+    assert_eq!(
+        coverage::coverage(&(0..5000), &w.info()).readable,
+        None,
+        "no byte is claimed readable"
+    );
+    // And it writes no more into files nobody can open.
+    w.append(&[b'b'; 100]);
+    w.finish();
+    assert_eq!(w.info().total, 5000);
+    assert!(w.stopped());
 }

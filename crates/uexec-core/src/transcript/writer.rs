@@ -36,13 +36,26 @@ impl TranscriptWriter {
         &self.dir
     }
 
+    /// What is on disk; a transcript whose files were deleted under it (its `meta` has no
+    /// name left) has nothing, whatever it wrote.
     pub fn info(&self) -> TranscriptInfo {
+        let stop = match &self.stop {
+            None if self.deleted() => Some(TranscriptStop::deleted(self.written)),
+            stop => stop.clone(),
+        };
         TranscriptInfo {
             dir: self.dir.clone(),
             total: self.written,
             first_kept: self.first_kept,
-            stop: self.stop.clone(),
+            stop,
         }
+    }
+
+    /// Whether its files were deleted under it (an fstat of the open `meta`: no path is
+    /// looked up).
+    fn deleted(&self) -> bool {
+        use std::os::unix::fs::MetadataExt as _;
+        self.meta.metadata().is_ok_and(|m| m.nlink() == 0)
     }
 
     /// Whether a write failed: nothing more is written.
@@ -56,8 +69,17 @@ impl TranscriptWriter {
         if self.stop.is_some() || bytes.is_empty() {
             return;
         }
-        if let Err(e) = self.try_append(bytes) {
-            let stop = TranscriptStop::new(self.written, &e);
+        // Deleted under it: writing on would fill the disk with files nobody can open
+        // (their space comes back only when they are closed). An fstat, no path lookup.
+        let written = match self.deleted() {
+            true => Err(io::Error::other("its files were deleted")),
+            false => self.try_append(bytes),
+        };
+        if let Err(e) = written {
+            let stop = match self.deleted() {
+                true => TranscriptStop::deleted(self.written),
+                false => TranscriptStop::new(self.written, &e),
+            };
             tracing::warn!(dir = %self.dir.display(), "transcript stopped at byte {}: {e}", stop.at);
             // The timing file accounts for every byte on disk, and `meta` says why the rest
             // is missing; both may fail on the same full disk, and neither is needed to read.

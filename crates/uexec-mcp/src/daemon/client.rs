@@ -92,8 +92,13 @@ pub enum ClientErrorKind {
     NoExecutable(#[source] io::Error),
     #[error("cannot start the uexec daemon")]
     Start(#[source] io::Error),
-    #[error("the uexec daemon exited at start ({status}); see {log}")]
-    ExitedAtStart { status: ExitStatus, log: String },
+    #[error("the uexec daemon could not start ({status}): {said} (its log: {log})")]
+    ExitedAtStart {
+        status: ExitStatus,
+        /// What it said on stderr.
+        said: String,
+        log: String,
+    },
     #[error("the uexec daemon did not open its socket within 10 s")]
     StartTimeout(#[source] io::Error),
     #[error(transparent)]
@@ -166,6 +171,7 @@ impl LocalHello for Hello {
             cwd: std::env::current_dir()?,
             attach: None,
             status: false,
+            metrics: false,
             run: None,
             env: hello_env(std::env::vars_os(), &settings.env_keep),
             settings,
@@ -349,7 +355,10 @@ async fn say_hello(
 }
 
 /// Starts `uexec daemon` in its own session, logging to the state directory, and waits for
-/// its socket.
+/// it to say it listens (its socket's path on stdout). One that exits first is asked why:
+/// its stderr (the last [`MAX_START_ERROR_BYTES`]) is the error, so a daemon that cannot
+/// start (a full disk, a directory it may not write) says so in the client's words, not
+/// in a log it may not have been able to write.
 async fn start_daemon(socket: &Path) -> Result<UnixStream, ClientError> {
     let exe = std::env::current_exe().map_err(ClientErrorKind::NoExecutable)?;
     let log = log_path();
@@ -360,40 +369,79 @@ async fn start_daemon(socket: &Path) -> Result<UnixStream, ClientError> {
         cmd.arg("--log-file").arg(log);
     }
     cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(false);
     let mut child = cmd.spawn().map_err(ClientErrorKind::Start)?;
-    let deadline = tokio::time::Instant::now() + START_DEADLINE;
-    let mut pause = Duration::from_millis(2);
-    loop {
-        match UnixStream::connect(socket).await {
-            Ok(stream) => {
-                // Reaped by a task: the daemon outlives us, its exit status is not ours.
-                tokio::spawn(async move { child.wait().await });
-                return Ok(stream);
-            }
-            Err(e) => {
-                if let Some(status) = child.try_wait()? {
-                    // Another client may have started one at the same time: it won the lock.
-                    if let Ok(stream) = UnixStream::connect(socket).await {
-                        return Ok(stream);
-                    }
-                    return Err(ClientErrorKind::ExitedAtStart {
-                        status,
-                        log: log.map_or("its log".to_owned(), |l| l.display().to_string()),
-                    }
-                    .into());
-                }
-                if tokio::time::Instant::now() >= deadline {
-                    return Err(ClientErrorKind::StartTimeout(e).into());
-                }
-            }
+    let (Some(stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return Err(ClientErrorKind::Start(io::Error::other("no pipe to the daemon")).into());
+    };
+    // Its one line once it listens, or the end of its stdout when it exits before.
+    let mut line = String::new();
+    let mut stdout = tokio::io::BufReader::new(stdout);
+    let ready = tokio::io::AsyncBufReadExt::read_line(&mut stdout, &mut line);
+    let read = tokio::time::timeout(START_DEADLINE, ready).await;
+    drop(stdout);
+    // Reaped by a task: the daemon outlives us, its exit status is not ours. Its pipes
+    // are closed here: it prints nothing more (it logs to its file).
+    let status = match read {
+        Ok(Ok(n)) if n > 0 => None,
+        Ok(_) => Some(child.wait().await?),
+        Err(_) => {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            return Err(
+                ClientErrorKind::StartTimeout(io::Error::from(io::ErrorKind::TimedOut)).into(),
+            );
         }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(Duration::from_millis(100));
+    };
+    let Some(status) = status else {
+        tokio::spawn(async move { child.wait().await });
+        return UnixStream::connect(socket).await.map_err(|source| {
+            ClientErrorKind::Unreachable {
+                socket: socket.to_path_buf(),
+                source,
+            }
+            .into()
+        });
+    };
+    // Another client may have started one at the same time: it won the lock.
+    if let Ok(stream) = UnixStream::connect(socket).await {
+        return Ok(stream);
     }
+    let mut said = Vec::new();
+    let _ = (&mut stderr)
+        .take(MAX_START_ERROR_BYTES as u64 * 4)
+        .read_to_end(&mut said)
+        .await;
+    Err(ClientErrorKind::ExitedAtStart {
+        status,
+        said: start_error(&said),
+        log: log.map_or("its log".to_owned(), |l| l.display().to_string()),
+    }
+    .into())
+}
+
+/// Most bytes of a daemon's stderr a failed start shows.
+const MAX_START_ERROR_BYTES: usize = 2048;
+
+/// What a daemon that failed at start said: its last [`MAX_START_ERROR_BYTES`], without
+/// the backtrace anyhow may add, on one line.
+fn start_error(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let said: Vec<&str> = text
+        .lines()
+        .take_while(|l| !l.starts_with("Stack backtrace:"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let said = said.join(" ");
+    let cut = said.len().saturating_sub(MAX_START_ERROR_BYTES);
+    let cut = (cut..=said.len())
+        .find(|i| said.is_char_boundary(*i))
+        .unwrap_or(said.len());
+    said[cut..].to_owned()
 }
 
 /// `daemon.log` in uexec's state directory.

@@ -81,6 +81,8 @@ pub async fn serve(args: McpOptions, link: DaemonLink) -> Result<(), McpError> {
         hello,
         open: Mutex::default(),
     });
+    // A request dropped by its client is cancelled in the daemon too (`crate::dropped`).
+    let sessions = Arc::new(crate::dropped::CancelDropped::new(sessions));
     serve_http(&args, addr, || Ok(SessionsOnly), sessions).await
 }
 

@@ -1,8 +1,10 @@
-//! `uexec daemon`: one per user, owning the sessions so they outlive the MCP servers and
-//! terminals that started them.
+//! `uexec daemon`: one per user, owning the sessions so that people see them (`uexec ls`,
+//! `logs`, `attach`) and that they may outlive the MCP servers and terminals that started
+//! them.
 //!
 //! - **Where**: a Unix socket (0600) in a private runtime directory,
-//!   `$XDG_RUNTIME_DIR/uexec/`, else `<temp dir>/uexec-<uid>/`. The directory must be 0700 and
+//!   `$XDG_RUNTIME_DIR/uexec/`, else `/run/user/<uid>/uexec/`, else `<temp dir>/uexec-<uid>/`
+//!   ([`uexec_core::fs::runtime_dir`]). The directory must be 0700 and
 //!   this user's, or the daemon refuses to start; a peer of another uid is refused
 //!   (`SO_PEERCRED`), and so is a sandboxed command of this uid: a peer whose process lives
 //!   in another user namespace than the daemon's (every uexec sandbox has its own; see
@@ -13,17 +15,23 @@
 //!   then MCP on the same stream: the daemon serves the same tools as `uexec mcp`, on the
 //!   owner's store, with that connection's settings and environments.
 //! - **Owners**: each owner has its own store (an agent sees only its sessions); the stores
-//!   share one id space, so a person can name any session by its id alone.
+//!   share one id space, so a person can name any session by its id alone. An agent's
+//!   running sessions end when its last connection has been gone for its linger (0 s by
+//!   default), unless a person kept them ([`lease`]); a person's run until they end.
 //! - **HTTP**: `uexec mcp --daemon --http ADDR` serves streamable HTTP in its own process
 //!   and relays each MCP session to a connection here ([`http`]).
-//! - **Lifetime**: started on demand by `uexec mcp --daemon`; exits after `--idle-timeout`
-//!   with no running session and no client, or on SIGTERM/SIGINT, killing whatever is left. If it is
-//!   SIGKILLed, its last-will watchdog kills every session's process group.
+//! - **Lifetime**: started on demand by `uexec mcp` (and the CLI verbs that run commands);
+//!   exits after `--idle-timeout` with no running session and no client, or on
+//!   SIGTERM/SIGINT, killing whatever is left. If it is SIGKILLed, its last-will watchdog
+//!   kills every session's process group.
 
 pub mod attach;
 mod build_id;
 pub mod client;
+mod hangup;
 pub mod http;
+mod lease;
+pub mod metrics;
 mod relay;
 pub mod run;
 pub mod status;
@@ -113,6 +121,12 @@ pub enum DaemonError {
         #[source]
         source: io::Error,
     },
+    #[error("cannot write {}", path.display())]
+    PidFile {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("the daemon holds its lock but wrote no daemon.pid")]
     NoPidFile,
     #[error("the uexec daemon (pid {pid}) did not stop within 10 s")]
@@ -165,8 +179,12 @@ struct Daemon {
     ids: Arc<IdSpace>,
     base: StoreConfig,
     owners: Arc<OwnerTable>,
+    /// Each agent's connections, so its sessions end when the last is gone ([`lease`]).
+    leases: Arc<lease::Leases>,
     clients: AtomicUsize,
     facts: status::Facts,
+    /// What every owner's sessions did, for `uexec metrics` (the stores feed it).
+    metrics: Arc<uexec_core::metrics::Metrics>,
 }
 
 impl Daemon {
@@ -243,27 +261,39 @@ pub async fn run(args: DaemonOptions) -> Result<(), DaemonError> {
         socket: socket.clone(),
         source,
     })?;
+    // From here on, however it ends (a full disk refusing the pid file, a signal), no
+    // socket nor pid file is left behind for a client to stumble on.
+    let _files = OwnFiles(vec![socket.clone(), dir.join("daemon.pid")]);
     std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
-    {
+    let pid_file = dir.join("daemon.pid");
+    (|| {
         use std::io::Write as _;
         let mut pid = std::fs::OpenOptions::new()
             .create(true)
             .truncate(true)
             .write(true)
             .mode(0o600)
-            .open(dir.join("daemon.pid"))?;
-        writeln!(pid, "{}", std::process::id())?;
-    }
+            .open(&pid_file)?;
+        writeln!(pid, "{}", std::process::id())
+    })()
+    .map_err(|source| DaemonError::PidFile {
+        path: pid_file.clone(),
+        source,
+    })?;
     let mut base = StoreConfig::from_env();
     base.transcripts = args.transcripts.config();
     base.screens = Some(attach::screens());
     base.sandbox.confinement = args.confinement.clone();
     base.limits = args.limits;
+    let figures = Arc::new(uexec_core::metrics::Metrics::default());
+    base.metrics = Some(figures.clone());
     let daemon = Arc::new(Daemon {
         ids: Arc::default(),
         base,
         owners: Arc::default(),
+        leases: Arc::default(),
         clients: AtomicUsize::new(0),
+        metrics: figures,
         facts: status::Facts {
             started: std::time::Instant::now(),
             socket: std::path::absolute(&socket)?,
@@ -299,17 +329,29 @@ pub async fn run(args: DaemonOptions) -> Result<(), DaemonError> {
     };
     acceptor.abort();
     daemon.shutdown();
-    let _ = std::fs::remove_file(&socket);
-    let _ = std::fs::remove_file(dir.join("daemon.pid"));
+    drop(_files);
     drop(lock);
     result
 }
 
+/// Files of the running daemon, removed when it stops (while it still holds the lock).
+struct OwnFiles(Vec<PathBuf>);
+
+impl Drop for OwnFiles {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 /// Serves each connection in a task of its own.
 async fn accept_clients(listener: UnixListener, daemon: Arc<Daemon>) {
+    let mut backoff = uexec_net::backoff::AcceptBackoff::new("the daemon socket");
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
+                backoff.succeeded();
                 let daemon = daemon.clone();
                 // Counted from the accept: the idle check never sees a client in between.
                 daemon.clients.fetch_add(1, Ordering::SeqCst);
@@ -320,11 +362,8 @@ async fn accept_clients(listener: UnixListener, daemon: Arc<Daemon>) {
                     daemon.clients.fetch_sub(1, Ordering::SeqCst);
                 });
             }
-            Err(e) => {
-                // EMFILE and friends: back off instead of spinning.
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+            // EMFILE and friends: back off instead of spinning, and say so once a minute.
+            Err(e) => tokio::time::sleep(backoff.failed(&e)).await,
         }
     }
 }
@@ -430,8 +469,13 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
     };
     if hello.status && hello.protocol == PROTOCOL {
         // Before the builds are compared (see `status`).
-        let status = daemon.facts.status(&daemon.owners);
+        let status = daemon.facts.status(&daemon.owners, &daemon.leases);
         return Ok(status::answer(&status, &mut write).await?);
+    }
+    if hello.metrics && hello.protocol == PROTOCOL {
+        // As a status: whatever the client's build.
+        let now = metrics::now(&daemon.owners, daemon.base.transcripts.as_ref());
+        return Ok(metrics::answer(&daemon.metrics, &now, &mut write).await?);
     }
     if let Some(why) = hello.incompatibility(&build_id()) {
         write_reply(&mut write, &Reply::refuse(why.clone())).await?;
@@ -461,6 +505,13 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
             return Err(ConnectionError::Refused(why));
         }
     };
+    // Held while the conversation lasts: the owner's sessions end after its linger once its
+    // last connection is gone. A person's sessions are theirs: they end as they would.
+    let _lease = (hello.owner != PERSON).then(|| {
+        daemon
+            .leases
+            .hold(&hello.owner, hello.settings.linger, store.clone())
+    });
     write_reply(&mut write, &Reply::ok()).await?;
     let options = Options {
         codex_tools_only: hello.settings.codex_tools_only,
@@ -476,18 +527,23 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
     } else {
         Stores::Single(store)
     };
+    // A client that is done (gone, or its stdin closed) cancels its calls at once, losing
+    // nothing ([`hangup`]).
+    let gone = tokio_util::sync::CancellationToken::new();
     let server = UexecServer::new(
         stores,
         environments.environments(),
         environments.any_configured(),
         options,
-    );
+    )
+    .cancelled_by(gone.clone());
+    let read = hangup::Watched::new(read, gone);
     let running = server
         .serve((read, write))
         .await
         .map_err(|e| ConnectionError::Handshake(Box::new(e)))?;
     let quit = running.waiting().await;
-    tracing::debug!(owner = %hello.owner, ?quit, "client went away; its sessions stay");
+    tracing::debug!(owner = %hello.owner, ?quit, "client went away");
     drop(environments);
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! `uexec daemon --status`: the daemon says who it is (pid, version and build, uptime, where
-//! it listens and logs) and how many sessions each owner has.
+//! it listens and logs), how many sessions each owner has, and how many connections each
+//! agent.
 //!
 //! 1. The client says a hello with `status` (a person's, without an environment: a status
 //!    runs nothing), never starting a daemon: no socket, or nobody listening, is "none runs".
@@ -30,8 +31,8 @@ pub(super) struct Facts {
 }
 
 impl Facts {
-    /// The status now, with the sessions of `owners`.
-    pub fn status(&self, owners: &OwnerTable) -> Status {
+    /// The status now, with the sessions of `owners` and the connections of `leases`.
+    pub fn status(&self, owners: &OwnerTable, leases: &super::lease::Leases) -> Status {
         let sessions: BTreeMap<String, usize> = owners
             .all()
             .into_iter()
@@ -46,6 +47,7 @@ impl Facts {
             socket: self.socket.clone(),
             log_file: self.log_file.clone(),
             sessions,
+            clients: leases.connections(),
         }
     }
 }
@@ -65,14 +67,31 @@ pub(super) async fn answer(
 
 /// The status of the daemon at `socket`; `None` when none runs there. Starts nothing.
 pub async fn ask(socket: &Path) -> Result<Option<Status>, ClientError> {
+    let Some(connected) = ask_person(socket, |hello| hello.status = true).await? else {
+        return Ok(None);
+    };
+    let mut reader = BufReader::new(
+        std::io::Cursor::new(connected.after).chain(connected.stream.take(MAX_STATUS_BYTES)),
+    );
+    let mut line = Vec::new();
+    reader.read_until(b'\n', &mut line).await?;
+    Ok(Some(serde_json::from_slice(&line)?))
+}
+
+/// A person's hello, without an environment (it runs nothing), made what `ask` asks for by
+/// `mark`, sent to the daemon at `socket`; `None` when none runs there. Starts nothing.
+pub(super) async fn ask_person(
+    socket: &Path,
+    mark: impl FnOnce(&mut Hello),
+) -> Result<Option<client::Connected>, ClientError> {
     if !socket.exists() {
         return Ok(None);
     }
     let mut hello = Hello::here(PERSON.to_owned(), Settings::default())?;
     hello.env.clear();
-    hello.status = true;
-    let connected = match client::connect(socket, &hello, false, &[]).await {
-        Ok(connected) => connected,
+    mark(&mut hello);
+    match client::connect(socket, &hello, false, &[]).await {
+        Ok(connected) => Ok(Some(connected)),
         // A socket file left by a daemon that died (SIGKILL): nobody listens.
         Err(e) => match e.kind() {
             ClientErrorKind::Unreachable { source, .. }
@@ -81,15 +100,9 @@ pub async fn ask(socket: &Path) -> Result<Option<Status>, ClientError> {
                     std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound
                 ) =>
             {
-                return Ok(None)
+                Ok(None)
             }
-            _ => return Err(e),
+            _ => Err(e),
         },
-    };
-    let mut reader = BufReader::new(
-        std::io::Cursor::new(connected.after).chain(connected.stream.take(MAX_STATUS_BYTES)),
-    );
-    let mut line = Vec::new();
-    reader.read_until(b'\n', &mut line).await?;
-    Ok(Some(serde_json::from_slice(&line)?))
+    }
 }

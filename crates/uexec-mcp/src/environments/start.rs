@@ -34,6 +34,18 @@ pub(crate) fn read(args: &McpOptions) -> Result<EnvironmentSettings, McpError> {
         Some(path) => file::load(path)?.into_iter().map(|e| e.id).collect(),
         None => Vec::new(),
     };
+    // What `start` would refuse, refused here too: before any daemon is asked.
+    if let (Some(path), Some(id)) = (
+        &file,
+        file_ids
+            .iter()
+            .find(|id| args.environments.iter().any(|(name, _)| name == *id)),
+    ) {
+        return Err(McpError::Settings(format!(
+            "environments file {}: environment `{id}` is also given with --environment",
+            path.display()
+        )));
+    }
     let tokens = remote_tokens(args, &file_ids)?;
     let ca = args.remote_ca.as_deref().map(absolute);
     if ca.is_some() {

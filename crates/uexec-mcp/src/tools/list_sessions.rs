@@ -75,7 +75,7 @@ pub fn person_tool() -> Tool {
         "additionalProperties": false
     });
     tool.input_schema = to_schema(schema);
-    tool.description = Some("List every owner's sessions: id, owner, state (running, paused, or exited with its code and end time), command, working directory, whether it has a terminal, the CPU time (and memory, where counted) it used, and its last line of output.".into());
+    tool.description = Some("List every owner's sessions: id, owner, state (running, paused, or exited with its code and end time; kept: it outlives its owner's clients), command, working directory, whether it has a terminal, the CPU time (and memory, where counted) it used, and its last line of output.".into());
     tool
 }
 
@@ -213,6 +213,10 @@ fn every_owners(owners: &OwnerTable, all: bool) -> CallToolResult {
         }
         if s.reported {
             item["reported"] = json!(true);
+        }
+        if s.kept && !s.exited {
+            item["kept"] = json!(true);
+            how.push_str(", kept");
         }
         text.push_str(&format!(
             "\n- session {}{} [{owner}] ({}, {how}, {secs:.1}s{}, cwd {}): {} | {}",

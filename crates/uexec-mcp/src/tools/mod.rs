@@ -10,6 +10,7 @@
 
 pub mod await_exit;
 pub mod exec_command;
+pub mod keep_session;
 pub mod list_sessions;
 pub mod parse;
 pub mod pause_session;
@@ -42,6 +43,29 @@ pub fn all(codex_tools_only: bool, offer: Offer<'_>) -> Vec<Tool> {
     tools.into_iter().map(annotated).collect()
 }
 
+/// The name of a tool uexec has (offered here or not), as a constant: what the figures
+/// label a call with (never a name a client made up).
+pub fn known(name: &str) -> Option<&'static str> {
+    [
+        exec_command::NAME,
+        write_stdin::NAME,
+        list_sessions::NAME,
+        terminate_session::NAME,
+        wait::NAME,
+        read_output::NAME,
+        send_input::NAME,
+        await_exit::NAME,
+        remove_session::NAME,
+        prune_sessions::NAME,
+        signal_session::NAME,
+        pause_session::PAUSE,
+        pause_session::RESUME,
+        keep_session::NAME,
+    ]
+    .into_iter()
+    .find(|known| *known == name)
+}
+
 /// The tools of a person at the daemon, besides the agents' own.
 pub fn person_tools() -> Vec<Tool> {
     [
@@ -52,6 +76,7 @@ pub fn person_tools() -> Vec<Tool> {
         signal_session::tool(),
         pause_session::pause_tool(),
         pause_session::resume_tool(),
+        keep_session::tool(),
     ]
     .into_iter()
     .map(annotated)
@@ -75,6 +100,7 @@ pub(crate) fn annotated(mut tool: Tool) -> Tool {
         signal_session::NAME => ("Signal a session", false, Some(true)),
         pause_session::PAUSE => ("Pause a session", false, Some(false)),
         pause_session::RESUME => ("Resume a paused session", false, Some(false)),
+        keep_session::NAME => ("Keep a session after its owner leaves", false, Some(false)),
         _ => return tool,
     };
     let mut annotations = ToolAnnotations::new().read_only(read_only);

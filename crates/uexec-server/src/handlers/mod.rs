@@ -62,10 +62,15 @@ pub async fn dispatch(
             ))),
         ));
     };
-    match route(conn, id, method, params).await {
+    let started = std::time::Instant::now();
+    let metrics = conn.server.metrics.clone();
+    let reply = match route(conn, id, method, params).await {
         Ok(reply) => reply,
         Err(error) => Reply::Now(answer::<()>(id, Err(error))),
-    }
+    };
+    // Until the answer is known (a read that waits is answered later: its wait is not here).
+    metrics.call(method.as_str(), started.elapsed());
+    reply
 }
 
 async fn route(

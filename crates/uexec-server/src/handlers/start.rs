@@ -18,6 +18,7 @@ use std::sync::Arc;
 use serde_json::json;
 use tokio::sync::oneshot;
 use uexec_core::backend::{BackendErrorKind, EnvMode, Program, SpawnSpec};
+use uexec_core::metrics::SpawnFailure;
 use uexec_protocol::file_uri;
 use uexec_protocol::{RpcError, StartParams, StartResult};
 
@@ -59,7 +60,14 @@ pub async fn handle(
     if let Some(snapshots) = &conn.server.shell_snapshots {
         snapshots.apply(&mut spec).await;
     }
+    let metrics = &conn.server.metrics;
     let spawned = conn.server.backend.spawn(spec).await.map_err(|e| {
+        metrics.spawn_failed(match e.kind {
+            BackendErrorKind::NotFound => SpawnFailure::NotFound,
+            BackendErrorKind::PermissionDenied => SpawnFailure::PermissionDenied,
+            BackendErrorKind::Unavailable => SpawnFailure::Unavailable,
+            BackendErrorKind::Other => SpawnFailure::Other,
+        });
         let error = RpcError::internal(e.message.clone());
         match e.kind {
             BackendErrorKind::NotFound => error.with_data(json!({"kind": "spawnNotFound"})),
@@ -69,6 +77,7 @@ pub async fn handle(
             _ => error,
         }
     })?;
+    metrics.spawned();
 
     let config = &conn.server.config;
     let stdin = (params.tty || params.pipe_stdin).then(|| {
@@ -99,6 +108,7 @@ pub async fn handle(
         session.clone(),
         inputs,
         pump_config,
+        metrics.clone(),
     ));
     reservation.commit(handle);
     tracing::debug!(session = session.id(), process = params.process_id, pid = ?spawned.pid, "started");

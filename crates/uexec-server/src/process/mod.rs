@@ -73,6 +73,11 @@ impl ProcessHandle {
         self.0.state.send_modify(change);
     }
 
+    /// What its processes used, where its backend counts it (a cgroup).
+    pub fn usage(&self) -> Option<uexec_core::backend::Usage> {
+        self.0.control.usage()
+    }
+
     pub fn has_exited(&self) -> bool {
         self.0.state.borrow().has_exited()
     }

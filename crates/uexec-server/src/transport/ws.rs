@@ -2,7 +2,8 @@
 //! hardened accept loop of [`uexec_net`]: TLS, connection cap, header-read timeout).
 //!
 //! HTTP side, matching Codex 0.171:
-//! 1. `GET /readyz` is `200` (no auth: it is a health check);
+//! 1. `GET /readyz` is `200` (no auth: it is a health check); `GET /metrics` is the
+//!    figures as Prometheus text, with the same checks as an upgrade (beyond Codex);
 //! 2. `GET /` with an `Origin` header is `403`, whatever the origin: browsers send one, and no
 //!    web page may drive a process server on localhost; with a configured token, a missing
 //!    or wrong `Authorization: Bearer` is `401`; without one, a peer that is not a loopback
@@ -84,6 +85,7 @@ impl WsListener {
         let app = Router::new()
             .route("/", get(upgrade))
             .route("/readyz", get(|| async { StatusCode::OK }))
+            .route("/metrics", get(metrics))
             .with_state(state);
         self.http.serve(app, std::future::pending()).await;
     }
@@ -115,6 +117,29 @@ async fn upgrade(
     ws.max_message_size(config.max_message_bytes)
         .max_frame_size(config.max_frame_bytes.min(config.max_message_bytes))
         .on_upgrade(move |socket| run_socket(state.server, socket))
+}
+
+/// `GET /metrics`: the figures as Prometheus text, to a client the upgrade would let in
+/// (its token, or this user over loopback), never to a web page (an `Origin` is `403`).
+async fn metrics(
+    State(state): State<WsState>,
+    peer: Option<Extension<Peer>>,
+    headers: HeaderMap,
+) -> Response {
+    if headers.contains_key(header::ORIGIN) {
+        return StatusCode::FORBIDDEN.into_response();
+    }
+    if let Err(refusal) = authorize(&state.tokens, &headers, peer.as_ref().map(|p| &p.0)).await {
+        return refusal.into_response();
+    }
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.server.metrics_text(),
+    )
+        .into_response()
 }
 
 async fn run_socket(server: Arc<ExecServer>, socket: WebSocket) {

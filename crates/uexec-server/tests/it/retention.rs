@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::json;
 use uexec_server::ServerConfig;
 
-use crate::helpers::{eventually, unb64, TestServer};
+use crate::helpers::{eventually, eventually_within, unb64, TestServer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_newest_mebibyte_is_retained_as_whole_chunks() {
@@ -73,4 +73,43 @@ async fn a_closed_process_is_forgotten_after_the_retention_period() {
     // The id is free again.
     client.start("p", &["true"], json!({})).await;
     eventually("the reused id to close", || client.inbox().complete("p")).await;
+}
+
+/// Processes whose command line contains `needle`.
+fn procs_with(needle: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .map(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .contains(needle)
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// A background job dies soon after its process exits, as on the MCP faces (SPEC §6), not
+/// at the end of the retention (30 s) nor, when it holds the output open, never.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_job_left_by_an_exited_process_is_killed_and_the_process_closes() {
+    let server = TestServer::start().await;
+    let client = server.session().await;
+    let marker = format!("{}.{}", 900 + std::process::id() % 100, std::process::id());
+    let needle = format!("sleep {marker}");
+    // The job holds the output pipe open: without the kill, no close would ever come.
+    client
+        .sh("bg", &format!("sleep {marker} & echo started"), json!({}))
+        .await;
+    client.wait_output("bg", b"started\n").await;
+    client.wait_closed("bg").await;
+    eventually_within("the job to be killed", Duration::from_secs(5), || {
+        procs_with(&needle).is_empty()
+    })
+    .await;
+    assert_eq!(client.inbox().exited("bg").unwrap()["exitCode"], 0);
 }

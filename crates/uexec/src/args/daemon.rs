@@ -11,6 +11,7 @@ use super::TranscriptArgs;
 #[derive(Debug, Clone, clap::Args)]
 pub struct DaemonArgs {
     /// The socket to listen on (default: $XDG_RUNTIME_DIR/uexec/daemon.sock, else
+    /// /run/user/<uid>/uexec/daemon.sock when logind made /run/user/<uid>, else
     /// <temp dir>/uexec-<uid>/daemon.sock). Its directory must be this user's, mode 0700.
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,

@@ -1,5 +1,6 @@
 //! `uexec mcp`'s flags, their help, defaults and value parsers, converted into
-//! [`uexec_mcp::McpOptions`]; with `--daemon`, the relay's [`relay::Target`] beside them.
+//! [`uexec_mcp::McpOptions`] and the [`Place`] of its sessions: in this process, or in the
+//! daemon (the relay's [`relay::Target`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -8,6 +9,7 @@ use super::limits::LimitArgs;
 use super::net::ListenerArgs;
 use uexec_core::policy::{AllowEntry, Fallback, Network, OnDenial, Profile};
 use uexec_mcp::McpOptions;
+use uexec_protocol::daemon::Linger;
 
 use super::TranscriptArgs;
 use crate::relay;
@@ -53,36 +55,44 @@ pub struct McpArgs {
     /// Cap on max_output_tokens (default 10000).
     #[arg(help_heading = "Output", long, value_name = "TOKENS")]
     pub max_output_tokens: Option<u64>,
-    /// Run the sessions in this user's uexec daemon instead of in this process, so they
-    /// outlive this MCP server and people can see them (`uexec ls`, `uexec logs`). The
-    /// daemon is started if none runs. Commands get this process's working directory,
-    /// environment, settings, environments (--environment...) and sandbox policy
-    /// (--sandbox, --network...), as without --daemon: each connection's are the defaults
-    /// of the commands it starts, even in an owner's store that an earlier connection made.
-    /// Not with the Transcripts flags: the daemon keeps its own (`uexec daemon --help`).
-    /// Combines with --http: HTTP is served here and each MCP session it serves runs in the
-    /// daemon, each bearer token as an owner of its own.
-    #[arg(help_heading = "Daemon", long, env = "UEXEC_DAEMON", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true", default_value = "false")]
-    pub daemon: bool,
-    /// With --daemon: whose sessions these are. One owner sees (lists, polls, kills) only its
-    /// own sessions; a restarted agent with the same owner finds them again (default:
-    /// `mcp:` and the working directory). Over --http with tokens, each token's owner is
-    /// this, `#` and a fingerprint of the token (never the token).
-    #[arg(
-        help_heading = "Daemon",
-        long,
-        value_name = "NAME",
-        requires = "daemon"
-    )]
+    /// Keep the sessions in this user's uexec daemon, where people see them (`uexec ls`,
+    /// `uexec logs`, `uexec attach`): the default over stdio. The daemon is started if none
+    /// runs. Commands get this process's working directory, environment, settings,
+    /// environments (--environment...) and sandbox policy (--sandbox, --network...), as
+    /// in-process: each connection's are the defaults of the commands it starts. Its
+    /// sessions end when this client goes away (after --linger), unless a person keeps one
+    /// (`uexec keep`). Without --daemon, a daemon that cannot be reached (none can start,
+    /// another build runs) makes this server keep its sessions itself, saying why on
+    /// stderr; with --daemon it is an error. --daemon=false (or UEXEC_DAEMON=0) is
+    /// --in-process. Not with the Transcripts flags: the daemon keeps its own (`uexec
+    /// daemon --help`). With --http (whose default is --in-process): HTTP is served here and
+    /// each MCP session it serves runs in the daemon, each bearer token as an owner of its
+    /// own.
+    #[arg(help_heading = "Daemon", long, env = "UEXEC_DAEMON", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, default_missing_value = "true")]
+    pub daemon: Option<bool>,
+    /// Keep the sessions in this process, as a plain `uexec mcp` did before the daemon was
+    /// the default: they die with it, and `uexec ls` does not see them. The default with
+    /// --http, and with a Transcripts flag (which configures this process's transcripts).
+    #[arg(help_heading = "Daemon", long, conflicts_with = "daemon")]
+    pub in_process: bool,
+    /// How long this client's running sessions outlive it in the daemon: SECONDS after its
+    /// last connection (of the same owner) closed, unless a new one came meanwhile; 0 (the
+    /// default) ends them when it goes away, as in-process; `forever` leaves them running
+    /// until they exit or a person ends them. A person's `uexec keep SESSION` keeps one
+    /// anyway. Sessions that exited stay listed, to be reported.
+    #[arg(help_heading = "Daemon", long, value_name = "SECONDS|forever", value_parser = parse_linger)]
+    pub linger: Option<Linger>,
+    /// In the daemon: whose sessions these are. One owner sees (lists, polls, kills) only
+    /// its own sessions; a restarted agent with the same owner finds them again, when they
+    /// outlived it (--linger) (default: `mcp:` and the working directory). Over --http with
+    /// tokens, each token's owner is this, `#` and a fingerprint of the token (never the
+    /// token).
+    #[arg(help_heading = "Daemon", long, value_name = "NAME")]
     pub owner: Option<String>,
-    /// With --daemon: the daemon's socket (default: $XDG_RUNTIME_DIR/uexec/daemon.sock,
-    /// else a per-user directory under the temp dir).
-    #[arg(
-        help_heading = "Daemon",
-        long,
-        value_name = "PATH",
-        requires = "daemon"
-    )]
+    /// The daemon's socket (default: $XDG_RUNTIME_DIR/uexec/daemon.sock, else
+    /// /run/user/<uid>/uexec/daemon.sock when logind made /run/user/<uid>, as an agent's
+    /// client may not pass XDG_RUNTIME_DIR on, else a per-user directory under the temp dir).
+    #[arg(help_heading = "Daemon", long, value_name = "PATH")]
     pub daemon_socket: Option<PathBuf>,
     /// Serve streamable HTTP on ADDR (e.g. 127.0.0.1:8765) at the path /mcp instead of
     /// stdio (https:// with --tls-cert). Loopback addresses only, unless a bearer token is
@@ -268,11 +278,30 @@ const TRANSCRIPT_FLAGS: [&str; 4] = [
     "--transcripts-total-max-bytes",
 ];
 
+/// Where `uexec mcp` keeps its sessions.
+#[derive(Debug, Clone)]
+pub enum Place {
+    /// In this process (`--in-process`, and the default of `--http` and of the Transcripts
+    /// flags).
+    InProcess,
+    /// In the user's daemon; `asked`: `--daemon` was given (a daemon that cannot be
+    /// reached is then an error, not a reason to serve in-process).
+    Daemon { target: relay::Target, asked: bool },
+}
+
+/// `--linger`: seconds, or `forever`.
+fn parse_linger(s: &str) -> Result<Linger, String> {
+    if s == "forever" {
+        return Ok(Linger::Forever);
+    }
+    s.parse::<u64>()
+        .map(Linger::Seconds)
+        .map_err(|_| format!("{s:?} is neither a number of seconds (0, 30, 600) nor `forever`"))
+}
+
 impl McpArgs {
-    /// What clap cannot say of a conflict: why. With `--daemon` the Transcripts flags
-    /// would change nothing (the daemon's transcripts are its own), so they are refused
-    /// rather than ignored, naming both flags and where to set them instead.
-    pub fn conflict(&self) -> Option<String> {
+    /// The Transcripts flag given, if any (the first).
+    fn transcript_flag(&self) -> Option<&'static str> {
         let t = &self.transcripts;
         let given = [
             t.transcripts_dir.is_some(),
@@ -280,27 +309,85 @@ impl McpArgs {
             t.transcript_max_bytes.is_some(),
             t.transcripts_total_max_bytes.is_some(),
         ];
-        let flag = TRANSCRIPT_FLAGS
+        TRANSCRIPT_FLAGS
             .iter()
             .zip(given)
-            .find_map(|(flag, given)| given.then_some(*flag))?;
-        self.daemon.then(|| {
-            format!(
+            .find_map(|(flag, given)| given.then_some(*flag))
+    }
+
+    /// Where the sessions are kept: `--in-process` or `--daemon` if given, else in-process
+    /// with `--http` (a server of its own, which also serves the sessionless 2026-07-28
+    /// protocol) or a Transcripts flag (this process's transcripts), else the daemon.
+    pub fn in_daemon(&self) -> bool {
+        match (self.in_process, self.daemon) {
+            (true, _) | (false, Some(false)) => false,
+            (false, Some(true)) => true,
+            (false, None) => self.http.is_none() && self.transcript_flag().is_none(),
+        }
+    }
+
+    /// What clap cannot say of a conflict: why. With `--daemon` the Transcripts flags
+    /// would change nothing (the daemon's transcripts are its own), so they are refused
+    /// rather than ignored, naming both flags and where to set them instead; the daemon's
+    /// own flags are refused when the sessions stay in this process, saying why they do.
+    pub fn conflict(&self) -> Option<String> {
+        if self.daemon == Some(true) {
+            let flag = self.transcript_flag()?;
+            return Some(format!(
                 "the argument '{flag}' cannot be used with '--daemon' (or UEXEC_DAEMON): the \
                  daemon keeps the transcripts of its sessions, configured on `uexec daemon` \
                  (its --transcripts-dir, --no-transcripts, --transcript-max-bytes and \
                  --transcripts-total-max-bytes)"
+            ));
+        }
+        if self.in_daemon() {
+            return None;
+        }
+        let daemon_flag = [
+            (self.linger.is_some(), "--linger"),
+            (self.owner.is_some(), "--owner"),
+            (self.daemon_socket.is_some(), "--daemon-socket"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))?;
+        let (why, remedy) = if self.in_process {
+            ("--in-process".to_owned(), "drop one of the two")
+        } else if self.daemon == Some(false) {
+            (
+                "--daemon=false (or UEXEC_DAEMON=0)".to_owned(),
+                "drop one of the two",
             )
-        })
+        } else if self.http.is_some() {
+            (
+                "--http without --daemon".to_owned(),
+                "add --daemon, or drop it",
+            )
+        } else {
+            (
+                format!("'{}'", self.transcript_flag().unwrap_or_default()),
+                "drop one of the two (the daemon's transcripts are set on `uexec daemon`)",
+            )
+        };
+        Some(format!(
+            "the argument '{daemon_flag}' is for sessions kept in the daemon, and with {why} \
+             this server keeps its sessions itself: {remedy}"
+        ))
     }
 
-    /// The options of `uexec mcp`, and with `--daemon` where and as whom to relay them.
-    pub fn into_options(self) -> (McpOptions, Option<relay::Target>) {
+    /// The options of `uexec mcp`, and where its sessions are kept.
+    pub fn into_options(self) -> (McpOptions, Place) {
         let codex = self.codex_compat || self.extended == Some(false);
-        let relay = self.daemon.then_some(relay::Target {
-            socket: self.daemon_socket,
-            owner: self.owner,
-        });
+        let place = if self.in_daemon() {
+            Place::Daemon {
+                target: relay::Target {
+                    socket: self.daemon_socket.clone(),
+                    owner: self.owner.clone(),
+                },
+                asked: self.daemon == Some(true),
+            }
+        } else {
+            Place::InProcess
+        };
         let options = McpOptions {
             // The engine hands the sandbox over (`engine::confinement`).
             confinement: None,
@@ -336,8 +423,9 @@ impl McpArgs {
             sandbox_fallback: self.sandbox_fallback,
             network_denial: self.network_denial,
             limits: self.limits.into(),
+            linger: self.linger.unwrap_or_default(),
         };
-        (options, relay)
+        (options, place)
     }
 }
 

@@ -9,6 +9,7 @@ pub mod limits;
 pub mod mcp;
 pub mod net;
 pub mod serve;
+pub mod verbs;
 
 use std::path::PathBuf;
 

@@ -18,7 +18,8 @@ pub const MAX_LINE_BYTES: usize = 64 << 20;
 /// Where the daemon is and what this person's commands get.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct Target {
-    /// The daemon's socket (default: $XDG_RUNTIME_DIR/uexec/daemon.sock, else a per-user
+    /// The daemon's socket (default: $XDG_RUNTIME_DIR/uexec/daemon.sock, else
+    /// /run/user/<uid>/uexec/daemon.sock when logind made /run/user/<uid>, else a per-user
     /// directory under the temp dir). A daemon is started if none runs.
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,

@@ -57,14 +57,22 @@ fn render(status: &Status, ours: &str) -> String {
     let total: usize = status.sessions.values().sum();
     let _ = writeln!(out, "sessions: {total}");
     for (owner, n) in &status.sessions {
-        // An owner name is the client's to choose: no escape sequence reaches the terminal.
-        let owner: String = owner
-            .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .collect();
-        let _ = writeln!(out, "  {owner}: {n}");
+        let _ = writeln!(out, "  {}: {n}", printable(owner));
+    }
+    let total: usize = status.clients.values().sum();
+    let _ = writeln!(out, "agents connected: {total}");
+    for (owner, n) in &status.clients {
+        let _ = writeln!(out, "  {}: {n}", printable(owner));
     }
     out
+}
+
+/// An owner name, which is the client's to choose: no escape sequence reaches the terminal.
+fn printable(owner: &str) -> String {
+    owner
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 #[cfg(test)]
@@ -82,6 +90,7 @@ mod tests {
             sessions: [("@person".to_owned(), 1), ("mcp:\x1b]0;x".to_owned(), 2)]
                 .into_iter()
                 .collect(),
+            clients: [("mcp:\x1b]0;x".to_owned(), 1)].into_iter().collect(),
         }
     }
 
@@ -92,6 +101,10 @@ mod tests {
         assert!(text.contains("build: 1:2:3:4 (this uexec's)\n"), "{text}");
         assert!(text.contains("uptime: 7 s\nsocket: /run/u/uexec/daemon.sock\n"));
         assert!(text.contains("log: its stderr\nsessions: 3\n  @person: 1\n  mcp: ]0;x: 2\n"));
+        assert!(
+            text.ends_with("agents connected: 1\n  mcp: ]0;x: 1\n"),
+            "{text}"
+        );
         let other = render(&status("1:2:3:4"), "9:9:9:9");
         assert!(
             other.contains("(not this uexec's: `uexec daemon --stop`"),

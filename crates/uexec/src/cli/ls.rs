@@ -22,7 +22,8 @@ pub struct LsArgs {
     pub all: bool,
     /// Print the sessions as JSON ({sessions: [{session_id, owner, state, exit_code?,
     /// started_at, ended_at?, cpu_seconds?, memory_bytes?, ...}]}; times in RFC 3339;
-    /// state running, paused or exited; the figures only where the session has a cgroup).
+    /// state running, paused or exited, kept: true when a person kept it; the figures only
+    /// where the session has a cgroup).
     #[arg(long)]
     pub json: bool,
 }
@@ -103,9 +104,13 @@ fn clip_start(s: &str, n: usize) -> String {
     out
 }
 
-/// `running`, `paused`, or how it ended: `exited 0`, `exited 137` (killed by signal 9), `failed`
-/// (a policy or its backend failed it), `exited` (no code known).
+/// `running`, `kept` (running, kept after its owner's clients go: `uexec keep`), `paused`,
+/// or how it ended: `exited 0`, `exited 137` (killed by signal 9), `failed` (a policy or its
+/// backend failed it), `exited` (no code known).
 fn state(s: &serde_json::Value) -> String {
+    if s["state"] == "running" && s["kept"] == true {
+        return "kept".to_owned();
+    }
     if s["state"] != "exited" {
         return clip(s["state"].as_str().unwrap_or(""), 10);
     }

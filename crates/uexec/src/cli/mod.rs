@@ -13,7 +13,7 @@
 //! Nothing is coloured, so `NO_COLOR` has nothing to turn off.
 //!
 //! One file per verb, each with its clap arguments, its parsing and its work: `run`, `ls`,
-//! `logs`, `send`, `poll`, `wait`, `kill`, `pause` (and `resume`), `rm`, `prune`,
+//! `logs`, `send`, `poll`, `wait`, `kill`, `pause` (and `resume`), `keep`, `rm`, `prune`, `metrics`,
 //! `attach`. What they share (the exit codes,
 //! [`Failure`], one tool call, the wait conditions) is in `common`, the connection to the
 //! daemon in [`conn`]. A verb file uses those two only, never another verb file; this file
@@ -23,9 +23,11 @@ pub mod attach;
 mod common;
 pub mod conn;
 mod daemon_status;
+mod keep;
 mod kill;
 mod logs;
 mod ls;
+mod metrics;
 mod pause;
 mod poll;
 mod prune;
@@ -39,9 +41,11 @@ pub use common::{
     EXIT_STILL_RUNNING, EXIT_UEXEC,
 };
 pub use daemon_status::daemon_status;
+pub use keep::{keep, KeepArgs};
 pub use kill::{kill, KillArgs};
 pub use logs::{logs, LogsArgs, Since};
 pub use ls::{ls, LsArgs};
+pub use metrics::metrics;
 pub use pause::{pause, PauseArgs};
 pub use poll::{poll, PollArgs};
 pub use prune::{prune, PruneArgs};

@@ -259,7 +259,7 @@ async fn without_a_cgroup2_mount_sessions_live_on_process_groups() {
     let place = scratch_dir("no-cgroups");
     let mut cmd = tokio::process::Command::new("unshare");
     cmd.args(["--user", "--map-root-user", "--mount", "sh", "-c"])
-        .arg(r#"mount -t tmpfs tmpfs /sys/fs/cgroup && exec "$1" mcp --structured"#)
+        .arg(r#"mount -t tmpfs tmpfs /sys/fs/cgroup && exec "$1" mcp --in-process --structured"#)
         .args(["sh", UEXEC])
         .current_dir(&place)
         .env("HOME", &place);

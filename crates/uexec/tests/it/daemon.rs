@@ -33,9 +33,11 @@ pub(crate) async fn start_sleeper(client: &Client) -> (i64, String) {
 }
 
 #[tokio::test]
-async fn a_session_outlives_its_mcp_server_and_the_next_one_finds_it() {
+async fn with_linger_forever_a_session_outlives_its_mcp_server_and_the_next_one_finds_it() {
     let place = Place::new("daemon");
-    let client = place.client(&["--codex-compat"]).await;
+    let client = place
+        .client(&["--codex-compat", "--linger", "forever"])
+        .await;
     let (id, m) = start_sleeper(&client).await;
     client.cancel().await.unwrap(); // the agent's MCP server exits
     assert_eq!(procs_with(&m).len(), 1, "the session runs on in the daemon");
@@ -406,7 +408,10 @@ async fn a_session_in_the_daemon_may_ask_for_a_sandbox() {
 #[tokio::test]
 async fn each_connection_to_an_owner_brings_its_own_settings() {
     let place = Place::new("daemon");
-    let first = place.client(&["--owner", "o", "--structured"]).await;
+    // It lingers, so that the session is still there for the second.
+    let first = place
+        .client(&["--owner", "o", "--structured", "--linger", "600"])
+        .await;
     let r = call(
         &first,
         "exec_command",
@@ -441,4 +446,52 @@ async fn each_connection_to_an_owner_brings_its_own_settings() {
     assert!(text(&typed).contains("got-3"), "{}", text(&typed));
     second.cancel().await.unwrap();
     place.stop();
+}
+
+/// A daemon that cannot start (its runtime directory on a full disk) says why through the
+/// client that started it, and leaves no socket behind for the next client to trip on.
+#[test]
+fn a_daemon_that_cannot_start_says_why_and_leaves_no_socket() {
+    let root =
+        std::env::temp_dir().join(format!("uexec-it-full-{}", crate::helpers::rand_suffix()));
+    std::fs::create_dir_all(&root).unwrap();
+    // A 64 KiB tmpfs, filled, in a mount namespace of its own (nothing outside sees it).
+    let script = r#"set -e
+mount -t tmpfs -o size=64k tmpfs "$1"
+mkdir "$1/run" && chmod 700 "$1/run"
+dd if=/dev/zero of="$1/fill" bs=4k 2>/dev/null || true
+for attempt in 1 2; do
+  HOME="$1" XDG_RUNTIME_DIR="$1/run" "$2" run --no-login -- true 2>&1 && echo "rc=0" || echo "rc=$?"
+done
+ls "$1/run/uexec""#;
+    let out = Command::new("unshare")
+        .args([
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "sh",
+            "-c",
+            script,
+            "sh",
+        ])
+        .arg(&root)
+        .arg(UEXEC)
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    let _ = std::fs::remove_dir_all(&root);
+    // Both attempts: the daemon's own words, not "exited at start" nor a reset connection.
+    assert_eq!(said.matches("rc=125").count(), 2, "{said}");
+    assert_eq!(
+        said.matches("the uexec daemon could not start").count(),
+        2,
+        "{said}"
+    );
+    assert!(
+        said.contains("cannot write") && said.contains("daemon.pid"),
+        "{said}"
+    );
+    assert!(said.contains("No space left on device"), "{said}");
+    assert!(!said.contains("daemon.sock"), "a socket was left: {said}");
 }

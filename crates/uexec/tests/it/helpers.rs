@@ -84,12 +84,14 @@ pub fn scratch_dir(kind: &str) -> std::path::PathBuf {
     dir
 }
 
-/// `uexec mcp` over stdio in a fresh temp cwd with an empty HOME.
+/// `uexec mcp --in-process` over stdio in a fresh temp cwd with an empty HOME: the server
+/// whose pid is returned owns the sessions (the daemon, a plain `uexec mcp`'s default, has
+/// its tests with a place of their own: `place.rs`).
 pub async fn stdio_client(extra: &[&str]) -> (Client, Recorder, u32) {
     let dir = scratch_dir("mcp");
     std::fs::create_dir_all(dir.join("home")).unwrap();
     let mut cmd = tokio::process::Command::new(UEXEC);
-    cmd.arg("mcp")
+    cmd.args(["mcp", "--in-process"])
         .args(extra)
         .current_dir(&dir)
         .env("HOME", dir.join("home"))

@@ -18,9 +18,14 @@ use crate::place::DaemonPlace as Place;
 /// `uexec mcp --daemon --daemon-socket S --http 127.0.0.1:0 --codex-compat` in `place`, one
 /// `--token` each.
 fn serve(place: &Place, tokens: &[&str]) -> Server {
+    serve_with(place, tokens, &[])
+}
+
+/// `serve`, with `extra` flags too.
+fn serve_with(place: &Place, tokens: &[&str], extra: &[&str]) -> Server {
     let socket = place.socket();
     let mut cmd = place.command(&["mcp", "--daemon", "--codex-compat", "--daemon-socket"]);
-    cmd.arg(&socket).args(["--http", "127.0.0.1:0"]);
+    cmd.arg(&socket).args(["--http", "127.0.0.1:0"]).args(extra);
     cmd.env_remove("UEXEC_TOKEN");
     for token in tokens {
         cmd.args(["--token", token]);
@@ -51,7 +56,7 @@ fn row(place: &Place, id: i64) -> Option<Value> {
 #[tokio::test]
 async fn http_sessions_live_in_the_daemon_and_outlive_the_http_server() {
     let place = Place::new("httpd");
-    let server = serve(&place, &["alpha-token"]);
+    let server = serve_with(&place, &["alpha-token"], &["--linger", "forever"]);
     let alpha = client(&server, "alpha-token").await;
     let (id, m) = start_sleeper(&alpha).await;
     let poll = call(
@@ -180,7 +185,7 @@ fn unix_sockets_of(pid: u32) -> usize {
 }
 
 #[tokio::test]
-async fn an_http_session_that_ends_closes_its_daemon_connection_and_keeps_its_sessions() {
+async fn an_http_session_that_ends_closes_its_daemon_connection_and_ends_its_sessions() {
     let place = Place::new("httpd");
     let server = serve(&place, &["alpha"]);
     let before = unix_sockets_of(server.pid());
@@ -198,11 +203,12 @@ async fn an_http_session_that_ends_closes_its_daemon_connection_and_keeps_its_se
         || unix_sockets_of(server.pid()) == before,
     )
     .await;
+    // The token's owner has no connection left: its sessions end (linger 0, the default).
+    wait_all_gone(&[m], "the session to end with its HTTP session").await;
     assert_eq!(
         row(&place, id).map(|s| s["state"].clone()),
-        Some("running".into())
+        Some("exited".into())
     );
-    assert_eq!(procs_with(&m).len(), 1);
     drop(server);
     place.stop();
 }

@@ -39,7 +39,7 @@ impl RawServer {
         let dir = std::env::temp_dir().join(format!("uexec-it-{name}-{}", rand_suffix()));
         std::fs::create_dir_all(dir.join("home")).unwrap();
         let mut child = Command::new(UEXEC)
-            .args(["mcp", "--codex-compat"])
+            .args(["mcp", "--in-process", "--codex-compat"])
             .current_dir(&dir)
             .env("HOME", dir.join("home"))
             .env("UEXEC_DETERMINISTIC_IDS", "1")

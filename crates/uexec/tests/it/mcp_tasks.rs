@@ -56,7 +56,7 @@ async fn client_of(
     let dir = scratch_dir("tasks");
     std::fs::create_dir_all(dir.join("home")).unwrap();
     let mut cmd = tokio::process::Command::new(UEXEC);
-    cmd.arg("mcp")
+    cmd.args(["mcp", "--in-process"])
         .args(extra)
         .current_dir(&dir)
         .env("HOME", dir.join("home"));

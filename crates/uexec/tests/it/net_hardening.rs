@@ -30,7 +30,7 @@ async fn wrapped_mcp<S: AsRef<std::ffi::OsStr>>(
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(args)
-        .args([UEXEC, "mcp", "--codex-compat"])
+        .args([UEXEC, "mcp", "--in-process", "--codex-compat"])
         .current_dir(&dir)
         .env("HOME", &dir);
     let transport = TokioChildProcess::new(cmd).unwrap();
@@ -248,4 +248,23 @@ async fn running_out_of_fds_is_logged_and_backed_off_not_spun_on() {
         status(&server.addr, "/readyz") == "200"
     })
     .await;
+    // Said once for the whole spell (not at every retry), and its end said too.
+    eventually(
+        "the end of the spell in the log",
+        Duration::from_secs(10),
+        || {
+            server
+                .stderr
+                .lock()
+                .unwrap()
+                .contains("accepting connections on")
+        },
+    )
+    .await;
+    let log = server.stderr.lock().unwrap().clone();
+    assert_eq!(
+        log.matches("cannot accept a connection").count(),
+        1,
+        "{log}"
+    );
 }

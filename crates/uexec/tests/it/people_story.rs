@@ -1,6 +1,6 @@
 //! The README's "For people" story, walked step by step as a person types it: a bash in a
 //! real terminal (tmux: send-keys types, capture-pane reads the screen) with `uexec` on its
-//! PATH, while an agent's `uexec mcp --daemon` shares the daemon. `make` and `npm` are
+//! PATH, while an agent's `uexec mcp` (the daemon, by default) shares the daemon. `make` and `npm` are
 //! stand-ins in the person's `~/bin`, which their `~/.profile` puts on the PATH of the login
 //! shell that `uexec run` runs commands in. The steps are numbered as the README's.
 
@@ -305,8 +305,8 @@ async fn the_readmes_story_for_people_in_a_real_terminal() {
         "{out}"
     );
 
-    // 6. An agent's session, through its client's `uexec mcp --daemon`: seen and answered.
-    let agent = place.client(&["--codex-compat"]).await;
+    // 6. An agent's session, through its client's `uexec mcp`: seen, answered and kept.
+    let (agent, _) = place.plain_client(&["--codex-compat"]).await;
     let r = call(
         &agent,
         "exec_command",
@@ -345,9 +345,17 @@ async fn the_readmes_story_for_people_in_a_real_terminal() {
         "{}",
         text(&typed)
     );
-    // The agent's client restarts: its new `uexec mcp --daemon` lists the session again.
+    // Kept by the person, it outlives the agent's client; the restarted client (same
+    // working directory, same owner) lists it again.
+    let out = term.run(&format!("uexec keep {id}"), 0).await;
+    assert!(
+        out.contains(&format!(
+            "Session {id} kept: it runs on after its owner's clients are gone"
+        )),
+        "{out}"
+    );
     agent.cancel().await.unwrap();
-    let agent = place.client(&["--codex-compat"]).await;
+    let (agent, _) = place.plain_client(&["--codex-compat"]).await;
     let listed = call(&agent, "list_sessions", json!({})).await;
     assert_eq!(
         structured(&listed)["sessions"][0]["session_id"],

@@ -51,6 +51,36 @@ impl DaemonPlace {
         self.client_with_env(extra, &[]).await
     }
 
+    /// `uexec mcp ARGS` (the daemon by default, as an agent's configuration says it) as an
+    /// MCP client sees it, and what it says on stderr.
+    pub async fn plain_client(&self, extra: &[&str]) -> (Client, std::path::PathBuf) {
+        let stderr = self.cwd.join(format!("mcp-{}.stderr", rand_suffix()));
+        let mut cmd = tokio::process::Command::new(UEXEC);
+        cmd.arg("mcp")
+            .args(extra)
+            .current_dir(&self.cwd)
+            .env("XDG_RUNTIME_DIR", &self.runtime)
+            .env("HOME", self.cwd.join("home"))
+            .env_remove("UEXEC_DAEMON");
+        let (transport, _) = TokioChildProcess::builder(cmd)
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        let client = Recorder::default().serve(transport).await.unwrap();
+        (client, stderr)
+    }
+
+    /// `uexec daemon --status --json`; `None` when no daemon runs.
+    pub fn status(&self) -> Option<serde_json::Value> {
+        let out = self
+            .command(&["daemon", "--status", "--json"])
+            .output()
+            .unwrap();
+        out.status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).unwrap())
+    }
+
     /// `client`, with these variables set too (for it and the daemon it may start).
     pub async fn client_with_env(
         &self,

@@ -28,7 +28,7 @@ pub(crate) fn scratch(name: &str) -> PathBuf {
 /// `uexec mcp ARGS` in `dir` with `env` set; its client and pid.
 pub(crate) async fn server(dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> (Client, u32) {
     let mut cmd = tokio::process::Command::new(UEXEC);
-    cmd.arg("mcp")
+    cmd.args(["mcp", "--in-process"])
         .args(extra)
         .current_dir(dir)
         .env("HOME", dir.join("home"))

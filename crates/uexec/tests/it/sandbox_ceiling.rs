@@ -28,7 +28,7 @@ fn scratch(name: &str) -> (PathBuf, PathBuf) {
 /// `uexec mcp ARGS`, in `cwd`.
 async fn server(cwd: &Path, extra: &[&str]) -> Client {
     let mut cmd = tokio::process::Command::new(UEXEC);
-    cmd.arg("mcp")
+    cmd.args(["mcp", "--in-process"])
         .args(extra)
         .current_dir(cwd)
         .env("HOME", cwd.join("home"))

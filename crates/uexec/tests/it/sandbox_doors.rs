@@ -16,10 +16,11 @@ use crate::helpers::{call, rand_suffix, structured, text, Client, Recorder, UEXE
 use crate::net_support::{mcp_http, python, request_as, serve, CLIENT};
 use crate::place::DaemonPlace as Place;
 
-/// `uexec mcp ARGS` in the place's working directory, with its private runtime directory.
+/// `uexec mcp --in-process ARGS` in the place's working directory, with its private
+/// runtime directory (where the daemon its commands try to reach listens).
 async fn server(place: &Place, extra: &[&str], env: &[(&str, &str)]) -> Client {
     let mut cmd = tokio::process::Command::new(UEXEC);
-    cmd.arg("mcp")
+    cmd.args(["mcp", "--in-process"])
         .args(extra)
         .current_dir(&place.cwd)
         .env("XDG_RUNTIME_DIR", &place.runtime)
@@ -341,7 +342,13 @@ async fn an_unprivileged_users_own_cli_is_let_in_and_its_sandboxed_command_is_no
         .serve(
             TokioChildProcess::new(as_nobody(
                 &root,
-                &["mcp", "--structured", "--sandbox", "read-only"],
+                &[
+                    "mcp",
+                    "--in-process",
+                    "--structured",
+                    "--sandbox",
+                    "read-only",
+                ],
             ))
             .unwrap(),
         )

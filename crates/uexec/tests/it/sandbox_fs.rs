@@ -29,7 +29,7 @@ async fn server(
 ) -> (Client, u32) {
     std::fs::create_dir_all(dir.join("home")).unwrap();
     let mut cmd = tokio::process::Command::new(program);
-    cmd.arg("mcp")
+    cmd.args(["mcp", "--in-process"])
         .args(extra)
         .current_dir(dir)
         .env("HOME", dir.join("home"))
