@@ -181,8 +181,14 @@ async fn a_launcher_binary_replaced_on_disk_never_runs() {
             "--warm".into()
         ]
     );
-    let comm = std::fs::read_to_string(format!("/proc/{}/comm", waiting[0])).unwrap();
-    assert_eq!(comm.trim(), "uexec-engine");
+    // Named after its path by the launcher itself, just after its exec (until then `exe`).
+    let comm = || std::fs::read_to_string(format!("/proc/{}/comm", waiting[0])).unwrap();
+    eventually(
+        "the launcher named after its path",
+        Duration::from_secs(5),
+        || comm().trim() == "uexec-engine",
+    )
+    .await;
     let exe = std::fs::read_link(format!("/proc/{}/exe", waiting[0])).unwrap();
     assert!(
         exe.display().to_string().ends_with("(deleted)"),
