@@ -5,6 +5,7 @@
 # both run this script, so CI smoke-tests exactly what the image ships. Prints the path of
 # `uexec`; `uexec-engine` is beside it.
 #
+# Honours CARGO_TARGET_DIR (a relative one is taken from the checkout's root, as cargo does).
 # Needs: rustup (adds the musl target) and musl-gcc (Debian: musl-tools; ring compiles C).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -23,4 +24,6 @@ if ! command -v musl-gcc >/dev/null; then
 fi
 CC_x86_64_unknown_linux_musl=musl-gcc \
   cargo build --release --locked -p uexec --target "$TARGET" >&2
-echo "$PWD/target/$TARGET/release/uexec"
+TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+case "$TARGET_DIR" in /*) ;; *) TARGET_DIR="$PWD/$TARGET_DIR" ;; esac
+echo "$TARGET_DIR/$TARGET/release/uexec"
