@@ -8,18 +8,32 @@
 #
 # The executables are static (musl): the runtime stage may be any image with the shell and
 # tools your agents' commands need (the default has bash, coreutils, git and CA
-# certificates). CI cannot run `docker build` (no engine): it builds and smoke-tests the
-# same executables with the same script (deploy/build-static.sh, deploy/smoke_test.py).
+# certificates).
+#
+# Where the executables come from (UEXEC_BINARIES):
+# - `source` (the default): built here from this checkout in RUST_IMAGE, by
+#   deploy/build-static.sh;
+# - `prebuilt`: copied from a build context that holds just `uexec` and `uexec-engine`, as
+#   deploy/build-static.sh made them. CI builds the image so (deploy/podman/run.sh), with
+#   the binary it has already smoke-tested:
+#     podman build --build-arg UEXEC_BINARIES=prebuilt -f Dockerfile DIR_WITH_THE_TWO
+# Only the chosen stage is built (BuildKit and podman skip the stages nothing uses).
 
 ARG RUST_IMAGE=rust:1.95-bookworm
 ARG RUNTIME_IMAGE=debian:bookworm-slim
+ARG UEXEC_BINARIES=source
 
-FROM ${RUST_IMAGE} AS build
+FROM ${RUST_IMAGE} AS binaries-source
 WORKDIR /src
 COPY . .
 RUN bash deploy/build-static.sh > /tmp/binary-path \
  && install -D -m 0755 "$(cat /tmp/binary-path)" /out/uexec \
  && install -D -m 0755 "$(dirname "$(cat /tmp/binary-path)")/uexec-engine" /out/uexec-engine
+
+FROM scratch AS binaries-prebuilt
+COPY uexec uexec-engine /out/
+
+FROM binaries-${UEXEC_BINARIES} AS binaries
 
 FROM ${RUNTIME_IMAGE}
 # A shell and the everyday tools of coding agents; one unprivileged user (10001) whose home
@@ -34,7 +48,7 @@ RUN set -eux; \
     (getent passwd 10001 || useradd --uid 10001 --gid 10001 --home-dir /workspace --no-create-home --shell /bin/bash uexec); \
     install -d -o 10001 -g 10001 -m 0750 /workspace
 # `uexec` execs `uexec-engine` beside it for everything but a plain `uexec run`.
-COPY --from=build /out/uexec /out/uexec-engine /usr/local/bin/
+COPY --from=binaries /out/uexec /out/uexec-engine /usr/local/bin/
 
 USER 10001:10001
 WORKDIR /workspace

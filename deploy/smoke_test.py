@@ -46,8 +46,9 @@ def check_static(binary):
     print(f"smoke_test: {binary} is static ({os.path.getsize(binary)} bytes)")
 
 
-def make_tls(d):
-    """A CA and a server certificate for 127.0.0.1 signed by it (as cert-manager would)."""
+def make_tls(d, san="IP:127.0.0.1,DNS:localhost"):
+    """A CA and a server certificate for san signed by it (as cert-manager would), and a
+    token (deploy/podman/run_pod.py makes its Secrets with it too)."""
     def openssl(*args):
         subprocess.run(["openssl", *args], check=True, capture_output=True)
 
@@ -56,7 +57,7 @@ def make_tls(d):
     openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
             "-keyout", f"{d}/tls.key", "-out", f"{d}/tls.csr", "-subj", "/CN=uexec")
     with open(f"{d}/ext.cnf", "w") as f:
-        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n"
+        f.write(f"subjectAltName={san}\nbasicConstraints=CA:FALSE\n"
                 "extendedKeyUsage=serverAuth\n")
     openssl("x509", "-req", "-in", f"{d}/tls.csr", "-CA", f"{d}/ca.crt", "-CAkey", f"{d}/ca.key",
             "-CAcreateserial", "-out", f"{d}/tls.crt", "-days", "1", "-extfile", f"{d}/ext.cnf")
