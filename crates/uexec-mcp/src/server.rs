@@ -23,7 +23,7 @@ use uexec_core::{Environments, SessionStore, StoreConfig};
 use crate::progress::{CallTarget, ProgressForwarder};
 use crate::resources::{self, LegacySubscriptions};
 use crate::stores::Stores;
-use crate::tasks::{Follow, Tasks};
+use crate::tasks::{Start, Tasks, Unfinished};
 use crate::tools::parse::Dialect;
 use crate::tools::render::{attach_exit_notices, Answer};
 use crate::tools::schema::Offer;
@@ -191,7 +191,8 @@ impl UexecServer {
     }
 
     /// Routes a call to its tool; an error becomes `{name} failed: {why}`, and exit notices
-    /// are added (extended dialect, and `wait` always).
+    /// are added (extended dialect, and `wait` always). With `tasks`, what a task would
+    /// follow on: the session a snapshot names as running.
     async fn call(
         &self,
         store: &Arc<SessionStore>,
@@ -199,7 +200,9 @@ impl UexecServer {
         name: &str,
         arguments: Option<&Map<String, Value>>,
         call_id: String,
-    ) -> (CallToolResult, Option<i32>) {
+        tasks: bool,
+    ) -> (CallToolResult, Option<Unfinished>) {
+        let mut unfinished = None;
         let codex_tools_only = self.options.codex_tools_only;
         let config = &self.options.config;
         let owners = self.stores.owners().map(Arc::as_ref);
@@ -256,7 +259,7 @@ impl UexecServer {
             attach_exit_notices(&mut result, own.take_exit_notices());
         }
         // The session a snapshot names as still running (what a task would follow).
-        let running = (name == exec_command::NAME)
+        let running = (name == exec_command::NAME && tasks)
             .then(|| {
                 result
                     .structured_content
@@ -266,11 +269,14 @@ impl UexecServer {
             })
             .flatten()
             .and_then(|id| i32::try_from(id).ok());
+        if let Some(id) = running {
+            unfinished = Some(Unfinished::Session(id));
+        }
         if !self.options.structured {
             // Every fact is in the text too (`render`): stated once, never escaped twice.
             result.structured_content = None;
         }
-        (result, running)
+        (result, unfinished)
     }
 }
 
@@ -356,12 +362,11 @@ impl ServerHandler for UexecServer {
         // the interaction lock is released, and the pending output and the exit stay for the
         // next call (SPEC §1, §6).
         // MCP Tasks: only uexec's dialect offers them, to clients that declared them.
-        let as_task = name == exec_command::NAME
-            && self.options.extended
+        let as_task = self.options.extended
             && context
                 .client_capabilities()
-                .is_some_and(|caps| caps.supports_tasks());
-        let (result, running) = tokio::select! {
+                .is_some_and(|c| c.supports_tasks());
+        let (result, unfinished) = tokio::select! {
             biased;
             () = cancelled(&context.ct, &self.client_gone) => {
                 drop(forwarder);
@@ -370,27 +375,23 @@ impl ServerHandler for UexecServer {
                 ))])
                 .into());
             }
-            result = self.call(&store, &own, name, request.arguments.as_ref(), call_id) => result,
+            result = self.call(&store, &own, name, request.arguments.as_ref(), call_id, as_task) => result,
         };
         if let Some(f) = forwarder {
             f.finish().await;
         }
-        match running {
-            Some(session_id) if as_task => Ok(CallToolResponse::Task(
-                self.tasks.create(Follow {
+        match unfinished {
+            None => Ok(result.into()),
+            Some(unfinished) => Ok(CallToolResponse::Task(self.tasks.start(
+                unfinished,
+                Start {
                     store,
-                    session_id,
                     window: result,
                     config: self.options.config.clone(),
                     dialect: self.dialect(),
-                    peer: Some(context.peer.clone()),
-                    elicits: context
-                        .client_capabilities()
-                        .and_then(|caps| caps.elicitation)
-                        .is_some_and(|e| e.form.is_some() || e.url.is_none()),
-                }),
-            )),
-            _ => Ok(result.into()),
+                    context: &context,
+                },
+            ))),
         }
     }
 

@@ -329,7 +329,7 @@ async fn start_task(client: &RunningService<RoleClient, TaskClient>, arguments: 
 
 #[tokio::test]
 async fn a_question_the_command_asks_becomes_a_form_and_the_answer_is_typed() {
-    let (client, _) = eliciting_client().await;
+    let (client, handler) = eliciting_client().await;
     let id = start_task(
         &client,
         json!({"cmd": "printf 'Continue? [y/N] '; read a; echo \"got $a\"", "login": false,
@@ -349,6 +349,19 @@ async fn a_question_the_command_asks_becomes_a_form_and_the_answer_is_typed() {
         asked.contains("Continue? [y/N]") && asked.contains("answer"),
         "{asked}"
     );
+    // The client was told it asks, without asking.
+    let told = handler.told.clone();
+    eventually(
+        "notifications/tasks at the question",
+        Duration::from_secs(5),
+        || {
+            told.lock()
+                .unwrap()
+                .iter()
+                .any(|n| n.task.task.task_id == id && n.status() == TaskStatus::InputRequired)
+        },
+    )
+    .await;
     let answer = json!({"action": "accept", "content": {"answer": "y"}});
     client
         .update_task(UpdateTaskParams::new(
