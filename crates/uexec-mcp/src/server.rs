@@ -192,7 +192,8 @@ impl UexecServer {
 
     /// Routes a call to its tool; an error becomes `{name} failed: {why}`, and exit notices
     /// are added (extended dialect, and `wait` always). With `tasks`, what a task would
-    /// follow on: the session a snapshot names as running.
+    /// follow on: the session a snapshot names as running, or the sessions a `wait` left
+    /// unsatisfied.
     async fn call(
         &self,
         store: &Arc<SessionStore>,
@@ -212,6 +213,15 @@ impl UexecServer {
                 exec_command::call(store, config, arguments, self.dialect(), call_id).await
             }
             write_stdin::NAME => write_stdin::call(store, config, arguments, self.dialect()).await,
+            wait::NAME if !codex_tools_only && tasks => wait::observe(store, config, arguments)
+                .await
+                .map(|(request, waited)| {
+                    let following = wait::unsatisfied(request.all, &waited);
+                    if !following.is_empty() {
+                        unfinished = Some(Unfinished::Wait(request, following));
+                    }
+                    wait::result(waited)
+                }),
             wait::NAME if !codex_tools_only => wait::call(store, config, arguments).await,
             read_output::NAME if !codex_tools_only => read_output::call(store, owners, arguments),
             list_sessions::NAME => match owners {

@@ -3,11 +3,12 @@
 //! snapshot, and the client is told when it ends instead of polling for it.
 //!
 //! - [`exec`]: `exec_command`'s tasks, which follow a session to its exit.
+//! - [`wait`]: `wait`'s tasks, which wait on until `wait` would have returned.
 //!
 //! This file is the table of tasks: each task runs on a [`TaskManager`] of its own (rmcp's:
 //! statuses, input requests, cooperative cancel), so that this table decides how long it is
 //! kept, and what `ttlMs` and `pollIntervalMs` say, which rmcp fixes at spawn:
-//! - a task that follows a session is kept while it works and
+//! - a task that follows a session (or waits on sessions) is kept while it works and
 //!   [`RETENTION`] after it ended; its `ttlMs` (from its creation) says so at every
 //!   `tasks/get`: the run so far, plus [`RETENTION`]. Its `pollIntervalMs` follows the output
 //!   ([`poll_interval`]): 1 s while the sessions print, up to 10 s when they are quiet;
@@ -16,9 +17,10 @@
 //!
 //! Each task belongs to its owner (for uexec, the store of the client that made it); another
 //! owner's task is unknown. Memory stays bounded by the tasks of the last [`RETENTION`] and
-//! those still working (each follows a live session).
+//! those still working (each follows a live session or a live `wait`).
 
 pub mod exec;
+pub mod wait;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,6 +37,7 @@ use rmcp::ErrorData as McpError;
 use serde_json::json;
 
 pub use exec::Follow;
+pub use wait::Waiting;
 
 /// How long a task that followed sessions is kept after it ended (its `ttlMs` counts it).
 pub const RETENTION: Duration = Duration::from_secs(3600);
@@ -292,6 +295,8 @@ impl<Owner: Send + Sync + 'static> Tasks<Owner> {
 pub enum Unfinished {
     /// exec_command's session.
     Session(i32),
+    /// wait's request, and the sessions its window left unsatisfied.
+    Wait(uexec_core::WaitRequest, Vec<i32>),
 }
 
 /// What a task starts from, besides what the call left running.
@@ -332,6 +337,14 @@ impl Tasks<uexec_core::SessionStore> {
                     elicits: elicitation.is_some_and(|e| e.form.is_some() || e.url.is_none()),
                 })
             }
+            Unfinished::Wait(request, following) => self.wait(Waiting {
+                store,
+                config,
+                request,
+                following,
+                window,
+                peer,
+            }),
         }
     }
 }

@@ -91,22 +91,56 @@ pub fn request(arguments: Option<&Args>) -> Result<WaitRequest, ArgError> {
     })
 }
 
+/// Each session's snapshot (or error), in the order asked.
+pub type Waited = Vec<(i32, Result<Snapshot, ExecError>)>;
+
 /// Waits on the sessions of `store`, with this connection's defaults.
 pub async fn call(
     store: &Arc<SessionStore>,
     config: &StoreConfig,
     arguments: Option<&Args>,
 ) -> Answer {
-    let req = request(arguments).map_err(|e| e.to_string())?;
-    store
-        .wait_for(config, req)
+    observe(store, config, arguments)
         .await
-        .map(result)
-        .map_err(|e| render::error_text(&e))
+        .map(|(_, waited)| result(waited))
+}
+
+/// Waits on the sessions of `store`; the request and what it saw (a task waits on from
+/// there: `crate::tasks::wait`).
+pub async fn observe(
+    store: &Arc<SessionStore>,
+    config: &StoreConfig,
+    arguments: Option<&Args>,
+) -> Result<(WaitRequest, Waited), String> {
+    let req = request(arguments).map_err(|e| e.to_string())?;
+    let waited = store
+        .wait_for(config, req.clone())
+        .await
+        .map_err(|e| render::error_text(&e))?;
+    Ok((req, waited))
+}
+
+/// The sessions of a `wait` that its window left unsatisfied (each still running, none
+/// exited nor met `until`), to wait on further; empty when the wait returned for good: the
+/// first session met (or, with `all`, every one did), or none is left to wait on.
+pub fn unsatisfied(all: bool, waited: &Waited) -> Vec<i32> {
+    let windowed = |s: &Snapshot| s.reason == uexec_core::Reason::Window;
+    let open: Vec<i32> = waited
+        .iter()
+        .filter(|(_, r)| r.as_ref().is_ok_and(windowed))
+        .map(|(id, _)| *id)
+        .collect();
+    let met = waited
+        .iter()
+        .any(|(_, r)| r.as_ref().is_ok_and(|s| !windowed(s)));
+    if met && !all {
+        return Vec::new();
+    }
+    open
 }
 
 /// The `wait` result: each session's snapshot (or error) in the order asked.
-fn result(results: Vec<(i32, Result<Snapshot, ExecError>)>) -> CallToolResult {
+pub fn result(results: Waited) -> CallToolResult {
     let mut text = String::new();
     let mut items = Vec::with_capacity(results.len());
     for (id, result) in results {
