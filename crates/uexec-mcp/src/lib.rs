@@ -32,6 +32,7 @@ mod settings;
 pub mod stores;
 pub mod tasks;
 pub mod tools;
+pub mod wire;
 
 pub use options::{McpOptions, TranscriptOptions, TranscriptsDirError};
 pub use serve::{run, McpError};

@@ -31,6 +31,7 @@ use crate::environments::file::FileError;
 use crate::error_chain::Chain;
 use crate::server::{Options, UexecServer};
 use crate::stores::{Principal, Stores};
+use crate::wire::{self, Wire};
 use crate::{McpOptions, TranscriptsDirError};
 
 /// Why `uexec mcp` could not start or stopped; each says which flag, file or address.
@@ -101,7 +102,7 @@ pub async fn run(args: McpOptions) -> Result<(), McpError> {
     );
     let result = match args.http {
         None if args.listener.tls_cert.is_some() => Err(McpError::TlsWithoutHttp),
-        None => serve_stdio(server).await,
+        None => serve_stdio(server, Wire::new(args.extended)).await,
         Some(addr) => {
             // A request dropped by its client is cancelled, losing nothing (`dropped`).
             let sessions = Arc::new(crate::dropped::CancelDropped::new(Arc::new(
@@ -114,9 +115,10 @@ pub async fn run(args: McpOptions) -> Result<(), McpError> {
     result
 }
 
-async fn serve_stdio(server: UexecServer) -> Result<(), McpError> {
+async fn serve_stdio(server: UexecServer, wire: Wire) -> Result<(), McpError> {
+    let (stdin, stdout) = rmcp::transport::stdio();
     let running = tokio::select! {
-        running = server.serve(rmcp::transport::stdio()) => running.map_err(|e| McpError::Handshake(Box::new(e)))?,
+        running = server.serve(wire::lines::transport(stdin, stdout, wire)) => running.map_err(|e| McpError::Handshake(Box::new(e)))?,
         signal = shutdown_signal() => return Ok(signal?),
     };
     tokio::select! {
@@ -178,16 +180,20 @@ where
     let service = StreamableHttpService::new(handler, sessions, config);
     let principals: Arc<[Principal]> = tokens.iter().map(|t| Principal::of_token(t)).collect();
     let tokens = Arc::new(tokens);
-    let router =
-        axum::Router::new()
-            .nest_service("/mcp", service)
-            .layer(axum::middleware::from_fn(
-                move |req: Request, next: Next| {
-                    let tokens = tokens.clone();
-                    let principals = principals.clone();
-                    async move { check_access(&tokens, &principals, req, next).await }
-                },
-            ));
+    // What rmcp's model cannot say (tools' `execution`, listen's `taskIds`): `wire::http`.
+    let wire = Wire::new(args.extended);
+    let router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(
+            move |req: Request, next: Next| wire::http::layer(wire.clone(), req, next),
+        ))
+        .layer(axum::middleware::from_fn(
+            move |req: Request, next: Next| {
+                let tokens = tokens.clone();
+                let principals = principals.clone();
+                async move { check_access(&tokens, &principals, req, next).await }
+            },
+        ));
     eprintln!("uexec mcp: serving streamable HTTP at {scheme}://{local}/mcp");
     let stop = cancel.clone();
     listener

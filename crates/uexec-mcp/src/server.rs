@@ -23,7 +23,7 @@ use uexec_core::{Environments, SessionStore, StoreConfig};
 use crate::progress::{CallTarget, ProgressForwarder};
 use crate::resources::{self, LegacySubscriptions};
 use crate::stores::Stores;
-use crate::tasks::{Start, Tasks, Unfinished};
+use crate::tasks::{listen as task_listen, Start, Tasks, Unfinished};
 use crate::tools::parse::Dialect;
 use crate::tools::render::{attach_exit_notices, Answer};
 use crate::tools::schema::Offer;
@@ -507,9 +507,28 @@ impl ServerHandler for UexecServer {
             }
             std::future::pending::<()>().await;
         };
+        // The tasks it asked about (`notifications.taskIds`, which the wire layers put in
+        // `_meta`: rmcp's filter has no such field).
+        let request = context.request_context();
+        let tasks = async {
+            match task_listen::requested(&request.meta) {
+                Some(ids) => {
+                    task_listen::tell(
+                        &self.tasks,
+                        &store,
+                        ids,
+                        request.peer.clone(),
+                        request.id.clone(),
+                    )
+                    .await;
+                }
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = resources::listen(&store, sink, context.cancelled()) => {}
             () = tools => {}
+            () = tasks => {}
         }
         Ok(())
     }

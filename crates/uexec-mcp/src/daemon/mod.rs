@@ -538,8 +538,11 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
     )
     .cancelled_by(gone.clone());
     let read = hangup::Watched::new(read, gone);
+    // The wire additions (tools' `execution`, listen's `taskIds`) for its clients, which
+    // `uexec mcp` relays byte for byte.
+    let wire = crate::wire::Wire::new(hello.settings.extended);
     let running = server
-        .serve((read, write))
+        .serve(crate::wire::lines::transport(read, write, wire))
         .await
         .map_err(|e| ConnectionError::Handshake(Box::new(e)))?;
     let quit = running.waiting().await;

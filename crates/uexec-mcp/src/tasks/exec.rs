@@ -19,9 +19,8 @@
 //!    declined) is not asked again until the session prints something new.
 //! 5. **Cancelled** (`tasks/cancel`): Ctrl-C to the session's processes, then SIGTERM, then
 //!    SIGKILL, [`CANCEL_STEP`] apart, until it exits.
-//! 6. **Told**: a client of the initialize handshake hears `notifications/tasks` when it
-//!    asks and when it ends (the `subscriptions/listen` stream of the stateless protocol has
-//!    no task filter yet; its clients poll `tasks/get`, as `pollIntervalMs` says).
+//! 6. **Told**: listeners of `subscriptions/listen` that asked for the task, and a client of
+//!    the initialize handshake, hear `notifications/tasks` when it asks and when it ends.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

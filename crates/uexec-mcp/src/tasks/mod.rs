@@ -4,6 +4,7 @@
 //!
 //! - [`exec`]: `exec_command`'s tasks, which follow a session to its exit.
 //! - [`wait`]: `wait`'s tasks, which wait on until `wait` would have returned.
+//! - [`listen`]: `notifications/tasks` on the `subscriptions/listen` stream.
 //!
 //! This file is the table of tasks: each task runs on a [`TaskManager`] of its own (rmcp's:
 //! statuses, input requests, cooperative cancel), so that this table decides how long it is
@@ -20,6 +21,7 @@
 //! those still working (each follows a live session or a live `wait`).
 
 pub mod exec;
+pub mod listen;
 pub mod wait;
 
 use std::collections::HashMap;
@@ -35,6 +37,7 @@ use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::task_manager::{TaskContext, TaskFuture, TaskManager, TaskOptions};
 use rmcp::ErrorData as McpError;
 use serde_json::json;
+use tokio::sync::broadcast;
 
 pub use exec::Follow;
 pub use wait::Waiting;
@@ -53,10 +56,12 @@ pub const POLL_MAX_MS: u64 = 10_000;
 const SETTLE_TURNS: usize = 100;
 /// How long a waiter looks for that change at most (waiting a little longer each time).
 const SETTLE_LIMIT: Duration = Duration::from_secs(10);
+/// Task changes a listener may lag behind before it looks at all its tasks again.
+const CHANGES: usize = 256;
 
 /// `pollIntervalMs` for sessions that last printed `quiet` ago: half of it, between
 /// [`POLL_MIN_MS`] and [`POLL_MAX_MS`] (a printing session is polled every second, a quiet
-/// one less often).
+/// one less often; a client that listens hears the end without polling at all).
 pub fn poll_interval(quiet: Duration) -> u64 {
     let half = u64::try_from(quiet.as_millis() / 2).unwrap_or(u64::MAX);
     half.clamp(POLL_MIN_MS, POLL_MAX_MS)
@@ -65,12 +70,16 @@ pub fn poll_interval(quiet: Duration) -> u64 {
 /// The tasks of one server, shared by its connections.
 pub struct Tasks<Owner = uexec_core::SessionStore> {
     table: Arc<Mutex<HashMap<String, Entry<Owner>>>>,
+    /// The id of each task that changed status in a way clients are told of (it asks for
+    /// input, it ended).
+    changes: broadcast::Sender<String>,
 }
 
 impl<Owner> Clone for Tasks<Owner> {
     fn clone(&self) -> Self {
         Self {
             table: self.table.clone(),
+            changes: self.changes.clone(),
         }
     }
 }
@@ -79,6 +88,7 @@ impl<Owner> Default for Tasks<Owner> {
     fn default() -> Self {
         Self {
             table: Arc::default(),
+            changes: broadcast::channel(CHANGES).0,
         }
     }
 }
@@ -126,6 +136,7 @@ pub struct Pulse {
     track: Arc<Track>,
     manager: TaskManager,
     id: String,
+    changes: broadcast::Sender<String>,
     peer: Option<Peer<RoleServer>>,
 }
 
@@ -137,7 +148,7 @@ impl Pulse {
             .store(poll_interval(quiet), Ordering::Relaxed);
     }
 
-    /// Tells the client of the initialize handshake once the task's status
+    /// Tells listeners (and the client of the initialize handshake) once the task's status
     /// is one `reached` accepts (the manager records it in the same turn as the work that
     /// causes it, which awaits after this).
     pub fn announce(&self, reached: fn(TaskStatus) -> bool) {
@@ -145,6 +156,7 @@ impl Pulse {
             self.manager.clone(),
             self.id.clone(),
             reached,
+            self.changes.clone(),
             self.peer.clone(),
             self.track.clone(),
         ));
@@ -204,12 +216,14 @@ impl<Owner: Send + Sync + 'static> Tasks<Owner> {
         table.retain(|id, e| {
             e.owner.strong_count() > 0 && e.track.kept() && e.manager.get_task(id).is_ok()
         });
+        let changes = self.changes.clone();
         let (outer_manager, outer_track) = (manager.clone(), track.clone());
         let mut task = manager.spawn(options, move |context| {
             let pulse = Pulse {
                 track: outer_track,
                 manager: outer_manager,
                 id: context.task_id().to_owned(),
+                changes,
                 peer,
             };
             let work = job(context, pulse.clone());
@@ -289,6 +303,11 @@ impl<Owner: Send + Sync + 'static> Tasks<Owner> {
         let (manager, _) = self.find(owner, task_id)?;
         manager.update_task(task_id, responses)
     }
+
+    /// The ids of tasks that changed in a way clients are told of, from now on.
+    pub fn changes(&self) -> broadcast::Receiver<String> {
+        self.changes.subscribe()
+    }
 }
 
 /// What a call left running that a task would follow.
@@ -320,7 +339,7 @@ impl Tasks<uexec_core::SessionStore> {
             context,
         } = start;
         // Told without asking: a client of the initialize handshake (a stateless one has no
-        // connection to be told on: it polls `tasks/get`).
+        // connection to be told on: it listens, `subscriptions/listen`).
         let handshake =
             context.peer.peer_info().is_some() && context.meta.protocol_version().is_none();
         let peer = handshake.then(|| context.peer.clone());
@@ -364,12 +383,13 @@ pub fn notification(task: DetailedTask) -> ServerNotification {
     ))
 }
 
-/// Waits for the manager to record a status `reached` accepts, then announces it to `peer`
-/// (a client of the initialize handshake).
+/// Waits for the manager to record a status `reached` accepts, then announces it: to the
+/// listeners, and to `peer` (a client of the initialize handshake).
 async fn settle(
     manager: TaskManager,
     id: String,
     reached: fn(TaskStatus) -> bool,
+    changes: broadcast::Sender<String>,
     peer: Option<Peer<RoleServer>>,
     track: Arc<Track>,
 ) {
@@ -379,6 +399,7 @@ async fn settle(
         match manager.get_task(&id) {
             Ok(mut task) if reached(task.status()) => {
                 track.dress(&mut task.task);
+                let _ = changes.send(id);
                 if let Some(peer) = peer {
                     let _ = peer.send_notification(notification(task)).await;
                 }

@@ -1,6 +1,6 @@
 //! A raw MCP client of the 2026-07-28 protocol on JSON lines (`uexec mcp --in-process`'s stdio,
-//! or `uexec mcp --daemon`): what rmcp's typed client would not show (a task's fields as they
-//! are on the wire) is read and written as JSON here.
+//! or `uexec mcp --daemon`): what rmcp's typed client cannot send or would not show (a listen
+//! filter's `taskIds`, a tool's `execution`) is read and written as JSON here.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -106,6 +106,20 @@ impl Raw {
     pub async fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.ask(method, params).await;
         self.answer(id).await
+    }
+
+    /// The first notification `wanted` accepts, heard already or to come.
+    pub async fn heard(&mut self, wanted: impl Fn(&Value) -> bool) -> Value {
+        if let Some(i) = self.heard.iter().position(&wanted) {
+            return self.heard.remove(i);
+        }
+        loop {
+            let message = self.next().await;
+            if wanted(&message) {
+                return message;
+            }
+            self.heard.push(message);
+        }
     }
 
     /// Closes stdin and waits for the server to exit.

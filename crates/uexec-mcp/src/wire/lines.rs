@@ -1,0 +1,226 @@
+//! The wire additions ([`super`]) on a JSON-lines face: stdio, and the daemon's socket.
+//!
+//! rmcp's own line transport still reads and writes (its bounds, its handling of bad lines);
+//! around it:
+//! - inbound, before rmcp parses a line (which would drop `taskIds`), a pump copies each
+//!   line from the client through a pipe, rewriting a `subscriptions/listen` request
+//!   ([`super::listen`]); a refusal is marked in its `_meta` ([`REFUSED_META`]);
+//! - [`Edge`], a transport around rmcp's, answers a marked request with its error instead
+//!   of handing it on, and on the way out gives the task tools their `execution` and the
+//!   acknowledgment of a listen request its task ids.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rmcp::model::{
+    ClientRequest, CustomNotification, CustomResult, ErrorData, JsonRpcMessage, RequestId,
+    ServerJsonRpcMessage, ServerNotification, ServerResult,
+};
+use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::transport::Transport;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+
+use super::{acknowledge, Listen, Wire, TASK_IDS_META};
+
+/// The `_meta` key a refused listen request carries its error under, for [`Edge`].
+pub const REFUSED_META: &str = "uexec.dev/refused";
+/// The longest line the pump rewrites; a longer one passes as it is (rmcp drops it).
+const MAX_LINE: u64 = 16 << 20;
+/// Bytes in flight between the pump and rmcp.
+const PIPE: usize = 64 << 10;
+/// Listen requests whose acknowledgment has not gone out yet, at most (a client's own
+/// mistakes cannot grow it).
+const MAX_PENDING: usize = 64;
+
+/// rmcp's line transport over `read` and `write`, with the wire additions of `wire`.
+pub fn transport<R, W>(
+    read: R,
+    write: W,
+    wire: Wire,
+) -> Edge<AsyncRwTransport<RoleServer, tokio::io::DuplexStream, W>>
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let (ours, theirs) = tokio::io::duplex(PIPE);
+    tokio::spawn(pump(read, ours));
+    Edge {
+        inner: AsyncRwTransport::new(theirs, write),
+        wire,
+        pending: Arc::default(),
+    }
+}
+
+/// Copies the client's lines into the pipe, rewriting listen requests; ends at the client's
+/// EOF (rmcp then reads EOF) or when rmcp is gone.
+async fn pump(read: impl AsyncRead + Unpin, mut pipe: tokio::io::DuplexStream) {
+    let mut read = BufReader::new(read);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut read)
+            .take(MAX_LINE)
+            .read_until(b'\n', &mut line)
+            .await
+        {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if line.ends_with(b"\n") && contains(&line, b"subscriptions/listen") {
+            rewrite(&mut line);
+        }
+        if pipe.write_all(&line).await.is_err() {
+            break;
+        }
+    }
+    let _ = pipe.shutdown().await;
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// A listen request's line, its task ids in `_meta` (or its refusal).
+fn rewrite(line: &mut Vec<u8>) {
+    let Ok(mut message) = serde_json::from_slice::<Value>(line) else {
+        return;
+    };
+    let method = message
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let outcome = super::listen(&method, message.get_mut("params"));
+    if let Listen::Refused(error) = outcome {
+        let meta = message
+            .get_mut("params")
+            .and_then(|p| p.get_mut("_meta"))
+            .and_then(Value::as_object_mut);
+        match (meta, serde_json::to_value(&error)) {
+            (Some(meta), Ok(error)) => {
+                meta.insert(REFUSED_META.into(), error);
+            }
+            _ => return,
+        }
+    } else if outcome == Listen::Nothing {
+        return;
+    }
+    if let Ok(mut rewritten) = serde_json::to_vec(&message) {
+        rewritten.push(b'\n');
+        *line = rewritten;
+    }
+}
+
+/// A transport with the wire additions around `inner`.
+pub struct Edge<T> {
+    inner: T,
+    wire: Wire,
+    /// The task ids of listen requests whose acknowledgment has not gone out yet.
+    pending: Arc<Mutex<HashMap<RequestId, Vec<String>>>>,
+}
+
+impl<T: Transport<RoleServer>> Transport<RoleServer> for Edge<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let item = outbound(&self.wire, &self.pending, item);
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            let message = self.inner.receive().await?;
+            let JsonRpcMessage::Request(request) = &message else {
+                return Some(message);
+            };
+            let ClientRequest::SubscriptionsListenRequest(listen) = &request.request else {
+                return Some(message);
+            };
+            // Its `_meta` as it came (rmcp keeps it apart from the params).
+            let meta = serde_json::to_value(listen)
+                .ok()
+                .and_then(|v| v.get("params")?.get("_meta").cloned())
+                .unwrap_or_default();
+            if let Some(error) = meta.get(REFUSED_META) {
+                let error: ErrorData = serde_json::from_value(error.clone())
+                    .unwrap_or_else(|e| ErrorData::invalid_params(e.to_string(), None));
+                let answer = ServerJsonRpcMessage::error(error, Some(request.id.clone()));
+                if self.inner.send(answer).await.is_err() {
+                    return None;
+                }
+                continue;
+            }
+            if let Some(ids) = meta.get(TASK_IDS_META) {
+                let ids = crate::tasks::listen::ids_in(ids);
+                let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+                if pending.len() >= MAX_PENDING {
+                    pending.clear();
+                }
+                pending.insert(request.id.clone(), ids);
+            }
+            return Some(message);
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
+/// A message to the client with the wire additions.
+fn outbound(
+    wire: &Wire,
+    pending: &Mutex<HashMap<RequestId, Vec<String>>>,
+    item: ServerJsonRpcMessage,
+) -> ServerJsonRpcMessage {
+    match item {
+        JsonRpcMessage::Response(mut response) => {
+            if let ServerResult::ListToolsResult(tools) = &response.result {
+                if let Ok(mut value) = serde_json::to_value(tools) {
+                    wire.tools(&mut value);
+                    response.result = ServerResult::CustomResult(CustomResult(value));
+                }
+            }
+            JsonRpcMessage::Response(response)
+        }
+        JsonRpcMessage::Notification(mut notification) => {
+            if let ServerNotification::SubscriptionsAcknowledgedNotification(ack) =
+                &notification.notification
+            {
+                if let Some(custom) = acknowledged(ack, pending) {
+                    notification.notification = ServerNotification::CustomNotification(custom);
+                }
+            }
+            JsonRpcMessage::Notification(notification)
+        }
+        other => other,
+    }
+}
+
+/// The acknowledgment `ack`, naming the task ids its listen request asked for (when it
+/// asked for some).
+fn acknowledged(
+    ack: &rmcp::model::SubscriptionsAcknowledgedNotification,
+    pending: &Mutex<HashMap<RequestId, Vec<String>>>,
+) -> Option<CustomNotification> {
+    let value = serde_json::to_value(ack).ok()?;
+    let mut params = value.get("params")?.clone();
+    let id = params
+        .get("_meta")?
+        .get("io.modelcontextprotocol/subscriptionId")
+        .cloned()?;
+    let id: RequestId = serde_json::from_value(id).ok()?;
+    let ids = pending
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(&id)?;
+    acknowledge(&mut params, &ids);
+    let method = value.get("method")?.as_str()?.to_owned();
+    Some(CustomNotification::new(method, Some(params)))
+}
