@@ -14,9 +14,11 @@
 //! 4. **Input required**: a session that waits at a prompt (as `until: {prompt: true}` sees
 //!    it) makes the task `input_required`, for a client that declared form elicitation: the
 //!    question is a form with one field, `answer`, and `tasks/update` types it (and a
-//!    newline). A password prompt (echo off) is never a form: the status message says to
-//!    ask the person, and the secret never passes through the model. A question asked (or
-//!    declined) is not asked again until the session prints something new.
+//!    newline). A password prompt (echo off) is never a form: for a client on this machine
+//!    that declared URL-mode elicitation it is a one-time loopback page ([`super::page`])
+//!    where the person types it; otherwise the status message says to ask the person. The
+//!    secret never passes through the model. A question asked (or declined) is not asked
+//!    again until the session prints something new.
 //! 5. **Cancelled** (`tasks/cancel`): Ctrl-C to the session's processes, then SIGTERM, then
 //!    SIGKILL, [`CANCEL_STEP`] apart, until it exits.
 //! 6. **Told**: listeners of `subscriptions/listen` that asked for the task, and a client of
@@ -35,6 +37,7 @@ use serde_json::json;
 use uexec_core::backend::Signal;
 use uexec_core::{SessionStore, StoreConfig};
 
+use super::page::{self, Page};
 use super::{Pulse, Tasks, STATUS_EVERY};
 use crate::tools::parse::Dialect;
 use crate::tools::write_stdin;
@@ -58,6 +61,9 @@ pub struct Follow {
     pub peer: Option<Peer<RoleServer>>,
     /// The client answers form elicitations: a question becomes `input_required`.
     pub elicits: bool,
+    /// The client opens URL-mode elicitations, and is on this machine: a password prompt is
+    /// a one-time loopback page.
+    pub opens_pages: bool,
 }
 
 impl Tasks<SessionStore> {
@@ -86,12 +92,15 @@ async fn run(
         dialect,
         peer: _,
         elicits,
+        opens_pages,
     } = follow;
     let mut asked = 0u32;
     // The output a question was last asked at: not asked again until it changes.
     let mut asked_at: Option<String> = None;
     let mut printed = output_bytes(&store, session_id);
     let mut last_output = Instant::now();
+    // The page the last password prompt was given (withdrawn when dropped).
+    let mut page: Option<Page> = None;
     loop {
         tokio::select! {
             exited = store.await_exit(session_id, STATUS_EVERY) => match exited {
@@ -110,14 +119,28 @@ async fn run(
             continue;
         };
         let seen = store.recent_output(session_id, LAST_LINE_BYTES);
-        if prompt.secret || !elicits || (asked_at.is_some() && asked_at == seen) {
-            context.set_status_message(prompt_line(session_id, &prompt));
+        let can_ask = if prompt.secret { opens_pages } else { elicits };
+        if !can_ask || (asked_at.is_some() && asked_at == seen) {
+            let on_page = page.as_ref().filter(|p| p.open()).map(Page::url);
+            context.set_status_message(prompt_line(session_id, &prompt, on_page.is_some()));
             continue;
         }
         asked += 1;
         asked_at = seen;
-        let Some(request) = form(session_id, &prompt.line) else {
-            continue;
+        let request = if prompt.secret {
+            match page::open(&store, session_id, &prompt.line).await {
+                Ok(opened) => page.insert(opened).request(session_id, &prompt.line),
+                Err(why) => {
+                    tracing::warn!("session {session_id}: {why}");
+                    context.set_status_message(prompt_line(session_id, &prompt, false));
+                    continue;
+                }
+            }
+        } else {
+            match form(session_id, &prompt.line) {
+                Some(request) => request,
+                None => continue,
+            }
         };
         pulse.announce(|status| status == TaskStatus::InputRequired);
         let question = context.request_input(format!("prompt-{asked}"), request);
@@ -126,8 +149,17 @@ async fn run(
             _ = store.await_exit(session_id, WHILE_ASKING) => break,
             () = context.cancelled() => return cancelled(&store, session_id, &context).await,
         };
-        let typed = answer
-            .filter(|a| a.action == ElicitationAction::Accept)
+        let accepted = answer.filter(|a| a.action == ElicitationAction::Accept);
+        if prompt.secret {
+            // Accepted: the person answers on the page (what they type never comes here).
+            if accepted.is_none() {
+                page = None;
+            }
+            let on_page = page.as_ref().is_some_and(Page::open);
+            context.set_status_message(prompt_line(session_id, &prompt, on_page));
+            continue;
+        }
+        let typed = accepted
             .and_then(|a| a.content)
             .and_then(|c| c.get("answer")?.as_str().map(str::to_owned));
         if let Some(text) = typed {
@@ -138,6 +170,7 @@ async fn run(
             asked_at = None;
         }
     }
+    drop(page);
     context.set_status_message(format!("session {session_id} ended"));
     let poll = serde_json::Map::from_iter([("session_id".to_owned(), json!(session_id))]);
     let last = match write_stdin::call(&store, &config, Some(&poll), dialect).await {
@@ -188,6 +221,21 @@ fn form(session_id: i32, line: &str) -> Option<InputRequest> {
     Some(InputRequest::Elicitation(ElicitRequest::new(params)))
 }
 
+impl Page {
+    /// The URL-mode elicitation that sends the person to this page.
+    fn request(&self, session_id: i32, line: &str) -> InputRequest {
+        let params = ElicitRequestParams::UrlElicitationParams {
+            meta: None,
+            message: format!(
+                "session {session_id} waits at a password prompt: {line}\nOpen this page to type the password into it yourself (it works once); it never passes through the model."
+            ),
+            url: self.url().to_owned(),
+            elicitation_id: self.elicitation_id().to_owned(),
+        };
+        InputRequest::Elicitation(ElicitRequest::new(params))
+    }
+}
+
 /// Stops the session (Ctrl-C, TERM, KILL) and settles the task `cancelled`.
 async fn cancelled(
     store: &Arc<SessionStore>,
@@ -209,8 +257,13 @@ fn output_bytes(store: &SessionStore, session_id: i32) -> u64 {
 }
 
 /// `session 7 waits at a password prompt (echo off): ...`.
-fn prompt_line(session_id: i32, prompt: &uexec_core::Prompt) -> String {
-    if prompt.secret {
+fn prompt_line(session_id: i32, prompt: &uexec_core::Prompt, on_page: bool) -> String {
+    if prompt.secret && on_page {
+        format!(
+            "session {session_id} waits at a password prompt (echo off): {}; the person was given a one-time page to type it (or uexec attach --write {session_id} in the daemon), never send secrets yourself",
+            prompt.line
+        )
+    } else if prompt.secret {
         format!(
             "session {session_id} waits at a password prompt (echo off): {}; ask the person to answer it (uexec attach --write {session_id} in the daemon), never send secrets yourself",
             prompt.line

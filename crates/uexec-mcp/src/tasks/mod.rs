@@ -5,6 +5,7 @@
 //! - [`exec`]: `exec_command`'s tasks, which follow a session to its exit.
 //! - [`wait`]: `wait`'s tasks, which wait on until `wait` would have returned.
 //! - [`listen`]: `notifications/tasks` on the `subscriptions/listen` stream.
+//! - [`page`]: the one-time loopback page a password prompt is answered on.
 //!
 //! This file is the table of tasks: each task runs on a [`TaskManager`] of its own (rmcp's:
 //! statuses, input requests, cooperative cancel), so that this table decides how long it is
@@ -22,6 +23,7 @@
 
 pub mod exec;
 pub mod listen;
+pub mod page;
 pub mod wait;
 
 use std::collections::HashMap;
@@ -353,7 +355,11 @@ impl Tasks<uexec_core::SessionStore> {
                     config,
                     dialect,
                     peer,
-                    elicits: elicitation.is_some_and(|e| e.form.is_some() || e.url.is_none()),
+                    elicits: elicitation
+                        .as_ref()
+                        .is_some_and(|e| e.form.is_some() || e.url.is_none()),
+                    opens_pages: elicitation.is_some_and(|e| e.url.is_some())
+                        && on_this_machine(context),
                 })
             }
             Unfinished::Wait(request, following) => self.wait(Waiting {
@@ -365,6 +371,18 @@ impl Tasks<uexec_core::SessionStore> {
                 peer,
             }),
         }
+    }
+}
+
+/// Whether the client of this request is on this machine (stdio and the daemon's socket
+/// are; an HTTP client is when it came over loopback): a loopback page is of use to it.
+fn on_this_machine(context: &RequestContext<RoleServer>) -> bool {
+    match context.extensions.get::<axum::http::request::Parts>() {
+        None => true,
+        Some(parts) => parts
+            .extensions
+            .get::<uexec_net::Peer>()
+            .is_some_and(|peer| peer.remote.ip().is_loopback()),
     }
 }
 
