@@ -52,6 +52,8 @@ fn uexec_out(args: &[&str]) -> std::process::Output {
         .args(args)
         .current_dir(&dir)
         .env("HOME", &dir)
+        // A daemon a plain `uexec mcp` would start is this test's, not the user's.
+        .env("XDG_RUNTIME_DIR", &dir)
         .env("RUST_BACKTRACE", "0")
         .stdin(Stdio::null())
         .output()
@@ -65,16 +67,20 @@ fn a_limit_flag_the_machine_cannot_apply_stops_every_face_at_its_start_naming_it
     let socket = socket.to_str().unwrap();
     for (args, flag, what) in [
         (
-            vec!["mcp", "--memory-max", "512M"],
+            vec!["mcp", "--in-process", "--memory-max", "512M"],
             "--memory-max",
             "memory",
         ),
         (
-            vec!["mcp", "--pids-max", "64"],
+            vec!["mcp", "--in-process", "--pids-max", "64"],
             "--pids-max",
             "number of processes",
         ),
-        (vec!["mcp", "--cpu-max", "0.5"], "--cpu-max", "CPU time"),
+        (
+            vec!["mcp", "--in-process", "--cpu-max", "0.5"],
+            "--cpu-max",
+            "CPU time",
+        ),
         (
             vec!["daemon", "--socket", socket, "--memory-max", "max"],
             "--memory-max",
