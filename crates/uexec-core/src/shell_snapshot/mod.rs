@@ -32,7 +32,9 @@
 //!    covers files those source), makes it stale: the command runs as a real login shell
 //!    and a rebuild starts in the background. A rebuild writes a new script; the old one is
 //!    removed a minute later (a shell just started may still be about to read it). At most
-//!    [`MAX_SHELL_SNAPSHOTS`] are kept, the oldest going first.
+//!    [`MAX_SHELL_SNAPSHOTS`] are kept, the oldest going first. An instance's files go
+//!    when it is dropped; those of one killed before (SIGKILL) go at the next instance's
+//!    first build in the same directory (`claim`).
 //! 5. **Failure.** A build that fails, exits early (`exit` in a profile) or passes its
 //!    deadline (a profile waiting on a prompt) is killed with its process group, logged, and
 //!    login commands run as real login shells; a new build is tried after
@@ -47,10 +49,12 @@
 //! what it does with them (apply, start a build, evict, retire, use); `shell` says which
 //! shells and which profile files (step 1); `build` runs one build and checks it (steps 2,
 //! 3 and 5); `script` writes the shell text of steps 2 and 3 (pure); `options` is the public
-//! tuning. `build` uses the three leaves `shell`, `script` and `options`; no child uses
+//! tuning; `claim` holds an instance's lock file and sweeps those of instances gone (a
+//! leaf). `build` uses the three leaves `shell`, `script` and `options`; no child uses
 //! this file.
 
 mod build;
+mod claim;
 mod options;
 mod script;
 mod shell;
@@ -67,7 +71,7 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -98,6 +102,8 @@ struct Inner {
     /// Numbers builds, so a rebuild never overwrites a script a starting shell may still
     /// be about to read.
     builds: AtomicU64,
+    /// This instance's lock file in its directory, taken at its first build (`claim`).
+    claim: OnceLock<Option<claim::Claim>>,
 }
 
 impl Default for Inner {
@@ -107,6 +113,7 @@ impl Default for Inner {
             entries: Mutex::new(HashMap::new()),
             instance: rand::random(),
             builds: AtomicU64::new(0),
+            claim: OnceLock::new(),
         }
     }
 }
@@ -146,6 +153,7 @@ impl ShellSnapshots {
                 entries: Mutex::new(HashMap::new()),
                 instance: rand::random(),
                 builds: AtomicU64::new(0),
+                claim: OnceLock::new(),
             }),
         }
     }
@@ -249,6 +257,11 @@ impl ShellSnapshots {
         let cwd = spec.cwd.clone();
         tokio::spawn(async move {
             let options = &this.inner.options;
+            // What a uexec killed before its Drop left here goes first (`claim`).
+            let dir = this.dir();
+            this.inner
+                .claim
+                .get_or_init(|| claim::claim(&dir, this.inner.instance));
             let build_no = this.inner.builds.fetch_add(1, Ordering::Relaxed);
             let name = format!("{key:016x}-{:08x}-{build_no}", this.inner.instance);
             let result = build(kind, &program, &env, &cwd, options, &name).await;

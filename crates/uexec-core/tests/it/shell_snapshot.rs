@@ -284,3 +284,48 @@ async fn a_snapshot_that_does_not_load_cleanly_is_not_used() {
     }
     assert_eq!(home.runs(), 3, "one failed build, then real logins");
 }
+
+#[tokio::test]
+async fn the_files_of_a_uexec_killed_before_its_drop_go_at_the_next_build() {
+    use std::os::unix::fs::DirBuilderExt;
+    let home = Home::new(".bash_profile", BASH_PROFILE);
+    let dir = home.dir.join("run");
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
+    // A uexec SIGKILLed: its lock file is unlocked, its script and dump are left.
+    let dead = [
+        "snap-deadbeef.lock",
+        "bash-0123456789abcdef-deadbeef-0.sh",
+        "dash-0123456789abcdef-deadbeef-1.dump",
+    ];
+    // One that lives holds its lock; and a file of no snapshot's shape.
+    let live = [
+        "snap-cafef00d.lock",
+        "bash-0123456789abcdef-cafef00d-0.sh",
+        "notes.txt",
+    ];
+    for name in dead.iter().chain(&live) {
+        std::fs::write(dir.join(name), "x").unwrap();
+    }
+    let held = std::fs::File::open(dir.join(live[0])).unwrap();
+    held.lock().unwrap();
+
+    let store = home.store("bash", Some(ShellSnapshotOptions::default()));
+    let (out, code) = run(&store, SEES_THE_PROFILE).await;
+    assert_eq!((out.as_str(), code), (SEEN, Some(0)));
+    for name in dead {
+        assert!(!dir.join(name).exists(), "{name} is left");
+    }
+    for name in live {
+        assert!(dir.join(name).exists(), "{name} was removed");
+    }
+    // This instance holds a lock of its own now, which another cannot take.
+    let own: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("snap-") && n != live[0])
+        .collect();
+    assert_eq!(own.len(), 1, "{own:?}");
+    let theirs = std::fs::File::open(dir.join(&own[0])).unwrap();
+    assert!(theirs.try_lock().is_err(), "{} is not held", own[0]);
+}
