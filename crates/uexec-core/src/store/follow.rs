@@ -43,7 +43,18 @@ impl SessionStore {
             reservation,
             ..
         } = self.launch(caller, req, Vec::new()).await?;
-        let (watch, from) = session.follow_output();
+        self.follow_launched(session, reservation).await
+    }
+
+    /// [`Self::run`] once its command runs: what it printed already (it may have, on a
+    /// loaded machine) is the follower's first bytes, then everything after.
+    async fn follow_launched(
+        self: &Arc<Self>,
+        session: Arc<Session>,
+        reservation: super::ids::IdReservation,
+    ) -> Result<Run, ExecError> {
+        let (mut watch, from) = session.follow_output();
+        let printed = std::mem::take(&mut watch.seed);
         reservation.hand_over();
         if let Err(e) = self.store_session(session.clone()) {
             // The store shut down: nothing may live on in it.
@@ -67,7 +78,7 @@ impl SessionStore {
             skipped_first: from,
             settled: Some(settled),
             outcome: None,
-            tail: None,
+            tail: (!printed.is_empty()).then(|| bytes::Bytes::from(printed)),
             feed_open: true,
             ended: false,
         })
@@ -96,7 +107,8 @@ pub struct Run {
     skipped_first: u64,
     settled: Option<Pin<Box<dyn Future<Output = Outcome> + Send>>>,
     outcome: Option<Outcome>,
-    /// The last bytes printed, handed out after a [`Followed::Skipped`].
+    /// Bytes printed and not handed out yet, outside the feed: those printed before the
+    /// follower came, or the last ones after a [`Followed::Skipped`].
     tail: Option<bytes::Bytes>,
     /// The tap still feeds (it closes only with the session).
     feed_open: bool,
@@ -241,6 +253,52 @@ impl RunInput {
         ExecError::Write {
             session_id: self.session.id(),
             message: "its input is closed".to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::local::LocalBackend;
+
+    /// What a command printed before its follower came (a loaded machine: the reader can
+    /// run before the run's tap is set) is handed out first, not lost.
+    #[tokio::test]
+    async fn what_a_run_printed_before_it_was_followed_is_its_first_output() {
+        let store = SessionStore::new(Arc::new(LocalBackend), StoreConfig::default());
+        let req = ExecRequest {
+            cmd: "echo before; exec sleep 30".into(),
+            login: Some(false),
+            ..ExecRequest::default()
+        };
+        let caller = store.config.clone();
+        let Launched {
+            session,
+            reservation,
+            ..
+        } = store
+            .launch(&caller, req, Vec::new())
+            .await
+            .expect("launched");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while session.printed() < 7 {
+            assert!(std::time::Instant::now() < deadline, "it printed nothing");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let mut run = store
+            .follow_launched(session, reservation)
+            .await
+            .expect("followed");
+        match run.next().await {
+            Some(Followed::Output(bytes)) => assert_eq!(&bytes[..], b"before\n"),
+            other => panic!("{other:?}"),
+        }
+        run.input().terminate();
+        while let Some(followed) = run.next().await {
+            if let Followed::Output(bytes) = followed {
+                panic!("printed again: {bytes:?}");
+            }
         }
     }
 }
