@@ -55,6 +55,7 @@ mod sandbox_ceiling;
 mod sandbox_cgroups;
 mod sandbox_doors;
 mod sandbox_fs;
+mod sandbox_git;
 mod sandbox_network;
 mod sandbox_proxy;
 mod sandbox_warm;

@@ -1,6 +1,6 @@
 //! Nothing a sandboxed command writes runs later outside it (issue 23, section 3): the
 //! launcher runs from the running binary, uexec's directories and binaries stay read-only
-//! beneath a writable root, and no repository can be planted or rewritten. Through a real
+//! beneath a writable root (repositories: `sandbox_git`). Through a real
 //! `uexec mcp` over stdio, on the real kernel.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -21,7 +21,7 @@ const ENGINE: &str = env!("CARGO_BIN_EXE_uexec-engine");
 
 /// `PROGRAM mcp ARGS` in `dir`, with HOME `dir/home`, no `XDG_RUNTIME_DIR` and `env`; its
 /// client and pid.
-async fn server(
+pub(crate) async fn server(
     program: &Path,
     dir: &Path,
     extra: &[&str],
@@ -46,7 +46,7 @@ async fn server(
     (client, pid)
 }
 
-async fn exec(client: &Client, arguments: Value) -> rmcp::model::CallToolResult {
+pub(crate) async fn exec(client: &Client, arguments: Value) -> rmcp::model::CallToolResult {
     let mut arguments = arguments;
     if arguments.get("login").is_none() {
         arguments["login"] = json!(false);
@@ -55,7 +55,7 @@ async fn exec(client: &Client, arguments: Value) -> rmcp::model::CallToolResult 
 }
 
 /// A fresh directory, canonical (the temp dir may be reached through a symlink).
-fn scratch(name: &str) -> PathBuf {
+pub(crate) fn scratch(name: &str) -> PathBuf {
     scratch_dir(&format!("sbxfs-{name}"))
         .canonicalize()
         .unwrap()
@@ -94,31 +94,6 @@ fn children_running(server: u32, needle: &str) -> Vec<u32> {
         .filter(|p| cmdline(p.pid).iter().any(|a| a == needle))
         .map(|p| p.pid)
         .collect()
-}
-
-fn git(dir: &Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap()
-}
-
-fn git_ok(dir: &Path, args: &[&str]) -> String {
-    let out = git(dir, args);
-    assert!(
-        out.status.success(),
-        "git {args:?} in {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 fn uid_of(dir: &Path) -> u32 {
@@ -344,137 +319,6 @@ async fn uexecs_directories_stay_read_only_when_the_temp_dir_lies_in_the_workspa
         json!({"session_id": other_id}),
     )
     .await;
-}
-
-/// A repository at `dir/repo` with one commit, and its subdirectory `sub`.
-fn repository(dir: &Path) -> (PathBuf, PathBuf) {
-    let repo = dir.join("repo");
-    let sub = repo.join("sub");
-    std::fs::create_dir_all(&sub).unwrap();
-    git_ok(&repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(sub.join("file"), "x\n").unwrap();
-    git_ok(&repo, &["add", "."]);
-    git_ok(&repo, &["commit", "-q", "-m", "one"]);
-    (repo, sub)
-}
-
-#[test]
-fn git_skips_an_empty_git_directory_when_it_looks_for_the_repository() {
-    let dir = scratch("discovery");
-    let (repo, sub) = repository(&dir);
-    std::fs::create_dir(sub.join(".git")).unwrap();
-    assert_eq!(
-        git_ok(&sub, &["rev-parse", "--show-toplevel"]),
-        repo.display().to_string()
-    );
-    assert!(git(&sub, &["status", "--short"]).status.success());
-}
-
-#[tokio::test]
-async fn no_repository_can_be_planted_or_rewritten_from_a_workdir_below_the_root() {
-    let dir = scratch("git");
-    let (repo, sub) = repository(&dir);
-    let config = std::fs::read(repo.join(".git/config")).unwrap();
-    let dir_arg = dir.display().to_string();
-    let (client, _) = server(
-        Path::new(UEXEC),
-        &dir,
-        &["--structured", "--writable-root", &dir_arg],
-        &[],
-    )
-    .await;
-    let pwned = dir.join("pwned");
-    let cmd = format!(
-        "touch mine && echo wrote; \
-         git init -q . && echo init-ok; \
-         git config core.fsmonitor 'touch {pwned}' && echo config-ok; \
-         printf '[core]\\n\\tfsmonitor = touch {pwned}\\n' >> ../.git/config && echo parent-config-ok; \
-         printf '#!/bin/sh\\ntouch {pwned}\\n' > ../.git/hooks/pre-commit && echo hook-ok; \
-         rmdir .git; mv .git moved; mkdir .git && echo mkdir-ok; \
-         git init -q {dir} && echo root-init-ok; true",
-        pwned = pwned.display(),
-        dir = dir.display(),
-    );
-    let r = exec(
-        &client,
-        json!({"cmd": cmd, "workdir": sub.display().to_string(), "sandbox": "workspace-write"}),
-    )
-    .await;
-    let out = text(&r);
-    assert!(out.contains("wrote") && sub.join("mine").exists(), "{out}");
-    for step in [
-        "init-ok",
-        "config-ok",
-        "parent-config-ok",
-        "hook-ok",
-        "mkdir-ok",
-        "root-init-ok",
-    ] {
-        assert!(!out.contains(step), "{step}: {out}");
-    }
-    assert_eq!(
-        std::fs::read(repo.join(".git/config")).unwrap(),
-        config,
-        "{out}"
-    );
-    assert!(!repo.join(".git/hooks/pre-commit").exists(), "{out}");
-    // After the session, the placeholders are gone and git works outside as before.
-    eventually("the placeholders removed", Duration::from_secs(5), || {
-        !sub.join(".git").exists() && !dir.join(".git").exists()
-    })
-    .await;
-    assert!(!sub.join("moved").exists(), "{out}");
-    assert_eq!(
-        git_ok(&sub, &["rev-parse", "--show-toplevel"]),
-        repo.display().to_string()
-    );
-    let status = git_ok(&sub, &["status", "--short"]);
-    assert_eq!(status, "?? mine");
-    assert!(!pwned.exists(), "{out}");
-}
-
-#[tokio::test]
-async fn a_worktrees_gitdir_and_its_main_repository_are_read_only() {
-    let dir = scratch("worktree");
-    let (repo, _) = repository(&dir);
-    let wt = dir.join("wt");
-    git_ok(&repo, &["worktree", "add", "-q", wt.to_str().unwrap()]);
-    let gitdir = PathBuf::from(git_ok(&wt, &["rev-parse", "--absolute-git-dir"]));
-    assert!(
-        gitdir.starts_with(repo.join(".git/worktrees")),
-        "{}",
-        gitdir.display()
-    );
-    let head = std::fs::read(gitdir.join("HEAD")).unwrap();
-    let dot_git = std::fs::read(wt.join(".git")).unwrap();
-    let dir_arg = dir.display().to_string();
-    let (client, _) = server(
-        Path::new(UEXEC),
-        &dir,
-        &["--structured", "--writable-root", &dir_arg],
-        &[],
-    )
-    .await;
-    let cmd = format!(
-        "touch mine && echo wrote; \
-         echo 'ref: refs/heads/evil' > {gitdir}/HEAD && echo gitdir-ok; \
-         echo 'gitdir: /elsewhere' > .git && echo dotgit-ok; \
-         git config core.pager 'touch pwned' && echo config-ok; true",
-        gitdir = gitdir.display(),
-    );
-    let r = exec(
-        &client,
-        json!({"cmd": cmd, "workdir": wt.display().to_string(), "sandbox": "workspace-write"}),
-    )
-    .await;
-    let out = text(&r);
-    assert!(out.contains("wrote"), "{out}");
-    for step in ["gitdir-ok", "dotgit-ok", "config-ok"] {
-        assert!(!out.contains(step), "{step}: {out}");
-    }
-    assert_eq!(std::fs::read(gitdir.join("HEAD")).unwrap(), head, "{out}");
-    assert_eq!(std::fs::read(wt.join(".git")).unwrap(), dot_git, "{out}");
-    assert!(out.contains("Read-only file system"), "{out}");
 }
 
 #[tokio::test]
