@@ -3,8 +3,6 @@
 //! there (here, a real HTTP client), and it goes to the terminal; the page refuses another
 //! host or origin, works once, and the password is in no result.
 
-use std::time::Duration;
-
 use serde_json::{json, Value};
 
 use crate::helpers::{scratch_dir, UEXEC};
@@ -14,21 +12,8 @@ fn caps() -> Value {
     json!({"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {"url": {}}})
 }
 
-async fn get(raw: &mut Raw, task: &str) -> Value {
-    raw.request("tasks/get", json!({"_meta": meta(caps()), "taskId": task}))
-        .await["result"]
-        .clone()
-}
-
 async fn until(raw: &mut Raw, task: &str, holds: impl Fn(&Value) -> bool) -> Value {
-    for _ in 0..200 {
-        let got = get(raw, task).await;
-        if holds(&got) {
-            return got;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("task {task}: the state awaited never came");
+    raw.task_until(caps(), task, holds).await
 }
 
 #[tokio::test]

@@ -48,24 +48,15 @@ async fn wait(raw: &mut Raw, caps: Value, arguments: Value) -> Value {
 }
 
 async fn get(raw: &mut Raw, task: &str) -> Value {
-    raw.request(
-        "tasks/get",
-        json!({"_meta": meta(tasks_caps()), "taskId": task}),
-    )
-    .await["result"]
-        .clone()
+    raw.task(tasks_caps(), task).await
 }
 
 /// Polls `tasks/get` until the task is terminal.
 async fn settled(raw: &mut Raw, task: &str) -> Value {
-    for _ in 0..200 {
-        let got = get(raw, task).await;
-        if ["completed", "failed", "cancelled"].contains(&got["status"].as_str().unwrap_or("")) {
-            return got;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("task {task} did not end");
+    raw.task_until(tasks_caps(), task, |got| {
+        ["completed", "failed", "cancelled"].contains(&got["status"].as_str().unwrap_or(""))
+    })
+    .await
 }
 
 fn text_of(result: &Value) -> String {

@@ -311,13 +311,7 @@ async fn wakes_at_the_exit(mut raw: Raw) {
 
 /// `tasks/get` of `task`.
 async fn get(raw: &mut Raw, task: &str) -> Value {
-    let got = raw
-        .request(
-            "tasks/get",
-            json!({"_meta": meta(tasks_caps()), "taskId": task}),
-        )
-        .await;
-    got["result"].clone()
+    raw.task(tasks_caps(), task).await
 }
 
 #[tokio::test]

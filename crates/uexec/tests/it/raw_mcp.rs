@@ -122,6 +122,31 @@ impl Raw {
         }
     }
 
+    /// `tasks/get` of `task`, from a client of capabilities `caps`: its result.
+    pub async fn task(&mut self, caps: Value, task: &str) -> Value {
+        self.request("tasks/get", json!({"_meta": meta(caps), "taskId": task}))
+            .await["result"]
+            .clone()
+    }
+
+    /// Polls `tasks/get` of `task` (every 50 ms, as the extension has clients poll) until
+    /// `holds` accepts its result, within 10 s.
+    pub async fn task_until(
+        &mut self,
+        caps: Value,
+        task: &str,
+        holds: impl Fn(&Value) -> bool,
+    ) -> Value {
+        for _ in 0..200 {
+            let got = self.task(caps.clone(), task).await;
+            if holds(&got) {
+                return got;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("task {task}: the state awaited never came");
+    }
+
     /// Closes stdin and waits for the server to exit.
     pub async fn close(mut self) {
         drop(self.stdin);
