@@ -452,35 +452,12 @@ async fn each_connection_to_an_owner_brings_its_own_settings() {
 /// client that started it, and leaves no socket behind for the next client to trip on.
 #[test]
 fn a_daemon_that_cannot_start_says_why_and_leaves_no_socket() {
-    let root =
-        std::env::temp_dir().join(format!("uexec-it-full-{}", crate::helpers::rand_suffix()));
-    std::fs::create_dir_all(&root).unwrap();
-    // A 64 KiB tmpfs, filled, in a mount namespace of its own (nothing outside sees it).
-    let script = r#"set -e
-mount -t tmpfs -o size=64k tmpfs "$1"
-mkdir "$1/run" && chmod 700 "$1/run"
-dd if=/dev/zero of="$1/fill" bs=4k 2>/dev/null || true
-for attempt in 1 2; do
+    let said = crate::helpers::on_a_full_disk(
+        r#"for attempt in 1 2; do
   HOME="$1" XDG_RUNTIME_DIR="$1/run" "$2" run --no-login -- true 2>&1 && echo "rc=0" || echo "rc=$?"
 done
-ls "$1/run/uexec""#;
-    let out = Command::new("unshare")
-        .args([
-            "--user",
-            "--map-root-user",
-            "--mount",
-            "sh",
-            "-c",
-            script,
-            "sh",
-        ])
-        .arg(&root)
-        .arg(UEXEC)
-        .env_remove("RUST_BACKTRACE")
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stdout);
-    let _ = std::fs::remove_dir_all(&root);
+ls "$1/run/uexec""#,
+    );
     // Both attempts: the daemon's own words, not "exited at start" nor a reset connection.
     assert_eq!(said.matches("rc=125").count(), 2, "{said}");
     assert_eq!(

@@ -288,3 +288,35 @@ pub async fn gated_session(client: &Client, then: &str) -> (i64, std::path::Path
     let id = structured(&r)["session_id"].as_i64().expect("running");
     (id, gate)
 }
+
+/// What the shell `body` printed (stdout and, where it says `2>&1`, stderr), run as root of a
+/// user namespace in a mount namespace of its own, where `$1` is a 64 KiB tmpfs already full
+/// but for `$1/run` (0700) and `$1/home`, and `$2` is uexec: a full disk nothing outside sees.
+pub fn on_a_full_disk(body: &str) -> String {
+    let root = std::env::temp_dir().join(format!("uexec-it-full-{}", rand_suffix()));
+    std::fs::create_dir_all(&root).unwrap();
+    let script = format!(
+        r#"set -e
+mount -t tmpfs -o size=64k tmpfs "$1"
+mkdir "$1/run" "$1/home" && chmod 700 "$1/run"
+dd if=/dev/zero of="$1/fill" bs=4k 2>/dev/null || true
+{body}"#
+    );
+    let out = std::process::Command::new("unshare")
+        .args([
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "sh",
+            "-c",
+            &script,
+            "sh",
+        ])
+        .arg(&root)
+        .arg(UEXEC)
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&root);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -102,33 +102,10 @@ async fn through_the_daemon_each_connection_says_whether_its_logins_use_a_snapsh
 /// the disk's fault, not the profile's, and the command still runs, as a real login.
 #[test]
 fn a_full_runtime_directory_is_named_as_the_cause_not_the_profile() {
-    let root = std::env::temp_dir().join(format!(
-        "uexec-it-snapfull-{}",
-        crate::helpers::rand_suffix()
-    ));
-    std::fs::create_dir_all(&root).unwrap();
-    let script = r#"set -e
-mount -t tmpfs -o size=64k tmpfs "$1"
-mkdir "$1/run" "$1/home" && chmod 700 "$1/run"
-dd if=/dev/zero of="$1/fill" bs=4k 2>/dev/null || true
-printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}' '{"jsonrpc":"2.0","method":"notifications/initialized"}' '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"exec_command","arguments":{"cmd":"echo ran-$((6*7))","shell":"/bin/bash"}}}' \
-  | UEXEC_LOG=warn HOME="$1/home" XDG_RUNTIME_DIR="$1/run" "$2" mcp --in-process --no-transcripts 2>&1"#;
-    let out = std::process::Command::new("unshare")
-        .args([
-            "--user",
-            "--map-root-user",
-            "--mount",
-            "sh",
-            "-c",
-            script,
-            "sh",
-        ])
-        .arg(&root)
-        .arg(UEXEC)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stdout);
-    let _ = std::fs::remove_dir_all(&root);
+    let said = crate::helpers::on_a_full_disk(
+        r#"printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}' '{"jsonrpc":"2.0","method":"notifications/initialized"}' '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"exec_command","arguments":{"cmd":"echo ran-$((6*7))","shell":"/bin/bash"}}}' \
+  | UEXEC_LOG=warn HOME="$1/home" XDG_RUNTIME_DIR="$1/run" "$2" mcp --in-process --no-transcripts 2>&1"#,
+    );
     assert!(
         said.contains("has no room for the snapshot")
             && said.contains("No space left on device")
