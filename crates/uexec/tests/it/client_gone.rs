@@ -257,22 +257,27 @@ fn curl_call(url: &str, session: &str, id: u64, tool: &str, arguments: Value) ->
     answer["result"]["structuredContent"].clone()
 }
 
-async fn an_http_request_dropped_mid_poll_loses_nothing(place: &Place, args: &[&str]) {
-    let (mut server, url) = http_server(place, args);
-    let session = open_session(&url);
+/// In MCP session `session` of the server at `url`: a command that prints slowly, its first
+/// window's lines, and a long poll of it in flight (a curl of its own) once the command
+/// printed on past them.
+async fn poll_in_flight(
+    place: &Place,
+    url: &str,
+    session: &str,
+) -> (i64, Vec<u32>, std::process::Child) {
     let r = curl_call(
-        &url,
-        &session,
+        url,
+        session,
         2,
         "exec_command",
         json!({"cmd": SLOW_LINES, "login": false, "yield_time_ms": 250}),
     );
     let id = r["session_id"].as_i64().unwrap_or_else(|| panic!("{r}"));
-    let mut seen = lines_in(r["output"].as_str().unwrap_or_default());
+    let seen = lines_in(r["output"].as_str().unwrap_or_default());
     let poll = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
         "name": "write_stdin",
         "arguments": {"session_id": id, "chars": "", "yield_time_ms": 30000}}});
-    let mut client = curl(&url, &session, &poll)
+    let client = curl(url, session, &poll)
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -282,6 +287,13 @@ async fn an_http_request_dropped_mid_poll_loses_nothing(place: &Place, args: &[&
         transcript_has(place, after)
     })
     .await;
+    (id, seen, client)
+}
+
+async fn an_http_request_dropped_mid_poll_loses_nothing(place: &Place, args: &[&str]) {
+    let (mut server, url) = http_server(place, args);
+    let session = open_session(&url);
+    let (id, mut seen, mut client) = poll_in_flight(place, &url, &session).await;
     client.kill().unwrap();
     client.wait().unwrap();
     let r = curl_call(
@@ -341,27 +353,7 @@ async fn an_http_session_deleted_mid_poll_loses_nothing() {
     let place = Place::new("gone-delete");
     let (mut server, url) = http_server(&place, &[]);
     let session = open_session(&url);
-    let r = curl_call(
-        &url,
-        &session,
-        2,
-        "exec_command",
-        json!({"cmd": SLOW_LINES, "login": false, "yield_time_ms": 250}),
-    );
-    let id = r["session_id"].as_i64().unwrap_or_else(|| panic!("{r}"));
-    let mut seen = lines_in(r["output"].as_str().unwrap_or_default());
-    let poll = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-        "name": "write_stdin",
-        "arguments": {"session_id": id, "chars": "", "yield_time_ms": 30000}}});
-    let mut client = curl(&url, &session, &poll)
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let after = seen.last().copied().unwrap_or(0) + 10;
-    eventually("the command to print on", Duration::from_secs(20), || {
-        transcript_has(&place, after)
-    })
-    .await;
+    let (id, mut seen, mut client) = poll_in_flight(&place, &url, &session).await;
     let deleted = Command::new("curl")
         .args([
             "-sS",
