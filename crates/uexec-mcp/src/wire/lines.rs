@@ -151,9 +151,10 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Edge<T> {
                 let error: ErrorData = serde_json::from_value(error.clone())
                     .unwrap_or_else(|e| ErrorData::invalid_params(e.to_string(), None));
                 let answer = ServerJsonRpcMessage::error(error, Some(request.id.clone()));
-                if self.inner.send(answer).await.is_err() {
-                    return None;
-                }
+                // Sent on its own: rmcp polls `receive` in a `select!` and drops it when
+                // another branch wins, so an answer awaited here (behind a notification
+                // that holds the writer) would be lost, half written.
+                tokio::spawn(self.inner.send(answer));
                 continue;
             }
             if let Some(ids) = meta.get(TASK_IDS_META) {
@@ -223,4 +224,46 @@ fn acknowledged(
     acknowledge(&mut params, &ids);
     let method = value.get("method")?.as_str()?.to_owned();
     Some(CustomNotification::new(method, Some(params)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// rmcp drops a `receive` whose answer is still being written when another branch of
+    /// its loop wins: the refusal must reach the client whole all the same.
+    #[tokio::test]
+    async fn a_refusal_is_written_whole_though_its_receive_is_dropped() {
+        let (client, server_in) = tokio::io::duplex(4096);
+        // A pipe the answer does not fit in: its write waits for the client to read.
+        let (server_out, client_out) = tokio::io::duplex(16);
+        let mut edge = transport(server_in, server_out, Wire::default());
+        let (_, mut to_server) = tokio::io::split(client);
+        let request = json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen",
+            "params": {"_meta": {}, "notifications": {"taskIds": ["t"]}}});
+        to_server
+            .write_all(format!("{request}\n").as_bytes())
+            .await
+            .unwrap();
+        let mut from_server = BufReader::new(client_out);
+        let mut first = [0u8; 1];
+        tokio::select! {
+            biased;
+            _ = edge.receive() => panic!("a refused request is not handed on"),
+            read = from_server.read_exact(&mut first) => { read.unwrap(); }
+        }
+        let mut rest = String::new();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            from_server.read_line(&mut rest),
+        )
+        .await
+        .expect("the rest of the answer")
+        .unwrap();
+        let answer: Value = serde_json::from_str(&format!("{}{rest}", first[0] as char))
+            .unwrap_or_else(|e| panic!("{e}: {rest}"));
+        assert_eq!(answer["id"], 7, "{answer}");
+        assert_eq!(answer["error"]["code"], -32021, "{answer}");
+    }
 }
