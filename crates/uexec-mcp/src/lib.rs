@@ -23,6 +23,7 @@ pub mod daemon;
 mod dropped;
 pub mod environments;
 mod error_chain;
+mod hangup;
 mod options;
 pub mod progress;
 pub mod resources;

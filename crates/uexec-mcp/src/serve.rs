@@ -117,8 +117,14 @@ pub async fn run(args: McpOptions) -> Result<(), McpError> {
 
 async fn serve_stdio(server: UexecServer, wire: Wire) -> Result<(), McpError> {
     let (stdin, stdout) = rmcp::transport::stdio();
+    // A client that closed its stdin still reads the answers to what it asked (`printf
+    // REQUESTS | uexec mcp`), for at most `wire::lines::CLOSING`; its calls are cancelled
+    // then. Its listen streams end at once ([`crate::hangup`]).
+    let (input_ended, calls_cut) = (CancellationToken::new(), CancellationToken::new());
+    let server = server.cancelled_by(calls_cut.clone(), input_ended.clone());
+    let stdin = crate::hangup::Watched::new(stdin, input_ended);
     let running = tokio::select! {
-        running = server.serve(wire::lines::transport(stdin, stdout, wire)) => running.map_err(|e| McpError::Handshake(Box::new(e)))?,
+        running = server.serve(wire::lines::transport(stdin, stdout, wire, calls_cut)) => running.map_err(|e| McpError::Handshake(Box::new(e)))?,
         signal = shutdown_signal() => return Ok(signal?),
     };
     tokio::select! {

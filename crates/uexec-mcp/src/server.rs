@@ -53,9 +53,10 @@ pub struct UexecServer {
     /// it started for its client stops with it.
     gone: CancellationToken,
     /// Cancelled when its client is done, before rmcp's own cancellation of the calls that
-    /// outlive it (a daemon connection: `daemon::hangup`): its calls end then, as if
-    /// cancelled, and lose nothing.
+    /// outlive it ([`crate::hangup`]): its calls end then, as if cancelled, losing nothing.
     client_gone: CancellationToken,
+    /// Cancelled at the end of its client's input: its listen streams end then.
+    input_ended: CancellationToken,
 }
 
 impl Drop for UexecServer {
@@ -97,12 +98,18 @@ impl UexecServer {
             tasks: Tasks::default(),
             gone: CancellationToken::new(),
             client_gone: CancellationToken::new(),
+            input_ended: CancellationToken::new(),
         }
     }
 
-    /// This handler, whose calls end as cancelled once `client_gone` is.
-    pub fn cancelled_by(mut self, client_gone: CancellationToken) -> Self {
-        self.client_gone = client_gone;
+    /// This handler, whose calls end as cancelled once `client_gone` is, and whose listen
+    /// streams end once `input_ended` is (or `client_gone`).
+    pub fn cancelled_by(
+        mut self,
+        client_gone: CancellationToken,
+        input_ended: CancellationToken,
+    ) -> Self {
+        (self.client_gone, self.input_ended) = (client_gone, input_ended);
         self
     }
 
@@ -529,6 +536,8 @@ impl ServerHandler for UexecServer {
             () = resources::listen(&store, sink, context.cancelled()) => {}
             () = tools => {}
             () = tasks => {}
+            () = self.client_gone.cancelled() => {}
+            () = self.input_ended.cancelled() => {}
         }
         Ok(())
     }

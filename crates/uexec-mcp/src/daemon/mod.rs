@@ -28,7 +28,6 @@
 pub mod attach;
 mod build_id;
 pub mod client;
-mod hangup;
 pub mod http;
 mod lease;
 pub mod metrics;
@@ -528,7 +527,7 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
         Stores::Single(store)
     };
     // A client that is done (gone, or its stdin closed) cancels its calls at once, losing
-    // nothing ([`hangup`]).
+    // nothing ([`crate::hangup`]).
     let gone = tokio_util::sync::CancellationToken::new();
     let server = UexecServer::new(
         stores,
@@ -536,13 +535,13 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
         environments.any_configured(),
         options,
     )
-    .cancelled_by(gone.clone());
-    let read = hangup::Watched::new(read, gone);
+    .cancelled_by(gone.clone(), gone.clone());
+    let read = crate::hangup::Watched::new(read, gone.clone());
     // The wire additions (tools' `execution`, listen's `taskIds`) for its clients, which
     // `uexec mcp` relays byte for byte.
     let wire = crate::wire::Wire::new(hello.settings.extended);
     let running = server
-        .serve(crate::wire::lines::transport(read, write, wire))
+        .serve(crate::wire::lines::transport(read, write, wire, gone))
         .await
         .map_err(|e| ConnectionError::Handshake(Box::new(e)))?;
     let quit = running.waiting().await;

@@ -7,21 +7,31 @@
 //!   ([`super::listen`]); a refusal is marked in its `_meta` ([`REFUSED_META`]);
 //! - [`Edge`], a transport around rmcp's, answers a marked request with its error instead
 //!   of handing it on, and on the way out gives the task tools their `execution` and the
-//!   acknowledgment of a listen request its task ids.
+//!   acknowledgment of a listen request its task ids;
+//! - at the client's end, [`Edge`] tells rmcp only once every request it handed on was
+//!   answered, or [`CLOSING`] later, when it cancels the calls still running (their answers
+//!   say so). rmcp stops its loop at the end of the input, and then waits up to 5 s for
+//!   handlers that wait on that loop: one that was sending a notification (a listen
+//!   stream's acknowledgment) never hears it went, and held the exit (in-process) or the
+//!   connection (the daemon: an agent's sessions end with its last connection) that long.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use rmcp::model::{
-    ClientRequest, CustomNotification, CustomResult, ErrorData, JsonRpcMessage, RequestId,
-    ServerJsonRpcMessage, ServerNotification, ServerResult,
+    ClientNotification, ClientRequest, CustomNotification, CustomResult, ErrorData, JsonRpcMessage,
+    RequestId, ServerJsonRpcMessage, ServerNotification, ServerResult,
 };
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::Transport;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::{acknowledge, Listen, Wire, TASK_IDS_META};
 
@@ -34,12 +44,18 @@ const PIPE: usize = 64 << 10;
 /// Listen requests whose acknowledgment has not gone out yet, at most (a client's own
 /// mistakes cannot grow it).
 const MAX_PENDING: usize = 64;
+/// How long, at most, the end of the client's input waits for the answers to its requests
+/// (rmcp's own drain, which this stands in for, waits 5 s).
+pub const CLOSING: Duration = Duration::from_secs(5);
 
-/// rmcp's line transport over `read` and `write`, with the wire additions of `wire`.
+/// rmcp's line transport over `read` and `write`, with the wire additions of `wire`;
+/// `calls` is cancelled when the answers to a client that is done were waited for
+/// [`CLOSING`].
 pub fn transport<R, W>(
     read: R,
     write: W,
     wire: Wire,
+    calls: CancellationToken,
 ) -> Edge<AsyncRwTransport<RoleServer, tokio::io::DuplexStream, W>>
 where
     R: AsyncRead + Send + Unpin + 'static,
@@ -51,6 +67,9 @@ where
         inner: AsyncRwTransport::new(theirs, write),
         wire,
         pending: Arc::default(),
+        open: Arc::default(),
+        closing: None,
+        calls,
     }
 }
 
@@ -120,6 +139,44 @@ pub struct Edge<T> {
     wire: Wire,
     /// The task ids of listen requests whose acknowledgment has not gone out yet.
     pending: Arc<Mutex<HashMap<RequestId, Vec<String>>>>,
+    /// The requests handed to rmcp and not answered yet.
+    open: Arc<Open>,
+    /// Since the client's input ended: until when its answers are waited for.
+    closing: Option<Instant>,
+    /// Cancelled then: the calls still running end, saying so.
+    calls: CancellationToken,
+}
+
+/// Requests handed on and not answered yet; told when one is.
+#[derive(Default)]
+struct Open {
+    ids: Mutex<HashSet<RequestId>>,
+    answered: Notify,
+}
+
+impl Open {
+    fn ids(&self) -> std::sync::MutexGuard<'_, HashSet<RequestId>> {
+        self.ids.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn answered(&self, id: &RequestId) {
+        if self.ids().remove(id) {
+            self.answered.notify_waiters();
+        }
+    }
+
+    /// Until none is open; `false` when `until` came first.
+    async fn drained(&self, until: Instant) -> bool {
+        loop {
+            let answered = self.answered.notified();
+            if self.ids().is_empty() {
+                return true;
+            }
+            if tokio::time::timeout_at(until, answered).await.is_err() {
+                return false;
+            }
+        }
+    }
 }
 
 impl<T: Transport<RoleServer>> Transport<RoleServer> for Edge<T> {
@@ -130,41 +187,68 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Edge<T> {
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let item = outbound(&self.wire, &self.pending, item);
+        match &item {
+            JsonRpcMessage::Response(response) => self.open.answered(&response.id),
+            JsonRpcMessage::Error(error) => {
+                if let Some(id) = &error.id {
+                    self.open.answered(id);
+                }
+            }
+            _ => {}
+        }
         self.inner.send(item)
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            let message = self.inner.receive().await?;
-            let JsonRpcMessage::Request(request) = &message else {
-                return Some(message);
-            };
-            let ClientRequest::SubscriptionsListenRequest(listen) = &request.request else {
-                return Some(message);
-            };
-            // Its `_meta` as it came (rmcp keeps it apart from the params).
-            let meta = serde_json::to_value(listen)
-                .ok()
-                .and_then(|v| v.get("params")?.get("_meta").cloned())
-                .unwrap_or_default();
-            if let Some(error) = meta.get(REFUSED_META) {
-                let error: ErrorData = serde_json::from_value(error.clone())
-                    .unwrap_or_else(|e| ErrorData::invalid_params(e.to_string(), None));
-                let answer = ServerJsonRpcMessage::error(error, Some(request.id.clone()));
-                // Sent on its own: rmcp polls `receive` in a `select!` and drops it when
-                // another branch wins, so an answer awaited here (behind a notification
-                // that holds the writer) would be lost, half written.
-                tokio::spawn(self.inner.send(answer));
-                continue;
-            }
-            if let Some(ids) = meta.get(TASK_IDS_META) {
-                let ids = crate::tasks::listen::ids_in(ids);
-                let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-                if pending.len() >= MAX_PENDING {
-                    pending.clear();
+            let Some(message) = self.inner.receive().await else {
+                // The client is done: rmcp hears it once what it was asked is answered.
+                let until = *self.closing.get_or_insert_with(|| Instant::now() + CLOSING);
+                if !self.open.drained(until).await {
+                    // Cancelled, the calls answer at once: rmcp's drain sends that.
+                    self.calls.cancel();
                 }
-                pending.insert(request.id.clone(), ids);
+                return None;
+            };
+            let JsonRpcMessage::Request(request) = &message else {
+                // A request the client cancelled is answered by nobody.
+                if let JsonRpcMessage::Notification(notification) = &message {
+                    if let ClientNotification::CancelledNotification(cancelled) =
+                        &notification.notification
+                    {
+                        if let Some(id) = &cancelled.params.request_id {
+                            self.open.answered(id);
+                        }
+                    }
+                }
+                return Some(message);
+            };
+            if let ClientRequest::SubscriptionsListenRequest(listen) = &request.request {
+                // Its `_meta` as it came (rmcp keeps it apart from the params).
+                let meta = serde_json::to_value(listen)
+                    .ok()
+                    .and_then(|v| v.get("params")?.get("_meta").cloned())
+                    .unwrap_or_default();
+                if let Some(error) = meta.get(REFUSED_META) {
+                    let error: ErrorData = serde_json::from_value(error.clone())
+                        .unwrap_or_else(|e| ErrorData::invalid_params(e.to_string(), None));
+                    let answer = ServerJsonRpcMessage::error(error, Some(request.id.clone()));
+                    // Sent on its own: rmcp polls `receive` in a `select!` and drops it when
+                    // another branch wins, so an answer awaited here (behind a notification
+                    // that holds the writer) would be lost, half written.
+                    tokio::spawn(self.inner.send(answer));
+                    continue;
+                }
+                if let Some(ids) = meta.get(TASK_IDS_META) {
+                    let ids = crate::tasks::listen::ids_in(ids);
+                    let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+                    if pending.len() >= MAX_PENDING {
+                        pending.clear();
+                    }
+                    pending.insert(request.id.clone(), ids);
+                }
             }
+            self.open.ids().insert(request.id.clone());
             return Some(message);
         }
     }
@@ -238,7 +322,12 @@ mod tests {
         let (client, server_in) = tokio::io::duplex(4096);
         // A pipe the answer does not fit in: its write waits for the client to read.
         let (server_out, client_out) = tokio::io::duplex(16);
-        let mut edge = transport(server_in, server_out, Wire::default());
+        let mut edge = transport(
+            server_in,
+            server_out,
+            Wire::default(),
+            CancellationToken::new(),
+        );
         let (_, mut to_server) = tokio::io::split(client);
         let request = json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen",
             "params": {"_meta": {}, "notifications": {"taskIds": ["t"]}}});

@@ -289,6 +289,29 @@ pub async fn gated_session(client: &Client, then: &str) -> (i64, std::path::Path
     (id, gate)
 }
 
+/// `cmd` (an MCP server on its stdio) given `lines` and then the end of its input, as
+/// `printf LINES | CMD` would: what it printed on stdout and on stderr, once it exited.
+pub fn piped(mut cmd: std::process::Command, lines: &[Value]) -> (String, String) {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// What the shell `body` printed (stdout and, where it says `2>&1`, stderr), run as root of a
 /// user namespace in a mount namespace of its own, where `$1` is a 64 KiB tmpfs already full
 /// but for `$1/run` (0700) and `$1/home`, and `$2` is uexec: a full disk nothing outside sees.

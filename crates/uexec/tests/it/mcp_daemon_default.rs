@@ -281,30 +281,14 @@ fn the_daemons_flags_are_refused_where_the_sessions_stay_in_process() {
 /// (a call still running then is cancelled: `client_gone.rs`).
 #[test]
 fn requests_then_stdin_closed_are_all_answered_through_the_daemon() {
-    use std::io::{Read, Write};
     let place = Place::new("eof");
-    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#;
-    let mut child = place
-        .command(&["mcp"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, "{init}").unwrap();
-    drop(stdin);
-    let mut answer = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut answer)
-        .unwrap();
-    let status = child.wait().unwrap();
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}});
+    let (answer, said) = crate::helpers::piped(place.command(&["mcp"]), &[init]);
     assert!(
         answer.contains(r#""id":1"#) && answer.contains("serverInfo"),
-        "{status:?}: {answer:?}"
+        "{said}: {answer:?}"
     );
     assert!(place.status().is_some(), "answered by the daemon");
 }

@@ -186,3 +186,42 @@ async fn background_jobs_die_when_the_server_is_killed() {
     wait_all_gone(&markers, "the session's whole process group to die").await;
     drop(client);
 }
+
+/// `printf REQUESTS | uexec mcp`: a client that closes its stdin at once still reads the
+/// answer to each call it made, and a call still running `CLOSING` (5 s) after the end of
+/// its input is cancelled and says so: the server exits then, without rmcp's own 5 s drain
+/// after it (which it would log).
+#[test]
+fn a_piped_conversation_reads_its_answers_and_a_call_left_running_is_cancelled() {
+    let dir = crate::helpers::scratch_dir("mcp-piped");
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    let call = |id: u32, cmd: &str, yield_ms: u32| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "exec_command",
+            "arguments": {"cmd": cmd, "login": false, "yield_time_ms": yield_ms}}})
+    };
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "piped", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        call(2, "sleep 1; echo slow-$((6*7))", 10_000),
+        call(3, "sleep 600", 30_000),
+    ];
+    let mut cmd = std::process::Command::new(crate::helpers::UEXEC);
+    cmd.args(["mcp", "--in-process", "--no-transcripts"])
+        .current_dir(&dir)
+        .env("HOME", dir.join("home"))
+        .env("UEXEC_LOG", "warn");
+    let (said, logged) = crate::helpers::piped(cmd, &lines);
+    let answer = |id: u32| {
+        said.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|m| m["id"] == id)
+            .unwrap_or_else(|| panic!("no answer to {id}: {said}"))
+            .to_string()
+    };
+    assert!(answer(2).contains("slow-42"), "{said}");
+    assert!(answer(3).contains("cancelled by the client"), "{said}");
+    assert!(!logged.contains("timed out draining"), "{logged}");
+}

@@ -309,6 +309,49 @@ async fn wakes_at_the_exit(mut raw: Raw) {
     raw.close().await;
 }
 
+/// A client that closes its stdin while its listen stream is open and its command runs lets
+/// the server go at once: nothing is left for rmcp's 5 s drain of the handlers that outlive
+/// the conversation, which it logs when it times out (in-process, that held the exit, and
+/// with it the end of the sessions).
+#[tokio::test]
+async fn a_client_that_hangs_up_while_listening_is_let_go_at_once() {
+    let dir = scratch_dir("tasks-hangup");
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    let stderr = dir.join("stderr");
+    let mut cmd = tokio::process::Command::new(crate::helpers::UEXEC);
+    cmd.args(["mcp", "--in-process"])
+        .current_dir(&dir)
+        .env("HOME", dir.join("home"))
+        .env("UEXEC_LOG", "warn")
+        .stderr(std::fs::File::create(&stderr).unwrap());
+    hang_up_listening(Raw::of(cmd)).await;
+    let said = std::fs::read_to_string(&stderr).unwrap();
+    assert!(!said.contains("timed out draining"), "{said}");
+
+    // Through the daemon: its connection ends as soon (the front exits when it does).
+    let place = Place::new("tasks-hangup");
+    let state = place.cwd.join("state");
+    let mut cmd = tokio::process::Command::from(place.command(&["mcp"]));
+    cmd.env("XDG_STATE_HOME", &state).env("UEXEC_LOG", "warn");
+    hang_up_listening(Raw::of(cmd)).await;
+    assert!(place.status().is_some(), "answered by the daemon");
+    place.stop();
+    let logged = std::fs::read_to_string(state.join("uexec").join("daemon.log")).unwrap();
+    assert!(!logged.contains("timed out draining"), "{logged}");
+}
+
+async fn hang_up_listening(mut raw: Raw) {
+    let (task, _gate) = gated_task(&mut raw).await;
+    raw.ask(
+        "subscriptions/listen",
+        listen_params(tasks_caps(), json!([task])),
+    )
+    .await;
+    raw.heard(|m| m["method"] == "notifications/subscriptions/acknowledged")
+        .await;
+    raw.close().await;
+}
+
 /// `tasks/get` of `task`.
 async fn get(raw: &mut Raw, task: &str) -> Value {
     raw.task(tasks_caps(), task).await
