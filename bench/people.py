@@ -12,8 +12,14 @@
   * `uexec attach` of a 200x50 PTY session whose screen was drawn by 256 KiB of output: from
     the spawn of `uexec attach` to the first screen bytes on its stdout; goal < 20 ms.
 
-A private XDG_RUNTIME_DIR and an empty HOME; the daemon is stopped at the end.
-usage: python bench/people.py --uexec target/release/uexec [--runs N]
+Two more rows of the first line, each through a daemon of its own (interleaved too):
+  * `--front PATH`: another front (e.g. the musl one `deploy/build-static.sh` builds), in a
+    directory beside a copy of the same `uexec-engine`;
+  * `--without-cgroups` (root): a daemon started in a private mount namespace where the
+    unified cgroup mount is hidden, so its sessions run on their process group alone.
+
+A private XDG_RUNTIME_DIR and an empty HOME; the daemons are stopped at the end.
+usage: python bench/people.py --uexec target/release/uexec [--runs N] [--front PATH] [--without-cgroups]
 """
 
 from __future__ import annotations
@@ -127,41 +133,75 @@ async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--uexec", required=True)
     ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--front", help="another front's path, beside a copy of the same engine")
+    ap.add_argument("--without-cgroups", action="store_true",
+                    help="a row through a daemon whose sessions have no cgroup (root)")
     a = ap.parse_args()
     uexec = os.path.abspath(a.uexec)
     home = tempfile.mkdtemp(prefix="uexec-bench-home-")
-    runtime = tempfile.mkdtemp(prefix="uexec-bench-run-")
-    os.chmod(runtime, 0o700)
-    env = {**os.environ, "HOME": home, "XDG_RUNTIME_DIR": runtime}
-    env.pop("UEXEC_DAEMON", None)
+
+    def place() -> dict:
+        runtime = tempfile.mkdtemp(prefix="uexec-bench-run-")
+        os.chmod(runtime, 0o700)
+        place_env = {**os.environ, "HOME": home, "XDG_RUNTIME_DIR": runtime}
+        place_env.pop("UEXEC_DAEMON", None)
+        return place_env
+
+    env = place()
     subprocess.run([uexec, "run", "--", "true"], env=env, cwd=home, check=True)  # starts the daemon
+    # Other daemons for the extra rows: (name, front, env).
+    others = []
+    if a.front:
+        front_env = place()
+        front = os.path.abspath(a.front)
+        subprocess.run([front, "run", "--", "true"], env=front_env, cwd=home, check=True)
+        others.append(("front", front, front_env))
+    if a.without_cgroups:
+        bare_env = place()
+        # The daemon the run starts stays in the namespace, where /sys/fs/cgroup/unified (or
+        # /sys/fs/cgroup on a unified machine) is an empty tmpfs.
+        hide = "for d in /sys/fs/cgroup/unified /sys/fs/cgroup; do " \
+               "[ -e $d/cgroup.procs ] && mount -t tmpfs none $d && break; done; " \
+               f"exec {uexec} run -- true"
+        subprocess.run(["unshare", "-m", "sh", "-c", hide], env=bare_env, cwd=home, check=True)
+        others.append(("bare", uexec, bare_env))
 
     engine = os.path.join(os.path.dirname(uexec), "uexec-engine")
     rows = {
-        "bash": ["bash", "-c", "true"],
-        "run": [uexec, "run", "--no-login", "--", "true"],
-        "engine": [engine, "run", "--no-login", "--", "true"],
+        "bash": (["bash", "-c", "true"], None),
+        "run": ([uexec, "run", "--no-login", "--", "true"], env),
+        "engine": ([engine, "run", "--no-login", "--", "true"], env),
     }
     client = minimal_client(uexec, env, home)
     if client is not None:
-        rows["minimal"] = client
+        rows["minimal"] = (client, env)
+    for name, front, other_env in others:
+        rows[name] = ([front, "run", "--no-login", "--", "true"], other_env)
     # Interleaved: a drift of the machine's speed moves every row alike.
     samples = {name: [] for name in rows}
     for _ in range(a.runs):
-        for name, argv in rows.items():
+        for name, (argv, row_env) in rows.items():
             t = time.perf_counter()
-            subprocess.run(argv, env=None if name == "bash" else env, cwd=home, check=True)
+            subprocess.run(argv, env=row_env, cwd=home, check=True)
             samples[name].append((time.perf_counter() - t) * 1e3)
     bash, run, engine_run = (statistics.median(samples[n]) for n in ("bash", "run", "engine"))
     minimal = statistics.median(samples["minimal"]) if client is not None else None
     inproc, daemon = await mcp_roundtrips([[uexec, "mcp", "--in-process"], [uexec, "mcp", "--daemon"]], env, home, a.runs)
     attach = attach_ms(uexec, env, home, max(20, a.runs // 10))
     subprocess.run([uexec, "daemon", "--stop"], env=env, cwd=home, capture_output=True)
+    for _, front, other_env in others:
+        subprocess.run([front, "daemon", "--stop"], env=other_env, cwd=home, capture_output=True)
 
     print(f"| benchmark (median of {a.runs}) | baseline | uexec | ratio | goal |")
     print("|---|---|---|---|---|")
     print(f"| `true` end to end | {bash:.2f} ms (`bash -c true` spawn+wait) | {run:.2f} ms (`uexec run --no-login -- true`) | {run / bash:.2f}x | <= 2x |")
     print(f"| `true` end to end, the engine's own CLI | {bash:.2f} ms | {engine_run:.2f} ms (`uexec-engine run --no-login -- true`) | {engine_run / bash:.2f}x | |")
+    if "front" in samples:
+        other = statistics.median(samples["front"])
+        print(f"| `true` end to end, another front | {bash:.2f} ms | {other:.2f} ms (`{a.front} run --no-login -- true`) | {other / bash:.2f}x | |")
+    if "bare" in samples:
+        bare = statistics.median(samples["bare"])
+        print(f"| `true` end to end, sessions without cgroups | {bash:.2f} ms | {bare:.2f} ms (a daemon with the cgroup mount hidden) | {bare / bash:.2f}x | |")
     if minimal is not None:
         print(f"| `true` end to end, floor of a small client | {bash:.2f} ms | {minimal:.2f} ms (bench/minimal_client.rs, the windowed exchange of `run -d`) | {minimal / bash:.2f}x | |")
     print(f"| exec_command `true`, MCP round trip | {inproc:.2f} ms (`uexec mcp --in-process`) | {daemon:.2f} ms (`uexec mcp`, the daemon) | {daemon / inproc:.2f}x | <= 1.2x |")

@@ -2,10 +2,11 @@
 
 Records with `perf` (root, or perf_event_paranoid <= -1) the runs of one or more installs
 (a directory holding `uexec` and `uexec-engine`), interleaved run by run, and prints the
-median of each segment: the front's start (exec to connect), the daemon's accept, its hello
-reply, the MCP `initialize` answer, the call up to the spawn (clone), the spawn up to bash's
-exec, bash itself, bash's exit up to the daemon's reap (wait4), the reap up to the reply,
-and the front's exit. Each install gets a private XDG_RUNTIME_DIR and an empty HOME; its
+median of each segment of a foreground run (a run hello; the daemon answers `ok` and
+`started` once the command is spawned, then the session's frames): the front's start (exec
+to connect), the daemon's accept, the hello up to the spawn (clone), the spawn up to
+bash's exec, bash itself, bash's exit up to the daemon's reap (wait4), the reap up to the
+`ended` frame, and the front's exit. Each install gets a private XDG_RUNTIME_DIR and an empty HOME; its
 daemon is stopped at the end.
 
 usage: python3 bench/run_timeline.py [--runs N] DIR [DIR ...]
@@ -26,7 +27,7 @@ EVENTS = ",".join([
     "syscalls:sys_exit_accept4", "syscalls:sys_enter_sendto", "syscalls:sys_enter_clone",
     "syscalls:sys_enter_writev", "syscalls:sys_enter_wait4",
 ])
-SEGMENTS = ["exec", "connect", "accept", "hello", "init", "clone", "bexec", "bexit", "reap", "reply", "end"]
+SEGMENTS = ["exec", "connect", "accept", "clone", "bexec", "bexit", "reap", "reply", "end"]
 LINE = re.compile(r"^\s*(.+?)\s+(\d+)/(\d+)\s+([\d.]+):\s+(\S+):\s*(.*)$")
 VFORK = "clone_flags: 0x00004111"  # CLONE_VM | CLONE_VFORK | SIGCHLD: the engine's spawn
 
@@ -55,14 +56,10 @@ def timelines(script: str, fronts: list[str]) -> dict[str, list[dict]]:
         elif daemon and event.endswith("exit_accept4") and not trace.startswith("0xffff") \
                 and "connect" in cur and "accept" not in cur:
             cur["accept"] = t
-        elif daemon and event.endswith("enter_sendto") and "accept" in cur and "hello" not in cur:
-            cur["hello"] = t
-        elif daemon and event.endswith("enter_writev") and "hello" in cur:
-            if "init" not in cur:
-                cur["init"] = t
-            elif "reap" in cur and "reply" not in cur:
-                cur["reply"] = t
-        elif daemon and event.endswith("enter_clone") and VFORK in trace and "init" in cur and "clone" not in cur:
+        elif daemon and event.endswith(("enter_sendto", "enter_writev")) and "reap" in cur \
+                and "reply" not in cur:
+            cur["reply"] = t
+        elif daemon and event.endswith("enter_clone") and VFORK in trace and "accept" in cur and "clone" not in cur:
             cur["clone"] = t
         elif comm == "bash" and event == "sched:sched_process_exec" and "clone" in cur and "bexec" not in cur:
             cur["bexec"] = t
