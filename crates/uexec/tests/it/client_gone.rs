@@ -290,15 +290,11 @@ async fn poll_in_flight(
     (id, seen, client)
 }
 
-async fn an_http_request_dropped_mid_poll_loses_nothing(place: &Place, args: &[&str]) {
-    let (mut server, url) = http_server(place, args);
-    let session = open_session(&url);
-    let (id, mut seen, mut client) = poll_in_flight(place, &url, &session).await;
-    client.kill().unwrap();
-    client.wait().unwrap();
+/// A poll of `id` over `session` gets the rest of the 80 lines after `seen`, and the exit.
+fn the_rest_comes_whole(url: &str, session: &str, id: i64, mut seen: Vec<u32>) {
     let r = curl_call(
-        &url,
-        &session,
+        url,
+        session,
         4,
         "write_stdin",
         json!({"session_id": id, "chars": "", "yield_time_ms": 30000}),
@@ -306,6 +302,15 @@ async fn an_http_request_dropped_mid_poll_loses_nothing(place: &Place, args: &[&
     seen.extend(lines_in(r["output"].as_str().unwrap_or_default()));
     assert_eq!(seen, (1..=80).collect::<Vec<_>>(), "{r}");
     assert_eq!(r["exit_code"], 7, "{r}");
+}
+
+async fn an_http_request_dropped_mid_poll_loses_nothing(place: &Place, args: &[&str]) {
+    let (mut server, url) = http_server(place, args);
+    let session = open_session(&url);
+    let (id, seen, mut client) = poll_in_flight(place, &url, &session).await;
+    client.kill().unwrap();
+    client.wait().unwrap();
+    the_rest_comes_whole(&url, &session, id, seen);
     server.kill().unwrap();
     server.wait().unwrap();
 }
@@ -353,7 +358,7 @@ async fn an_http_session_deleted_mid_poll_loses_nothing() {
     let place = Place::new("gone-delete");
     let (mut server, url) = http_server(&place, &[]);
     let session = open_session(&url);
-    let (id, mut seen, mut client) = poll_in_flight(&place, &url, &session).await;
+    let (id, seen, mut client) = poll_in_flight(&place, &url, &session).await;
     let deleted = Command::new("curl")
         .args([
             "-sS",
@@ -374,16 +379,7 @@ async fn an_http_session_deleted_mid_poll_loses_nothing() {
     );
     let _ = client.wait();
     let next = open_session(&url);
-    let r = curl_call(
-        &url,
-        &next,
-        4,
-        "write_stdin",
-        json!({"session_id": id, "chars": "", "yield_time_ms": 30000}),
-    );
-    seen.extend(lines_in(r["output"].as_str().unwrap_or_default()));
-    assert_eq!(seen, (1..=80).collect::<Vec<_>>(), "{r}");
-    assert_eq!(r["exit_code"], 7, "{r}");
+    the_rest_comes_whole(&url, &next, id, seen);
     server.kill().unwrap();
     server.wait().unwrap();
 }
