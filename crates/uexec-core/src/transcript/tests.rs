@@ -12,6 +12,13 @@ fn config(dir: &Path, session_max: u64) -> TranscriptConfig {
     }
 }
 
+/// Session 1000's transcript writer (`cmd` in `/`).
+fn writer(cfg: &TranscriptConfig) -> TranscriptWriter {
+    TranscriptPlan::new(cfg, 1000, "cmd", Path::new("/"), false)
+        .and_then(TranscriptPlan::open)
+        .expect("create")
+}
+
 fn temp() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("uexec-transcript-{:08x}", rand::random::<u32>()));
     fs::create_dir_all(&dir).expect("temp dir");
@@ -22,9 +29,7 @@ fn temp() -> PathBuf {
 fn every_byte_is_kept_and_read_back_across_segments() {
     let root = temp().join("sessions");
     let cfg = config(&root, 4 * 4096);
-    let mut w = TranscriptPlan::new(&cfg, 1000, "cmd", Path::new("/"), false)
-        .and_then(TranscriptPlan::open)
-        .expect("create");
+    let mut w = writer(&cfg);
     let data: Vec<u8> = (0..12_000u32).map(|i| (i % 251) as u8).collect();
     for chunk in data.chunks(1000) {
         w.append(chunk);
@@ -47,9 +52,7 @@ fn every_byte_is_kept_and_read_back_across_segments() {
 fn the_oldest_segment_rotates_away_past_the_cap() {
     let root = temp().join("sessions");
     let cfg = config(&root, 4 * 4096);
-    let mut w = TranscriptPlan::new(&cfg, 1000, "cmd", Path::new("/"), false)
-        .and_then(TranscriptPlan::open)
-        .expect("create");
+    let mut w = writer(&cfg);
     let data: Vec<u8> = (0..4 * 4096 + 10).map(|i| (i % 7) as u8).collect();
     w.append(&data);
     let info = w.info();
@@ -129,9 +132,7 @@ fn the_total_cap_counts_the_disk_that_silent_sessions_hold() {
 fn a_failed_write_stops_the_transcript_where_the_disk_ends_and_meta_says_why() {
     let root = temp().join("sessions");
     let cfg = config(&root, 4 * 4096);
-    let mut w = TranscriptPlan::new(&cfg, 1000, "cmd", Path::new("/"), false)
-        .and_then(TranscriptPlan::open)
-        .expect("create");
+    let mut w = writer(&cfg);
     w.append(&[b'a'; 5000]);
     w.segment = fs::OpenOptions::new()
         .write(true)
@@ -183,9 +184,7 @@ fn a_root_open_to_others_is_refused() {
 fn a_transcript_deleted_under_its_writer_claims_nothing_and_stops() {
     let root = temp().join("sessions");
     let cfg = config(&root, 4 * 4096);
-    let mut w = TranscriptPlan::new(&cfg, 1000, "cmd", Path::new("/"), false)
-        .and_then(TranscriptPlan::open)
-        .expect("create");
+    let mut w = writer(&cfg);
     w.append(&[b'a'; 5000]);
     assert_eq!(w.info().stop, None);
     fs::remove_dir_all(&root).expect("rm -rf");
