@@ -537,6 +537,17 @@ def cgroup_note():
     return line.strip() or "(uexec doctor says nothing of cgroups)"
 
 
+
+def survivors_of(tag, what):
+    """How many processes tagged `tag` are still alive 5 s after their end was asked for
+    (checked as `what`); they are killed."""
+    wait_until("", lambda: not live_with(tag), 5)
+    survivors = live_with(tag)
+    check(not survivors, f"{what}: survivors {describe(survivors)}")
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    return len(survivors)
+
 def descendants(uexec, trials):
     """Descendants that left their process group (setsid, a double fork) die with their
     session: on terminate, and when the server or the daemon is SIGKILLed."""
@@ -554,12 +565,7 @@ def descendants(uexec, trials):
         wait_until("", lambda: len(live_with(tag)) >= 4, 10)
         for handle in handles:
             server.terminate(handle)
-        wait_until("", lambda: not live_with(tag), 5)
-        survivors = live_with(tag)
-        left += len(survivors)
-        check(not survivors, f"terminate trial {trial}: survivors {describe(survivors)}")
-        for pid in survivors:
-            os.kill(pid, signal.SIGKILL)
+        left += survivors_of(tag, f"terminate trial {trial}")
     server.close()
     totals["terminate_session"] = left
     # SIGKILL of the server: a server a trial.
@@ -571,12 +577,7 @@ def descendants(uexec, trials):
         wait_until("", lambda: len(live_with(tag)) >= 4, 10)
         os.kill(server.pid, signal.SIGKILL)
         server.proc.wait()
-        wait_until("", lambda: not live_with(tag), 5)
-        survivors = live_with(tag)
-        left += len(survivors)
-        check(not survivors, f"SIGKILL trial {trial}: survivors {describe(survivors)}")
-        for pid in survivors:
-            os.kill(pid, signal.SIGKILL)
+        left += survivors_of(tag, f"SIGKILL trial {trial}")
         server.forget()
     totals["SIGKILL of uexec mcp --in-process"] = left
     # SIGKILL of the daemon: a daemon a trial (fewer: each is a daemon's start).
@@ -592,12 +593,7 @@ def descendants(uexec, trials):
         wait_until("", lambda: len(live_with(tag)) >= 4, 10)
         with open(os.path.join(runtime, "uexec", "daemon.pid")) as f:
             os.kill(int(f.read().strip()), signal.SIGKILL)
-        wait_until("", lambda: not live_with(tag), 5)
-        survivors = live_with(tag)
-        left += len(survivors)
-        check(not survivors, f"daemon SIGKILL trial {trial}: survivors {describe(survivors)}")
-        for pid in survivors:
-            os.kill(pid, signal.SIGKILL)
+        left += survivors_of(tag, f"daemon SIGKILL trial {trial}")
         client.close()
     totals[f"SIGKILL of the daemon ({daemon_trials} trials)"] = left
     for what, n in totals.items():
