@@ -20,12 +20,7 @@ async fn upgrade_status(url: &str, header: Option<(&'static str, &str)>) -> Resu
 }
 
 async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.unwrap();
-    response
+    http_get_with(addr, path, "").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -77,10 +72,16 @@ async fn a_configured_token_is_required() {
         .starts_with("HTTP/1.1 200"));
 }
 
+/// `GET path` with `header` (a whole header line, or none when empty).
 async fn http_get_with(addr: std::net::SocketAddr, path: &str, header: &str) -> String {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let header = if header.is_empty() {
+        String::new()
+    } else {
+        format!("{header}\r\n")
+    };
     let request =
-        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{header}\r\nConnection: close\r\n\r\n");
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{header}Connection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).await.unwrap();
