@@ -84,27 +84,12 @@ async fn settled(client: &RunningService<RoleClient, TaskClient>, id: &str) -> G
     panic!("task {id} did not end");
 }
 
-/// A complete result's text.
-fn text_of(r: &rmcp::model::CallToolResult) -> String {
-    r.content
-        .iter()
-        .filter_map(|c| c.as_text())
-        .map(|t| t.text.clone())
-        .collect()
-}
-
 /// The text of a completed task's result (its content blocks, joined).
 fn result_text(payload: &TaskPayload) -> String {
     let TaskPayload::Completed { result } = payload else {
         panic!("not completed: {payload:?}");
     };
-    result["content"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
+    crate::raw_mcp::text_of(&serde_json::Value::Object(result.clone()))
 }
 
 #[tokio::test]
@@ -197,7 +182,7 @@ async fn a_command_that_exits_within_its_window_answers_at_once() {
     let CallToolResponse::Complete(r) = r else {
         panic!("no task for a command that ended: {r:?}");
     };
-    let text = text_of(&r);
+    let text = crate::helpers::text(&r);
     assert!(
         text.contains("quick") && text.contains("exited with code 0"),
         "{text}"
@@ -259,7 +244,7 @@ async fn write_stdin_keeps_working_on_a_tasks_session() {
     let CallToolResponse::Complete(r) = r else {
         panic!("write_stdin is never a task: {r:?}");
     };
-    let text = text_of(&r);
+    let text = crate::helpers::text(&r);
     assert!(text.contains("got hi"), "{text}");
     // Its end was reported there: the task says so, and ends all the same.
     let done = settled(&client, &created.task.task_id).await;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::scratch_dir;
-use crate::raw_mcp::{meta, tasks_caps, Raw};
+use crate::raw_mcp::{meta, tasks_caps, text_of, Raw};
 
 /// A session that prints `name`, waits for its gate, then prints `name done`.
 async fn gated(raw: &mut Raw, name: &str) -> (i64, PathBuf) {
@@ -57,16 +57,6 @@ async fn settled(raw: &mut Raw, task: &str) -> Value {
         ["completed", "failed", "cancelled"].contains(&got["status"].as_str().unwrap_or(""))
     })
     .await
-}
-
-fn text_of(result: &Value) -> String {
-    result["content"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The ids of the sessions list_sessions shows.

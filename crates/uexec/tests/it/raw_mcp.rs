@@ -25,6 +25,17 @@ pub fn tasks_caps() -> Value {
     json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
 }
 
+/// The text blocks of a tool result (as JSON), joined by newlines.
+pub fn text_of(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 pub struct Raw {
     child: Child,
     stdin: ChildStdin,
