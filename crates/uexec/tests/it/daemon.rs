@@ -44,12 +44,7 @@ async fn with_linger_forever_a_session_outlives_its_mcp_server_and_the_next_one_
 
     let again = place.client(&["--codex-compat"]).await;
     let listed = call(&again, "list_sessions", json!({})).await;
-    let ids: Vec<i64> = structured(&listed)["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|s| s["session_id"].as_i64())
-        .collect();
+    let ids: Vec<i64> = crate::helpers::session_ids(&listed);
     assert_eq!(
         ids,
         [id],

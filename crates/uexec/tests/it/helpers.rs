@@ -133,6 +133,16 @@ pub fn text(r: &CallToolResult) -> String {
         .join("\n")
 }
 
+/// The ids a `list_sessions` result (structured) names.
+pub fn session_ids(listed: &CallToolResult) -> Vec<i64> {
+    structured(listed)["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["session_id"].as_i64())
+        .collect()
+}
+
 pub fn structured(r: &CallToolResult) -> Value {
     r.structured_content.clone().unwrap_or(json!(null))
 }

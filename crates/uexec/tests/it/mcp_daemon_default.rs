@@ -106,12 +106,7 @@ async fn linger_keeps_the_sessions_for_the_next_client_of_the_same_owner() {
     // A restarted agent (same working directory, so same owner) finds it...
     let (next, _) = place.plain_client(&["--structured"]).await;
     let listed = call(&next, "list_sessions", json!({})).await;
-    let ids: Vec<i64> = structured(&listed)["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|s| s["session_id"].as_i64())
-        .collect();
+    let ids: Vec<i64> = crate::helpers::session_ids(&listed);
     assert_eq!(ids, [id], "{}", text(&listed));
     // ...and as the last to go, its own linger (0) ends it.
     next.cancel().await.unwrap();

@@ -4,10 +4,9 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use rmcp::model::CallToolResult;
 use serde_json::json;
 
-use crate::helpers::{call, scratch_dir, structured, text, Client, UEXEC};
+use crate::helpers::{call, scratch_dir, session_ids, structured, text, Client, UEXEC};
 use crate::mcp_environments::{exec_on, spawn_exec_server, ExecServer};
 use crate::place::DaemonPlace as Place;
 
@@ -43,15 +42,6 @@ async fn ran_in(client: &Client, env: Option<&str>) -> String {
         Some(output) => output.to_owned(),
         None => panic!("{env:?}: {}", text(&r)),
     }
-}
-
-fn session_ids(listed: &CallToolResult) -> Vec<i64> {
-    structured(listed)["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|s| s["session_id"].as_i64())
-        .collect()
 }
 
 #[tokio::test]
