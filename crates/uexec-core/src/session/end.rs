@@ -53,9 +53,10 @@ impl Session {
     fn fix_outcome(&self) -> Outcome {
         if self.state.borrow().outcome().is_none() {
             // Read before the cgroup goes (the sweep after the End removes it), and once the
-            // leader is gone: what its cgroup holds then, it left running.
-            let usage = self.control.usage();
+            // leader is gone: what its cgroup holds then, it left running. The ending first:
+            // a cgroup found empty then stays so, and its figures are final.
             let ending = self.control.ending();
+            let usage = self.control.usage();
             self.state
                 .send_if_modified(|l| l.fix_outcome(usage, ending));
         }

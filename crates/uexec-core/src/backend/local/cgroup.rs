@@ -384,8 +384,12 @@ pub(super) struct SessionCgroup {
     limits: Limits,
     /// Killed whole by a terminate while its leader ran: nothing was left by the leader.
     killed: AtomicBool,
-    /// What the leader left and the limits hit, read at the sweep, before its kill.
+    /// What the leader left and the limits hit: read once, at the outcome (or at the sweep,
+    /// before its kill, if that comes first), and kept.
     ending: Mutex<Option<Ending>>,
+    /// Found empty once its leader was gone: nothing can enter it again, so its figures
+    /// are final (read once more, then kept in `last`) and there is nothing to kill.
+    settled: AtomicBool,
 }
 
 impl SessionCgroup {
@@ -427,6 +431,7 @@ impl SessionCgroup {
                 limits,
                 killed: AtomicBool::new(false),
                 ending: Mutex::new(None),
+                settled: AtomicBool::new(false),
             })),
             Err(e) => {
                 let _ = fs::remove_dir(&dir);
@@ -478,19 +483,23 @@ impl SessionCgroup {
     }
 
     /// How its processes ended beside the leader (once the leader is reaped) and the
-    /// limits they ran into: as read at the sweep, or now.
+    /// limits they ran into: read the first time it is asked (the outcome, or the sweep),
+    /// then kept.
     pub(super) fn ending(&self) -> Ending {
-        if let Some(ending) = lock(&self.ending).clone() {
-            return ending;
-        }
-        self.read_ending()
+        lock(&self.ending)
+            .get_or_insert_with(|| self.read_ending())
+            .clone()
     }
 
     fn read_ending(&self) -> Ending {
         let tree = if self.killed.load(Ordering::Acquire) {
             TreeEnd::Whole
         } else {
-            left::read(&self.dir)
+            let tree = left::read(&self.dir);
+            if tree == TreeEnd::Whole {
+                self.settled.store(true, Ordering::Release);
+            }
+            tree
         };
         Ending {
             tree: Some(tree),
@@ -498,9 +507,23 @@ impl SessionCgroup {
         }
     }
 
-    /// What the session's processes used: so far, or in all once the cgroup is removed.
+    /// What the session's processes used: so far, or in all once the cgroup is settled
+    /// (read once more, then kept) or removed.
     pub(super) fn usage(&self) -> Option<Usage> {
-        usage::read(&self.dir).or(*lock(&self.last))
+        let mut last = lock(&self.last);
+        let settled = self.settled.load(Ordering::Acquire);
+        if settled && last.is_some() {
+            return *last;
+        }
+        match usage::read(&self.dir) {
+            Some(usage) => {
+                if settled {
+                    *last = Some(usage);
+                }
+                Some(usage)
+            }
+            None => *last,
+        }
     }
 
     /// Whether the cgroup is frozen now (`cgroup.events` says `frozen 1`).
@@ -526,19 +549,29 @@ impl SessionCgroup {
     }
 
     /// Kills what is left and removes the cgroup: now if it is empty, else from a thread
-    /// that waits until the killed processes are gone. The figures are read just before.
+    /// that waits until the killed processes are gone. The figures are read just before
+    /// (or were, once it settled empty: then there is nothing to kill).
     pub(super) fn kill_and_remove(&self) {
         if self.removed.swap(true, Ordering::AcqRel) {
             return;
         }
-        // What the leader left, before it is killed.
-        *lock(&self.ending) = Some(self.read_ending());
-        let _ = fs::write(self.dir.join("cgroup.kill"), "1");
+        // What the leader left, before it is killed (as a rule, read at the outcome).
+        let _ = self.ending();
         let keep_last = |dir: &Path, last: &Mutex<Option<Usage>>| {
             if let Some(usage) = usage::read(dir) {
                 *lock(last) = Some(usage);
             }
         };
+        if self.settled.load(Ordering::Acquire) {
+            if lock(&self.last).is_none() {
+                keep_last(&self.dir, &self.last);
+            }
+            if fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            // Not empty after all (a process the kernel had not let go of yet): killed below.
+        }
+        let _ = fs::write(self.dir.join("cgroup.kill"), "1");
         keep_last(&self.dir, &self.last);
         if fs::remove_dir(&self.dir).is_ok() {
             return;
@@ -568,6 +601,77 @@ impl Drop for SessionCgroup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A session's cgroup over a directory shaped like one (plain files where the kernel
+    /// has its own), holding the processes `procs` and having used `usec` of CPU.
+    fn fake_session(procs: &str, usec: u64) -> (PathBuf, SessionCgroup) {
+        let dir = std::env::temp_dir().join(format!(
+            "uexec-fake-session-{}-{:08x}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        fs::create_dir_all(&dir).expect("fake cgroup");
+        fs::write(dir.join("cgroup.procs"), procs).expect("procs");
+        set_usage(&dir, usec);
+        let procs = OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
+            .expect("procs for writing");
+        let cgroup = SessionCgroup {
+            dir: dir.clone(),
+            procs,
+            removed: AtomicBool::new(false),
+            last: Arc::default(),
+            limits: Limits::default(),
+            killed: AtomicBool::new(false),
+            ending: Mutex::new(None),
+            settled: AtomicBool::new(false),
+        };
+        (dir, cgroup)
+    }
+
+    fn set_usage(dir: &Path, usec: u64) {
+        let stat = format!("usage_usec {usec}\nuser_usec {usec}\nsystem_usec 0\n");
+        fs::write(dir.join("cpu.stat"), stat).expect("cpu.stat");
+    }
+
+    fn cpu_of(cgroup: &SessionCgroup) -> Option<u64> {
+        cgroup.usage().map(|u| u.cpu_usec)
+    }
+
+    /// Once the leader is gone and its cgroup holds nothing, nothing can enter it: its
+    /// ending and its figures are final, read once and kept (the outcome's, then the
+    /// sweep's, and any racing reader's, without the files again).
+    #[test]
+    fn a_cgroup_found_empty_at_the_end_is_read_once_and_its_figures_kept() {
+        let (dir, cgroup) = fake_session("", 500);
+        assert_eq!(cgroup.ending().tree, Some(TreeEnd::Whole));
+        assert_eq!(cpu_of(&cgroup), Some(500));
+        set_usage(&dir, 900);
+        fs::write(dir.join("cgroup.procs"), "4242\n").expect("procs");
+        assert_eq!(cgroup.ending().tree, Some(TreeEnd::Whole));
+        assert_eq!(cpu_of(&cgroup), Some(500), "figures read again");
+        drop(cgroup);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A cgroup that still holds what the leader left is read afresh: its processes run on
+    /// until the sweep kills them.
+    #[test]
+    fn a_cgroup_left_running_is_read_afresh() {
+        let (dir, cgroup) = fake_session("4242\n", 500);
+        let ending = cgroup.ending();
+        assert!(
+            matches!(ending.tree, Some(TreeEnd::LeftRunning { count: 1, .. })),
+            "{ending:?}"
+        );
+        assert_eq!(cpu_of(&cgroup), Some(500));
+        set_usage(&dir, 900);
+        assert_eq!(cpu_of(&cgroup), Some(900));
+        assert_eq!(cgroup.ending(), ending, "the ending is the first one read");
+        drop(cgroup);
+        let _ = fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn mountinfo_paths_are_unescaped() {
