@@ -13,12 +13,14 @@
     the spawn of `uexec attach` to the first screen bytes on its stdout; goal < 20 ms.
 
 Two more rows of the first line, each through a daemon of its own (interleaved too):
-  * `--front PATH`: another front (e.g. the musl one `deploy/build-static.sh` builds), in a
-    directory beside a copy of the same `uexec-engine`;
+  * `--front PATH`: another front (e.g. the musl one `deploy/build-static.sh` builds, which
+    the .deb ships), copied into a directory of its own beside a copy of `--uexec`'s
+    `uexec-engine`: the .deb's layout;
   * `--without-cgroups` (root): a daemon started in a private mount namespace where the
     unified cgroup mount is hidden, so its sessions run on their process group alone.
 
-A private XDG_RUNTIME_DIR and an empty HOME; the daemons are stopped at the end.
+A private XDG_RUNTIME_DIR and an empty HOME; the daemons are stopped at the end, and the
+directories removed.
 usage: python bench/people.py --uexec target/release/uexec [--runs N] [--front PATH] [--without-cgroups]
 """
 
@@ -29,6 +31,7 @@ import base64
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -133,15 +136,21 @@ async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--uexec", required=True)
     ap.add_argument("--runs", type=int, default=200)
-    ap.add_argument("--front", help="another front's path, beside a copy of the same engine")
+    ap.add_argument("--front", help="another front's path, run beside a copy of --uexec's engine")
     ap.add_argument("--without-cgroups", action="store_true",
                     help="a row through a daemon whose sessions have no cgroup (root)")
     a = ap.parse_args()
     uexec = os.path.abspath(a.uexec)
-    home = tempfile.mkdtemp(prefix="uexec-bench-home-")
+    made = []  # removed at the end, the daemons stopped
+
+    def scratch(prefix: str) -> str:
+        made.append(tempfile.mkdtemp(prefix=prefix))
+        return made[-1]
+
+    home = scratch("uexec-bench-home-")
 
     def place() -> dict:
-        runtime = tempfile.mkdtemp(prefix="uexec-bench-run-")
+        runtime = scratch("uexec-bench-run-")
         os.chmod(runtime, 0o700)
         place_env = {**os.environ, "HOME": home, "XDG_RUNTIME_DIR": runtime}
         place_env.pop("UEXEC_DAEMON", None)
@@ -153,7 +162,10 @@ async def main() -> None:
     others = []
     if a.front:
         front_env = place()
-        front = os.path.abspath(a.front)
+        beside = scratch("uexec-bench-front-")
+        front = os.path.join(beside, "uexec")
+        shutil.copy2(a.front, front)
+        shutil.copy2(os.path.join(os.path.dirname(uexec), "uexec-engine"), beside)
         subprocess.run([front, "run", "--", "true"], env=front_env, cwd=home, check=True)
         others.append(("front", front, front_env))
     if a.without_cgroups:
@@ -191,6 +203,8 @@ async def main() -> None:
     subprocess.run([uexec, "daemon", "--stop"], env=env, cwd=home, capture_output=True)
     for _, front, other_env in others:
         subprocess.run([front, "daemon", "--stop"], env=other_env, cwd=home, capture_output=True)
+    for path in made:
+        shutil.rmtree(path, ignore_errors=True)
 
     print(f"| benchmark (median of {a.runs}) | baseline | uexec | ratio | goal |")
     print("|---|---|---|---|---|")
@@ -198,7 +212,7 @@ async def main() -> None:
     print(f"| `true` end to end, the engine's own CLI | {bash:.2f} ms | {engine_run:.2f} ms (`uexec-engine run --no-login -- true`) | {engine_run / bash:.2f}x | |")
     if "front" in samples:
         other = statistics.median(samples["front"])
-        print(f"| `true` end to end, another front | {bash:.2f} ms | {other:.2f} ms (`{a.front} run --no-login -- true`) | {other / bash:.2f}x | |")
+        print(f"| `true` end to end, another front | {bash:.2f} ms | {other:.2f} ms (`{a.front} run --no-login -- true`, beside the same engine) | {other / bash:.2f}x | <= 2x |")
     if "bare" in samples:
         bare = statistics.median(samples["bare"])
         print(f"| `true` end to end, sessions without cgroups | {bash:.2f} ms | {bare:.2f} ms (a daemon with the cgroup mount hidden) | {bare / bash:.2f}x | |")
