@@ -515,15 +515,11 @@ impl SessionCgroup {
         if settled && last.is_some() {
             return *last;
         }
-        match usage::read(&self.dir) {
-            Some(usage) => {
-                if settled {
-                    *last = Some(usage);
-                }
-                Some(usage)
-            }
-            None => *last,
+        let usage = usage::read(&self.dir);
+        if settled && usage.is_some() {
+            *last = usage;
         }
+        usage.or(*last)
     }
 
     /// Whether the cgroup is frozen now (`cgroup.events` says `frozen 1`).
@@ -563,9 +559,7 @@ impl SessionCgroup {
             }
         };
         if self.settled.load(Ordering::Acquire) {
-            if lock(&self.last).is_none() {
-                keep_last(&self.dir, &self.last);
-            }
+            let _ = self.usage(); // final: read once, and kept
             if fs::remove_dir(&self.dir).is_ok() {
                 return;
             }
@@ -599,87 +593,4 @@ impl Drop for SessionCgroup {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A session's cgroup over a directory shaped like one (plain files where the kernel
-    /// has its own), holding the processes `procs` and having used `usec` of CPU.
-    fn fake_session(procs: &str, usec: u64) -> (PathBuf, SessionCgroup) {
-        let dir = std::env::temp_dir().join(format!(
-            "uexec-fake-session-{}-{:08x}",
-            std::process::id(),
-            rand::random::<u32>()
-        ));
-        fs::create_dir_all(&dir).expect("fake cgroup");
-        fs::write(dir.join("cgroup.procs"), procs).expect("procs");
-        set_usage(&dir, usec);
-        let procs = OpenOptions::new()
-            .write(true)
-            .open(dir.join("cgroup.procs"))
-            .expect("procs for writing");
-        let cgroup = SessionCgroup {
-            dir: dir.clone(),
-            procs,
-            removed: AtomicBool::new(false),
-            last: Arc::default(),
-            limits: Limits::default(),
-            killed: AtomicBool::new(false),
-            ending: Mutex::new(None),
-            settled: AtomicBool::new(false),
-        };
-        (dir, cgroup)
-    }
-
-    fn set_usage(dir: &Path, usec: u64) {
-        let stat = format!("usage_usec {usec}\nuser_usec {usec}\nsystem_usec 0\n");
-        fs::write(dir.join("cpu.stat"), stat).expect("cpu.stat");
-    }
-
-    fn cpu_of(cgroup: &SessionCgroup) -> Option<u64> {
-        cgroup.usage().map(|u| u.cpu_usec)
-    }
-
-    /// Once the leader is gone and its cgroup holds nothing, nothing can enter it: its
-    /// ending and its figures are final, read once and kept (the outcome's, then the
-    /// sweep's, and any racing reader's, without the files again).
-    #[test]
-    fn a_cgroup_found_empty_at_the_end_is_read_once_and_its_figures_kept() {
-        let (dir, cgroup) = fake_session("", 500);
-        assert_eq!(cgroup.ending().tree, Some(TreeEnd::Whole));
-        assert_eq!(cpu_of(&cgroup), Some(500));
-        set_usage(&dir, 900);
-        fs::write(dir.join("cgroup.procs"), "4242\n").expect("procs");
-        assert_eq!(cgroup.ending().tree, Some(TreeEnd::Whole));
-        assert_eq!(cpu_of(&cgroup), Some(500), "figures read again");
-        drop(cgroup);
-        let _ = fs::remove_dir_all(&dir);
-    }
-
-    /// A cgroup that still holds what the leader left is read afresh: its processes run on
-    /// until the sweep kills them.
-    #[test]
-    fn a_cgroup_left_running_is_read_afresh() {
-        let (dir, cgroup) = fake_session("4242\n", 500);
-        let ending = cgroup.ending();
-        assert!(
-            matches!(ending.tree, Some(TreeEnd::LeftRunning { count: 1, .. })),
-            "{ending:?}"
-        );
-        assert_eq!(cpu_of(&cgroup), Some(500));
-        set_usage(&dir, 900);
-        assert_eq!(cpu_of(&cgroup), Some(900));
-        assert_eq!(cgroup.ending(), ending, "the ending is the first one read");
-        drop(cgroup);
-        let _ = fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn mountinfo_paths_are_unescaped() {
-        assert_eq!(
-            unescape(r"/sys/fs/cgroup/unified"),
-            "/sys/fs/cgroup/unified"
-        );
-        assert_eq!(unescape(r"/a\040b\134c"), r"/a b\c");
-        assert_eq!(unescape(r"/odd\x"), r"/odd\x");
-    }
-}
+mod tests;
