@@ -9,7 +9,11 @@ bash's exec, bash itself, bash's exit up to the daemon's reap (wait4), the reap 
 `ended` frame, and the front's exit. Each install gets a private XDG_RUNTIME_DIR and an empty HOME; its
 daemon is stopped at the end.
 
-usage: python3 bench/run_timeline.py [--runs N] DIR [DIR ...]
+`--without-cgroups DIR` adds a column: DIR's install, copied to a scratch directory, whose
+daemon starts in a private mount namespace with the unified cgroup mount hidden (root), so
+its sessions run on their process group alone.
+
+usage: python3 bench/run_timeline.py [--runs N] [--without-cgroups DIR] DIR [DIR ...]
    e.g. cargo build --release -p uexec && python3 bench/run_timeline.py target/release
 """
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -75,16 +80,30 @@ def timelines(script: str, fronts: list[str]) -> dict[str, list[dict]]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=300)
+    ap.add_argument("--without-cgroups", metavar="DIR")
     ap.add_argument("dirs", nargs="+")
     a = ap.parse_args()
     fronts = [os.path.join(os.path.abspath(d), "uexec") for d in a.dirs]
+    bare = None
+    if a.without_cgroups:
+        # A copy, so its runs are told apart by the front's path.
+        bare = os.path.join(tempfile.mkdtemp(prefix="uexec-timeline-bare-"), "uexec")
+        for name in ("uexec", "uexec-engine"):
+            shutil.copy2(os.path.join(a.without_cgroups, name), os.path.join(os.path.dirname(bare), name))
+        fronts.append(bare)
+        a.dirs.append(f"{a.without_cgroups}, no cgroups")
     envs = []
     for front in fronts:
         runtime = tempfile.mkdtemp(prefix="uexec-timeline-run-")
         os.chmod(runtime, 0o700)
         env = {**os.environ, "HOME": tempfile.mkdtemp(prefix="uexec-timeline-home-"), "XDG_RUNTIME_DIR": runtime}
         env.pop("UEXEC_DAEMON", None)
-        subprocess.run([front, "run", "--", "true"], env=env, check=True)  # starts the daemon
+        start = [front, "run", "--", "true"]  # starts the daemon
+        if front == bare:
+            hide = "for d in /sys/fs/cgroup/unified /sys/fs/cgroup; do " \
+                   "[ -e $d/cgroup.procs ] && mount -t tmpfs none $d && break; done; exec \"$@\""
+            start = ["unshare", "-m", "sh", "-c", hide, "sh", *start]
+        subprocess.run(start, env=env, check=True)
         envs.append(env)
     loop = "; ".join(
         f"XDG_RUNTIME_DIR={env['XDG_RUNTIME_DIR']} HOME={env['HOME']} {front} run --no-login -- true"

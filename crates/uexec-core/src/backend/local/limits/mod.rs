@@ -283,8 +283,11 @@ pub(super) fn enable(
         );
     }
     let control = root.join("cgroup.subtree_control");
-    fs::write(&control, words(&missing))
-        .map_err(|e| LimitsError::new(first, format!("cannot write {}: {e}", control.display())))
+    let enabled = fs::write(&control, words(&missing))
+        .map_err(|e| LimitsError::new(first, format!("cannot write {}: {e}", control.display())));
+    // Sessions' cgroups may have figures they had not.
+    super::usage::controllers_changed();
+    enabled
 }
 
 /// Moves this process (`me`, alone in `own`) into a leaf of its own, `own/uexec.<me>.server`,
