@@ -55,6 +55,7 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 use std::sync::Arc;
 
 use tokio::sync::OnceCell;
@@ -182,7 +183,7 @@ pub fn unix_peer_standing(socket: BorrowedFd<'_>) -> Standing {
     match uexec_sys::peer_pidfd(fd) {
         Ok(pidfd) => {
             let fdinfo = format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd());
-            let pid = std::fs::read_to_string(&fdinfo)
+            let pid = uexec_sys::read_kernel_file(Path::new(&fdinfo))
                 .ok()
                 .and_then(|text| fdinfo_pid(&text));
             let standing = match pid {
@@ -213,7 +214,8 @@ pub fn unix_peer_standing(socket: BorrowedFd<'_>) -> Standing {
 fn pid_standing(pid: i32) -> Standing {
     let ns = |path: &str| std::fs::metadata(path).map(|m| (m.dev(), m.ino()));
     let status = |path: &str| {
-        std::fs::read_to_string(path).map_err(|e| Standing::Unknown(format!("{path}: {e}")))
+        uexec_sys::read_kernel_file(Path::new(path))
+            .map_err(|e| Standing::Unknown(format!("{path}: {e}")))
     };
     let (ours, our_status, their_status) = match (
         ns("/proc/self/ns/user"),

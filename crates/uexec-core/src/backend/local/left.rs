@@ -24,7 +24,7 @@ const COMMAND_CHARS: usize = 60;
 /// What the cgroup `dir` holds now, as a tree's end: [`TreeEnd::Whole`] when it is empty
 /// (or gone).
 pub(super) fn read(dir: &Path) -> TreeEnd {
-    let pids = super::usage::read_small(&dir.join("cgroup.procs")).unwrap_or_default();
+    let pids = uexec_sys::read_kernel_file(&dir.join("cgroup.procs")).unwrap_or_default();
     tree_end(&pids, name_of)
 }
 

@@ -11,11 +11,9 @@
 //!
 //! A session's end waits for these reads, so they are lean: a file found absent in one
 //! session's cgroup is not looked for in the next ([`controllers_changed`] forgets that),
-//! and each file is read without the size probe and small first reads of
-//! `fs::read_to_string`, which kernel files, all of size 0, pay in full ([`read_small`]).
+//! and each file is read in one go (`uexec_sys::read_kernel_file`).
 
-use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -40,13 +38,13 @@ pub(super) fn controllers_changed() {
 
 /// The figures of the cgroup `dir`, or `None` when its `cpu.stat` cannot be read (gone).
 pub(super) fn read(dir: &Path) -> Option<Usage> {
-    let cpu = read_small(&dir.join("cpu.stat")).ok()?;
+    let cpu = uexec_sys::read_kernel_file(&dir.join("cpu.stat")).ok()?;
     let mut usage = parse_cpu_stat(&cpu)?;
     let [memory, peak, pids] = OPTIONAL.each_ref().map(|(name, absent)| {
         if absent.load(Ordering::Relaxed) {
             return None;
         }
-        match read_small(&dir.join(name)) {
+        match uexec_sys::read_kernel_file(&dir.join(name)) {
             Ok(text) => text.trim().parse::<u64>().ok(),
             Err(e) => {
                 // `cpu.stat` was there: the cgroup is, and this file is not.
@@ -59,15 +57,6 @@ pub(super) fn read(dir: &Path) -> Option<Usage> {
     });
     (usage.memory_bytes, usage.memory_peak_bytes, usage.pids) = (memory, peak, pids);
     Some(usage)
-}
-
-/// A small kernel file (cgroupfs, procfs) read whole: open, reads into a page-sized buffer
-/// until the end, close.
-pub(super) fn read_small(path: &Path) -> io::Result<String> {
-    let mut text = String::with_capacity(4096);
-    // Through `Take`, so no size hint is asked for (kernel files say 0).
-    File::open(path)?.take(u64::MAX).read_to_string(&mut text)?;
-    Ok(text)
 }
 
 /// The CPU figures of a `cpu.stat` (`key value` lines); `None` without `usage_usec`.
@@ -107,25 +96,6 @@ mod tests {
         assert_eq!(parse_cpu_stat("user_usec 3\n"), None);
         assert_eq!(parse_cpu_stat(""), None);
         assert_eq!(parse_cpu_stat("usage_usec x\n"), None);
-    }
-
-    #[test]
-    fn a_small_file_is_read_whole_and_an_absent_one_says_so() {
-        let path = std::env::temp_dir().join(format!("uexec-read-small-{}", std::process::id()));
-        let text = "x".repeat(10_000);
-        std::fs::write(&path, &text).unwrap();
-        assert_eq!(read_small(&path).unwrap(), text);
-        std::fs::remove_file(&path).unwrap();
-        assert_eq!(
-            read_small(&path).unwrap_err().kind(),
-            io::ErrorKind::NotFound
-        );
-        assert_eq!(
-            read_small(Path::new("/proc/self/cgroup"))
-                .ok()
-                .map(|t| t.is_empty()),
-            Some(false)
-        );
     }
 
     #[test]

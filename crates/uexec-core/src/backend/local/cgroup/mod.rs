@@ -456,7 +456,7 @@ impl SessionCgroup {
     /// is moved in by the parent. False when it could not be (logged).
     pub(super) fn hold(&self, pid: u32) -> bool {
         let path = format!("/proc/{pid}/cgroup");
-        let inside = usage::read_small(Path::new(&path)).is_ok_and(|c| {
+        let inside = uexec_sys::read_kernel_file(Path::new(&path)).is_ok_and(|c| {
             c.lines()
                 .find_map(|l| l.strip_prefix("0::"))
                 .is_some_and(|p| self.dir.ends_with(p.trim_start_matches('/')))
