@@ -92,10 +92,9 @@ def attach_ms(uexec: str, env: dict, cwd: str, runs: int) -> float:
     return statistics.median(samples)
 
 
-def minimal_client(uexec: str, env: dict, cwd: str) -> list[str] | None:
+def minimal_client(uexec: str, env: dict, cwd: str, work: str) -> list[str] | None:
     """The command line of the minimal client making `uexec run --no-login -- true`'s
-    exchange; None without rustc."""
-    work = tempfile.mkdtemp(prefix="uexec-bench-minimal-")
+    exchange, built in `work`; None without rustc."""
     client = os.path.join(work, "minimal_client")
     source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "minimal_client.rs")
     # Static where the C library allows it, as the front is (crates/uexec/build.rs).
@@ -192,7 +191,7 @@ async def main() -> None:
         "run": ([uexec, "run", "--no-login", "--", "true"], env),
         "engine": ([engine, "run", "--no-login", "--", "true"], env),
     }
-    client = minimal_client(uexec, env, home)
+    client = minimal_client(uexec, env, home, scratch("uexec-bench-minimal-"))
     if client is not None:
         rows["minimal"] = (client, env)
     for name, front, other_env in others:
