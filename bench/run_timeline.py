@@ -7,7 +7,7 @@ median of each segment of a foreground run (a run hello; the daemon answers `ok`
 to connect), the daemon's accept, the hello up to the spawn (clone), the spawn up to
 bash's exec, bash itself, bash's exit up to the daemon's reap (wait4), the reap up to the
 `ended` frame, and the front's exit. Each install gets a private XDG_RUNTIME_DIR and an empty HOME; its
-daemon is stopped at the end.
+daemon is stopped at the end, and the scratch directories removed.
 
 `--without-cgroups DIR` adds a column: DIR's install, copied to a scratch directory, whose
 daemon starts in a private mount namespace with the unified cgroup mount hidden (root), so
@@ -83,20 +83,26 @@ def main() -> None:
     ap.add_argument("--without-cgroups", metavar="DIR")
     ap.add_argument("dirs", nargs="+")
     a = ap.parse_args()
+    made = []  # removed at the end, the daemons stopped
+
+    def scratch(prefix: str) -> str:
+        made.append(tempfile.mkdtemp(prefix=prefix))
+        return made[-1]
+
     fronts = [os.path.join(os.path.abspath(d), "uexec") for d in a.dirs]
     bare = None
     if a.without_cgroups:
         # A copy, so its runs are told apart by the front's path.
-        bare = os.path.join(tempfile.mkdtemp(prefix="uexec-timeline-bare-"), "uexec")
+        bare = os.path.join(scratch("uexec-timeline-bare-"), "uexec")
         for name in ("uexec", "uexec-engine"):
             shutil.copy2(os.path.join(a.without_cgroups, name), os.path.join(os.path.dirname(bare), name))
         fronts.append(bare)
         a.dirs.append(f"{a.without_cgroups}, no cgroups")
     envs = []
     for front in fronts:
-        runtime = tempfile.mkdtemp(prefix="uexec-timeline-run-")
+        runtime = scratch("uexec-timeline-run-")
         os.chmod(runtime, 0o700)
-        env = {**os.environ, "HOME": tempfile.mkdtemp(prefix="uexec-timeline-home-"), "XDG_RUNTIME_DIR": runtime}
+        env = {**os.environ, "HOME": scratch("uexec-timeline-home-"), "XDG_RUNTIME_DIR": runtime}
         env.pop("UEXEC_DAEMON", None)
         start = [front, "run", "--", "true"]  # starts the daemon
         if front == bare:
@@ -109,7 +115,7 @@ def main() -> None:
         f"XDG_RUNTIME_DIR={env['XDG_RUNTIME_DIR']} HOME={env['HOME']} {front} run --no-login -- true"
         for front, env in zip(fronts, envs)
     )
-    data = os.path.join(tempfile.mkdtemp(prefix="uexec-timeline-"), "perf.data")
+    data = os.path.join(scratch("uexec-timeline-"), "perf.data")
     try:
         subprocess.run(["perf", "record", "-q", "-a", "-o", data, "-e", EVENTS, "--",
                         "sh", "-c", f"for i in $(seq {a.runs}); do {loop}; done"],
@@ -119,6 +125,8 @@ def main() -> None:
     finally:
         for front, env in zip(fronts, envs):
             subprocess.run([front, "daemon", "--stop"], env=env, capture_output=True)
+        for path in made:
+            shutil.rmtree(path, ignore_errors=True)
     runs = timelines(script, fronts)
     complete = {f: [r for r in runs[f] if all(k in r for k in SEGMENTS)] for f in fronts}
     print(f"| segment (median ms of {a.runs}) | " + " | ".join(a.dirs) + " |")
