@@ -43,7 +43,11 @@ fn cpu_seconds(place: &Place, id: i64) -> f64 {
 /// The cgroup directory process `pid` is in.
 pub(crate) fn cgroup_of(pid: u32) -> PathBuf {
     let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
-    let path = own.lines().find_map(|l| l.strip_prefix("0::")).unwrap();
+    cgroup_dir(own.lines().find_map(|l| l.strip_prefix("0::")).unwrap())
+}
+
+/// The directory of the cgroup v2 `path` (as `/proc/PID/cgroup`'s `0::` line names it).
+pub(crate) fn cgroup_dir(path: &str) -> PathBuf {
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let mountpoint = mounts
         .lines()

@@ -2,7 +2,8 @@
 //! own: v2 at /sys/fs/cgroup/unified, no controllers): a descendant that left the session's
 //! process group (`setsid -f`, a double fork) dies on terminate, at the sweep after its
 //! leader's exit, and when the server is SIGKILLed; a new server kills what a dead one left;
-//! and with the cgroup2 mount hidden, sessions work on process groups as before.
+//! no session's cgroup outlives its end; and with the cgroup2 mount hidden, sessions work on
+//! process groups as before.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -91,6 +92,56 @@ async fn a_descendant_left_by_an_exited_leader_is_reported_and_dies_at_the_sweep
     assert_eq!(structured(&r)["exit_code"], 0, "{r:?}");
     assert_left(&r, &format!("sleep {escaper}"));
     wait_all_gone(&[escaper], "what the exited leader left to be killed").await;
+    client.cancel().await.unwrap();
+}
+
+/// No session's cgroup outlives its end: one found empty then (nothing left running) is
+/// removed without a kill, and one whose leader left a process is killed, then removed.
+#[tokio::test]
+async fn a_session_s_cgroup_is_removed_at_its_end_empty_or_not() {
+    require_cgroups();
+    let (client, _, _) = stdio_client(&["--structured"]).await;
+    // The command says which cgroup it is in.
+    let whose = "sed -n 's/^0:://p' /proc/self/cgroup";
+    let escaper = marker();
+    for cmd in [
+        whose.to_owned(),
+        format!("setsid -f sleep {escaper} </dev/null >/dev/null 2>&1; {whose}"),
+    ] {
+        let r = call(
+            &client,
+            "exec_command",
+            json!({"cmd": cmd, "login": false, "yield_time_ms": 5000}),
+        )
+        .await;
+        assert_eq!(structured(&r)["exit_code"], 0, "{}", text(&r));
+        let path = structured(&r)["output"]
+            .as_str()
+            .and_then(|o| o.lines().next())
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("no cgroup printed: {}", text(&r)));
+        let dir = crate::cgroup_figures::cgroup_dir(&path);
+        // A session's own (`…/uexec.<pid>/s<N>`), not the server's.
+        let parent = dir
+            .parent()
+            .and_then(|p| p.file_name())
+            .and_then(|n| n.to_str());
+        assert!(
+            dir.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('s'))
+                && parent.is_some_and(|p| p.starts_with("uexec.")),
+            "{}",
+            dir.display()
+        );
+        eventually(
+            "the session's cgroup to be removed",
+            Duration::from_secs(10),
+            || !dir.exists(),
+        )
+        .await;
+    }
+    wait_all_gone(&[escaper], "what the leader left to be killed").await;
     client.cancel().await.unwrap();
 }
 
