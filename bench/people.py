@@ -43,6 +43,8 @@ import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+import without_cgroups
+
 
 async def mcp_roundtrips(argvs: list[list[str]], env: dict, cwd: str, runs: int) -> list[float]:
     """The median exec_command round trip of `true` through each server, the servers' calls
@@ -142,11 +144,10 @@ async def main() -> None:
                     help="a row through a daemon whose sessions have no cgroup (root)")
     a = ap.parse_args()
     uexec = os.path.abspath(a.uexec)
-    made = []  # removed at the end, the daemons stopped
+    work = tempfile.mkdtemp(prefix="uexec-bench-")  # removed at the end, the daemons stopped
 
     def scratch(prefix: str) -> str:
-        made.append(tempfile.mkdtemp(prefix=prefix))
-        return made[-1]
+        return tempfile.mkdtemp(prefix=prefix, dir=work)
 
     home = scratch("uexec-bench-home-")
 
@@ -177,12 +178,8 @@ async def main() -> None:
         others.append(("front", front, front_env))
     if a.without_cgroups:
         bare_env = place()
-        # The daemon the run starts stays in the namespace, where /sys/fs/cgroup/unified (or
-        # /sys/fs/cgroup on a unified machine) is an empty tmpfs.
-        hide = "for d in /sys/fs/cgroup/unified /sys/fs/cgroup; do " \
-               "[ -e $d/cgroup.procs ] && mount -t tmpfs none $d && break; done; " \
-               f"exec {uexec} run -- true"
-        subprocess.run(["unshare", "-m", "sh", "-c", hide], env=bare_env, cwd=home, check=True)
+        start = without_cgroups.argv([uexec, "run", "--", "true"])  # its daemon stays there
+        subprocess.run(start, env=bare_env, cwd=home, check=True)
         others.append(("bare", uexec, bare_env))
 
     engine = os.path.join(os.path.dirname(uexec), "uexec-engine")
@@ -210,8 +207,7 @@ async def main() -> None:
     subprocess.run([uexec, "daemon", "--stop"], env=env, cwd=home, capture_output=True)
     for _, front, other_env in others:
         subprocess.run([front, "daemon", "--stop"], env=other_env, cwd=home, capture_output=True)
-    for path in made:
-        shutil.rmtree(path, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
 
     print(f"| benchmark (median of {a.runs}) | baseline | uexec | ratio | goal |")
     print("|---|---|---|---|---|")

@@ -27,6 +27,8 @@ import statistics
 import subprocess
 import tempfile
 
+import without_cgroups
+
 EVENTS = ",".join([
     "sched:sched_process_exec", "sched:sched_process_exit", "syscalls:sys_enter_connect",
     "syscalls:sys_exit_accept4", "syscalls:sys_enter_sendto", "syscalls:sys_enter_clone",
@@ -83,11 +85,10 @@ def main() -> None:
     ap.add_argument("--without-cgroups", metavar="DIR")
     ap.add_argument("dirs", nargs="+")
     a = ap.parse_args()
-    made = []  # removed at the end, the daemons stopped
+    work = tempfile.mkdtemp(prefix="uexec-timeline-")  # removed at the end, the daemons stopped
 
     def scratch(prefix: str) -> str:
-        made.append(tempfile.mkdtemp(prefix=prefix))
-        return made[-1]
+        return tempfile.mkdtemp(prefix=prefix, dir=work)
 
     fronts = [os.path.join(os.path.abspath(d), "uexec") for d in a.dirs]
     bare = None
@@ -106,16 +107,14 @@ def main() -> None:
         env.pop("UEXEC_DAEMON", None)
         start = [front, "run", "--", "true"]  # starts the daemon
         if front == bare:
-            hide = "for d in /sys/fs/cgroup/unified /sys/fs/cgroup; do " \
-                   "[ -e $d/cgroup.procs ] && mount -t tmpfs none $d && break; done; exec \"$@\""
-            start = ["unshare", "-m", "sh", "-c", hide, "sh", *start]
+            start = without_cgroups.argv(start)
         subprocess.run(start, env=env, check=True)
         envs.append(env)
     loop = "; ".join(
         f"XDG_RUNTIME_DIR={env['XDG_RUNTIME_DIR']} HOME={env['HOME']} {front} run --no-login -- true"
         for front, env in zip(fronts, envs)
     )
-    data = os.path.join(scratch("uexec-timeline-"), "perf.data")
+    data = os.path.join(work, "perf.data")
     try:
         subprocess.run(["perf", "record", "-q", "-a", "-o", data, "-e", EVENTS, "--",
                         "sh", "-c", f"for i in $(seq {a.runs}); do {loop}; done"],
@@ -125,8 +124,7 @@ def main() -> None:
     finally:
         for front, env in zip(fronts, envs):
             subprocess.run([front, "daemon", "--stop"], env=env, capture_output=True)
-        for path in made:
-            shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
     runs = timelines(script, fronts)
     complete = {f: [r for r in runs[f] if all(k in r for k in SEGMENTS)] for f in fronts}
     print(f"| segment (median ms of {a.runs}) | " + " | ".join(a.dirs) + " |")
