@@ -114,7 +114,7 @@ impl Launcher {
             controlling_tty: false,
             passed_fd: None,
             program_fd: self.program_fd(),
-            cgroup_procs: None,
+            cgroup: None,
         })?;
         drop(write);
         let mut stdout = String::new();

@@ -458,7 +458,7 @@ fn start(launcher: &Launcher, generation: u64) -> io::Result<Waiting> {
         controlling_tty: false,
         passed_fd: None,
         program_fd: launcher.program_fd(),
-        cgroup_procs: None,
+        cgroup: None,
     })?;
     Ok(Waiting {
         child,

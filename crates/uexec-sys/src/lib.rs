@@ -17,7 +17,9 @@
 //!
 //! The child is started like `posix_spawn` starts one (shared memory, parent suspended until
 //! `exec`), not with `fork`: no page tables are copied and the busy parent takes no
-//! copy-on-write faults, which is most of the cost of a spawn. It is reaped through a pidfd,
+//! copy-on-write faults, which is most of the cost of a spawn. Given a cgroup, it is born
+//! there (`clone3` with `CLONE_INTO_CGROUP`) rather than moving itself in, which would wait
+//! on the kernel's cgroup lock (see the `clone3` module). It is reaped through a pidfd,
 //! which also lets a kill reach exactly that child, never a recycled pid.
 //!
 //! PTY pairs are opened with `O_CLOEXEC` from the start (`posix_openpt` + `open` of the
@@ -33,6 +35,7 @@
 //!   only for [`async_fd`].
 //! - The API is flat (`uexec_sys::spawn_child`); the modules split it by concern.
 
+mod clone3;
 mod fd;
 mod ns;
 mod proc;
@@ -42,6 +45,7 @@ mod spawn;
 mod term;
 mod user;
 
+pub use clone3::probe_spawn_into_cgroup;
 pub use fd::*;
 pub use ns::*;
 pub use proc::*;

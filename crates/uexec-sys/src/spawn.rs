@@ -1,5 +1,6 @@
 //! Starting, signalling and reaping children: a `clone(CLONE_VM | CLONE_VFORK)` start with
-//! the set-up of the crate docs, pidfds, and the plain `fork` the sandbox launcher uses.
+//! the set-up of the crate docs (a `clone3` one born in its cgroup where there is one, see
+//! the `clone3` module), pidfds, and the plain `fork` the sandbox launcher uses.
 
 use std::ffi::CString;
 use std::io;
@@ -26,10 +27,8 @@ pub struct ChildSpec {
     /// across the exec so that an interpreter (`#!`) can open it too; never below
     /// [`PROGRAM_FD_LOWEST`], so that neither stdio nor [`PASSED_FD`] lands on it.
     pub program_fd: Option<RawFd>,
-    /// A cgroup's `cgroup.procs`, open for writing: the child moves itself in before
-    /// anything else (it writes `0`), so no descendant of it can start outside. A failed
-    /// write leaves it where uexec is (the parent checks, see the local backend).
-    pub cgroup_procs: Option<RawFd>,
+    /// The cgroup the child starts in, so that no descendant of it can start outside.
+    pub cgroup: Option<ChildCgroup>,
 }
 
 /// Where [`ChildSpec::passed_fd`] lands in the child: the first descriptor after stdio.
@@ -37,11 +36,36 @@ pub const PASSED_FD: RawFd = 3;
 /// The lowest number a [`ChildSpec::program_fd`] may have.
 pub const PROGRAM_FD_LOWEST: RawFd = 10;
 
+/// The cgroup a child starts in ([`ChildSpec::cgroup`]).
+#[derive(Clone, Copy, Debug)]
+pub struct ChildCgroup {
+    /// The cgroup's directory, open (`O_PATH` will do).
+    pub dir: RawFd,
+    /// How the child is to enter it: ask [`CgroupEntry::AtBirth`] until a spawn answers
+    /// that it migrated instead ([`SpawnedChild::cgroup_entry`]).
+    pub entry: CgroupEntry,
+}
+
+/// How a child enters its cgroup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CgroupEntry {
+    /// Born there: `clone3` with `CLONE_INTO_CGROUP` (Linux 5.7, x86_64 builds), no
+    /// migration, so no wait on the kernel's cgroup lock (see the `clone3` module).
+    AtBirth,
+    /// Moves itself in before anything else (it writes `0` into `cgroup.procs`): where the
+    /// kernel, a seccomp filter or the build cannot spawn into a cgroup. A failed write
+    /// leaves it where uexec is (the caller checks).
+    Migrates,
+}
+
 /// A started child: its pid and a pidfd that becomes readable when it exits.
 #[derive(Debug)]
 pub struct SpawnedChild {
     pub pid: u32,
     pub pidfd: OwnedFd,
+    /// How it entered [`ChildSpec::cgroup`] (`None` without one). [`CgroupEntry::Migrates`]
+    /// when asked [`CgroupEntry::AtBirth`] means this kernel cannot: ask that way from then on.
+    pub cgroup_entry: Option<CgroupEntry>,
 }
 
 /// Bytes of stack for the vforked child (it makes a handful of syscalls, then `execve`).
@@ -55,6 +79,8 @@ pub(crate) struct ChildArgs<'a> {
     envp: &'a [*const libc::c_char],
     parent_pid: libc::pid_t,
     error_fd: RawFd,
+    /// The cgroup directory the child moves itself into (`CgroupEntry::Migrates`).
+    migrate_into: Option<RawFd>,
 }
 
 /// Starts a child the way `posix_spawn` does (`clone(CLONE_VM | CLONE_VFORK)`: no page
@@ -98,31 +124,19 @@ pub fn spawn_child(spec: &ChildSpec) -> io::Result<SpawnedChild> {
         envp: &envp,
         parent_pid: current_pid(),
         error_fd: error_write.as_raw_fd(),
+        migrate_into: None,
     };
     let mut stack = vec![0u8; CHILD_STACK_BYTES];
-    // SAFETY: the stack outlives the child's use of it (CLONE_VFORK suspends us until the
-    // child execs or exits); all signals are blocked around clone so no handler of ours runs
-    // on the shared memory in the child before it resets them; `child_main` only makes
-    // async-signal-safe calls on data prepared above.
-    let pid = unsafe {
-        let top = stack.as_mut_ptr().add(CHILD_STACK_BYTES);
-        let top = (top as usize & !0xf) as *mut libc::c_void;
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let pid = libc::clone(
-            child_main,
-            top,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            (&mut args as *mut ChildArgs<'_>).cast(),
-        );
-        let clone_error = io::Error::last_os_error();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        if pid < 0 {
-            return Err(clone_error);
-        }
-        pid
+    let (pid, pidfd, cgroup_entry) = match spec.cgroup {
+        None => (clone_vfork(&mut args, &mut stack)?, None, None),
+        Some(cgroup) => match enter_at_birth(cgroup, &mut args, &mut stack)? {
+            Some((pid, pidfd)) => (pid, Some(pidfd), Some(CgroupEntry::AtBirth)),
+            None => {
+                args.migrate_into = Some(cgroup.dir);
+                let pid = clone_vfork(&mut args, &mut stack)?;
+                (pid, None, Some(CgroupEntry::Migrates))
+            }
+        },
     };
     drop(error_write);
     drop(moved_passed);
@@ -135,7 +149,7 @@ pub fn spawn_child(spec: &ChildSpec) -> io::Result<SpawnedChild> {
         unsafe { libc::waitpid(pid, &mut status, 0) };
         return Err(stage_error(report));
     }
-    let pidfd = match pidfd_open(pid) {
+    let pidfd = match pidfd.map_or_else(|| pidfd_open(pid), Ok) {
         Ok(pidfd) => pidfd,
         Err(e) => {
             // The command runs, but we cannot watch it: it must not run unwatched.
@@ -146,7 +160,68 @@ pub fn spawn_child(spec: &ChildSpec) -> io::Result<SpawnedChild> {
     Ok(SpawnedChild {
         pid: pid as u32,
         pidfd,
+        cgroup_entry,
     })
+}
+
+/// The top of `stack`, 16-byte aligned, and the bytes below it.
+fn stack_top(stack: &mut [u8]) -> (*mut u8, usize) {
+    let base = stack.as_mut_ptr();
+    let top = (base as usize + stack.len()) & !0xf;
+    (top as *mut u8, top - base as usize)
+}
+
+/// `clone(CLONE_VM | CLONE_VFORK)` of [`child_main`]: the pid once the child has exec'd or
+/// failed.
+fn clone_vfork(args: &mut ChildArgs<'_>, stack: &mut [u8]) -> io::Result<libc::pid_t> {
+    let (top, _) = stack_top(stack);
+    let arg: *mut libc::c_void = (args as *mut ChildArgs<'_>).cast();
+    // SAFETY: the stack outlives the child's use of it (CLONE_VFORK suspends us until the
+    // child execs or exits); signals are blocked; `child_main` only makes async-signal-safe
+    // calls on data prepared by the caller.
+    let pid = crate::clone3::with_signals_blocked(|| unsafe {
+        let pid = libc::clone(
+            child_main,
+            top.cast(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            arg,
+        );
+        (pid, io::Error::last_os_error())
+    });
+    match pid {
+        (pid, _) if pid >= 0 => Ok(pid),
+        (_, e) => Err(e),
+    }
+}
+
+/// Starts [`child_main`] born in `cgroup` when asked and able: `None` when the child is
+/// to migrate instead (asked so, or the kernel refused `clone3` for good).
+fn enter_at_birth(
+    cgroup: ChildCgroup,
+    args: &mut ChildArgs<'_>,
+    stack: &mut [u8],
+) -> io::Result<Option<(libc::pid_t, OwnedFd)>> {
+    if cgroup.entry == CgroupEntry::Migrates || !crate::clone3::BUILT {
+        return Ok(None);
+    }
+    let (top, size) = stack_top(stack);
+    let arg: *mut libc::c_void = (args as *mut ChildArgs<'_>).cast();
+    // SAFETY: as in `clone_vfork`: the stack and `args` outlive the child's use of them,
+    // signals are blocked, `child_main` is async-signal-safe.
+    let r = crate::clone3::with_signals_blocked(|| unsafe {
+        crate::clone3::clone_into_cgroup(child_main, arg, top, size, cgroup.dir)
+    });
+    match r {
+        Ok(child) => Ok(Some(child)),
+        Err(errno) if crate::clone3::refused_for_good(errno) => Ok(None),
+        Err(errno) => {
+            let e = io::Error::from_raw_os_error(errno);
+            Err(io::Error::new(
+                e.kind(),
+                format!("starting the process in its cgroup: {e}"),
+            ))
+        }
+    }
 }
 
 /// `close_range` flag: mark the range close-on-exec instead of closing it (Linux 5.11).
@@ -189,9 +264,17 @@ pub(crate) extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             libc::write(args.error_fd, report.as_ptr().cast(), report.len());
             libc::_exit(127)
         };
-        if let Some(procs) = args.spec.cgroup_procs {
+        if let Some(dir) = args.migrate_into {
             // Into the session's cgroup before anything can fork.
-            libc::write(procs, b"0".as_ptr().cast(), 1);
+            let procs = libc::openat(
+                dir,
+                c"cgroup.procs".as_ptr(),
+                libc::O_WRONLY | libc::O_CLOEXEC,
+            );
+            if procs >= 0 {
+                libc::write(procs, b"0".as_ptr().cast(), 1);
+                libc::close(procs);
+            }
         }
         for sig in 1..libc::SIGRTMAX() {
             if sig != libc::SIGKILL && sig != libc::SIGSTOP {

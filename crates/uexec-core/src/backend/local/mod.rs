@@ -28,8 +28,8 @@ mod reap;
 mod usage;
 
 pub use cgroup::{
-    kill_tree as kill_cgroup_tree, probe as cgroup_probe, set_enabled as set_session_cgroups,
-    status as cgroup_status,
+    entry_probe as cgroup_entry_probe, kill_tree as kill_cgroup_tree, probe as cgroup_probe,
+    set_enabled as set_session_cgroups, status as cgroup_status,
 };
 pub use control::LocalControl;
 pub use group::{install_group_watch, GroupWatch};
@@ -157,7 +157,7 @@ fn spawn_local(
         })?),
         None => None,
     };
-    // The child enters its cgroup before it execs.
+    // The child is born in its cgroup (or enters it before it execs).
     let child_spec = uexec_sys::ChildSpec {
         program: c_string(resolved.as_os_str().as_bytes())?,
         argv,
@@ -167,7 +167,7 @@ fn spawn_local(
         controlling_tty: spec.tty,
         passed_fd: passed.as_ref().map(|fd| fd.as_raw_fd()),
         program_fd: None,
-        cgroup_procs: cgroup.as_ref().map(cgroup::SessionCgroup::procs_fd),
+        cgroup: cgroup.as_ref().map(cgroup::SessionCgroup::child_cgroup),
     };
 
     // Everything that can fail without the child is prepared before it exists; what is left
@@ -238,8 +238,8 @@ fn spawn_local(
         (child, stdin)
     };
     drop(passed);
-    let (pid, pidfd) = child.claim()?;
-    let cgroup = cgroup.filter(|c| c.hold(pid));
+    let (pid, pidfd, entered) = child.claim()?;
+    let cgroup = cgroup.filter(|c| c.hold(pid, entered));
     group::started(pid);
     let leader = Arc::new(Mutex::new(Leader::Running));
     let (exit_tx, exit_rx) = oneshot::channel();
@@ -283,8 +283,9 @@ impl Unclaimed {
         Ok(Self { child: Some(child) })
     }
 
-    /// Registers the pidfd with the reactor: the last step that can fail.
-    fn claim(mut self) -> io::Result<(u32, Arc<AsyncFd<OwnedFd>>)> {
+    /// Registers the pidfd with the reactor (the last step that can fail): its pid, pidfd
+    /// and how it entered its cgroup.
+    fn claim(mut self) -> io::Result<(u32, Arc<AsyncFd<OwnedFd>>, Option<uexec_sys::CgroupEntry>)> {
         #[cfg(test)]
         tests::fail_after_spawn()?;
         let child = self
@@ -293,7 +294,7 @@ impl Unclaimed {
             .ok_or_else(|| io::Error::other("the child was already claimed"))?;
         let pid = child.pid;
         match uexec_sys::async_fd(child.pidfd) {
-            Ok(pidfd) => Ok((pid, Arc::new(pidfd))),
+            Ok(pidfd) => Ok((pid, Arc::new(pidfd), child.cgroup_entry)),
             Err(e) => {
                 uexec_sys::kill_and_reap(pid);
                 Err(e)
@@ -447,6 +448,38 @@ mod tests {
             e.message
         );
         assert!(!ran.exists(), "the command ran without its limit");
+    }
+
+    /// Where sessions have cgroups (this project's machines), a command is in its own from
+    /// its first instruction: born there, so its first read of `/proc/self/cgroup` names it.
+    #[tokio::test]
+    async fn a_command_is_born_in_its_session_s_cgroup() {
+        let root = cgroup::status().expect("a cgroup v2 tree uexec may write");
+        let mut process = LocalBackend
+            .spawn(spec("exec cat /proc/self/cgroup", false))
+            .await
+            .expect("spawn");
+        let mut out = Vec::new();
+        while let Some(chunk) = process.output.recv().await {
+            out.extend_from_slice(&chunk.bytes);
+        }
+        let _ = process.exit.await;
+        let out = String::from_utf8_lossy(&out);
+        let own = out
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .expect("a cgroup v2 line");
+        let (parent, leaf) = own.rsplit_once('/').expect("a path");
+        assert!(
+            root.ends_with(parent.trim_start_matches('/')) && leaf.starts_with('s'),
+            "{own} is not a session's cgroup of {}",
+            root.display()
+        );
+        assert_eq!(
+            cgroup::tree_entry(),
+            Some(uexec_sys::CgroupEntry::AtBirth),
+            "this kernel spawns into cgroups (`uexec doctor`), and the spawn fell back"
+        );
     }
 
     #[tokio::test]

@@ -1,5 +1,5 @@
 //! A cgroup per session, where the machine has a cgroup v2 tree uexec may write. The
-//! command moves itself in before it execs (`ChildSpec::cgroup_procs`), so no descendant
+//! command is born in it (`ChildSpec::cgroup`), so no descendant
 //! can leave it however it detaches (`setsid`, a double fork), and a kill reaches the whole
 //! tree (`cgroup.kill`), not only the process group. Here, apart, because the spawn makes a
 //! session's cgroup and the control kills it: a leaf both use, like `group`.
@@ -9,25 +9,33 @@
 //!    once, at the first spawn. uexec makes `uexec.<its pid>` there and a cgroup `s<N>` in it
 //!    per session. Where it may not (no cgroup2, or the cgroup is not delegated to this
 //!    user), sessions live on process groups alone, as before; [`status`] says which holds.
-//! 2. **Leftovers**: a `uexec.<pid>` whose uexec is gone (SIGKILLed with its last will) is
+//! 2. **Entry**: the command is started straight in its cgroup (`clone3` with
+//!    `CLONE_INTO_CGROUP`): moving it in after its start would wait on the kernel's cgroup
+//!    lock, about 7 ms after an idle pause (issue 41). Where the kernel (or a seccomp
+//!    filter) refuses that, the first spawn says so, and from then on every command moves
+//!    itself in before it execs; the tree remembers which ([`entry_probe`] tells `uexec
+//!    doctor`).
+//! 3. **Leftovers**: a `uexec.<pid>` whose uexec is gone (SIGKILLed with its last will) is
 //!    killed and removed when the next uexec of that cgroup makes its own, and logged.
-//! 3. **The end**: a session's cgroup is killed when its process group is swept (after the
+//! 4. **The end**: a session's cgroup is killed when its process group is swept (after the
 //!    leader's exit) or terminated, then removed once empty (a thread waits for
 //!    `cgroup.events` to say `populated 0` when dying processes still hold it). Its
 //!    figures are read just before (`usage`) and kept, and so is what the leader left
 //!    running (`left`) and which limits it ran into (`limits`): the session's [`Ending`].
-//! 4. **Pause**: `cgroup.freeze` freezes every process of the session at once, and the
+//! 5. **Pause**: `cgroup.freeze` freezes every process of the session at once, and the
 //!    pause returns when `cgroup.events` says `frozen 1`. A frozen cgroup still dies of
 //!    `cgroup.kill` (and its processes of SIGKILL), so a terminate needs no thaw.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, Write};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+use uexec_sys::{CgroupEntry, ChildCgroup};
 
 use super::{left, limits, usage};
 use crate::events::lock;
@@ -60,6 +68,9 @@ pub struct Tree {
     /// `own/uexec.<pid>`: the sessions' cgroups are its children.
     root: PathBuf,
     next: AtomicU64,
+    /// Until a spawn found that this kernel cannot start a child in its cgroup (then its
+    /// commands migrate, see the module docs).
+    born_inside: AtomicBool,
 }
 
 /// Where sessions get their cgroups (`…/uexec.<pid>`), or why they live on process groups
@@ -101,6 +112,12 @@ pub(super) fn own_dir() -> Result<PathBuf, String> {
     own_cgroup_dir().map_err(|e| e.to_string())
 }
 
+/// How the next session's command will enter its cgroup (`None` without cgroups).
+#[cfg(test)]
+pub(super) fn tree_entry() -> Option<CgroupEntry> {
+    tree().ok().map(Tree::entry)
+}
+
 /// uexec's own cgroup and its sessions' subtree (made on first use), or why there are none.
 pub(super) fn tree_dirs() -> Result<(&'static Path, &'static Path), &'static str> {
     tree().map(|t| (t.own.as_path(), t.root.as_path()))
@@ -123,7 +140,19 @@ impl Tree {
             own,
             root,
             next: AtomicU64::new(1),
+            born_inside: AtomicBool::new(true),
         })
+    }
+}
+
+impl Tree {
+    /// How its next session's command is to enter its cgroup.
+    fn entry(&self) -> CgroupEntry {
+        if self.born_inside.load(Ordering::Relaxed) {
+            CgroupEntry::AtBirth
+        } else {
+            CgroupEntry::Migrates
+        }
     }
 }
 
@@ -210,7 +239,8 @@ fn unescape(s: &str) -> String {
 
 /// Kills and removes the `uexec.<pid>` subtrees of `parent` whose uexec is gone: its pid
 /// is dead, or now a process elsewhere; and the leaves such a uexec moved itself into
-/// (`uexec.<pid>.server`, see `limits`). Only this user's.
+/// (`uexec.<pid>.server`, see `limits`) and its probes' (`uexec.<pid>.probe`). Only this
+/// user's.
 fn sweep_leftovers(parent: &Path) {
     let Ok(entries) = fs::read_dir(parent) else {
         return;
@@ -222,7 +252,11 @@ fn sweep_leftovers(parent: &Path) {
         let Some(pid) = name
             .to_str()
             .and_then(|n| n.strip_prefix("uexec."))
-            .map(|p| p.strip_suffix(".server").unwrap_or(p))
+            .map(|p| {
+                p.strip_suffix(".server")
+                    .or_else(|| p.strip_suffix(".probe"))
+                    .unwrap_or(p)
+            })
             .and_then(|p| p.parse::<u32>().ok())
         else {
             continue;
@@ -343,6 +377,33 @@ fn wait_event(dir: &Path, want: &str, limit: Duration) -> Option<bool> {
     }
 }
 
+/// A cgroup's directory, open for a spawn to name it (`O_PATH`: nothing is read through it).
+fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(dir)?;
+    Ok(file.into())
+}
+
+/// Whether this kernel starts a child straight in a cgroup (`clone3` with
+/// `CLONE_INTO_CGROUP`), tried for real in a throwaway cgroup beside where sessions would
+/// get theirs: `Ok` when it does, else why commands would migrate (`uexec doctor`).
+pub fn entry_probe() -> Result<(), String> {
+    let own = own_cgroup_dir().map_err(|e| e.to_string())?;
+    let dir = own.join(format!("uexec.{}.probe", std::process::id()));
+    fs::create_dir(&dir).map_err(|source| {
+        CgroupError::Make {
+            dir: dir.clone(),
+            source,
+        }
+        .to_string()
+    })?;
+    let tried = open_dir(&dir).and_then(|fd| uexec_sys::probe_spawn_into_cgroup(fd.as_raw_fd()));
+    let _ = fs::remove_dir(&dir);
+    tried.map_err(|e| e.to_string())
+}
+
 /// Why a freeze cannot be: the session's processes are gone, and its cgroup with them.
 const GONE: &str = "it has exited";
 
@@ -375,8 +436,11 @@ impl Freezing {
 #[derive(Debug)]
 pub(super) struct SessionCgroup {
     dir: PathBuf,
-    /// `cgroup.procs`, open for writing: the child writes itself in.
-    procs: File,
+    /// Its directory, open (`O_PATH`): the child is born there (or moves itself in).
+    dir_fd: OwnedFd,
+    /// How its command was asked to enter it.
+    entry: CgroupEntry,
+    tree: &'static Tree,
     removed: AtomicBool,
     /// The figures read last before the removal: what the session used, in all.
     last: Arc<Mutex<Option<Usage>>>,
@@ -416,16 +480,14 @@ impl SessionCgroup {
         let dir = tree.root.join(format!("s{n}"));
         let made = fs::create_dir(&dir)
             .and_then(|()| limits::apply(&dir, &limits))
-            .and_then(|()| {
-                OpenOptions::new()
-                    .write(true)
-                    .custom_flags(libc::O_CLOEXEC)
-                    .open(dir.join("cgroup.procs"))
-            });
+            .and_then(|()| open_dir(&dir));
+        let entry = tree.entry();
         match made {
-            Ok(procs) => Ok(Some(Self {
+            Ok(dir_fd) => Ok(Some(Self {
                 dir,
-                procs,
+                dir_fd,
+                entry,
+                tree,
                 removed: AtomicBool::new(false),
                 last: Arc::default(),
                 limits,
@@ -447,24 +509,49 @@ impl SessionCgroup {
         }
     }
 
-    /// The descriptor the child writes itself in through.
-    pub(super) fn procs_fd(&self) -> RawFd {
-        self.procs.as_raw_fd()
+    /// Where and how the command is to enter the cgroup.
+    pub(super) fn child_cgroup(&self) -> ChildCgroup {
+        ChildCgroup {
+            dir: self.dir_fd.as_raw_fd(),
+            entry: self.entry,
+        }
     }
 
-    /// Makes sure `pid` is in: a launcher started ahead of the session (a warm sandbox)
-    /// is moved in by the parent. False when it could not be (logged).
-    pub(super) fn hold(&self, pid: u32) -> bool {
+    /// Makes sure `pid`, started with `entered` (as the spawn said), is in: a child born in
+    /// it is; a launcher started ahead of the session (a warm sandbox) is moved in by the
+    /// parent. A child that migrated when asked to be born there tells the tree that this
+    /// kernel cannot. False when it could not be moved in (logged).
+    pub(super) fn hold(&self, pid: u32, entered: Option<CgroupEntry>) -> bool {
+        if entered == Some(CgroupEntry::AtBirth) {
+            return true;
+        }
+        if self.entry == CgroupEntry::AtBirth
+            && entered == Some(CgroupEntry::Migrates)
+            && self.tree.born_inside.swap(false, Ordering::Relaxed)
+        {
+            tracing::info!(
+                "this kernel cannot start a command in its cgroup (clone3 with \
+                 CLONE_INTO_CGROUP, Linux 5.7); commands move themselves in instead, which \
+                 costs milliseconds after an idle pause"
+            );
+        }
         let path = format!("/proc/{pid}/cgroup");
         let inside = uexec_sys::read_kernel_file(Path::new(&path)).is_ok_and(|c| {
             c.lines()
                 .find_map(|l| l.strip_prefix("0::"))
-                .is_some_and(|p| self.dir.ends_with(p.trim_start_matches('/')))
+                .map(|p| p.trim_start_matches('/'))
+                // The root cgroup (`0::/`, uexec's own in many containers) is no session's:
+                // an empty path would end every directory.
+                .is_some_and(|p| !p.is_empty() && self.dir.ends_with(p))
         });
         if inside {
             return true;
         }
-        match (&self.procs).write_all(pid.to_string().as_bytes()) {
+        let moved = OpenOptions::new()
+            .write(true)
+            .open(self.dir.join("cgroup.procs"))
+            .and_then(|mut procs| procs.write_all(pid.to_string().as_bytes()));
+        match moved {
             Ok(()) => true,
             Err(e) => {
                 tracing::warn!("cannot move process {pid} into {}: {e}", self.dir.display());

@@ -14,13 +14,11 @@ fn fake_session(procs: &str, usec: u64) -> (PathBuf, SessionCgroup) {
     fs::create_dir_all(&dir).expect("fake cgroup");
     fs::write(dir.join("cgroup.procs"), procs).expect("procs");
     set_usage(&dir, usec);
-    let procs = OpenOptions::new()
-        .write(true)
-        .open(dir.join("cgroup.procs"))
-        .expect("procs for writing");
     let cgroup = SessionCgroup {
         dir: dir.clone(),
-        procs,
+        dir_fd: open_dir(&dir).expect("the directory"),
+        entry: CgroupEntry::AtBirth,
+        tree: fake_tree(),
         removed: AtomicBool::new(false),
         last: Arc::default(),
         limits: Limits::default(),
@@ -29,6 +27,16 @@ fn fake_session(procs: &str, usec: u64) -> (PathBuf, SessionCgroup) {
         settled: AtomicBool::new(false),
     };
     (dir, cgroup)
+}
+
+/// A tree of its own (a value, as every test needs a fresh one), asking births at first.
+fn fake_tree() -> &'static Tree {
+    Box::leak(Box::new(Tree {
+        own: std::env::temp_dir(),
+        root: std::env::temp_dir(),
+        next: AtomicU64::new(1),
+        born_inside: AtomicBool::new(true),
+    }))
 }
 
 fn set_usage(dir: &Path, usec: u64) {
@@ -82,4 +90,33 @@ fn mountinfo_paths_are_unescaped() {
     );
     assert_eq!(unescape(r"/a\040b\134c"), r"/a b\c");
     assert_eq!(unescape(r"/odd\x"), r"/odd\x");
+}
+
+/// A command born in its cgroup is held as it is: no read of where it is, no write.
+#[test]
+fn a_child_born_in_its_cgroup_is_held_without_a_migration() {
+    let (dir, cgroup) = fake_session("", 0);
+    assert!(cgroup.hold(std::process::id(), Some(CgroupEntry::AtBirth)));
+    assert_eq!(fs::read_to_string(dir.join("cgroup.procs")).unwrap(), "");
+    assert_eq!(cgroup.tree.entry(), CgroupEntry::AtBirth);
+    drop(cgroup);
+    let _ = fs::remove_dir_all(&dir);
+}
+
+/// A command that migrated when asked to be born in its cgroup means the kernel cannot
+/// (the spawn fell back): the tree remembers, and the next sessions' commands migrate.
+#[test]
+fn a_child_that_migrated_when_asked_to_be_born_makes_the_next_ones_migrate() {
+    let (dir, cgroup) = fake_session("", 0);
+    assert_eq!(cgroup.child_cgroup().entry, CgroupEntry::AtBirth);
+    let pid = std::process::id();
+    assert!(cgroup.hold(pid, Some(CgroupEntry::Migrates)));
+    // Not found inside (a fake cgroup), so moved in by the parent, as a warm launcher is.
+    assert_eq!(
+        fs::read_to_string(dir.join("cgroup.procs")).unwrap(),
+        pid.to_string()
+    );
+    assert_eq!(cgroup.tree.entry(), CgroupEntry::Migrates);
+    drop(cgroup);
+    let _ = fs::remove_dir_all(&dir);
 }
