@@ -44,6 +44,8 @@ pub struct McpOptions {
     /// `--structured` (always with `--codex-compat`): results carry their facts as JSON
     /// (`structuredContent`), and tools an outputSchema, beside the text.
     pub structured: bool,
+    /// `--no-tasks`: no call becomes an MCP task (for clients that mishandle them).
+    pub no_tasks: bool,
     /// `--strip-ansi`: the calls' default.
     pub strip_ansi: bool,
     /// `--collapse-cr`: the calls' default.
@@ -115,6 +117,7 @@ impl Default for McpOptions {
             codex_tools_only: false,
             extended: true,
             structured: false,
+            no_tasks: false,
             strip_ansi: false,
             collapse_cr: false,
             allow_secret_input: false,
@@ -158,6 +161,7 @@ impl McpOptions {
             extended: self.extended,
             codex_tools_only: self.codex_tools_only,
             structured: self.structured,
+            no_tasks: self.no_tasks,
             allow_secret_input: self.allow_secret_input,
             sandbox: SandboxSettings {
                 profile: self.sandbox.map(|p| p.as_str().to_owned()),

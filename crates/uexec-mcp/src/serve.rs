@@ -81,6 +81,7 @@ pub async fn run(args: McpOptions) -> Result<(), McpError> {
         codex_tools_only: args.codex_tools_only,
         extended: args.extended,
         structured: args.structured,
+        tasks: !args.no_tasks,
         config: config.clone(),
     };
     let make_store = move || {
@@ -102,7 +103,7 @@ pub async fn run(args: McpOptions) -> Result<(), McpError> {
     );
     let result = match args.http {
         None if args.listener.tls_cert.is_some() => Err(McpError::TlsWithoutHttp),
-        None => serve_stdio(server, Wire::new(args.extended)).await,
+        None => serve_stdio(server, Wire::new(args.extended && !args.no_tasks)).await,
         Some(addr) => {
             // A request dropped by its client is cancelled, losing nothing (`dropped`).
             let sessions = Arc::new(crate::dropped::CancelDropped::new(Arc::new(
@@ -187,7 +188,7 @@ where
     let principals: Arc<[Principal]> = tokens.iter().map(|t| Principal::of_token(t)).collect();
     let tokens = Arc::new(tokens);
     // What rmcp's model cannot say (tools' `execution`, listen's `taskIds`): `wire::http`.
-    let wire = Wire::new(args.extended);
+    let wire = Wire::new(args.extended && !args.no_tasks);
     let router = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn(

@@ -25,7 +25,7 @@ use crate::resources::{self, LegacySubscriptions};
 use crate::stores::Stores;
 use crate::tasks::{listen as task_listen, Start, Tasks, Unfinished};
 use crate::tools::parse::Dialect;
-use crate::tools::render::{attach_exit_notices, Answer};
+use crate::tools::render::{attach_exit_notices, snapshot_result, Answer};
 use crate::tools::schema::Offer;
 use crate::tools::wait::Heartbeat;
 use crate::tools::{
@@ -77,6 +77,9 @@ pub struct Options {
     /// an outputSchema. Off, a result is its text alone: clients that show the JSON when
     /// there is some (Claude Code, Codex) then show the model the text.
     pub structured: bool,
+    /// MCP Tasks offered to clients that declare them (off with `--no-tasks`): `wait`, and
+    /// an `exec_command` that asks with `background: true`, may answer with a task.
+    pub tasks: bool,
     /// This connection's configuration: the defaults its commands run with (and the tools
     /// state).
     pub config: StoreConfig,
@@ -211,23 +214,45 @@ impl UexecServer {
         tasks: bool,
     ) -> (CallToolResult, Option<Unfinished>) {
         let mut unfinished = None;
+        // A running session an exec_command asked to background, where no task can be had.
+        let mut background_refused = None;
         let codex_tools_only = self.options.codex_tools_only;
         let config = &self.options.config;
         let owners = self.stores.owners().map(Arc::as_ref);
         let started = std::time::Instant::now();
         let answer = match name {
             exec_command::NAME => {
-                exec_command::call(store, config, arguments, self.dialect(), call_id).await
+                let dialect = self.dialect();
+                exec_command::run(store, config, arguments, dialect, call_id)
+                    .await
+                    .map(|window| {
+                        let result = snapshot_result(window.clone(), dialect.extended);
+                        match window.session_id() {
+                            // What a task follows, when the call asked for one (`background`)
+                            // and the client can have it.
+                            Some(id) if tasks => {
+                                unfinished = Some(Unfinished::Session(id, Box::new(window)));
+                            }
+                            Some(id) if exec_command::background(arguments).unwrap_or(false) => {
+                                background_refused = Some(id);
+                            }
+                            _ => {}
+                        }
+                        result
+                    })
             }
             write_stdin::NAME => write_stdin::call(store, config, arguments, self.dialect()).await,
             wait::NAME if !codex_tools_only && tasks => wait::observe(store, config, arguments)
                 .await
                 .map(|(request, waited)| {
                     let following = wait::unsatisfied(request.all, &waited);
-                    if !following.is_empty() {
-                        unfinished = Some(Unfinished::Wait(request, following));
+                    if following.is_empty() {
+                        wait::result(waited)
+                    } else {
+                        // The task stands in for this result: it is never sent.
+                        unfinished = Some(Unfinished::Wait(request, following, waited));
+                        CallToolResult::success(Vec::new())
                     }
-                    wait::result(waited)
                 }),
             wait::NAME if !codex_tools_only => wait::call(store, config, arguments).await,
             read_output::NAME if !codex_tools_only => read_output::call(store, owners, arguments),
@@ -270,24 +295,20 @@ impl UexecServer {
                 "{name} failed: {message}"
             ))])
         });
+        if unfinished.is_some() {
+            // A task's result is read later, if at all: exit notices wait for the next one.
+            return (result, unfinished);
+        }
         if self.options.extended || name == wait::NAME {
             // This connection's own notices: a person's call on an agent's session must not
             // take the agent's.
             attach_exit_notices(&mut result, own.take_exit_notices());
         }
-        // The session a snapshot names as still running (what a task would follow).
-        let running = (name == exec_command::NAME && tasks)
-            .then(|| {
-                result
-                    .structured_content
-                    .as_ref()?
-                    .get("session_id")?
-                    .as_i64()
-            })
-            .flatten()
-            .and_then(|id| i32::try_from(id).ok());
-        if let Some(id) = running {
-            unfinished = Some(Unfinished::Session(id));
+        if let Some(id) = background_refused {
+            // Asked for, not possible here: the session id is the model's, as always.
+            result.content.push(ContentBlock::text(format!(
+                "background: no task here (this client does not take MCP Tasks, or the server runs with --no-tasks): session {id} is yours to poll with write_stdin, or to wait on with wait"
+            )));
         }
         if !self.options.structured {
             // Every fact is in the text too (`render`): stated once, never escaped twice.
@@ -306,7 +327,7 @@ impl ServerHandler for UexecServer {
             .enable_resources_list_changed();
         // MCP Tasks: a call still running at the end of its window may become one (not in
         // Codex's exact surface).
-        let mut capabilities = if self.options.extended {
+        let mut capabilities = if self.options.extended && self.options.tasks {
             capabilities.enable_tasks().build()
         } else {
             capabilities.build()
@@ -378,11 +399,24 @@ impl ServerHandler for UexecServer {
         // Dropping the engine call at its await point stops it at once and loses nothing:
         // the interaction lock is released, and the pending output and the exit stay for the
         // next call (SPEC §1, §6).
-        // MCP Tasks: only uexec's dialect offers them, to clients that declared them.
+        // MCP Tasks: only uexec's dialect offers them (unless --no-tasks), to clients that
+        // declared them, and only where the model loses nothing by it: a `wait` (the model
+        // has its session ids already and is told of the end), and an exec_command that asked
+        // with `background: true`. Any other call's result is the snapshot, with the session
+        // id the model polls, types into and stops (a task would hide it: interactive Claude
+        // Code backgrounds every task and tells the model no id).
         let as_task = self.options.extended
+            && self.options.tasks
             && context
                 .client_capabilities()
-                .is_some_and(|c| c.supports_tasks());
+                .is_some_and(|c| c.supports_tasks())
+            && match name {
+                wait::NAME => true,
+                exec_command::NAME => {
+                    exec_command::background(request.arguments.as_ref()).unwrap_or(false)
+                }
+                _ => false,
+            };
         let (result, unfinished) = tokio::select! {
             biased;
             () = cancelled(&context.ct, &self.client_gone) => {
@@ -403,9 +437,9 @@ impl ServerHandler for UexecServer {
                 unfinished,
                 Start {
                     store,
-                    window: result,
                     config: self.options.config.clone(),
                     dialect: self.dialect(),
+                    structured: self.options.structured,
                     context: &context,
                 },
             ))),

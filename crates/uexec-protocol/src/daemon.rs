@@ -167,6 +167,9 @@ pub struct Settings {
     /// Results carry `structuredContent` (and tools an outputSchema) beside their text.
     #[serde(default)]
     pub structured: bool,
+    /// `--no-tasks`: no call becomes an MCP task, whatever the client declares.
+    #[serde(default)]
+    pub no_tasks: bool,
     #[serde(default)]
     pub allow_secret_input: bool,
     /// The sandbox policy of the client's commands: a ceiling that calls may only narrow.

@@ -516,6 +516,7 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
         codex_tools_only: hello.settings.codex_tools_only,
         extended: hello.settings.extended,
         structured: hello.settings.structured,
+        tasks: !hello.settings.no_tasks,
         config,
     };
     let stores = if hello.owner == PERSON {
@@ -539,7 +540,7 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
     let read = crate::hangup::Watched::new(read, gone.clone());
     // The wire additions (tools' `execution`, listen's `taskIds`) for its clients, which
     // `uexec mcp` relays byte for byte.
-    let wire = crate::wire::Wire::new(hello.settings.extended);
+    let wire = crate::wire::Wire::new(hello.settings.extended && !hello.settings.no_tasks);
     let running = server
         .serve(crate::wire::lines::transport(read, write, wire, gone))
         .await

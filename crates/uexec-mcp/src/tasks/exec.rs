@@ -1,5 +1,8 @@
-//! `exec_command`'s tasks: a call whose command still runs at the end of its window, from a
-//! client that declared the extension, answers with a task that follows the session.
+//! `exec_command`'s tasks: a call that asked for one (`background: true`) whose command still
+//! runs at the end of its window, from a client that declared the extension, answers with a
+//! task that follows the session. Without `background` the call's result is the snapshot and
+//! its session id, in every client: a task hides the id from the model (interactive Claude
+//! Code backgrounds every task), which then cannot poll, type or stop.
 //!
 //! 1. **Creation**: the call runs as always (its window, its `until`); a result that names
 //!    a running session becomes `CreateTaskResult`, in the table before it is sent.
@@ -7,10 +10,11 @@
 //!    owner may still poll it with `write_stdin`); every [`STATUS_EVERY`] its status message
 //!    says how long it has run, how much it printed and its last line, and its
 //!    `pollIntervalMs` how quiet the session is.
-//! 3. **Completed**: at the exit, the normal result: the first window's snapshot (which the
-//!    model never saw: the task stood in for it), then a poll's (the rest since the last
-//!    read, and the exit code), and where its transcript is. A session whose end someone else
-//!    reported says so.
+//! 3. **Completed**: at the exit, one result: how the session ended (its id and name, the
+//!    exit code, the run's whole time, where its transcript is, as far as it is on disk),
+//!    then one snapshot whose output is the first window's (which the model never saw: the
+//!    task stood in for it) and the rest since, bounded as every result (head and tail, the
+//!    bytes between counted). A session whose end someone else reported says so.
 //! 4. **Input required**: a session that waits at a prompt (as `until: {prompt: true}` sees
 //!    it) makes the task `input_required`, for a client that declared form elicitation: the
 //!    question is a form with one field, `answer`, and `tasks/update` types it (and a
@@ -28,18 +32,21 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolResult, CreateTaskResult, ElicitRequest, ElicitRequestParams, ElicitResult,
-    ElicitationAction, ElicitationSchema, InputRequest, TaskStatus,
+    CallToolResult, ContentBlock, CreateTaskResult, ElicitRequest, ElicitRequestParams,
+    ElicitResult, ElicitationAction, ElicitationSchema, InputRequest, TaskStatus,
 };
 use rmcp::service::{Peer, RoleServer};
 use rmcp::task_manager::{TaskContext, TaskExit};
 use serde_json::json;
 use uexec_core::backend::Signal;
-use uexec_core::{SessionStore, StoreConfig};
+use uexec_core::limits::DEFAULT_MAX_OUTPUT_TOKENS;
+use uexec_core::{SessionStore, Snapshot, StoreConfig};
 
+use super::kept::{ended_line, Kept};
 use super::page::{self, Page};
 use super::{Pulse, Tasks, STATUS_EVERY};
 use crate::tools::parse::Dialect;
+use crate::tools::render::snapshot_fields;
 use crate::tools::write_stdin;
 
 /// How long a cancel waits after each signal before the next, stronger one.
@@ -54,9 +61,11 @@ pub struct Follow {
     pub store: Arc<SessionStore>,
     pub session_id: i32,
     /// The snapshot of the call's window, which the task stood in for.
-    pub window: CallToolResult,
+    pub window: Snapshot,
     pub config: StoreConfig,
     pub dialect: Dialect,
+    /// Results carry `structuredContent` (`--structured`); otherwise the text alone.
+    pub structured: bool,
     /// Where `notifications/tasks` goes (a client of the initialize handshake).
     pub peer: Option<Peer<RoleServer>>,
     /// The client answers form elicitations: a question becomes `input_required`.
@@ -90,6 +99,7 @@ async fn run(
         window,
         config,
         dialect,
+        structured,
         peer: _,
         elicits,
         opens_pages,
@@ -172,37 +182,80 @@ async fn run(
     }
     drop(page);
     context.set_status_message(format!("session {session_id} ended"));
-    let poll = serde_json::Map::from_iter([("session_id".to_owned(), json!(session_id))]);
-    let last = match write_stdin::call(&store, &config, Some(&poll), dialect).await {
-        Ok(result) => result,
-        Err(message) => CallToolResult::error(vec![rmcp::model::ContentBlock::text(format!(
-            "write_stdin failed: {message}"
-        ))]),
-    };
-    let mut result = joined(window, last);
-    // Where every byte it printed is, to page with read_output.
-    let transcript = store
-        .list_ended()
-        .into_iter()
-        .find(|s| s.session_id == session_id)
-        .and_then(|s| s.transcript);
-    if let Some(dir) = transcript {
-        result.content.push(rmcp::model::ContentBlock::text(format!(
-            "Transcript: {} (every byte; read_output {{\"transcript\": \"{}\"}} pages through it)",
-            dir.display(),
-            dir.display()
-        )));
-    }
-    Ok(result)
+    Ok(ended(&store, session_id, window, &config, dialect, structured).await)
 }
 
-/// The window's snapshot, then the last one: nothing the command printed is left out.
-fn joined(window: CallToolResult, last: CallToolResult) -> CallToolResult {
-    let mut result = last;
-    let mut content = window.content;
-    content.append(&mut result.content);
-    result.content = content;
+/// The result of a task whose session ended: how (id and name, exit, the run's whole time,
+/// the transcript), then one snapshot of everything since the model last read the session
+/// (the window it never saw, and the rest), bounded as every result.
+async fn ended(
+    store: &Arc<SessionStore>,
+    session_id: i32,
+    window: Snapshot,
+    config: &StoreConfig,
+    dialect: Dialect,
+    structured: bool,
+) -> CallToolResult {
+    let poll = serde_json::Map::from_iter([("session_id".to_owned(), json!(session_id))]);
+    let last = match write_stdin::request(Some(&poll), dialect) {
+        Ok(request) => store.write_stdin_for(config, request).await,
+        Err(e) => return error(format!("write_stdin failed: {e}")),
+    };
+    let last = match last {
+        Ok(last) => last,
+        // Someone else reported its end (a poll of the model's, a person's kill): how it
+        // ended, and where its output went.
+        Err(e) => {
+            return match ended_line(store, session_id, None) {
+                Some(line) => CallToolResult::success(vec![ContentBlock::text(format!(
+                    "{line}\nIts end was reported already, to another call, which read its output."
+                ))]),
+                None => error(format!(
+                    "session {session_id}: {}",
+                    crate::tools::render::error_text(&e)
+                )),
+            };
+        }
+    };
+    let stopped = last.transcript_stop.clone();
+    let budget = DEFAULT_MAX_OUTPUT_TOKENS.saturating_mul(4);
+    let mut kept = Kept::new(budget);
+    kept.add(Ok(window));
+    kept.add(Ok(last));
+    let Some(Ok(mut whole)) = kept.into_result() else {
+        return error(format!("session {session_id}: nothing was kept"));
+    };
+    let line = ended_line(store, session_id, stopped.as_ref());
+    if let Some(info) = store
+        .list_ended()
+        .into_iter()
+        .rev()
+        .find(|s| s.session_id == session_id)
+    {
+        // The run's whole time, not the last poll's window.
+        whole.wall_time = info.running_time;
+    }
+    let text = if dialect.extended {
+        whole.to_text_annotated()
+    } else {
+        whole.to_text()
+    };
+    let mut content = Vec::with_capacity(2);
+    content.extend(line.map(ContentBlock::text));
+    content.push(ContentBlock::text(text));
+    let mut result = CallToolResult::success(content);
+    if structured {
+        result.structured_content = Some(serde_json::Value::Object(snapshot_fields(
+            &whole,
+            dialect.extended,
+        )));
+    }
     result
+}
+
+/// An error result saying `text`.
+fn error(text: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text)])
 }
 
 /// The form that asks what to type at the prompt `line`: one field, `answer`.
@@ -290,7 +343,7 @@ async fn cancel(store: &Arc<SessionStore>, session_id: i32) {
 }
 
 /// `session 7 (npm test) running for 12.3 s, 4.2 KiB printed; last line: PASS app.test.ts`.
-fn status_line(store: &SessionStore, session_id: i32) -> String {
+pub(super) fn status_line(store: &SessionStore, session_id: i32) -> String {
     let info = store
         .list_sessions()
         .into_iter()

@@ -22,6 +22,7 @@
 //! those still working (each follows a live session or a live `wait`).
 
 pub mod exec;
+mod kept;
 pub mod listen;
 pub mod page;
 pub mod wait;
@@ -312,21 +313,26 @@ impl<Owner: Send + Sync + 'static> Tasks<Owner> {
     }
 }
 
-/// What a call left running that a task would follow.
+/// What a call left running that a task would follow, with what the call's window saw (the
+/// task stands in for its result: the model has read none of it).
 pub enum Unfinished {
-    /// exec_command's session.
-    Session(i32),
-    /// wait's request, and the sessions its window left unsatisfied.
-    Wait(uexec_core::WaitRequest, Vec<i32>),
+    /// exec_command's running session, and its window.
+    Session(i32, Box<uexec_core::Snapshot>),
+    /// wait's request, the sessions its window left unsatisfied, and what it saw of each.
+    Wait(
+        uexec_core::WaitRequest,
+        Vec<i32>,
+        crate::tools::wait::Waited,
+    ),
 }
 
 /// What a task starts from, besides what the call left running.
 pub struct Start<'a> {
     pub store: Arc<uexec_core::SessionStore>,
-    /// The call's result, which the task stands in for.
-    pub window: rmcp::model::CallToolResult,
     pub config: uexec_core::StoreConfig,
     pub dialect: crate::tools::parse::Dialect,
+    /// Results carry `structuredContent` (`--structured`); otherwise the text alone.
+    pub structured: bool,
     pub context: &'a RequestContext<RoleServer>,
 }
 
@@ -335,9 +341,9 @@ impl Tasks<uexec_core::SessionStore> {
     pub fn start(&self, unfinished: Unfinished, start: Start<'_>) -> CreateTaskResult {
         let Start {
             store,
-            window,
             config,
             dialect,
+            structured,
             context,
         } = start;
         // Told without asking: a client of the initialize handshake (a stateless one has no
@@ -346,14 +352,15 @@ impl Tasks<uexec_core::SessionStore> {
             context.peer.peer_info().is_some() && context.meta.protocol_version().is_none();
         let peer = handshake.then(|| context.peer.clone());
         match unfinished {
-            Unfinished::Session(session_id) => {
+            Unfinished::Session(session_id, window) => {
                 let elicitation = context.client_capabilities().and_then(|c| c.elicitation);
                 self.create(Follow {
                     store,
                     session_id,
-                    window,
+                    window: *window,
                     config,
                     dialect,
+                    structured,
                     peer,
                     elicits: elicitation
                         .as_ref()
@@ -362,12 +369,13 @@ impl Tasks<uexec_core::SessionStore> {
                         && on_this_machine(context),
                 })
             }
-            Unfinished::Wait(request, following) => self.wait(Waiting {
+            Unfinished::Wait(request, following, seen) => self.wait(Waiting {
                 store,
                 config,
                 request,
                 following,
-                window,
+                seen,
+                structured,
                 peer,
             }),
         }

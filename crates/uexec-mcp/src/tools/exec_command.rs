@@ -46,6 +46,7 @@ pub const EXTENDED_FIELDS: &[&str] = &[
     "network",
     "name",
     "limits",
+    "background",
 ];
 
 /// `exec_command`; with named environments, an `environment_id` argument picks one.
@@ -81,6 +82,7 @@ pub fn tool(offer: Offer<'_>) -> Tool {
         hygiene_properties(props, offer.config);
         sandbox_properties(props, offer.config);
         props["limits"] = limits_schema(offer.config);
+        props["background"] = json!({"type": "boolean", "default": false, "description": "true: if the command is still running at the end of the window, hand it to the client as a background task instead of returning a session_id: you are told when it ends, with its exit code, its output and its transcript. Only for commands you will not type into or poll (a build, a test suite you wait for); clients without MCP Tasks get the usual result with a session_id. Default: false (the session_id is yours: poll it with write_stdin, or let `wait` tell you when it ends)."});
     }
     Tool::new(
         NAME,
@@ -207,6 +209,8 @@ pub fn request(arguments: Option<&Args>, dialect: Dialect) -> Result<ExecRequest
     }
     reject_unknown(&args, &known)?;
     let cmd = string(&args, "cmd")?.ok_or_else(|| err("cmd", "required"))?;
+    // The face's, not the engine's: whether the call may become a task (`background`).
+    boolean(&args, "background")?;
     let pipe_stdin = match string(&args, "stdin")?.as_deref() {
         None | Some("null") => false,
         Some("pipe") => true,
@@ -246,6 +250,15 @@ pub fn request(arguments: Option<&Args>, dialect: Dialect) -> Result<ExecRequest
             })
             .transpose()?,
     })
+}
+
+/// `background`: whether the call asks to become a background task if it outlives its
+/// window (the server decides whether the client can have one). Default false.
+pub fn background(arguments: Option<&Args>) -> Result<bool, ArgError> {
+    match arguments {
+        None => Ok(false),
+        Some(args) => Ok(boolean(args, "background")?.unwrap_or(false)),
+    }
 }
 
 /// `network`: `"off"`, `"on"` or `{"allow": ["host", "*.domain", "host:port"]}`.
@@ -290,12 +303,24 @@ pub async fn call(
     dialect: Dialect,
     call_id: String,
 ) -> Answer {
+    run(store, config, arguments, dialect, call_id)
+        .await
+        .map(|s| snapshot_result(s, dialect.extended))
+}
+
+/// [`call`]'s snapshot, before it is a result (a task follows on from it).
+pub async fn run(
+    store: &Arc<SessionStore>,
+    config: &StoreConfig,
+    arguments: Option<&Args>,
+    dialect: Dialect,
+    call_id: String,
+) -> Result<uexec_core::Snapshot, String> {
     let mut req = request(arguments, dialect).map_err(|e| e.to_string())?;
     req.call_id = Some(call_id);
     store
         .exec_command_for(config, req, Vec::new())
         .await
-        .map(|s| snapshot_result(s, dialect.extended))
         .map_err(|e| render::error_text(&e))
 }
 
@@ -327,6 +352,30 @@ mod tests {
                 .to_string()
                 .starts_with(&format!("invalid arguments: {f}: ")));
         }
+    }
+
+    #[test]
+    fn background_is_a_boolean_of_uexec_s_dialect() {
+        let extended = Dialect {
+            extended: true,
+            ..Dialect::default()
+        };
+        let e = request(
+            Some(&args(json!({"cmd": "x", "background": "yes"}))),
+            extended,
+        )
+        .expect_err("a string");
+        assert_eq!(
+            e.to_string(),
+            "invalid arguments: background: expected a boolean, got a string"
+        );
+        let asked = args(json!({"cmd": "x", "background": true}));
+        assert!(request(Some(&asked), extended).is_ok());
+        assert_eq!(background(Some(&asked)), Ok(true));
+        assert_eq!(background(None), Ok(false));
+        // Not Codex's: an unknown field there.
+        let e = request(Some(&asked), Dialect::default()).expect_err("unknown");
+        assert_eq!(e.field, "background");
     }
 
     #[test]

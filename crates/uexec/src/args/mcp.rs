@@ -35,6 +35,13 @@ pub struct McpArgs {
     /// Always on with --codex-compat.
     #[arg(help_heading = "Faces", long)]
     pub structured: bool,
+    /// Never answer a call with an MCP task, whatever the client declares. By default a
+    /// client that declares the tasks extension gets one for `wait` (and for an
+    /// `exec_command` that asks with `background: true`) when it is still waiting at the
+    /// end of its window, and is told when it ends; for clients that mishandle tasks (the
+    /// MCP Inspector CLI 2.12 shows a bare task and never polls it).
+    #[arg(help_heading = "Faces", long)]
+    pub no_tasks: bool,
     /// Kept for configurations written before uexec's own arguments became the default:
     /// `--extended` changes nothing; `--extended=false` (or UEXEC_EXTENDED=0) is
     /// --codex-compat.
@@ -400,6 +407,7 @@ impl McpArgs {
             codex_tools_only: self.codex_tools_only,
             extended: !codex,
             structured: self.structured || codex,
+            no_tasks: self.no_tasks,
             strip_ansi: self.strip_ansi,
             collapse_cr: self.collapse_cr,
             allow_secret_input: self.allow_secret_input,

@@ -1,7 +1,9 @@
 //! MCP Tasks through a client that declares the extension: an exec_command still running at
-//! the end of its window becomes a task; tasks/get says it works, then gives the result with
-//! nothing left out; the client is told of the end; tasks/cancel stops the command; and a
-//! client without the extension, or Codex's surface, sees no change.
+//! the end of its window keeps its session id, unless it asked for a task (`background`);
+//! then tasks/get says it works, and gives the result with nothing left out; the client is
+//! told of the end; tasks/cancel stops the command; a `wait` becomes a task that wakes the
+//! model at the end; and a client without the extension, `--no-tasks` or Codex's surface see
+//! no task.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -72,6 +74,12 @@ fn exec(arguments: Value) -> CallToolRequestParams {
     CallToolRequestParams::new("exec_command").with_arguments(args(arguments))
 }
 
+/// exec_command with `background: true`: a task, if it outlives its window.
+fn background(mut arguments: Value) -> CallToolRequestParams {
+    arguments["background"] = json!(true);
+    exec(arguments)
+}
+
 /// Polls `tasks/get` (as the extension has clients do) until the task is terminal.
 async fn settled(client: &RunningService<RoleClient, TaskClient>, id: &str) -> GetTaskResult {
     for _ in 0..200 {
@@ -82,6 +90,23 @@ async fn settled(client: &RunningService<RoleClient, TaskClient>, id: &str) -> G
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("task {id} did not end");
+}
+
+/// Waits until the client was told (`notifications/tasks`), without asking, that task `id`
+/// is `status`.
+async fn told_of(handler: &TaskClient, id: &str, status: TaskStatus) {
+    let told = handler.told.clone();
+    eventually(
+        &format!("notifications/tasks: {id} {status:?}"),
+        Duration::from_secs(5),
+        || {
+            told.lock()
+                .unwrap()
+                .iter()
+                .any(|n| n.task.task.task_id == id && n.status() == status)
+        },
+    )
+    .await;
 }
 
 /// The text of a completed task's result (its content blocks, joined).
@@ -108,13 +133,13 @@ async fn a_command_still_running_at_its_window_becomes_a_task_that_ends_with_its
         gate.display()
     );
     let created = client
-        .call_tool_once(exec(
-            json!({"cmd": cmd, "login": false, "yield_time_ms": 500}),
+        .call_tool_once(background(
+            json!({"cmd": cmd, "login": false, "yield_time_ms": 500, "name": "gated"}),
         ))
         .await
         .unwrap();
     let CallToolResponse::Task(created) = created else {
-        panic!("a running command is a task: {created:?}");
+        panic!("a running command that asked for the background is a task: {created:?}");
     };
     let id = created.task.task_id.clone();
     assert_eq!(created.task.status, TaskStatus::Working);
@@ -140,28 +165,40 @@ async fn a_command_still_running_at_its_window_becomes_a_task_that_ends_with_its
     assert_eq!(done.task.status(), TaskStatus::Completed);
     let said = done.task.task.status_message.clone().unwrap_or_default();
     assert!(said.ends_with("ended"), "no longer running: {said}");
-    let text = result_text(&done.task.payload);
-    // The window's output and the rest: nothing the command printed is lost.
-    assert!(text.contains("first") && text.contains("second"), "{text}");
-    assert!(text.contains("Process exited with code 3"), "{text}");
+    let TaskPayload::Completed { result } = &done.task.payload else {
+        panic!("completed: {done:?}");
+    };
+    // The text a model reads, not the JSON of its last chunk (no --structured).
     assert!(
-        text.contains("Transcript: "),
-        "a link to every byte: {text}"
+        result.get("structuredContent").is_none(),
+        "text only: {result:?}"
     );
+    let text = result_text(&done.task.payload);
+    // How it ended first: its id and name, the code, the run's time, every byte's place.
+    let first = text.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("Session ")
+            && first.contains("\"gated\"")
+            && first.contains("exited with code 3 after")
+            && first.contains("Transcript: ")
+            && first.contains("every byte"),
+        "{text}"
+    );
+    // The window's output and the rest, once each: nothing the command printed is lost.
+    assert_eq!(text.matches("first\n").count(), 1, "{text}");
+    assert!(text.contains("second"), "{text}");
+    assert!(text.contains("Process exited with code 3"), "{text}");
+    // The run's whole time (it outlived a 500 ms window), not the last poll's.
+    let wall: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Wall time: "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a wall time: {text}"));
+    assert!(wall >= 0.5, "{wall} s: {text}");
 
     // And the client was told, without asking.
-    let told = handler.told.clone();
-    eventually(
-        "notifications/tasks at the end",
-        Duration::from_secs(5),
-        || {
-            told.lock()
-                .unwrap()
-                .iter()
-                .any(|n| n.task.task.task_id == id && n.status() == TaskStatus::Completed)
-        },
-    )
-    .await;
+    told_of(&handler, &id, TaskStatus::Completed).await;
 
     // An unknown task is an error naming it.
     let error = client
@@ -195,7 +232,7 @@ async fn cancelling_a_task_interrupts_its_command_and_settles_cancelled() {
     let (client, _) = task_client(&[]).await;
     let m = marker();
     let created = client
-        .call_tool_once(exec(
+        .call_tool_once(background(
             json!({"cmd": format!("sleep {m}"), "login": false, "yield_time_ms": 300}),
         ))
         .await
@@ -218,7 +255,7 @@ async fn cancelling_a_task_interrupts_its_command_and_settles_cancelled() {
 async fn write_stdin_keeps_working_on_a_tasks_session() {
     let (client, _) = task_client(&[]).await;
     let created = client
-        .call_tool_once(exec(json!({
+        .call_tool_once(background(json!({
             "cmd": "read line; echo got $line", "login": false, "yield_time_ms": 300, "stdin": "pipe"
         })))
         .await
@@ -278,6 +315,101 @@ async fn clients_without_the_extension_and_codex_compat_see_no_task() {
         .unwrap();
     assert!(matches!(r, CallToolResponse::Complete(_)), "{r:?}");
     client.cancel().await.unwrap();
+    // --no-tasks: none declared, none made; a call that asks is told why, and keeps its id.
+    let (client, _) = task_client(&["--no-tasks"]).await;
+    assert!(!client
+        .peer_info()
+        .is_some_and(|info| info.capabilities.supports_tasks()));
+    let r = client
+        .call_tool_once(background(
+            json!({"cmd": "sleep 5", "login": false, "yield_time_ms": 250}),
+        ))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(r) = r else {
+        panic!("no task with --no-tasks: {r:?}");
+    };
+    let text = crate::helpers::text(&r);
+    assert!(
+        text.contains("Process running with session ID")
+            && text.contains("background: no task here"),
+        "{text}"
+    );
+    client.cancel().await.unwrap();
+}
+
+/// The session id is the model's in a client that declares tasks (interactive Claude Code
+/// does, and backgrounds every task, hiding the id): a running command answers with its
+/// snapshot, the model polls it, and a `wait` on it is the task that wakes the model at the
+/// end, with the exit code and the output it has not read.
+#[tokio::test]
+async fn a_running_command_keeps_its_session_id_and_a_wait_on_it_is_the_task() {
+    let (client, handler) = task_client(&[]).await;
+    let gate = scratch_dir("tasks-gate").join("go");
+    let cmd = format!(
+        "echo one; while [ ! -e '{}' ]; do sleep 0.02; done; echo two; exit 4",
+        gate.display()
+    );
+    let r = client
+        .call_tool_once(exec(
+            json!({"cmd": cmd, "login": false, "yield_time_ms": 300}),
+        ))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(r) = r else {
+        panic!("the snapshot, not a task: {r:?}");
+    };
+    let text = crate::helpers::text(&r);
+    assert!(text.contains("one"), "{text}");
+    let session: i64 = text
+        .split("Process running with session ID ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a session id: {text}"));
+    // Polled by the model, as in any client.
+    let poll = client
+        .call_tool_once(
+            CallToolRequestParams::new("write_stdin")
+                .with_arguments(args(json!({"session_id": session, "yield_time_ms": 250}))),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(poll, CallToolResponse::Complete(_)), "{poll:?}");
+    // A wait that outlives its window is the task.
+    let waiting = client
+        .call_tool_once(CallToolRequestParams::new("wait").with_arguments(args(
+            json!({"session_ids": [session], "yield_time_ms": 250}),
+        )))
+        .await
+        .unwrap();
+    let CallToolResponse::Task(created) = waiting else {
+        panic!("a wait on a running session is a task: {waiting:?}");
+    };
+    let id = created.task.task_id.clone();
+    let said = created.task.status_message.clone().unwrap_or_default();
+    assert!(
+        said.contains(&format!("session {session}")) && said.contains("running for"),
+        "{said}"
+    );
+    std::fs::write(&gate, "").unwrap();
+    let done = settled(&client, &id).await;
+    assert_eq!(done.task.status(), TaskStatus::Completed);
+    let TaskPayload::Completed { result } = &done.task.payload else {
+        panic!("completed: {done:?}");
+    };
+    assert!(result.get("structuredContent").is_none(), "{result:?}");
+    let text = result_text(&done.task.payload);
+    assert!(
+        text.starts_with(&format!("Session {session} ("))
+            && text.contains("exited with code 4 after")
+            && text.contains("Transcript: "),
+        "{text}"
+    );
+    // What the model had not read, and only that (it read `one` in the first result).
+    assert!(text.contains("two") && !text.contains("one\n"), "{text}");
+    told_of(&handler, &id, TaskStatus::Completed).await;
+    client.cancel().await.unwrap();
 }
 
 /// Polls `tasks/get` until `holds` (or the task ends); the last state seen.
@@ -306,7 +438,7 @@ async fn eliciting_client() -> (RunningService<RoleClient, TaskClient>, TaskClie
 }
 
 async fn start_task(client: &RunningService<RoleClient, TaskClient>, arguments: Value) -> String {
-    match client.call_tool_once(exec(arguments)).await.unwrap() {
+    match client.call_tool_once(background(arguments)).await.unwrap() {
         CallToolResponse::Task(created) => created.task.task_id,
         other => panic!("a task: {other:?}"),
     }
@@ -335,18 +467,7 @@ async fn a_question_the_command_asks_becomes_a_form_and_the_answer_is_typed() {
         "{asked}"
     );
     // The client was told it asks, without asking.
-    let told = handler.told.clone();
-    eventually(
-        "notifications/tasks at the question",
-        Duration::from_secs(5),
-        || {
-            told.lock()
-                .unwrap()
-                .iter()
-                .any(|n| n.task.task.task_id == id && n.status() == TaskStatus::InputRequired)
-        },
-    )
-    .await;
+    told_of(&handler, &id, TaskStatus::InputRequired).await;
     let answer = json!({"action": "accept", "content": {"answer": "y"}});
     client
         .update_task(UpdateTaskParams::new(

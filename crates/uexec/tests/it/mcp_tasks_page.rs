@@ -34,7 +34,7 @@ async fn a_password_prompt_is_a_one_time_loopback_page_the_model_never_sees() {
         .request(
             "tools/call",
             json!({"_meta": meta(caps()), "name": "exec_command",
-                   "arguments": {"cmd": cmd, "login": false, "tty": true, "yield_time_ms": 300}}),
+                   "arguments": {"background": true, "cmd": cmd, "login": false, "tty": true, "yield_time_ms": 300}}),
         )
         .await;
     let task = created["result"]["taskId"]
@@ -120,7 +120,12 @@ async fn a_password_prompt_is_a_one_time_loopback_page_the_model_never_sees() {
 
     let done = until(&mut raw, &task, |t| t["status"] == "completed").await;
     let all = done.to_string();
-    assert!(all.contains("match") && !all.contains("mismatch"), "{all}");
+    // What it printed (the result's first line names the command, which says "mismatch").
+    let printed = all.rsplit("Output:").next().unwrap_or_default();
+    assert!(
+        printed.contains("match") && !printed.contains("mismatch"),
+        "{all}"
+    );
     assert!(
         !all.contains("hunter2"),
         "the password is in no result: {all}"
@@ -142,7 +147,7 @@ async fn without_url_elicitation_a_password_prompt_is_left_to_the_person() {
         .request(
             "tools/call",
             json!({"_meta": meta(form_only), "name": "exec_command",
-                   "arguments": {"cmd": "read -s -p 'Password: ' p; echo done", "login": false,
+                   "arguments": {"background": true, "cmd": "read -s -p 'Password: ' p; echo done", "login": false,
                                  "tty": true, "yield_time_ms": 300}}),
         )
         .await;

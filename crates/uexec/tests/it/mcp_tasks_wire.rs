@@ -128,7 +128,7 @@ async fn over_http_the_tools_declare_task_support_and_a_listener_hears_its_task_
     );
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
         "_meta": meta(tasks_caps()), "name": "exec_command",
-        "arguments": {"cmd": cmd, "login": false, "yield_time_ms": 250}}});
+        "arguments": {"background": true, "cmd": cmd, "login": false, "yield_time_ms": 250}}});
     let created = answer_over_http(&url, "tools/call", Some("exec_command"), call).await;
     let task = created["result"]["taskId"]
         .as_str()
@@ -208,7 +208,7 @@ async fn gated_task(raw: &mut Raw) -> (String, std::path::PathBuf) {
         .request(
             "tools/call",
             json!({"_meta": meta(tasks_caps()), "name": "exec_command",
-                   "arguments": {"cmd": cmd, "login": false, "yield_time_ms": 250}}),
+                   "arguments": {"background": true, "cmd": cmd, "login": false, "yield_time_ms": 250}}),
         )
         .await;
     let id = created["result"]["taskId"]
@@ -367,7 +367,7 @@ async fn the_poll_interval_follows_the_output_and_the_ttl_the_retention() {
         .request(
             "tools/call",
             json!({"_meta": meta(tasks_caps()), "name": "exec_command",
-                   "arguments": {"cmd": "while true; do echo tick; sleep 0.1; done", "login": false, "yield_time_ms": 250}}),
+                   "arguments": {"background": true, "cmd": "while true; do echo tick; sleep 0.1; done", "login": false, "yield_time_ms": 250}}),
         )
         .await;
     let busy = created["result"]["taskId"].as_str().unwrap().to_owned();
