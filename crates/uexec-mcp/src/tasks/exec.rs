@@ -73,6 +73,10 @@ pub struct Follow {
     /// The client opens URL-mode elicitations, and is on this machine: a password prompt is
     /// a one-time loopback page.
     pub opens_pages: bool,
+    /// The client answers form elicitations only (Codex's default), and is on this machine:
+    /// a password prompt is a one-time page all the same, offered in a form's message that
+    /// asks the person to say when they are done (or to cancel).
+    pub pages_by_form: bool,
 }
 
 impl Tasks<SessionStore> {
@@ -103,6 +107,7 @@ async fn run(
         peer: _,
         elicits,
         opens_pages,
+        pages_by_form,
     } = follow;
     let mut asked = 0u32;
     // The output a question was last asked at: not asked again until it changes.
@@ -129,7 +134,11 @@ async fn run(
             continue;
         };
         let seen = store.recent_output(session_id, LAST_LINE_BYTES);
-        let can_ask = if prompt.secret { opens_pages } else { elicits };
+        let can_ask = if prompt.secret {
+            opens_pages || pages_by_form
+        } else {
+            elicits
+        };
         if !can_ask || (asked_at.is_some() && asked_at == seen) {
             let on_page = page.as_ref().filter(|p| p.open()).map(Page::url);
             context.set_status_message(prompt_line(session_id, &prompt, on_page.is_some()));
@@ -139,7 +148,11 @@ async fn run(
         asked_at = seen;
         let request = if prompt.secret {
             match page::open(&store, session_id, &prompt.line).await {
-                Ok(opened) => page.insert(opened).request(session_id, &prompt.line),
+                Ok(opened) if opens_pages => page.insert(opened).request(session_id, &prompt.line),
+                Ok(opened) => match page.insert(opened).form(session_id, &prompt.line) {
+                    Some(request) => request,
+                    None => continue,
+                },
                 Err(why) => {
                     tracing::warn!("session {session_id}: {why}");
                     context.set_status_message(prompt_line(session_id, &prompt, false));
@@ -286,6 +299,24 @@ impl Page {
             elicitation_id: self.elicitation_id().to_owned(),
         };
         InputRequest::Elicitation(ElicitRequest::new(params))
+    }
+}
+
+impl Page {
+    /// The form that sends the person to this page, for a client without URL-mode
+    /// elicitation: no field (the password never passes through the client), its message
+    /// the link; accept says the person is done, decline or cancel withdraws the page.
+    fn form(&self, session_id: i32, line: &str) -> Option<InputRequest> {
+        let schema = ElicitationSchema::builder().build().ok()?;
+        let params = ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: format!(
+                "session {session_id} waits at a password prompt: {line}\nOpen {} in a browser on this machine and type the password there (the page works once; the password never passes through the model). Accept when you are done, or decline to cancel.",
+                self.url()
+            ),
+            requested_schema: schema,
+        };
+        Some(InputRequest::Elicitation(ElicitRequest::new(params)))
     }
 }
 

@@ -365,7 +365,10 @@ impl Tasks<uexec_core::SessionStore> {
                     elicits: elicitation
                         .as_ref()
                         .is_some_and(|e| e.form.is_some() || e.url.is_none()),
-                    opens_pages: elicitation.is_some_and(|e| e.url.is_some())
+                    opens_pages: elicitation.as_ref().is_some_and(|e| e.url.is_some())
+                        && on_this_machine(context),
+                    // Any elicitation without URL mode is form elicitation.
+                    pages_by_form: elicitation.as_ref().is_some_and(|e| e.url.is_none())
                         && on_this_machine(context),
                 })
             }

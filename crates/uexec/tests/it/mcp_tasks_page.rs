@@ -139,14 +139,13 @@ async fn a_password_prompt_is_a_one_time_loopback_page_the_model_never_sees() {
 }
 
 #[tokio::test]
-async fn without_url_elicitation_a_password_prompt_is_left_to_the_person() {
+async fn without_elicitation_a_password_prompt_is_left_to_the_person() {
     let mut raw = Raw::spawn(&[]);
-    let form_only =
-        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {"form": {}}});
+    let tasks_only = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
     let created = raw
         .request(
             "tools/call",
-            json!({"_meta": meta(form_only), "name": "exec_command",
+            json!({"_meta": meta(tasks_only.clone()), "name": "exec_command",
                    "arguments": {"background": true, "cmd": "read -s -p 'Password: ' p; echo done", "login": false,
                                  "tty": true, "yield_time_ms": 300}}),
         )
@@ -155,17 +154,92 @@ async fn without_url_elicitation_a_password_prompt_is_left_to_the_person() {
         .as_str()
         .expect("a task")
         .to_owned();
-    let waiting = until(&mut raw, &task, |t| {
-        t["statusMessage"]
-            .as_str()
-            .is_some_and(|m| m.contains("password prompt"))
-    })
-    .await;
+    let waiting = raw
+        .task_until(tasks_only, &task, |t| {
+            t["statusMessage"]
+                .as_str()
+                .is_some_and(|m| m.contains("password prompt"))
+        })
+        .await;
     assert_eq!(waiting["status"], "working", "no form, no page: {waiting}");
     let said = waiting["statusMessage"].as_str().unwrap();
     assert!(
         said.contains("ask the person") && said.contains("uexec attach --write"),
         "{said}"
     );
+    raw.close().await;
+}
+
+/// A client with form elicitation only (Codex's default): the page is offered all the same,
+/// its link in a form's message that asks the person to say when they are done; filled in
+/// with a real HTTP client, the command gets the password, and no result has it.
+#[tokio::test]
+async fn with_form_elicitation_only_the_page_is_offered_in_a_form() {
+    let mut raw = Raw::spawn(&[]);
+    let form_only =
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {"form": {}}});
+    let cmd = "read -s -p 'Password: ' p; echo; [ \"$p\" = \"$(printf 'open%s' sesame)\" ] && echo right || echo wrong";
+    let created = raw
+        .request(
+            "tools/call",
+            json!({"_meta": meta(form_only.clone()), "name": "exec_command",
+                   "arguments": {"background": true, "cmd": cmd, "login": false,
+                                 "tty": true, "yield_time_ms": 300}}),
+        )
+        .await;
+    let task = created["result"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let asking = raw
+        .task_until(form_only.clone(), &task, |t| {
+            t["status"] == "input_required"
+        })
+        .await;
+    let requests = asking["inputRequests"].as_object().expect("inputRequests");
+    let (key, request) = requests.iter().next().expect("one request");
+    assert_eq!(request["params"]["mode"], "form", "{request}");
+    let message = request["params"]["message"].as_str().unwrap();
+    // No field: the password is typed on the page, never into the client.
+    assert_eq!(
+        request["params"]["requestedSchema"]["properties"],
+        json!({}),
+        "{request}"
+    );
+    let url = message
+        .split_whitespace()
+        .find(|w| w.starts_with("http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("the page's link: {message}"))
+        .to_owned();
+    let port = url
+        .strip_prefix("http://127.0.0.1:")
+        .and_then(|rest| rest.split('/').next())
+        .unwrap();
+    let sent = reqwest::Client::new()
+        .post(&url)
+        .header("Origin", format!("http://127.0.0.1:{port}"))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("password=opensesame")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sent.status(), 200, "{}", sent.text().await.unwrap());
+    // The person says they are done.
+    raw.request(
+        "tasks/update",
+        json!({"_meta": meta(form_only.clone()), "taskId": task,
+               "inputResponses": {key.clone(): {"action": "accept", "content": {}}}}),
+    )
+    .await;
+    let done = raw
+        .task_until(form_only, &task, |t| t["status"] == "completed")
+        .await;
+    let all = done.to_string();
+    let printed = all.rsplit("Output:").next().unwrap_or_default();
+    assert!(
+        printed.contains("right") && !printed.contains("wrong"),
+        "{all}"
+    );
+    assert!(!all.contains("opensesame") && !asking.to_string().contains("opensesame"));
     raw.close().await;
 }
