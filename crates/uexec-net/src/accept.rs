@@ -13,7 +13,11 @@
 //!    do not arrive within that timeout, and allows upgrades (WebSocket). An upgraded socket
 //!    leaves the cap: by then it is authenticated;
 //! 5. every request carries the connection's [`Peer`] in its extensions (one per
-//!    connection: who it is, when a request asks, is looked up once for all of them).
+//!    connection: who it is, when a request asks, is looked up once for all of them);
+//! 6. a listener that admits only its own user ([`Admit::OwnUser`]: one with no token to
+//!    check, as the password page) looks the peer up before it reads a byte, and closes
+//!    (plain text: after a `403`) a connection of another user or of a sandboxed command:
+//!    such a peer holds a slot under the cap only while it is looked up.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -29,11 +33,25 @@ use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tower_service::Service as _;
 
-use crate::{Peer, HEADER_READ_TIMEOUT_MS, MAX_CONNECTIONS};
+use crate::{LocalUser, Peer, HEADER_READ_TIMEOUT_MS, MAX_CONNECTIONS};
 
 /// What a connection beyond the cap gets (plain text only).
 const BUSY_RESPONSE: &[u8] =
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+/// What a connection [`Admit::OwnUser`] refuses gets (plain text only).
+const FORBIDDEN_RESPONSE: &[u8] = b"HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\n\
+    content-length: 55\r\nconnection: close\r\n\r\nonly this server's own user may connect, over loopback\n";
+
+/// Who may hold a connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Admit {
+    /// Anyone: each request is checked ([`crate::authorize`]).
+    #[default]
+    Anyone,
+    /// Only a loopback peer of this process's uid, outside every sandbox
+    /// ([`LocalUser::Same`]), checked before anything is read.
+    OwnUser,
+}
 
 /// How a listener serves.
 #[derive(Clone)]
@@ -44,6 +62,8 @@ pub struct ListenerOptions {
     pub header_read_timeout: Duration,
     /// Most connections served at once.
     pub max_connections: usize,
+    /// Who may hold a connection.
+    pub admit: Admit,
 }
 
 impl Default for ListenerOptions {
@@ -52,6 +72,7 @@ impl Default for ListenerOptions {
             tls: None,
             header_read_timeout: Duration::from_millis(HEADER_READ_TIMEOUT_MS),
             max_connections: MAX_CONNECTIONS,
+            admit: Admit::Anyone,
         }
     }
 }
@@ -62,6 +83,7 @@ impl std::fmt::Debug for ListenerOptions {
             .field("tls", &self.tls.is_some())
             .field("header_read_timeout", &self.header_read_timeout)
             .field("max_connections", &self.max_connections)
+            .field("admit", &self.admit)
             .finish()
     }
 }
@@ -101,6 +123,7 @@ impl HttpListener {
         let permits = Arc::new(Semaphore::new(self.options.max_connections));
         let tls = self.options.tls.clone().map(TlsAcceptor::from);
         let timeout = self.options.header_read_timeout;
+        let admit = self.options.admit;
         let mut backoff = crate::backoff::AcceptBackoff::new(self.local_addr.to_string());
         tokio::pin!(shutdown);
         loop {
@@ -137,6 +160,16 @@ impl HttpListener {
             let tls = tls.clone();
             tokio::spawn(async move {
                 let _permit = permit;
+                if admit == Admit::OwnUser {
+                    let user = peer.user().await;
+                    if user != LocalUser::Same {
+                        tracing::debug!(%remote, ?user, "refused a connection: not this user's");
+                        if tls.is_none() {
+                            let _ = tcp.try_write(FORBIDDEN_RESPONSE);
+                        }
+                        return;
+                    }
+                }
                 match tls {
                     None => serve_connection(tcp, app, peer, timeout).await,
                     Some(acceptor) => {

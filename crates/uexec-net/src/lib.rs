@@ -48,7 +48,7 @@ use std::time::Duration;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-pub use accept::{HttpListener, ListenerOptions};
+pub use accept::{Admit, HttpListener, ListenerOptions};
 pub use peer::{LocalUser, Peer};
 pub use signal::{shutdown_signal, SignalError};
 
@@ -85,6 +85,7 @@ impl ListenerConfig {
             tls,
             header_read_timeout: self.header_read_timeout,
             max_connections: self.max_connections,
+            admit: accept::Admit::Anyone,
         })
     }
 }
