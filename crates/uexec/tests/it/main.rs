@@ -40,6 +40,7 @@ mod mcp_protocol;
 mod mcp_stdio;
 mod mcp_tasks;
 mod mcp_tasks_page;
+mod mcp_tasks_page_hardened;
 mod mcp_tasks_wait;
 mod mcp_tasks_wire;
 mod metrics;
