@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -208,3 +209,248 @@ def kill_leftover_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+# Interactive Claude Code: the program a person runs in a terminal (no -p), which declares
+# MCP Tasks and form elicitation, defers MCP tools behind ToolSearch and backgrounds a task.
+
+@dataclass
+class ScreenStep:
+    """What the person does when the screen shows `pattern` (a regex on what the terminal
+    shows now): type `keys`."""
+
+    pattern: str
+    keys: str
+    label: str = ""
+
+
+@dataclass
+class TtyRun(Run):
+    """An interactive run: also what its screen showed, and what happened on the way."""
+
+    transport: str = "stdio"
+    screen: str = ""
+    steps_done: list[str] = field(default_factory=list)
+    screens: list[str] = field(default_factory=list)  # the screen at each person's step
+    problems: list[str] = field(default_factory=list)
+    exited_by_itself: bool = False
+    http_server_pid: int = 0
+
+
+def seed_claude_home(home: Path, work: Path) -> None:
+    """`~/.claude.json` as a person's after their first run (what the dialogs of a fresh
+    HOME ask, read off the screen of 2.1.332): onboarding done (else: the welcome, then a
+    connection check of api.anthropic.com), this working directory trusted (else: "Is this a
+    project you created or one you trust?"), the API key of the environment approved by its
+    last 20 characters (else: "Detected a custom API key in your environment", default No)."""
+    state = {
+        "hasCompletedOnboarding": True,
+        "theme": "dark",
+        "customApiKeyResponses": {"approved": [DUMMY_KEY[-20:]], "rejected": []},
+        "projects": {str(work): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True,
+                                 "allowedTools": []}},
+    }
+    (home / ".claude.json").write_text(json.dumps(state, indent=2))
+
+
+def start_http_server(server: str, env: dict[str, str], cwd: Path, timeout_s: float = 20.0
+                      ) -> tuple[subprocess.Popen, str, list[bytes]]:
+    """`server --http 127.0.0.1:0` in a process group of its own; its URL, read from the line
+    it prints once it listens (`serving streamable HTTP at http://127.0.0.1:PORT/mcp`)."""
+    argv = _server_argv(server) + ["--http", "127.0.0.1:0"]
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    out: list[bytes] = []
+    found = threading.Event()
+    url: list[str] = []
+
+    def pump() -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            out.append(line)
+            m = re.search(rb"(https?://127\.0\.0\.1:\d+/mcp)", line)
+            if m and not url:
+                url.append(m.group(1).decode())
+                found.set()
+        found.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    found.wait(timeout_s)
+    if not url:
+        stop_group(proc)
+        raise RuntimeError(f"{' '.join(argv)} did not say where it listens: {b''.join(out)[-500:]!r}")
+    return proc, url[0], out
+
+
+def claude_tty_command(binary: str, mcp_entry: dict, tmp: Path, port: int,
+                       tools: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
+    mcp = tmp / "mcp.json"
+    mcp.write_text(json.dumps({"mcpServers": {"uexec": mcp_entry}}))
+    cmd = [binary,
+           "--mcp-config", str(mcp), "--strict-mcp-config",
+           *(tools or []),                # a person's default tool set, unless the scenario says
+           "--allowedTools", "mcp__uexec",
+           "--permission-mode", "dontAsk",  # anything not allowed above is denied, never asked
+           "--model", "claude-sonnet-4-5",
+           "--debug-file", str(tmp / "claude-debug.log")]  # where "MCP server ... connected" shows
+    env = _base_env(tmp / "home")
+    env.update({
+        "TERM": "xterm-256color",
+        "COLUMNS": "160", "LINES": "50",
+        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}",
+        "ANTHROPIC_API_KEY": DUMMY_KEY,
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "DISABLE_BUG_COMMAND": "1",
+        "CLAUDE_CODE_DISABLE_TERMINAL_TITLE": "1",
+        "MCP_TIMEOUT": "30000",
+        "MCP_TOOL_TIMEOUT": "60000",
+    })
+    return cmd, env
+
+
+def _wait_file(path: Path, patterns: list[str], deadline: float) -> str | None:
+    """The first of `patterns` that the file shows before the deadline (a log another process
+    writes: polled, as a file gives no other sign)."""
+    while True:
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            text = ""
+        for p in patterns:
+            if p in text:
+                return p
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.05)
+
+
+IDLE_FOOTER = "shift+tab to cycle"
+BUSY_FOOTER = "esc to interrupt"
+
+
+def run_claude_tty(binary: str, server: str, transport: str, mock, prompt: str, timeout_s: float,
+                   screen_steps: list[ScreenStep] | None = None, tools: list[str] | None = None) -> TtyRun:
+    """Interactive Claude Code on a pseudo-terminal against the mock model: start it, wait
+    until uexec is connected and the prompt box is idle, type the prompt, do the person's
+    steps when the screen asks (a form), wait for the script's end, then /exit. Every wait is
+    on something observable (the screen, Claude Code's debug log, the mock's requests), with
+    the run's deadline."""
+    from terminal import Terminal  # noqa: PLC0415 (POSIX only, as the rest)
+
+    tmp = Path(tempfile.mkdtemp(prefix=f"uexec-agents-claude-tty-{transport}-"))
+    home, work, rundir = tmp / "home", tmp / "work", tmp / "run"
+    home.mkdir()
+    work.mkdir()
+    rundir.mkdir(mode=0o700)
+    seed_claude_home(home, work)
+    run = TtyRun(argv=[], tmp=str(tmp), transport=transport)
+    t0 = time.monotonic()
+    deadline = t0 + timeout_s
+    http = None
+    if transport == "http":
+        server_env = _base_env(home)
+        try:
+            http, url, _ = start_http_server(server, server_env, work)
+        except RuntimeError as exc:
+            run.problems.append(str(exc))
+            return run
+        run.http_server_pid = http.pid
+        entry = {"type": "http", "url": url}
+    else:
+        argv = _server_argv(server)
+        entry = {"type": "stdio", "command": argv[0], "args": argv[1:]}
+    cmd, env = claude_tty_command(binary, entry, tmp, mock.port, tools)
+    run.argv = cmd
+    term = Terminal(cmd, env, str(work))
+    run.pid = term.pid
+    try:
+        _drive(term, run, mock, prompt, screen_steps or [], tmp, deadline)
+    finally:
+        if term.proc.poll() is None:
+            run.timed_out = run.timed_out or time.monotonic() > deadline
+            run.rc = term.stop()
+        else:
+            run.rc = term.proc.returncode
+        run.seconds = time.monotonic() - t0
+        run.screen = term.screen_text()
+        run.stdout = term.text()[-20000:]
+        term.close()
+        try:
+            log = (tmp / "claude-debug.log").read_text(errors="replace")
+        except OSError:
+            log = ""
+        # Its debug log's lines about MCP, tasks and elicitation, and its errors.
+        run.stderr = "\n".join(ln for ln in log.splitlines()
+                                if re.search(r"MCP|ERROR|[Tt]ask|[Ee]licit", ln))[-20000:]
+        if http is not None:
+            run.notes.append(f"http server {http.pid}")
+            run.http = http  # type: ignore[attr-defined]  # stopped by the harness, after its checks
+    return run
+
+
+def _drive(term, run: TtyRun, mock, prompt: str, steps: list[ScreenStep], tmp: Path, deadline: float) -> None:
+    def left() -> float:
+        return max(0.0, deadline - time.monotonic())
+
+    got = _wait_file(tmp / "claude-debug.log",
+                     ['MCP server "uexec": Successfully connected', 'MCP server "uexec" Connection failed'],
+                     min(deadline, time.monotonic() + 40))
+    if got is None or "failed" in got:
+        run.problems.append("uexec did not connect" + (" (Connection failed)" if got else " in 40 s"))
+        return
+    run.steps_done.append("uexec connected")
+    if not term.wait_screen(lambda s: IDLE_FOOTER in s and BUSY_FOOTER not in s, left()):
+        run.problems.append("the prompt box never showed")
+        return
+    # Typed as a person types: the text, then Enter once the box shows it.
+    at = term.mark()
+    term.type(prompt)
+    if not term.wait_for(re.escape(prompt[-20:]), min(10.0, left()), since=at):
+        run.problems.append("the prompt did not show in the box")
+        return
+    term.type("\r")
+    if not _until(lambda: len(mock.requests) > 0, min(30.0, left())):
+        run.problems.append("no request reached the model after the prompt")
+        return
+    run.steps_done.append("prompt sent")
+    person = threading.Thread(target=_person, args=(term, run, steps, deadline), daemon=True)
+    person.start()
+    if not mock.finished.wait(left()):
+        run.timed_out = True
+        run.problems.append("the script did not reach its end before the deadline")
+        return
+    person.join(timeout=left())
+    # The last answer drawn and the box idle again: then /exit, as a person leaves.
+    if not term.wait_screen(lambda s: IDLE_FOOTER in s and BUSY_FOOTER not in s, min(30.0, left())):
+        run.problems.append("the box did not come back idle after the script's end")
+    at = term.mark()
+    term.type("/exit")
+    term.wait_for(r"/exit", min(5.0, left()), since=at)
+    term.type("\r")
+    rc = term.wait(min(20.0, left()))
+    if rc is None:
+        run.problems.append("Claude Code did not exit on /exit within 20 s: " + term.screen_text()[-600:])
+    else:
+        run.exited_by_itself = True
+
+
+def _person(term, run: TtyRun, steps: list[ScreenStep], deadline: float) -> None:
+    for step in steps:
+        rx = re.compile(step.pattern)
+        if not term.wait_screen(lambda s, rx=rx: rx.search(s) is not None, max(0.0, deadline - time.monotonic())):
+            run.problems.append(f"the screen never showed {step.pattern!r} ({step.label})")
+            return
+        run.screens.append(term.screen_text())
+        term.type(step.keys)
+        run.steps_done.append(step.label or f"typed {step.keys!r} at {step.pattern!r}")
+
+
+def _until(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

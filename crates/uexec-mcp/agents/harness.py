@@ -32,7 +32,8 @@ sys.dont_write_bytecode = True
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from agents import kill_leftover_group, run_agent, stop_daemon  # noqa: E402
+from inspector import run_inspector, stop_inspector_servers  # noqa: E402
+from agents import kill_leftover_group, run_agent, run_claude_tty, stop_daemon, stop_group  # noqa: E402
 from mock_model import Anthropic, MockModel, Record, Responses  # noqa: E402
 from scenarios import Scenario, all_scenarios  # noqa: E402
 
@@ -93,9 +94,25 @@ def survivors_after(marker: str) -> list[tuple[int, str]]:
 
 
 def play(agent: str, binary: str, server: str, sc: Scenario, args: argparse.Namespace) -> tuple[list[Row], dict]:
-    dialect = Anthropic if agent == "claude" else Responses
+    """One scenario through one agent: `claude`, `codex`, or interactive Claude Code over a
+    transport (`claude-tty/stdio`, `claude-tty/http`)."""
+    dialect = Responses if agent == "codex" else Anthropic
     mock = MockModel(dialect, sc.calls).start()
-    run = run_agent(agent, binary, server, mock.port, sc.prompt, args.timeout, sc.claude_tools)
+    tty_notes: list[str] = []
+    if agent.startswith("claude-tty"):
+        transport = agent.split("/", 1)[1]
+        run = run_claude_tty(binary, server, transport, mock, sc.prompt, args.timeout, sc.screen_steps,
+                             sc.claude_tools)
+        http = getattr(run, "http", None)
+        if http is not None and sc.survivor_marker:
+            # Over HTTP the sessions live in the server, which outlives the agent here: say what
+            # ran on after the agent left, then stop the server and require nothing after it.
+            left = processes_with(sc.survivor_marker)
+            tty_notes.append(f"{len(left)} marked process(es) still ran in the HTTP server once Claude Code had exited")
+        if http is not None:
+            stop_group(http)
+    else:
+        run = run_agent(agent, binary, server, mock.port, sc.prompt, args.timeout, sc.claude_tools)
     survivors = survivors_after(sc.survivor_marker) if sc.survivor_marker else []
     kill_leftover_group(run.pid)
     in_daemon = stop_daemon(server, run.tmp)
@@ -114,6 +131,8 @@ def play(agent: str, binary: str, server: str, sc: Scenario, args: argparse.Name
                 (row.failures if problem else row.passed).append(f"{check.__name__}: {problem}" if problem else check.__name__)
         rows.append(row)
     run_row = Row(agent, server, sc.name, "(the agent run)", None)
+    for problem in getattr(run, "problems", []):
+        run_row.failures.append(f"tty: {problem}")
     if run.timed_out:
         run_row.failures.append(f"timed out after {args.timeout:.0f} s")
     elif run.rc != 0:
@@ -134,7 +153,8 @@ def play(agent: str, binary: str, server: str, sc: Scenario, args: argparse.Name
                 f"{check.__name__}: {problem}" if problem else check.__name__)
     # A plain `uexec mcp` keeps its sessions in the daemon: it must have used one (it would
     # serve in-process, saying why on stderr, if none could start).
-    wants_daemon = not any(flag in server.split() for flag in ("--in-process", "--daemon=false", "--http"))
+    wants_daemon = not any(flag in server.split() for flag in ("--in-process", "--daemon=false", "--http")) \
+        and not agent.endswith("/http")
     if wants_daemon:
         if in_daemon:
             run_row.passed.append("in the daemon")
@@ -151,6 +171,14 @@ def play(agent: str, binary: str, server: str, sc: Scenario, args: argparse.Name
             "rc": run.rc, "timed_out": run.timed_out, "tmp": run.tmp if args.keep else None,
             "searches": len(mock.searches), "requests": len(mock.requests),
             "stderr_tail": run.stderr[-1500:] if run_row.failures else ""}
+    if agent.startswith("claude-tty") and run_row.failures:
+        # Claude Code's debug log: its MCP lines and errors say why; the screen says the rest.
+        mcp_lines = [ln for ln in run.stderr.splitlines() if "MCP" in ln or "ERROR" in ln]
+        info["stderr_tail"] = "\n".join(mcp_lines[-12:]) + "\nscreen at the end:\n" + "\n".join(
+            ln for ln in getattr(run, "screen", "").splitlines()[-25:] if ln.strip())
+    if agent.startswith("claude-tty"):
+        info.update({"steps": getattr(run, "steps_done", []), "notes": tty_notes,
+                     "screen": getattr(run, "screen", ""), "screens": getattr(run, "screens", [])})
     if args.dump_requests:
         info["requests_bodies"] = mock.requests
     return rows, info
@@ -187,13 +215,13 @@ def print_report(rows: list[Row], full: bool) -> None:
     for s in servers:
         if label[s]:
             print(f"{label[s]} = {s}")
-    head = f"{'agent':<7}{'srv':<4}{'scenario':<16}{'call':<34}{'o200k':>6}{'claude':>7}  result"
+    head = f"{'agent':<17}{'srv':<4}{'scenario':<16}{'call':<34}{'o200k':>6}{'claude':>7}  result"
     print(head)
     print("-" * len(head))
     for r in rows:
         tok = r.tokens or {}
         result = "PASS" if not r.failures else "FAIL " + ", ".join(f.split(":")[0] for f in r.failures)
-        print(f"{r.agent:<7}{label[r.server]:<4}{r.scenario:<16}{r.call[:33]:<34}"
+        print(f"{r.agent:<17}{label[r.server]:<4}{r.scenario:<16}{r.call[:33]:<34}"
               f"{tok.get('o200k', ''):>6}{tok.get('claude', ''):>7}  {result}")
     totals: dict[tuple[str, str], list[int]] = {}
     for r in rows:
@@ -229,17 +257,66 @@ def find_node() -> str:
     return "node"
 
 
+def play_inspector(agent: str, binary: str, server: str, marker: str, args: argparse.Namespace) -> tuple[list[Row], dict]:
+    """The MCP Inspector CLI: a long exec_command, a poll, a terminate (inspector.py)."""
+    transport = agent.split("/", 1)[1]
+    try:
+        done, run, http = run_inspector(binary, server, transport, marker, args.timeout)
+    except RuntimeError as exc:
+        row = Row(agent, server, "exec_poll_kill", "(the CLI runs)", None, failures=[str(exc)])
+        return [row], {"agent": agent, "server": server, "scenario": "exec_poll_kill", "seconds": 0,
+                       "rc": None, "timed_out": False, "stderr_tail": str(exc)}
+    if len(done) == 3 and done[-1][0].text is not None:
+        survivors = survivors_after(marker)  # what the terminate left
+        stop_inspector_servers(server, run, http)
+    else:
+        stop_inspector_servers(server, run, http)
+        survivors = survivors_after(marker)  # what even the server's end left
+    rows = []
+    for i, (rec, checks) in enumerate(done):
+        row = Row(agent, server, "exec_poll_kill", f"{i + 1}. {rec.call.tool} {rec.call.label}", rec)
+        if rec.text is None:
+            row.failures.append("the CLI printed nothing")
+        else:
+            for check in checks:
+                problem = check(rec.text)
+                (row.failures if problem else row.passed).append(f"{check.__name__}: {problem}" if problem else check.__name__)
+        rows.append(row)
+    run_row = Row(agent, server, "exec_poll_kill", "(the CLI runs)", None)
+    run_row.failures += run.notes
+    if run.timed_out:
+        run_row.failures.append(f"a CLI call timed out after {args.timeout:.0f} s")
+    if len(done) < 3:
+        run_row.failures.append("the steps did not reach their end")
+    if survivors:
+        run_row.failures.append(f"{len(survivors)} process(es) outlived the terminate: "
+                                + "; ".join(f"{pid} {cmd[:60]}" for pid, cmd in survivors))
+    else:
+        run_row.passed.append("nothing outlived the terminate")
+    rows.append(run_row)
+    if not args.keep:
+        shutil.rmtree(run.tmp, ignore_errors=True)
+    info = {"agent": agent, "server": server, "scenario": "exec_poll_kill", "seconds": round(run.seconds, 2),
+            "rc": run.rc, "timed_out": run.timed_out, "stderr_tail": run.stderr[-1500:] if run_row.failures else ""}
+    return rows, info
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--server", default=f"{REPO}/target/release/uexec mcp",
                     help="the MCP server command the agents start (default: %(default)s)")
-    ap.add_argument("--agent", choices=["claude", "codex", "all"], default="all")
+    ap.add_argument("--agent", choices=["claude", "codex", "claude-interactive", "inspector", "all"], default="all",
+                    help="claude: headless (-p); claude-interactive: on a pseudo-terminal; inspector: the MCP "
+                    "Inspector CLI; all (default): every one")
+    ap.add_argument("--transport", action="append", choices=["stdio", "http"],
+                    help="claude-interactive and inspector: over this transport (repeatable; default both)")
     ap.add_argument("--variant", action="append", default=[], metavar="FLAG",
                     help="also run every scenario with --FLAG added to --server, e.g. `--variant structured` "
                     "or `--variant codex-compat` (repeatable)")
     ap.add_argument("--scenario", action="append", help="only this scenario (repeatable)")
     ap.add_argument("--claude", default=str(HERE / "node_modules/.bin/claude"))
     ap.add_argument("--codex", default=os.environ.get("UEXEC_CODEX_BIN", ""))
+    ap.add_argument("--inspector", default=str(HERE / "node_modules/.bin/mcp-inspector"))
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds one agent run may take (default %(default)s)")
     ap.add_argument("--json", help="write every row and run as JSON here")
     ap.add_argument("--full", action="store_true", help="print the handed-back texts whole")
@@ -247,9 +324,16 @@ def main() -> int:
     ap.add_argument("--dump-requests", action="store_true", help="keep the request bodies in --json")
     args = ap.parse_args()
 
-    agents = ["claude", "codex"] if args.agent == "all" else [args.agent]
-    binaries = {"claude": args.claude, "codex": args.codex}
+    chosen = ["claude", "codex", "claude-interactive", "inspector"] if args.agent == "all" else [args.agent]
+    transports = args.transport or ["stdio", "http"]
+    agents = []
+    for a in chosen:
+        agents += [f"claude-tty/{t}" for t in transports] if a == "claude-interactive" else \
+            [f"inspector/{t}" for t in transports] if a == "inspector" else [a]
+    binaries = {"claude": args.claude, "codex": args.codex, "inspector": args.inspector}
     for a in agents:
+        base = "claude" if a.startswith("claude") else a.split("/")[0]
+        binaries.setdefault(a, binaries[base])
         if not binaries[a] or not os.access(binaries[a], os.X_OK):
             print(f"no {a} binary at {binaries[a]!r} (see run.sh)", file=sys.stderr)
             return 2
@@ -259,9 +343,16 @@ def main() -> int:
     t0 = time.monotonic()
     for agent in agents:
         for si, server in enumerate(servers):
-            marker = f"uexec-agents-mark-{os.getpid()}-{agent}-{si}"
+            marker = f"uexec-agents-mark-{os.getpid()}-{agent.replace('/', '-')}-{si}"
+            if agent.startswith("inspector/"):
+                r, info = play_inspector(agent, binaries[agent], server, marker, args)
+                print(f"{agent}{f' ({server})' if si else ''}: {info['seconds']} s, "
+                      f"{'ok' if not any(x.failures for x in r) else 'FAILED'}", file=sys.stderr, flush=True)
+                rows += r
+                runs.append(info)
+                continue
             for sc in all_scenarios(marker):
-                if (args.scenario and sc.name not in args.scenario) or agent not in sc.agents:
+                if (args.scenario and sc.name not in args.scenario) or agent.split("/")[0] not in sc.agents:
                     continue
                 r, info = play(agent, binaries[agent], server, sc, args)
                 print(f"{agent} {sc.name}{f' ({server})' if si else ''}: {info['seconds']} s, "

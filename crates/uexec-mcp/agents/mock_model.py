@@ -18,8 +18,10 @@ Flow of one agent run:
 4. Then it is answered with the next call, or with a final text once the script is done.
    Argument values `"$sid"` become the session id read from the latest result, so a poll
    follows the command it polls.
-5. Codex defers MCP tools behind `tool_search`: while a uexec tool is not yet offered
-   directly, the answer is a `tool_search_call` first, and the call follows its output.
+5. Codex defers MCP tools behind `tool_search`, interactive Claude Code behind `ToolSearch`:
+   while a uexec tool is not yet offered directly, the answer is a search first (Codex's
+   `tool_search_call`, Claude Code's `ToolSearch` with `select:mcp__uexec__NAME`), and the
+   call follows its output.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 SID = "$sid"
+# A script step that is no call: the model ends its turn and the step's record is what the
+# agent brings in its next request by itself (interactive Claude Code's task notification).
+NOTIFICATION = "(notification)"
+WAITING_TEXT = "Waiting for the task to end."
+# Claude Code's reminder of the tokens left, in every turn: no news.
+TOKENS_LEFT = re.compile(r"\s*<system-reminder>\s*<total_tokens>[^<]*</total_tokens>\s*</system-reminder>\s*$")
 # What an agent may show for a session id: the text layout, or a JSON object.
 SESSION_ID_PATTERNS = (re.compile(r"session ID (\d+)"), re.compile(r'"session_id"\s*:\s*(\d+)'))
 
@@ -77,6 +85,12 @@ class Anthropic:
     """Claude Code's side: Messages API requests and streamed answers."""
 
     name = "anthropic"
+    # Interactive Claude Code defers MCP tools behind ToolSearch (`claude -p --bare` does not).
+    search_tool = "ToolSearch"
+
+    @staticmethod
+    def search_arguments(tool: str) -> dict[str, Any]:
+        return {"query": f"select:mcp__uexec__{tool}", "max_results": 5}
 
     @staticmethod
     def offered(body: dict[str, Any]) -> list[str]:
@@ -104,6 +118,21 @@ class Anthropic:
                         text = content if isinstance(content, str) else json.dumps(content)
                     found[part.get("tool_use_id")] = (text, part.get("is_error"), part)
         return found
+
+    @staticmethod
+    def user_texts(body: dict[str, Any]) -> list[str]:
+        """The text parts of the user side of the conversation (tool results left out). Claude
+        Code merges and reorders a conversation's parts, so what a request brings anew is
+        found by what the previous one did not carry."""
+        texts = []
+        for msg in body.get("messages") or []:
+            if msg.get("role") != "user":
+                continue
+            content = msg.get("content")
+            parts = content if isinstance(content, list) else [{"type": "text", "text": content or ""}]
+            texts += [p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text"
+                      and not TOKENS_LEFT.match(p.get("text", ""))]
+        return texts
 
     @staticmethod
     def answer(body: dict[str, Any], text: str, tool: tuple[str, str, dict[str, Any]] | None) -> tuple[bytes, str]:
@@ -147,6 +176,11 @@ class Responses:
     """Codex's side: Responses API requests and streamed answers."""
 
     name = "responses"
+    search_tool = "tool_search"
+
+    @staticmethod
+    def search_arguments(tool: str) -> dict[str, Any]:
+        return {"query": f"uexec {tool}", "limit": 8}
 
     @staticmethod
     def offered(body: dict[str, Any]) -> list[str]:
@@ -190,6 +224,10 @@ class Responses:
         return found
 
     @staticmethod
+    def user_texts(body: dict[str, Any]) -> list[str]:
+        return []  # Codex brings nothing by itself: no step waits for it there
+
+    @staticmethod
     def answer(body: dict[str, Any], text: str, tool: tuple[str, str, dict[str, Any]] | None) -> tuple[bytes, str]:
         rid = f"resp-{time.monotonic_ns()}"
         if tool is None:
@@ -223,6 +261,7 @@ class MockModel:
         self.finished = threading.Event()
         self.lock = threading.Lock()
         self.pending: Record | None = None
+        self.aborted = False
         self.seq = 0
         self.t0 = time.monotonic()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -293,6 +332,8 @@ class MockModel:
             raise LookupError("no earlier result carried a session id")
         if isinstance(value, dict):
             return {k: self._resolve(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._resolve(v) for v in value]
         return value
 
     def turn(self, body: dict[str, Any]) -> tuple[bytes, str]:
@@ -300,9 +341,22 @@ class MockModel:
         with self.lock:
             self.requests.append(body)
             offered = d.offered(body)
-            if not any(d.tool_name(offered, c.tool) for c in self.calls) and "tool_search" not in offered:
+            if not any(d.tool_name(offered, c.tool) for c in self.calls) and d.search_tool not in offered:
                 return d.answer(body, "ok", None)
-            if self.pending is not None:
+            if self.pending is not None and self.pending.call.tool == NOTIFICATION:
+                seen = list(self.pending.raw or [])
+                new = []
+                for text in d.user_texts(body):
+                    if text in seen:
+                        seen.remove(text)
+                    elif text.strip():
+                        new.append(text)
+                if not new:
+                    # Nothing new from the agent's side: not the turn a notification starts.
+                    return d.answer(body, "ok", None)
+                self.pending.text, self.pending.t_back = "\n".join(new), self.now()
+                self.pending = None
+            elif self.pending is not None:
                 got = d.returned(body).get(self.pending.call_id)
                 if got is None:
                     self.errors.append(f"request {len(self.requests)}: nothing handed back for {self.pending.call_id}")
@@ -311,28 +365,38 @@ class MockModel:
                     self.pending.t_back = self.now()
                 self.pending = None
             done = len(self.records)
-            if done >= len(self.calls):
+            if done >= len(self.calls) or self.aborted:
                 self.finished.set()
                 return d.answer(body, self.final_text, None)
             call = self.calls[done]
             self.seq += 1
             call_id = f"call_{self.seq}"
+            if call.tool == NOTIFICATION:
+                # What the agent's side said so far (`raw`): the notification is what comes anew.
+                rec = Record(call=call, sent_name=NOTIFICATION, call_id=call_id, t_sent=self.now(),
+                             raw=d.user_texts(body))
+                self.records.append(rec)
+                self.pending = rec
+                return d.answer(body, WAITING_TEXT, None)
             name = d.tool_name(offered, call.tool)
             if name is None:
-                # Deferred behind tool_search (Codex): search first, call after.
-                rec = Record(call=Call("tool_search", {}, f"search for {call.tool}"), sent_name="tool_search",
-                             sent_arguments={"query": f"uexec {call.tool}", "limit": 8}, call_id=call_id, t_sent=self.now())
+                # Deferred behind a tool search (Codex, interactive Claude Code): search first,
+                # call after.
+                rec = Record(call=Call(d.search_tool, {}, f"search for {call.tool}"), sent_name=d.search_tool,
+                             sent_arguments=d.search_arguments(call.tool), call_id=call_id, t_sent=self.now())
                 if len(self.searches) > len(self.calls):
                     self.errors.append(f"{call.tool} still not offered after {len(self.searches)} searches")
+                    self.aborted = True
                     self.finished.set()
                     return d.answer(body, "scenario aborted: tool not found", None)
                 self.searches.append(rec)
                 self.pending = rec
-                return d.answer(body, "", (call_id, "tool_search", rec.sent_arguments))
+                return d.answer(body, "", (call_id, d.search_tool, rec.sent_arguments))
             try:
                 args = self._resolve(call.arguments)
             except LookupError as exc:
                 self.errors.append(f"{call.label}: {exc}")
+                self.aborted = True
                 self.finished.set()
                 return d.answer(body, f"scenario aborted: {exc}", None)
             rec = Record(call=call, sent_name=name, sent_arguments=args, call_id=call_id, t_sent=self.now())

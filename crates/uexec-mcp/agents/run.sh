@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# uexec mcp through the real agents (Claude Code headless, Codex 0.171.0), each against a
+# uexec mcp through the real clients (Claude Code headless and interactive on a pseudo-
+# terminal, over stdio and HTTP; Codex 0.171.0; the MCP Inspector CLI), the agents against a
 # scripted mock model on 127.0.0.1: see README.md beside this file. Installs what it needs
 # (Node 22, the harness's npm packages, Codex), then runs harness.py in a network namespace
 # where only loopback is up, when the machine allows one. Exit 0 only if every check passed.
-#   bash crates/uexec-mcp/agents/run.sh [--server "PATH/uexec mcp ..."] [--agent claude|codex|all] [--variant FLAG]...
+#   bash crates/uexec-mcp/agents/run.sh [--server "PATH/uexec mcp ..."]
+#        [--agent claude|codex|claude-interactive|inspector|all] [--transport stdio|http] [--variant FLAG]...
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../../.." && pwd)"
@@ -15,7 +17,7 @@ REPO="$(cd "$HERE/../../.." && pwd)"
 PATH="$(bash "$REPO/.ci/node22.sh"):$PATH"
 export PATH
 
-# The harness's own npm packages (Claude Code, the two tokenizers), as locked.
+# The harness's own npm packages (Claude Code, the MCP Inspector, the two tokenizers), as locked.
 if [ ! -f "$HERE/node_modules/.package-lock.json" ] || [ "$HERE/package-lock.json" -nt "$HERE/node_modules/.package-lock.json" ]; then
   (cd "$HERE" && npm ci --silent --no-audit --no-fund >/dev/null)
 fi
@@ -24,8 +26,9 @@ want_codex=1 want_claude=1
 prev=""
 for arg in "$@"; do
   case "$prev=$arg" in
-    --agent=claude | *=--agent=claude) want_codex=0 ;;
+    --agent=claude | *=--agent=claude | --agent=claude-interactive | *=--agent=claude-interactive) want_codex=0 ;;
     --agent=codex | *=--agent=codex) want_claude=0 ;;
+    --agent=inspector | *=--agent=inspector) want_codex=0 want_claude=0 ;;
   esac
   prev="$arg"
 done

@@ -21,7 +21,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from mock_model import SID, Call
+from agents import ScreenStep
+from mock_model import NOTIFICATION, SID, Call
 
 SESSION_STATED = re.compile(r"(?i)session[ _]id[ :=#]*(\d+)")
 EXIT_STATED = re.compile(r"(?i)(?:exited with code|exit[ _]code)[ :=]*(-?\d+)")
@@ -74,6 +75,13 @@ def exit_stated(code: int | None = None) -> Check:
     return check
 
 
+TERMINATED_WORDS = re.compile(r"(?i)terminat|kill|stopped|ended")
+
+
+def terminated(text: str) -> str | None:
+    return None if TERMINATED_WORDS.search(text) else "does not say the session was ended"
+
+
 def unknown_session_error(sid: int) -> Check:
     def check(text: str) -> str | None:
         if str(sid) not in text:
@@ -83,6 +91,57 @@ def unknown_session_error(sid: int) -> Check:
         return None
     check.__name__ = "clear unknown-session error"
     return check
+
+
+def has_text(want: str) -> Check:
+    def check(text: str) -> str | None:
+        return None if want in text else f"no {want!r}"
+    check.__name__ = f"says {want!r}"
+    return check
+
+
+def names_no_session(text: str) -> str | None:
+    """A task's start as Claude Code tells it (`started server-side task`) is no session id."""
+    return None if not SESSION_STATED.search(text) else "a session id where a task was expected"
+
+
+def task_notification(text: str) -> str | None:
+    """The agent's turn brought a task notification that says the task completed."""
+    if "<task-notification>" not in text:
+        return "no <task-notification> in the agent's next turn"
+    if not re.search(r"<status>completed</status>", text):
+        m = re.search(r"<status>([^<]*)</status>", text)
+        return f"the task's status is {m.group(1) if m else 'not stated'}, not completed"
+    return None
+
+
+def result_of_notification(check: Check) -> Check:
+    """`check` on the notification's <result> alone (what uexec said), not Claude Code's
+    framing around it."""
+    def wrapped(text: str) -> str | None:
+        m = re.search(r"<result>\n?(.*?)\n?</result>", text, re.S)
+        return check(m.group(1) if m else text)
+    wrapped.__name__ = check.__name__
+    return wrapped
+
+
+WALL_STATED = re.compile(r"(?i)wall[ _]time(?:_seconds)?[\"]?[ :=]*([0-9.]+)")
+
+
+def wall_time_at_least(seconds: float) -> Check:
+    def check(text: str) -> str | None:
+        m = WALL_STATED.search(text)
+        if not m:
+            return "no wall time"
+        if float(m.group(1)) < seconds:
+            return f"wall time {m.group(1)} s, the run took over {seconds} s"
+        return None
+    check.__name__ = f"wall time >= {seconds} s"
+    return check
+
+
+def transcript_named(text: str) -> str | None:
+    return None if re.search(r"(?i)transcript\S*[\"]?[ :=]+[\"]?/", text) else "no transcript path"
 
 
 plain_text.__name__ = "plain text"
@@ -99,8 +158,11 @@ class Scenario:
     survivor_marker: str | None = None
     prompt: str = "Run the scripted uexec scenario."
     notes: list[str] = field(default_factory=list)
-    # Which agents play it (some flags exist in one agent only).
-    agents: tuple[str, ...] = ("claude", "codex")
+    # Which agents play it (some flags exist in one agent only; tasks in interactive Claude
+    # Code only).
+    agents: tuple[str, ...] = ("claude", "codex", "claude-tty")
+    # What the person does on interactive Claude Code's screen meanwhile (a form's answer).
+    screen_steps: list[ScreenStep] = field(default_factory=list)
     # Claude Code's tool flags instead of `--tools ""` (no built-in tools).
     claude_tools: list[str] | None = None
     # Checks of the tool names the agent offered the model in its first request.
@@ -144,12 +206,85 @@ def all_scenarios(marker: str) -> list[Scenario]:
         ], [
             [plain_text, session_stated],
         ], survivor_marker=marker),
+        # The issue's steps beyond the first ones: terminate, a pipe loop, Ctrl-C on pipes.
+        Scenario("terminate", [
+            Call("exec_command", {"cmd": f"export UEXEC_AGENTS_MARK={marker}-t; sleep 100; : {marker}-t",
+                                  "yield_time_ms": 300}, "sleep 100"),
+            Call("terminate_session", {"session_id": SID}, "terminate it"),
+        ], [
+            [plain_text, session_stated],
+            [plain_text, terminated],
+        ], survivor_marker=f"{marker}-t"),
+        Scenario("pipe_loop", [
+            Call("exec_command", {"cmd": "while read -r l; do echo \"got $l\"; done; echo loop-end", "stdin": "pipe",
+                                  "yield_time_ms": 300}, "read loop on a pipe"),
+            Call("write_stdin", {"session_id": SID, "chars": "one\ntwo\n", "yield_time_ms": 1000}, "two lines"),
+            Call("write_stdin", {"session_id": SID, "chars": "", "eof": True, "yield_time_ms": 3000}, "end of input"),
+        ], [
+            [plain_text, session_stated],
+            [plain_text, has_line("got one"), has_line("got two")],
+            [plain_text, has_line("loop-end"), exit_stated(0)],
+        ]),
+        Scenario("ctrl_c_pipe", [
+            Call("exec_command", {"cmd": "echo READY; exec sleep 100", "yield_time_ms": 500}, "sleep 100 on pipes"),
+            Call("write_stdin", {"session_id": SID, "chars": "\u0003", "yield_time_ms": 3000}, "Ctrl-C"),
+        ], [
+            [plain_text, session_stated, has_line("READY")],
+            [plain_text, exit_stated(130)],
+        ]),
+        # MCP Tasks, where a client takes them (interactive Claude Code): a `wait` on a
+        # session still running becomes a background task, and the model's next turn brings
+        # the notification of its end, with what it needs in words.
+        Scenario("wait_task", [
+            Call("exec_command", {"cmd": "echo started; sleep 3; echo finished", "yield_time_ms": 500}, "a 3 s run"),
+            Call("wait", {"session_ids": [SID], "yield_time_ms": 500}, "wait on it"),
+            Call(NOTIFICATION, {}, "the notification"),
+        ], [
+            [plain_text, session_stated, has_line("started")],
+            [names_no_session, has_text("background")],
+            [task_notification, result_of_notification(plain_text), session_stated, has_line("finished"),
+             exit_stated(0), wall_time_at_least(2.5), transcript_named],
+        ], agents=("claude-tty",)),
+        # The explicit form: exec_command with background: true is a task from the start.
+        Scenario("background_task", [
+            Call("exec_command", {"cmd": "sleep 2; echo bg-done", "background": True, "yield_time_ms": 500},
+                 "background: true"),
+            Call(NOTIFICATION, {}, "the notification"),
+        ], [
+            [names_no_session, has_text("background")],
+            [task_notification, result_of_notification(plain_text), session_stated, has_line("bg-done"),
+             exit_stated(0)],
+        ], agents=("claude-tty",)),
+        # A question while a task watches: the person answers it in Claude Code's form.
+        Scenario("form_prompt", [
+            Call("exec_command", {"cmd": "printf 'Continue? [y/N] '; read -r a; echo \"answer=$a\"", "tty": True,
+                                  "yield_time_ms": 500}, "a prompt on a PTY"),
+            Call("wait", {"session_ids": [SID], "yield_time_ms": 500}, "wait on it"),
+            Call(NOTIFICATION, {}, "the notification"),
+        ], [
+            [plain_text, session_stated, has_text("Continue? [y/N]")],
+            [names_no_session, has_text("background")],
+            [task_notification, result_of_notification(plain_text), has_line("answer=y"), exit_stated(0)],
+        ], agents=("claude-tty",), screen_steps=[
+            ScreenStep(r"requests your input", "y", "the form asks: typed y"),
+            ScreenStep(r"✔ answer: y", "\r", "Enter: to Accept"),
+            ScreenStep(r"❯ Accept", "\r", "Enter on Accept"),
+        ]),
+        # A task still waiting when Claude Code exits: nothing of it outlives the agent.
+        Scenario("left_waiting", [
+            Call("exec_command", {"cmd": f"export UEXEC_AGENTS_MARK={marker}-w; sleep 300; : {marker}-w",
+                                  "yield_time_ms": 300}, "sleep 300"),
+            Call("wait", {"session_ids": [SID], "yield_time_ms": 300}, "wait on it, then the agent ends"),
+        ], [
+            [plain_text, session_stated],
+            [],
+        ], survivor_marker=f"{marker}-w", agents=("claude-tty",)),
         # The README's recipe for uexec instead of Claude Code's own shell.
         Scenario("own_shell_off", [
             Call("exec_command", {"cmd": "echo uexec-not-bash"}, "echo"),
         ], [
             [plain_text, has_line("uexec-not-bash"), exit_stated(0)],
-        ], agents=("claude",), claude_tools=["--disallowedTools", "Bash"],
+        ], agents=("claude", "claude-tty"), claude_tools=["--disallowedTools", "Bash"],
             offered_checks=[offers("mcp__uexec__exec_command"), offers_not("Bash")]),
     ]
 
