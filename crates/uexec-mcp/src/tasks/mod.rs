@@ -18,8 +18,13 @@
 //!   it was given, as rmcp's manager enforces it.
 //!
 //! Each task belongs to its owner (for uexec, the store of the client that made it); another
-//! owner's task is unknown. Memory stays bounded by the tasks of the last [`RETENTION`] and
-//! those still working (each follows a live session or a live `wait`).
+//! owner's task is unknown. Memory stays bounded: an owner keeps at most [`ENDED_KEPT`]
+//! ended tasks (as a store keeps at most that many sessions, the exited ones pruned first),
+//! the oldest ended forgotten first, even before its [`RETENTION`] is over (500 ended tasks
+//! of 40 KB each took a daemon from 15 to 61 MiB); those still working follow a live
+//! session or a live `wait`. A task goes with its owner: the table goes with the server
+//! that holds it (in the daemon, the client's connection, so a client's tasks go when it
+//! does), and a task whose owner's store is gone is forgotten at the next spawn.
 
 pub mod exec;
 mod kept;
@@ -47,6 +52,9 @@ pub use wait::Waiting;
 
 /// How long a task that followed sessions is kept after it ended (its `ttlMs` counts it).
 pub const RETENTION: Duration = Duration::from_secs(3600);
+/// Ended tasks an owner keeps at most, whatever their [`RETENTION`]: as many as a store
+/// keeps sessions ([`uexec_core::limits::MAX_SESSIONS`]).
+pub const ENDED_KEPT: usize = uexec_core::limits::MAX_SESSIONS;
 /// How often a working task's status message is brought up to date.
 pub const STATUS_EVERY: Duration = Duration::from_secs(2);
 /// The polling interval a task suggests while its sessions print, in ms.
@@ -219,6 +227,13 @@ impl<Owner: Send + Sync + 'static> Tasks<Owner> {
         table.retain(|id, e| {
             e.owner.strong_count() > 0 && e.track.kept() && e.manager.get_task(id).is_ok()
         });
+        // And no owner keeps more than its newest ended ones.
+        let ended = table
+            .iter()
+            .filter_map(|(id, e)| Some((e.owner.as_ptr(), id.clone(), e.track.ended()?)));
+        for id in past_the_bound(ended, ENDED_KEPT) {
+            table.remove(&id);
+        }
         let changes = self.changes.clone();
         let (outer_manager, outer_track) = (manager.clone(), track.clone());
         let mut task = manager.spawn(options, move |context| {
@@ -313,6 +328,26 @@ impl<Owner: Send + Sync + 'static> Tasks<Owner> {
     }
 }
 
+/// The ids among `ended` (each task's owner, id and end) past each owner's `keep` most
+/// recently ended.
+fn past_the_bound<K: std::hash::Hash + Eq>(
+    ended: impl Iterator<Item = (K, String, Instant)>,
+    keep: usize,
+) -> Vec<String> {
+    let mut by_owner: HashMap<K, Vec<(Instant, String)>> = HashMap::new();
+    for (owner, id, at) in ended {
+        by_owner.entry(owner).or_default().push((at, id));
+    }
+    by_owner
+        .into_values()
+        .flat_map(|mut ended| {
+            // Newest first: what follows the first `keep` goes.
+            ended.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+            ended.into_iter().skip(keep).map(|(_, id)| id)
+        })
+        .collect()
+}
+
 /// What a call left running that a task would follow, with what the call's window saw (the
 /// task stands in for its result: the model has read none of it).
 pub enum Unfinished {
@@ -379,6 +414,7 @@ impl Tasks<uexec_core::SessionStore> {
                 following,
                 seen,
                 structured,
+                dialect,
                 peer,
             }),
         }
@@ -479,6 +515,67 @@ mod tests {
         let error = tasks.get(&theirs, &id).expect_err("not theirs");
         assert!(error.message.contains(&id), "{error:?}");
         assert!(tasks.cancel(&theirs, &id).is_err());
+    }
+
+    #[tokio::test]
+    async fn an_owner_keeps_only_its_newest_ended_tasks() {
+        let tasks: Tasks<u8> = Tasks::default();
+        let (mine, theirs) = (Arc::new(1), Arc::new(2));
+        // A task of `owner`'s that ends at once, once it ended.
+        let ended = |owner: &Arc<u8>| {
+            let done = |_context: TaskContext, _pulse: Pulse| -> TaskFuture {
+                Box::pin(async { Ok(CallToolResult::success(Vec::new())) })
+            };
+            let id = tasks
+                .spawn_followed(owner, "working".into(), None, done)
+                .task
+                .task_id;
+            let (tasks, owner) = (tasks.clone(), owner.clone());
+            async move {
+                while !tasks
+                    .detailed(&owner, &id)
+                    .expect("known")
+                    .status()
+                    .is_terminal()
+                {
+                    tokio::task::yield_now().await;
+                }
+                id
+            }
+        };
+        let their_id = ended(&theirs).await;
+        let mut mine_ids = Vec::new();
+        for _ in 0..ENDED_KEPT + 10 {
+            mine_ids.push(ended(&mine).await);
+        }
+        // One more spawn forgets what is past the bound (its own task not ended yet).
+        ended(&mine).await;
+        let known = |id: &String| tasks.get(&mine, id).is_ok();
+        let kept = mine_ids.iter().filter(|id| known(id)).count();
+        assert_eq!(kept, ENDED_KEPT, "{kept} of mine kept");
+        assert!(mine_ids[..10].iter().all(|id| !known(id)), "the oldest go");
+        assert!(mine_ids[10..].iter().all(known), "the newest stay");
+        assert!(
+            tasks.get(&theirs, &their_id).is_ok(),
+            "another owner's own bound"
+        );
+        assert!(tasks.lock().len() <= ENDED_KEPT + 2);
+    }
+
+    #[test]
+    fn the_oldest_ended_go_past_each_owners_bound() {
+        let now = Instant::now();
+        let at = |s: u64| now + Duration::from_secs(s);
+        let ended = [
+            ('a', "a1".to_owned(), at(1)),
+            ('a', "a3".to_owned(), at(3)),
+            ('b', "b1".to_owned(), at(1)),
+            ('a', "a2".to_owned(), at(2)),
+        ];
+        let mut gone = past_the_bound(ended.clone().into_iter(), 2);
+        gone.sort();
+        assert_eq!(gone, ["a1"]);
+        assert!(past_the_bound(ended.into_iter(), 3).is_empty());
     }
 
     #[test]
