@@ -66,6 +66,7 @@ pub fn mcp_args(data: &[u8]) {
     let dialect = uexec_mcp::tools::parse::Dialect {
         environments,
         extended,
+        wrapped: flags & 8 == 8,
     };
     let args = Some(&args).filter(|_| flags & 2 == 0);
     let empty = Map::new();

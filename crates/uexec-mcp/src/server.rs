@@ -116,10 +116,13 @@ impl UexecServer {
         self
     }
 
-    fn dialect(&self) -> Dialect {
+    /// What this connection's calls accept and say; `wrapped`: the client writes its own
+    /// `Wall time:` around each result (Codex, by the name it gave at initialize).
+    fn dialect(&self, wrapped: bool) -> Dialect {
         Dialect {
             environments: self.accepts_environment,
             extended: self.options.extended,
+            wrapped,
         }
     }
 
@@ -211,7 +214,7 @@ impl UexecServer {
         name: &str,
         arguments: Option<&Map<String, Value>>,
         call_id: String,
-        tasks: bool,
+        (tasks, dialect): (bool, Dialect),
     ) -> (CallToolResult, Option<Unfinished>) {
         let mut unfinished = None;
         // A running session an exec_command asked to background, where no task can be had.
@@ -222,11 +225,10 @@ impl UexecServer {
         let started = std::time::Instant::now();
         let answer = match name {
             exec_command::NAME => {
-                let dialect = self.dialect();
                 exec_command::run(store, config, arguments, dialect, call_id)
                     .await
                     .map(|window| {
-                        let result = snapshot_result(window.clone(), dialect.extended);
+                        let result = snapshot_result(window.clone(), dialect);
                         match window.session_id() {
                             // What a task follows, when the call asked for one (`background`)
                             // and the client can have it.
@@ -241,20 +243,20 @@ impl UexecServer {
                         result
                     })
             }
-            write_stdin::NAME => write_stdin::call(store, config, arguments, self.dialect()).await,
+            write_stdin::NAME => write_stdin::call(store, config, arguments, dialect).await,
             wait::NAME if !codex_tools_only && tasks => wait::observe(store, config, arguments)
                 .await
                 .map(|(request, waited)| {
                     let following = wait::unsatisfied(request.all, &waited);
                     if following.is_empty() {
-                        wait::result(waited)
+                        wait::result(waited, dialect)
                     } else {
                         // The task stands in for this result: it is never sent.
                         unfinished = Some(Unfinished::Wait(request, following, waited));
                         CallToolResult::success(Vec::new())
                     }
                 }),
-            wait::NAME if !codex_tools_only => wait::call(store, config, arguments).await,
+            wait::NAME if !codex_tools_only => wait::call(store, config, arguments, dialect).await,
             read_output::NAME if !codex_tools_only => read_output::call(store, owners, arguments),
             list_sessions::NAME => match owners {
                 Some(owners) => list_sessions::call_person(owners, arguments),
@@ -405,6 +407,12 @@ impl ServerHandler for UexecServer {
         // with `background: true`. Any other call's result is the snapshot, with the session
         // id the model polls, types into and stops (a task would hide it: interactive Claude
         // Code backgrounds every task and tells the model no id).
+        // Codex writes its own `Wall time:` and `Output:` around every MCP result.
+        let wrapped = context
+            .peer
+            .peer_info()
+            .is_some_and(|info| info.client_info.name.starts_with("codex"));
+        let dialect = self.dialect(wrapped);
         let as_task = self.options.extended
             && self.options.tasks
             && context
@@ -426,7 +434,7 @@ impl ServerHandler for UexecServer {
                 ))])
                 .into());
             }
-            result = self.call(&store, &own, name, request.arguments.as_ref(), call_id, as_task) => result,
+            result = self.call(&store, &own, name, request.arguments.as_ref(), call_id, (as_task, dialect)) => result,
         };
         if let Some(f) = forwarder {
             f.finish().await;
@@ -438,7 +446,7 @@ impl ServerHandler for UexecServer {
                 Start {
                     store,
                     config: self.options.config.clone(),
-                    dialect: self.dialect(),
+                    dialect,
                     structured: self.options.structured,
                     context: &context,
                 },

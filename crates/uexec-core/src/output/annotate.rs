@@ -4,7 +4,7 @@
 //! sandbox's denial, and why a pipe session may seem silent. Codex's dialect has none of
 //! them ([`Snapshot::to_text`]).
 
-use super::snapshot::Snapshot;
+use super::snapshot::{Head, Snapshot};
 use super::until::Reason;
 
 /// The start of the line of an exit that left processes running.
@@ -34,6 +34,11 @@ impl Snapshot {
     /// [`Self::to_text`] with uexec's extra lines after the status line: the timeout, why
     /// the call returned, and a secret prompt.
     pub fn to_text_annotated(&self) -> String {
+        self.to_text_annotated_with(Head::CODEX)
+    }
+
+    /// [`Self::to_text_annotated`], with the first lines `head` asks for.
+    pub fn to_text_annotated_with(&self, head: Head) -> String {
         let mut extra = String::new();
         if let Some(ms) = self.timed_out_ms {
             extra.push_str(&format!(
@@ -71,7 +76,7 @@ impl Snapshot {
             extra.push_str(&denial);
             extra.push('\n');
         }
-        let text = self.to_text();
+        let text = self.to_text_with(head);
         let at = text.find("Original token count:").unwrap_or(0);
         format!("{}{extra}{}", &text[..at], &text[at..])
     }

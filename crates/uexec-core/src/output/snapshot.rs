@@ -185,11 +185,20 @@ impl Snapshot {
         format!("{:.4}", self.wall_time.as_secs_f64())
     }
 
-    /// The text form a model reads.
+    /// The text form a model reads, as Codex writes it.
     pub fn to_text(&self) -> String {
+        self.to_text_with(Head::CODEX)
+    }
+
+    /// The text form, with the first lines `head` asks for.
+    pub fn to_text_with(&self, head: Head) -> String {
         let mut s = String::with_capacity(self.output.len() + 128);
-        s.push_str(&format!("Chunk ID: {}\n", self.chunk_id));
-        s.push_str(&format!("Wall time: {} seconds\n", self.wall_time_text()));
+        if head.chunk_id {
+            s.push_str(&format!("Chunk ID: {}\n", self.chunk_id));
+        }
+        if head.wall_time {
+            s.push_str(&format!("Wall time: {} seconds\n", self.wall_time_text()));
+        }
         match self.status {
             Status::Exited {
                 exit_code: Some(code),
@@ -207,6 +216,25 @@ impl Snapshot {
         s.push_str(&self.output);
         s
     }
+}
+
+/// Which of Codex's first lines a text form has: Codex's own has both; a face whose client
+/// shows the window's length itself, or that no tool reads a chunk id in, leaves them out,
+/// so that the model reads each fact once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Head {
+    /// `Chunk ID: 1a2b3c`.
+    pub chunk_id: bool,
+    /// `Wall time: 0.5012 seconds`.
+    pub wall_time: bool,
+}
+
+impl Head {
+    /// Codex's text: both lines.
+    pub const CODEX: Self = Self {
+        chunk_id: true,
+        wall_time: true,
+    };
 }
 
 /// A snapshot body and its token count.

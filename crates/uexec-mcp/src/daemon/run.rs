@@ -214,6 +214,7 @@ pub(super) async fn client(
         let dialect = Dialect {
             environments: false,
             extended: true,
+            ..Dialect::default()
         };
         let serde_json::Value::Object(arguments) = req.arguments else {
             return Err("the run's arguments are not an object".to_owned());

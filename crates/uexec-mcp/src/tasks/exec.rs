@@ -248,11 +248,7 @@ async fn ended(
         // The run's whole time, not the last poll's window.
         whole.wall_time = info.running_time;
     }
-    let text = if dialect.extended {
-        whole.to_text_annotated()
-    } else {
-        whole.to_text()
-    };
+    let text = crate::tools::render::snapshot_text(&whole, dialect);
     let mut content = Vec::with_capacity(2);
     content.extend(line.map(ContentBlock::text));
     content.push(ContentBlock::text(text));

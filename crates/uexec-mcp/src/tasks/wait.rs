@@ -42,6 +42,7 @@ pub struct Waiting {
     pub seen: Waited,
     /// Results carry `structuredContent` (`--structured`); otherwise the text alone.
     pub structured: bool,
+    pub dialect: crate::tools::parse::Dialect,
     /// Where `notifications/tasks` goes (a client of the initialize handshake).
     pub peer: Option<Peer<RoleServer>>,
 }
@@ -75,6 +76,7 @@ async fn run(
         following,
         seen,
         structured,
+        dialect,
         peer: _,
     } = waiting;
     let budget = request
@@ -161,7 +163,7 @@ async fn run(
             ended_line(&store, *id, s.transcript_stop.as_ref())
         })
         .collect();
-    let mut result = wait::result(all);
+    let mut result = wait::result(all, dialect);
     if !ends.is_empty() {
         result
             .content

@@ -305,7 +305,7 @@ pub async fn call(
 ) -> Answer {
     run(store, config, arguments, dialect, call_id)
         .await
-        .map(|s| snapshot_result(s, dialect.extended))
+        .map(|s| snapshot_result(s, dialect))
 }
 
 /// [`call`]'s snapshot, before it is a result (a task follows on from it).

@@ -28,6 +28,9 @@ pub struct Dialect {
     pub environments: bool,
     /// uexec's own arguments: `until`, `timeout_ms`, `stdin`, `eof`, hygiene.
     pub extended: bool,
+    /// The client writes its own `Wall time:` line around a result (Codex): uexec's text
+    /// leaves its own out, so that the model reads the fact once.
+    pub wrapped: bool,
 }
 
 pub(crate) fn err(field: &str, reason: impl Into<String>) -> ArgError {

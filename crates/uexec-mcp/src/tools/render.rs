@@ -4,23 +4,45 @@
 
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{json, Map, Value};
+use uexec_core::snapshot::Head;
 use uexec_core::{ExecError, ExitNotice, Snapshot};
+
+use super::parse::Dialect;
 
 /// A tool's answer: its result, or why it failed (the server says `{name} failed: {why}`).
 pub type Answer = Result<CallToolResult, String>;
 
-/// A snapshot as a tool result: the text for the model, the same facts as data. `extended`
-/// adds uexec's lines and fields (why it returned, a match, a timeout, a secret prompt).
-pub fn snapshot_result(s: Snapshot, extended: bool) -> CallToolResult {
-    let structured = snapshot_fields(&s, extended);
-    let text = if extended {
-        s.to_text_annotated()
-    } else {
-        s.to_text()
-    };
+/// A snapshot as a tool result: the text for the model, the same facts as data. uexec's
+/// dialect adds its lines and fields (why it returned, a match, a timeout, a secret prompt).
+pub fn snapshot_result(s: Snapshot, dialect: Dialect) -> CallToolResult {
+    let structured = snapshot_fields(&s, dialect.extended);
+    let text = snapshot_text(&s, dialect);
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
     result.structured_content = Some(Value::Object(structured));
     result
+}
+
+/// A snapshot's text in `dialect`: Codex's, byte for byte; or uexec's, which says each fact
+/// once in what the model reads: no `Chunk ID` (no tool takes one; `--structured` has it),
+/// and no `Wall time` where the client writes its own (Codex puts `Wall time:` and
+/// `Output:` around every MCP result).
+pub fn snapshot_text(s: &Snapshot, dialect: Dialect) -> String {
+    if dialect.extended {
+        s.to_text_annotated_with(head(dialect))
+    } else {
+        s.to_text()
+    }
+}
+
+/// The first lines of uexec's text in `dialect` ([`snapshot_text`]).
+pub fn head(dialect: Dialect) -> Head {
+    if !dialect.extended {
+        return Head::CODEX;
+    }
+    Head {
+        chunk_id: false,
+        wall_time: !dialect.wrapped,
+    }
 }
 
 pub(crate) fn snapshot_fields(s: &Snapshot, extended: bool) -> Map<String, Value> {
@@ -233,6 +255,42 @@ fn limit_flag(field: &str) -> String {
 #[cfg(test)]
 mod error_tests {
     use super::*;
+
+    #[test]
+    fn uexec_s_text_leaves_out_what_no_model_reads_and_codex_s_keeps_it() {
+        let codex = Dialect::default();
+        let own = Dialect {
+            extended: true,
+            ..Dialect::default()
+        };
+        let wrapped = Dialect {
+            wrapped: true,
+            ..own
+        };
+        assert_eq!(head(codex), Head::CODEX);
+        // A wrapping client changes nothing in Codex's own text.
+        assert_eq!(
+            head(Dialect {
+                wrapped: true,
+                ..codex
+            }),
+            Head::CODEX
+        );
+        assert_eq!(
+            head(own),
+            Head {
+                chunk_id: false,
+                wall_time: true
+            }
+        );
+        assert_eq!(
+            head(wrapped),
+            Head {
+                chunk_id: false,
+                wall_time: false
+            }
+        );
+    }
 
     #[test]
     fn a_limit_a_call_cannot_have_names_the_flag_a_person_would_change() {

@@ -14,7 +14,7 @@ use uexec_core::limits::{
 use uexec_core::{ExecError, SessionStore, Snapshot, StoreConfig, WaitRequest};
 
 use super::parse::{
-    boolean, err, field, integer, kind, object, reject_unknown, until, ArgError, Args,
+    boolean, err, field, integer, kind, object, reject_unknown, until, ArgError, Args, Dialect,
 };
 use super::render::{self, snapshot_fields, Answer};
 use super::schema::{exit_notices_schema, to_schema, until_schema};
@@ -99,10 +99,11 @@ pub async fn call(
     store: &Arc<SessionStore>,
     config: &StoreConfig,
     arguments: Option<&Args>,
+    dialect: Dialect,
 ) -> Answer {
     observe(store, config, arguments)
         .await
-        .map(|(_, waited)| result(waited))
+        .map(|(_, waited)| result(waited, dialect))
 }
 
 /// Waits on the sessions of `store`; the request and what it saw (a task waits on from
@@ -140,7 +141,7 @@ pub fn unsatisfied(all: bool, waited: &Waited) -> Vec<i32> {
 }
 
 /// The `wait` result: each session's snapshot (or error) in the order asked.
-pub fn result(results: Waited) -> CallToolResult {
+pub fn result(results: Waited, dialect: Dialect) -> CallToolResult {
     let mut text = String::new();
     let mut items = Vec::with_capacity(results.len());
     for (id, result) in results {
@@ -150,7 +151,7 @@ pub fn result(results: Waited) -> CallToolResult {
         text.push_str(&format!("=== Session {id} ===\n"));
         match result {
             Ok(s) => {
-                text.push_str(&s.to_text_annotated());
+                text.push_str(&render::snapshot_text(&s, dialect));
                 let mut item = snapshot_fields(&s, true);
                 item.entry("session_id").or_insert(json!(id));
                 items.push(Value::Object(item));

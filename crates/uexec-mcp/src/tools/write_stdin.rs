@@ -83,7 +83,7 @@ pub async fn call(
     store
         .write_stdin_for(config, req)
         .await
-        .map(|s| snapshot_result(s, dialect.extended))
+        .map(|s| snapshot_result(s, dialect))
         .map_err(|e| match e {
             // uexec's dialect says what became of a session it remembers.
             uexec_core::ExecError::UnknownProcess(id) if dialect.extended => {

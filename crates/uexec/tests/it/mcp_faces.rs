@@ -221,3 +221,56 @@ fn contradicting_faces_are_refused_naming_both_flags() {
     );
     assert!(!help.contains("--extended"), "a hidden alias: {help}");
 }
+
+/// A client that gives itself `name` at initialize.
+#[derive(Clone)]
+struct Named(&'static str);
+
+impl rmcp::ClientHandler for Named {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let mut info = rmcp::model::ClientConfig::default();
+        info.client_info = rmcp::model::Implementation::new(self.0, "0");
+        info
+    }
+}
+
+/// uexec's text says each fact once in what the model reads: no `Chunk ID` (no tool takes
+/// one), and no `Wall time` for Codex, which writes its own around every MCP result; Claude
+/// Code shows the text alone, so it keeps the wall time. Codex's surface keeps Codex's text.
+#[tokio::test]
+async fn each_fact_is_said_once_in_what_each_agent_shows() {
+    use rmcp::ServiceExt;
+    for (name, flags, chunk, wall) in [
+        ("codex-mcp-client", &[][..], false, false),
+        ("claude-code", &[][..], false, true),
+        ("codex-mcp-client", &["--codex-compat"][..], true, true),
+    ] {
+        let dir = scratch_dir("faces-named");
+        std::fs::create_dir_all(dir.join("home")).unwrap();
+        let mut cmd = tokio::process::Command::new(UEXEC);
+        cmd.args(["mcp", "--in-process"])
+            .args(flags)
+            .current_dir(&dir)
+            .env("HOME", dir.join("home"));
+        let client = Named(name)
+            .serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap())
+            .await
+            .unwrap();
+        let r = client
+            .call_tool(
+                rmcp::model::CallToolRequestParams::new("exec_command").with_arguments(
+                    crate::helpers::args(json!({"cmd": "echo hi", "login": false})),
+                ),
+            )
+            .await
+            .unwrap();
+        let t = text(&r);
+        assert_eq!(t.contains("Chunk ID: "), chunk, "{name} {flags:?}: {t}");
+        assert_eq!(t.contains("Wall time: "), wall, "{name} {flags:?}: {t}");
+        assert!(
+            t.contains("Process exited with code 0") && t.contains("Output:\nhi"),
+            "{t}"
+        );
+        client.cancel().await.unwrap();
+    }
+}

@@ -487,7 +487,7 @@ async fn a_question_the_command_asks_becomes_a_form_and_the_answer_is_typed() {
 }
 
 #[tokio::test]
-async fn a_password_prompt_is_never_a_form() {
+async fn a_password_prompt_is_never_a_form_field() {
     let (client, _) = eliciting_client().await;
     let id = start_task(
         &client,
@@ -495,13 +495,26 @@ async fn a_password_prompt_is_never_a_form() {
                "yield_time_ms": 300, "tty": true}),
     )
     .await;
-    let said = |t: &GetTaskResult| t.task.task.status_message.clone().unwrap_or_default();
-    let waiting = until_task(&client, &id, |t| said(t).contains("password prompt")).await;
-    assert_eq!(waiting.task.status(), TaskStatus::Working, "{waiting:?}");
+    // A form-only client is sent to the one-time page: the form has no field to type a
+    // secret into, only the page's link (mcp_tasks_page.rs fills the page in).
+    let asking = until_task(&client, &id, |t| {
+        t.task.status() == TaskStatus::InputRequired
+    })
+    .await;
+    let TaskPayload::InputRequired { input_requests } = &asking.task.payload else {
+        panic!("input_required: {asking:?}");
+    };
+    let (_, request) = input_requests.iter().next().expect("one question");
+    let asked = serde_json::to_value(request).unwrap();
+    assert_eq!(
+        asked["params"]["requestedSchema"]["properties"],
+        json!({}),
+        "{asked}"
+    );
+    let message = asked["params"]["message"].as_str().unwrap_or_default();
     assert!(
-        said(&waiting).contains("ask the person"),
-        "{}",
-        said(&waiting)
+        message.contains("http://127.0.0.1:") && message.contains("never passes through the model"),
+        "{message}"
     );
     client
         .cancel_task(CancelTaskParams::new(id.clone()))
