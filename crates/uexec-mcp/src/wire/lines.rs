@@ -7,7 +7,9 @@
 //!   ([`super::listen`]); a refusal is marked in its `_meta` ([`REFUSED_META`]);
 //! - [`Edge`], a transport around rmcp's, answers a marked request with its error instead
 //!   of handing it on, and on the way out gives the task tools their `execution` and the
-//!   acknowledgment of a listen request its task ids;
+//!   acknowledgment of a listen request its task ids, which it keeps until then: for at
+//!   most [`MAX_PENDING`] requests, refusing one more ([`busy`]) until one is acknowledged,
+//!   answered or cancelled;
 //! - at the client's end, [`Edge`] tells rmcp only once every request it handed on was
 //!   answered, or [`CLOSING`] later, when it cancels the calls still running (their answers
 //!   say so). rmcp stops its loop at the end of the input, and then waits up to 5 s for
@@ -41,9 +43,13 @@ pub const REFUSED_META: &str = "uexec.dev/refused";
 const MAX_LINE: u64 = 16 << 20;
 /// Bytes in flight between the pump and rmcp.
 const PIPE: usize = 64 << 10;
-/// Listen requests whose acknowledgment has not gone out yet, at most (a client's own
-/// mistakes cannot grow it).
+/// Listen requests with task ids whose acknowledgment has not gone out yet, at most (a
+/// client's own mistakes cannot grow it): one past it is refused ([`busy`]), as forgetting
+/// one would acknowledge it without the task ids it asked for.
 const MAX_PENDING: usize = 64;
+/// The JSON-RPC error code of a listen request refused past [`MAX_PENDING`]: a server
+/// error (JSON-RPC leaves -32000 to -32099 to the implementation).
+pub const BUSY_CODE: i32 = -32000;
 /// How long, at most, the end of the client's input waits for the answers to its requests
 /// (rmcp's own drain, which this stands in for, waits 5 s).
 pub const CLOSING: Duration = Duration::from_secs(5);
@@ -187,14 +193,16 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Edge<T> {
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let item = outbound(&self.wire, &self.pending, item);
-        match &item {
-            JsonRpcMessage::Response(response) => self.open.answered(&response.id),
-            JsonRpcMessage::Error(error) => {
-                if let Some(id) = &error.id {
-                    self.open.answered(id);
-                }
-            }
-            _ => {}
+        let answered = match &item {
+            JsonRpcMessage::Response(response) => Some(&response.id),
+            JsonRpcMessage::Error(error) => error.id.as_ref(),
+            _ => None,
+        };
+        if let Some(id) = answered {
+            self.open.answered(id);
+            // A listen request answered before its acknowledgment (refused, failed) has none
+            // to come.
+            forget(&self.pending, id);
         }
         self.inner.send(item)
     }
@@ -218,6 +226,7 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Edge<T> {
                     {
                         if let Some(id) = &cancelled.params.request_id {
                             self.open.answered(id);
+                            forget(&self.pending, id);
                         }
                     }
                 }
@@ -243,7 +252,11 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Edge<T> {
                     let ids = crate::tasks::listen::ids_in(ids);
                     let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
                     if pending.len() >= MAX_PENDING {
-                        pending.clear();
+                        drop(pending);
+                        let answer = ServerJsonRpcMessage::error(busy(), Some(request.id.clone()));
+                        // On its own, as a refusal above.
+                        tokio::spawn(self.inner.send(answer));
+                        continue;
                     }
                     pending.insert(request.id.clone(), ids);
                 }
@@ -256,6 +269,27 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for Edge<T> {
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
         self.inner.close()
     }
+}
+
+/// The error of a listen request past [`MAX_PENDING`].
+fn busy() -> ErrorData {
+    ErrorData::new(
+        rmcp::model::ErrorCode(BUSY_CODE),
+        format!(
+            "too many subscriptions/listen requests naming task ids await their \
+             acknowledgment on this connection (at most {MAX_PENDING}): this one is refused; \
+             send it again once one of them is acknowledged"
+        ),
+        Some(serde_json::json!({"maxPending": MAX_PENDING})),
+    )
+}
+
+/// Forgets the task ids of listen request `id`, if it had any.
+fn forget(pending: &Mutex<HashMap<RequestId, Vec<String>>>, id: &RequestId) {
+    pending
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(id);
 }
 
 /// A message to the client with the wire additions.

@@ -34,6 +34,7 @@ mod mcp_fewer_polls;
 mod mcp_http;
 mod mcp_http_daemon;
 mod mcp_listen;
+mod mcp_listen_burst;
 mod mcp_output;
 mod mcp_progress;
 mod mcp_protocol;
