@@ -7,7 +7,9 @@
 //!    the resource [`Limits`] of a session's cgroup ([`limits`]), narrowed the same way;
 //! 2. what a result says of it ([`SandboxReport`], [`Layer`], [`Denied`]);
 //! 3. policy monitors ([`monitor`]): what watches a session for the policy, and what it may
-//!    do to it.
+//!    do to it;
+//! 4. command rules ([`rules`]): the seam a rules engine implements, and the verdict it
+//!    gives on a script, part by part.
 //!
 //! It is a leaf of the engine: it uses no other module of core, so every room may use it.
 //! The seams a mechanism plugs into are in [`crate::confine`].
@@ -16,6 +18,7 @@ mod allow;
 mod ceiling;
 mod limits;
 mod monitor;
+pub mod rules;
 
 use std::str::FromStr;
 
