@@ -79,6 +79,18 @@ pub fn check() -> Vec<Facility> {
             verdict: uexec_core::backend::local::cgroup_probe()
                 .map(|dir| format!("under {}", dir.display())),
         },
+        Facility {
+            key: "spawn_into_cgroup",
+            name: "commands born in their session's cgroup (clone3 with CLONE_INTO_CGROUP)",
+            verdict: uexec_core::backend::local::cgroup_entry_probe()
+                .map(|()| String::new())
+                .map_err(|why| {
+                    format!(
+                        "{why}; each command moves itself in instead, which costs \
+                         milliseconds after an idle pause"
+                    )
+                }),
+        },
     ];
     facilities.extend(limits());
     facilities
@@ -140,7 +152,7 @@ pub fn render(facilities: &[Facility], json: bool) -> String {
     // Cgroups are no sandbox layer: without them, sessions live on process groups.
     let all = facilities
         .iter()
-        .filter(|f| !f.key.starts_with("cgroup"))
+        .filter(|f| !f.key.starts_with("cgroup") && f.key != "spawn_into_cgroup")
         .all(|f| f.verdict.is_ok());
     out.push_str(if all {
         "Every sandbox profile (read-only, workspace-write, network off) can be enforced here.\n"
@@ -152,6 +164,10 @@ pub fn render(facilities: &[Facility], json: bool) -> String {
         .any(|f| f.key == "cgroups" && f.verdict.is_err())
     {
         out.push_str("Sessions live on process groups: a descendant that leaves its group (setsid, a double fork) outlives a terminate.\n");
+    }
+    let cgroups = |key: &str| facilities.iter().any(|f| f.key == key && f.verdict.is_ok());
+    if cgroups("cgroups") && !cgroups("spawn_into_cgroup") {
+        out.push_str("This kernel cannot start a command in its cgroup (Linux 5.7 and clone3 are needed, and a seccomp filter may refuse clone3): each command moves itself in, which costs milliseconds on a call after an idle pause.\n");
     }
     let missing: Vec<&str> = facilities
         .iter()
@@ -210,5 +226,35 @@ mod tests {
             render(&facilities, true),
             "{\"landlock\":{\"available\":true,\"detail\":\"ABI 7\"},\"seccomp\":{\"available\":false,\"error\":\"Operation \\\"not\\\" permitted\"}}\n"
         );
+    }
+
+    /// A kernel that cannot start a command in its cgroup is said to, as a cost of the
+    /// cgroups, not a missing sandbox layer.
+    #[test]
+    fn a_kernel_that_cannot_spawn_into_cgroups_is_named_apart_from_the_sandbox() {
+        let facility = |key, verdict| Facility {
+            key,
+            name: key,
+            verdict,
+        };
+        let mut facilities = vec![
+            facility("landlock", Ok(String::new())),
+            facility("cgroups", Ok(String::new())),
+            facility("spawn_into_cgroup", Err("Function not implemented".into())),
+        ];
+        let text = render(&facilities, false);
+        assert!(
+            text.contains("spawn_into_cgroup: NO (Function not implemented"),
+            "{text}"
+        );
+        assert!(text.contains("Every sandbox profile"), "{text}");
+        assert!(
+            text.contains("cannot start a command in its cgroup"),
+            "{text}"
+        );
+        facilities[2].verdict = Ok(String::new());
+        let text = render(&facilities, false);
+        assert!(!text.contains("cannot start a command"), "{text}");
+        assert!(!text.contains("Limits need"), "{text}");
     }
 }

@@ -150,3 +150,74 @@ fn a_cgroup_the_kernel_refuses_fails_the_spawn_instead_of_running_outside_it() {
     .expect_err("no cgroup");
     assert!(e.to_string().contains("in its cgroup"), "{e}");
 }
+
+/// Where `clone3` is refused for good (here a seccomp filter answers ENOSYS, as a
+/// container's often does), the child migrates instead, still in its cgroup before it
+/// execs, and says so (the caller then asks the next ones to migrate).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_child_whose_clone3_is_refused_migrates_instead_and_says_so() {
+    let cgroup = Scratch::new("refused");
+    let dir = cgroup.fd.as_raw_fd();
+    // A filter binds the thread that installs it (and its children): one of its own.
+    let (line, entry) = std::thread::spawn(move || {
+        refuse_clone3_on_this_thread();
+        cat_own_cgroup(ChildCgroup {
+            dir,
+            entry: CgroupEntry::AtBirth,
+        })
+        .expect("spawn")
+    })
+    .join()
+    .unwrap();
+    assert_eq!(line, cgroup.name);
+    assert_eq!(entry, Some(CgroupEntry::Migrates));
+}
+
+/// A seccomp filter on this thread: `clone3` fails with ENOSYS, everything else runs.
+#[cfg(target_arch = "x86_64")]
+fn refuse_clone3_on_this_thread() {
+    const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+    const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
+    let insn = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    };
+    let mut program = [
+        // The syscall number (`seccomp_data.nr`, offset 0).
+        insn(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0, 0, 0),
+        insn(
+            libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K,
+            0,
+            1,
+            libc::SYS_clone3 as u32,
+        ),
+        insn(
+            libc::BPF_RET | libc::BPF_K,
+            0,
+            0,
+            SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
+        ),
+        insn(libc::BPF_RET | libc::BPF_K, 0, 0, SECCOMP_RET_ALLOW),
+    ];
+    let prog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_mut_ptr(),
+    };
+    // SAFETY: prctl on this thread with a filter program that outlives the call.
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        assert_eq!(
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER,
+                &prog as *const libc::sock_fprog
+            ),
+            0,
+            "{}",
+            std::io::Error::last_os_error()
+        );
+    }
+}

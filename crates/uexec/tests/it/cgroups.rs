@@ -356,3 +356,22 @@ async fn without_a_cgroup2_mount_sessions_live_on_process_groups() {
     );
     assert!(said.contains("Sessions live on process groups"), "{said}");
 }
+
+/// `uexec doctor` says whether this kernel starts commands straight in their session's
+/// cgroup (this project's machines do: x86_64, Linux 5.7 or later), and leaves no cgroup
+/// of its probe behind.
+#[test]
+fn doctor_says_whether_commands_are_born_in_their_session_s_cgroup() {
+    let own = require_cgroups();
+    let doctor = std::process::Command::new(UEXEC)
+        .args(["doctor", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = doctor.id();
+    let out = doctor.wait_with_output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["spawn_into_cgroup"]["available"], true, "{v}");
+    let probe = own.join(format!("uexec.{pid}.probe"));
+    assert!(!probe.exists(), "{} left behind", probe.display());
+}
