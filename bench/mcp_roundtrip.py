@@ -5,6 +5,12 @@ Measured in one run, same machine, medians:
   * `uexec mcp`: exec_command {cmd: "true", login: false};
   * a peer shell MCP server (mcp-server-commands 0.5.0): run_command {command: "true"};
 and a 256 MiB output flood through exec_command, with the uexec server's peak RSS.
+
+Then the spacing of an agent's calls (`--pause-ms`, default 100; 0 skips it): `uexec mcp`,
+the same without cgroups (`--without-cgroups`, root: its cgroup mount hidden, see
+without_cgroups.py) and the peer, their calls interleaved one by one, back to back and each
+after a pause (the model thinks between calls; the kernel's cgroup lock was slow to take
+after an idle spell, issue 41), medians of `--paused-runs` (default 40) each.
 Servers run with an empty HOME in a temp cwd (login shells read no dotfiles).
 """
 
@@ -19,9 +25,13 @@ import sys
 import tempfile
 import time
 
+import contextlib
+
 import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+
+import without_cgroups
 
 
 def spawn_wait_ms(runs: int, shell: str = "bash") -> float:
@@ -88,14 +98,70 @@ async def roundtrips(argv: list[str], tool: str, arguments: dict, runs: int, hom
             return statistics.median(samples), flood_result
 
 
+async def spaced(servers: list[tuple[list[str], str, dict]], home: str, runs: int, pause_ms: int) -> list[float]:
+    """The median round trip through each server (argv, tool, arguments), their calls
+    interleaved one by one (the order turning each round) and each timed call after
+    `pause_ms` of sleep (0: back to back)."""
+    async with contextlib.AsyncExitStack() as stack:
+        sessions = []
+        for argv, tool, arguments in servers:
+            params = StdioServerParameters(command=argv[0], args=argv[1:], env={**os.environ, "HOME": home}, cwd=home)
+            read, write = await stack.enter_async_context(stdio_client(params))
+            session = await stack.enter_async_context(ClientSession(read, write))
+            await session.initialize()
+            for _ in range(10):  # warm-up
+                await session.call_tool(tool, arguments)
+            sessions.append((session, tool, arguments))
+        samples = [[] for _ in sessions]
+        for i in range(runs):
+            for k in range(len(sessions)):
+                j = (i + k) % len(sessions)
+                session, tool, arguments = sessions[j]
+                if pause_ms:
+                    await anyio.sleep(pause_ms / 1e3)
+                t = time.perf_counter()
+                r = await session.call_tool(tool, arguments)
+                samples[j].append((time.perf_counter() - t) * 1e3)
+                assert not r.is_error, r
+        return [statistics.median(times) for times in samples]
+
+
+async def spacing(a, uexec: list[str], home: str) -> None:
+    true = {"cmd": "true", "login": False}
+    servers = [(uexec, "exec_command", true)]
+    names = ["uexec mcp --in-process (a cgroup per session)"]
+    if a.without_cgroups:
+        servers.append((without_cgroups.argv(uexec), "exec_command", true))
+        names.append("the same, its cgroup mount hidden (process groups only)")
+    servers.append((shlex.split(a.peer), "run_command", {"command": "true"}))
+    names.append("mcp-server-commands 0.5.0, run_command")
+    back = await spaced(servers, home, a.paused_runs, 0)
+    paused = await spaced(servers, home, a.paused_runs, a.pause_ms)
+    print()
+    print(f"| `true` through MCP, calls interleaved, medians of {a.paused_runs} | back to back (ms) | after a {a.pause_ms} ms pause (ms) |")
+    print("|---|---|---|")
+    for name, b, p in zip(names, back, paused):
+        print(f"| {name} | {b:.2f} | {p:.2f} |")
+    if a.without_cgroups:
+        print(f"| ratio: with cgroups / without (goal <= 1.1x) | {back[0] / back[1]:.2f}x | {paused[0] / paused[1]:.2f}x |")
+    print(f"| ratio: uexec mcp / mcp-server-commands | {back[0] / back[-1]:.2f}x | {paused[0] / paused[-1]:.2f}x |")
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--uexec", required=True)
     ap.add_argument("--peer", required=True, help="command line of the peer MCP server")
     ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--pause-ms", type=int, default=100, help="the spacing series' pause before each call (0: none)")
+    ap.add_argument("--paused-runs", type=int, default=40)
+    ap.add_argument("--without-cgroups", action="store_true", help="(root) a uexec mcp without cgroups beside")
+    ap.add_argument("--spacing-only", action="store_true", help="the spacing series alone")
     a = ap.parse_args()
     home = tempfile.mkdtemp(prefix="uexec-bench-home-")
     uexec = [os.path.abspath(a.uexec), "mcp", "--in-process", "--codex-compat"]
+    if a.spacing_only:
+        await spacing(a, uexec, home)
+        return
     base = spawn_wait_ms(a.runs)
     base_sh = spawn_wait_ms(a.runs, "sh")
     uexec_ms, flood = await roundtrips(uexec, "exec_command", {"cmd": "true", "login": False}, a.runs, home, flood=True)
@@ -117,6 +183,8 @@ async def main() -> None:
         f"{tokens} tokens accounted, {body} characters returned (truncated), "
         f"uexec server peak RSS {rss:.1f} MiB (goal < 64 MiB)"
     )
+    if a.pause_ms:
+        await spacing(a, uexec, home)
 
 
 if __name__ == "__main__":
