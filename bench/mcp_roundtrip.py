@@ -8,7 +8,7 @@ and a 256 MiB output flood through exec_command, with the uexec server's peak RS
 
 Then the spacing of an agent's calls (`--pause-ms`, default 100; 0 skips it): `uexec mcp`,
 the same without cgroups (`--without-cgroups`, root: its cgroup mount hidden, see
-without_cgroups.py) and the peer, their calls interleaved one by one, back to back and each
+without_cgroups.py), the same sandboxed (`--sandboxed`: `--sandbox read-only`) and the peer, their calls interleaved one by one, back to back and each
 after a pause (the model thinks between calls; the kernel's cgroup lock was slow to take
 after an idle spell, issue 41), medians of `--paused-runs` (default 40) each.
 Servers run with an empty HOME in a temp cwd (login shells read no dotfiles).
@@ -145,6 +145,15 @@ async def spacing(a, uexec: list[str], home: str) -> None:
     if a.without_cgroups:
         print(f"| ratio: with cgroups / without (goal <= 1.1x) | {back[0] / back[1]:.2f}x | {paused[0] / paused[1]:.2f}x |")
     print(f"| ratio: uexec mcp / mcp-server-commands | {back[0] / back[-1]:.2f}x | {paused[0] / paused[-1]:.2f}x |")
+    if a.sandboxed:
+        # A pair of its own: the sandboxed server starts launchers ahead, in the background,
+        # which would load the machine under the other rows.
+        pair = [(uexec, "exec_command", true), (uexec + ["--sandbox", "read-only"], "exec_command", true)]
+        back = await spaced(pair, home, a.paused_runs, 0)
+        paused = await spaced(pair, home, a.paused_runs, a.pause_ms)
+        print(f"| uexec mcp, unsandboxed (paired with the next row) | {back[0]:.2f} | {paused[0]:.2f} |")
+        print(f"| uexec mcp --sandbox read-only | {back[1]:.2f} | {paused[1]:.2f} |")
+        print(f"| ratio: sandboxed / not (goals <= 2x, <= 1.8x) | {back[1] / back[0]:.2f}x | {paused[1] / paused[0]:.2f}x |")
 
 
 async def main() -> None:
@@ -155,6 +164,7 @@ async def main() -> None:
     ap.add_argument("--pause-ms", type=int, default=100, help="the spacing series' pause before each call (0: none)")
     ap.add_argument("--paused-runs", type=int, default=40)
     ap.add_argument("--without-cgroups", action="store_true", help="(root) a uexec mcp without cgroups beside")
+    ap.add_argument("--sandboxed", action="store_true", help="a uexec mcp --sandbox read-only beside")
     ap.add_argument("--spacing-only", action="store_true", help="the spacing series alone")
     a = ap.parse_args()
     home = tempfile.mkdtemp(prefix="uexec-bench-home-")
