@@ -46,6 +46,9 @@ pub struct StoreConfig {
     pub environments: Option<crate::environments::Environments>,
     /// Where spawns, exits and output are counted for a person's tools (`None`: nowhere).
     pub metrics: Option<std::sync::Arc<crate::metrics::Metrics>>,
+    /// The command rules every script is judged by before it runs (`None`: none, every
+    /// script runs, as before rules existed).
+    pub rules: Option<std::sync::Arc<dyn crate::policy::rules::CommandRules>>,
 }
 
 impl Default for StoreConfig {
@@ -67,6 +70,7 @@ impl Default for StoreConfig {
             screens: None,
             environments: None,
             metrics: None,
+            rules: None,
         }
     }
 }

@@ -60,6 +60,14 @@ pub enum ExecError {
         frozen: bool,
         message: String,
     },
+    /// The command rules refused the script, or held it for a person who said no or could
+    /// not be asked (`explanation`: the rule, its justification, the part of the script);
+    /// nothing of it ran.
+    #[error("refused: {explanation}. Nothing of the command ran")]
+    Refused {
+        decision: crate::policy::rules::Decision,
+        explanation: String,
+    },
     /// Removing a session that still runs, without forcing it.
     #[error("session {session_id} is still running")]
     StillRunning { session_id: i32 },

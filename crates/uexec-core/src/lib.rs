@@ -7,7 +7,9 @@
 //!
 //! The rooms, from the request to the process and back:
 //! - `store/`: the calls, a file per verb over one table of sessions, and one write path;
-//! - `plan`: a request checked and turned into a typed [`SpawnSpec`] (pure, no process);
+//! - [`spawn`]: the front door every spawn passes: the request checked and turned into a
+//!   typed [`SpawnSpec`], then the command rules, a person's yes, the confinement and the
+//!   shell snapshot, in that order, in one function; only it calls `Backend::spawn`;
 //! - `session/`: one session: its pump, a call's window, its taps and screen, its end, and
 //!   what is known of its process as a value with pure transitions (`session/lifecycle.rs`);
 //! - [`backend`]: where processes run (local PTYs and pipes; remote ones behind the same trait);
@@ -50,13 +52,13 @@ pub mod limits;
 pub mod metrics;
 mod notice;
 mod output;
-mod plan;
 pub mod policy;
 mod prune;
 mod request;
 pub mod rfc3339;
 mod session;
 pub mod shell_snapshot;
+pub mod spawn;
 pub mod store;
 pub mod transcript;
 pub mod usage;
@@ -86,4 +88,4 @@ pub mod screen {
 pub use output::snapshot::{Snapshot, Status};
 pub use output::until::{Match, Reason, Until};
 pub use output::{buffer, snapshot, until, Hygiene, HygieneRequest};
-pub use store::SessionStore;
+pub use store::{CallWith, SessionStore};

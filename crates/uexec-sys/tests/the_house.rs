@@ -242,3 +242,34 @@ fn the_circle_check_finds_a_circle() {
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(circle.as_deref(), Some("a -> b -> a"), "{graph:?}");
 }
+
+/// The places in `src` (comments left out) outside `allowed` that start a process through a
+/// backend: `backend.spawn(`, `Backend::spawn(`.
+fn backend_spawns(src: &Path, allowed: &[&str]) -> Vec<String> {
+    let mut found = Vec::new();
+    for file in sources(src) {
+        let relative = file.strip_prefix(src).unwrap().to_string_lossy().into_owned();
+        if allowed.iter().any(|a| relative.starts_with(a)) {
+            continue;
+        }
+        let code = code_of(&std::fs::read_to_string(&file).unwrap());
+        let squeezed: String = code.split_whitespace().collect();
+        if squeezed.contains("backend.spawn(") || squeezed.contains("Backend::spawn(") {
+            found.push(relative);
+        }
+    }
+    found
+}
+
+#[test]
+fn only_the_front_door_starts_a_process_in_the_engine() {
+    // `spawn/` is the door; `backend/` is what it calls (and its own tests).
+    let core = crates_dir().join("uexec-core").join("src");
+    let elsewhere = backend_spawns(&core, &["spawn/", "backend/"]);
+    assert!(
+        elsewhere.is_empty(),
+        "a spawn that skips the door (rules, a person's yes, the confinement): {elsewhere:?}"
+    );
+    // The check itself: the door does call it.
+    assert_eq!(backend_spawns(&core, &["backend/"]), ["spawn/admit.rs"]);
+}

@@ -1,5 +1,7 @@
 //! `exec_command` (SPEC §2), in order:
-//! 1. validate and plan (argv, cwd, environment, window, budget); reserve an id;
+//! 1. through the front door ([`crate::spawn`]): validate and plan (argv, cwd, environment,
+//!    window, budget), then the rules, a person's yes, the confinement and the shell
+//!    snapshot; reserve an id;
 //! 2. spawn through the backend (a failure releases the id and emits Begin + a failed End);
 //! 3. wait up to `EARLY_EXIT_GRACE_MS` for an exit; a process still running is stored
 //!    *before* the window starts, so cancelling the call cannot lose it;
@@ -19,10 +21,10 @@ use crate::error::ExecError;
 use crate::events::{EndStatus, EventKind};
 use crate::limits::{EARLY_EXIT_GRACE_MS, POST_EXIT_CLOSE_WAIT_MS};
 use crate::output::snapshot::Snapshot;
-use crate::plan::Plan;
 use crate::policy::PolicyMonitor;
 use crate::request::ExecRequest;
 use crate::session::{Session, SessionMetaInfo};
+use crate::spawn::{admit, Approver, Plan};
 use crate::transcript::TranscriptPlan;
 
 impl SessionStore {
@@ -37,7 +39,11 @@ impl SessionStore {
         req: ExecRequest,
         monitors: Vec<Box<dyn PolicyMonitor>>,
     ) -> Result<Snapshot, ExecError> {
-        self.exec_command_for(&self.config, req, monitors).await
+        let with = CallWith {
+            monitors,
+            ..CallWith::default()
+        };
+        self.exec_command_for(&self.config, req, with).await
     }
 
     /// [`Self::exec_command_monitored`] for a caller whose defaults are not the store's:
@@ -49,13 +55,13 @@ impl SessionStore {
         self: &Arc<Self>,
         caller: &StoreConfig,
         req: ExecRequest,
-        monitors: Vec<Box<dyn PolicyMonitor>>,
+        with: CallWith,
     ) -> Result<Snapshot, ExecError> {
         let Launched {
             session,
             reservation,
             window,
-        } = self.launch(caller, req, monitors).await?;
+        } = self.launch(caller, req, with).await?;
         // From here on the first-call guard owns the id: it stores the session or finishes it.
         reservation.hand_over();
         let mut guard = FirstCall {
@@ -112,13 +118,14 @@ impl SessionStore {
         }
     }
 
-    /// Steps 1 and 2: plans the command, reserves its id, spawns it (a failure releases the
-    /// id and publishes Begin and a failed End) and starts its session, not yet stored.
+    /// Steps 1 and 2: passes the command through the front door, reserves its id, spawns it
+    /// (a failure releases the id and publishes Begin and a failed End) and starts its
+    /// session, not yet stored.
     pub(super) async fn launch(
         self: &Arc<Self>,
         caller: &StoreConfig,
         req: ExecRequest,
-        monitors: Vec<Box<dyn PolicyMonitor>>,
+        with: CallWith,
     ) -> Result<Launched, ExecError> {
         let count = |why| {
             if let Some(m) = &self.config.metrics {
@@ -130,22 +137,25 @@ impl SessionStore {
             count(spawn_failure(e.kind));
             ExecError::Spawn(e.message)
         })?;
-        let mut plan = Plan::new(caller, &req, backend.placement()).inspect_err(|e| {
-            // Bad input is no spawn failure; a policy's refusal is.
-            if matches!(e, ExecError::Widening(_)) {
+        // Bad input is no spawn failure; a policy's refusal is.
+        let refusal = |e: &ExecError| {
+            if matches!(e, ExecError::Widening(_) | ExecError::Refused { .. }) {
                 count(crate::metrics::SpawnFailure::Refused);
             }
-        })?;
-        plan.use_shell_snapshot(caller).await;
-        let mut monitors = monitors;
-        monitors.extend(plan.sandbox.as_ref().and_then(|s| s.take_monitor()));
+        };
+        let plan = Plan::new(caller, &req, backend.placement()).inspect_err(refusal)?;
+        let admitted = admit(caller, plan, with.approver.as_deref())
+            .await
+            .inspect_err(refusal)?;
+        let mut monitors = with.monitors;
+        monitors.extend(admitted.confined.as_ref().and_then(|s| s.take_monitor()));
         let reservation = self.reserve_id(req.name.as_deref())?;
         let id = reservation.id;
         let call_id = req.call_id.clone().unwrap_or_else(new_call_id);
-        let (argv, _) = plan.spec.command();
-        let cwd = plan.spec.cwd.clone();
+        let (argv, _) = admitted.plan.spec.command();
+        let cwd = admitted.plan.spec.cwd.clone();
         // Cancelled here, the reservation releases the id (the backend cleans up its side).
-        let process = match backend.spawn(plan.spec.clone()).await {
+        let process = match admitted.spawn(backend.as_ref()).await {
             Ok(p) => p,
             Err(e) => {
                 drop(reservation);
@@ -177,6 +187,7 @@ impl SessionStore {
                 cwd: cwd.clone(),
             },
         );
+        let crate::spawn::Admitted { plan, confined, .. } = admitted;
         let info = SessionMetaInfo {
             id,
             call_id,
@@ -186,7 +197,7 @@ impl SessionStore {
             tty: plan.spec.tty,
             pipe_stdin: plan.spec.pipe_stdin,
             hygiene: plan.hygiene,
-            sandbox: plan.sandbox,
+            sandbox: confined,
         };
         let transcript = self.config.transcripts.as_ref().and_then(|config| {
             TranscriptPlan::new(config, id, &info.command, &info.cwd, info.tty)
@@ -219,6 +230,16 @@ impl SessionStore {
             },
         })
     }
+}
+
+/// What a call brings besides its request and its caller's defaults: the policy monitors
+/// of its session, and whom a command the rules hold asks ([`crate::spawn::admit`]).
+#[derive(Default)]
+pub struct CallWith {
+    pub monitors: Vec<Box<dyn PolicyMonitor>>,
+    /// Asks a person for a yes when the rules say `prompt`; `None`: such a command is
+    /// refused, saying no one could be asked.
+    pub approver: Option<Arc<dyn Approver>>,
 }
 
 /// A command spawned and its session started ([`SessionStore::launch`]): the caller stores

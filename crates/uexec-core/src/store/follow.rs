@@ -42,7 +42,9 @@ impl SessionStore {
             session,
             reservation,
             ..
-        } = self.launch(caller, req, Vec::new()).await?;
+        } = self
+            .launch(caller, req, super::exec::CallWith::default())
+            .await?;
         self.follow_launched(session, reservation).await
     }
 
@@ -278,7 +280,7 @@ mod tests {
             reservation,
             ..
         } = store
-            .launch(&caller, req, Vec::new())
+            .launch(&caller, req, crate::CallWith::default())
             .await
             .expect("launched");
         let deadline = std::time::Instant::now() + Duration::from_secs(10);

@@ -17,6 +17,7 @@ mod wait;
 mod write;
 
 pub use attach::{Attachment, CatchUp};
+pub use exec::CallWith;
 pub use follow::{Followed, Run, RunInput};
 pub use ids::IdSpace;
 pub use read::{READ_OUTPUT_DEFAULT_BYTES, READ_OUTPUT_MAX_BYTES};

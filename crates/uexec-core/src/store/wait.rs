@@ -15,9 +15,9 @@ use crate::limits::{
 };
 use crate::output::snapshot::Snapshot;
 use crate::output::until::{Condition, Reason};
-use crate::plan;
 use crate::request::WaitRequest;
 use crate::session::Session;
+use crate::spawn as plan;
 
 impl SessionStore {
     /// Waits on several sessions at once (the `wait` tool): returns when the first of them

@@ -18,9 +18,9 @@ use crate::limits::{
 };
 use crate::output::snapshot::Snapshot;
 use crate::output::until::Condition;
-use crate::plan;
 use crate::request::WriteRequest;
 use crate::session::Session;
+use crate::spawn as plan;
 
 impl SessionStore {
     /// Writes to (or polls) a session and observes it for its window (SPEC §3).

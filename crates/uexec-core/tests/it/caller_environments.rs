@@ -47,7 +47,11 @@ async fn a_callers_environments_are_looked_up_instead_of_the_stores() {
     };
 
     let running = store
-        .exec_command_for(&caller, in_environment("mine"), Vec::new())
+        .exec_command_for(
+            &caller,
+            in_environment("mine"),
+            uexec_core::CallWith::default(),
+        )
         .await
         .unwrap();
     assert!(
@@ -61,7 +65,11 @@ async fn a_callers_environments_are_looked_up_instead_of_the_stores() {
     );
 
     let refused = store
-        .exec_command_for(&caller, in_environment("theirs"), Vec::new())
+        .exec_command_for(
+            &caller,
+            in_environment("theirs"),
+            uexec_core::CallWith::default(),
+        )
         .await
         .unwrap_err();
     assert!(
@@ -74,7 +82,11 @@ async fn a_callers_environments_are_looked_up_instead_of_the_stores() {
 
     // A caller without environments of its own names the store's.
     store
-        .exec_command_for(&config, in_environment("theirs"), Vec::new())
+        .exec_command_for(
+            &config,
+            in_environment("theirs"),
+            uexec_core::CallWith::default(),
+        )
         .await
         .unwrap();
     assert!(theirs.try_recv().is_ok());

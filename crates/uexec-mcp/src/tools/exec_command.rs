@@ -319,7 +319,7 @@ pub async fn run(
     let mut req = request(arguments, dialect).map_err(|e| e.to_string())?;
     req.call_id = Some(call_id);
     store
-        .exec_command_for(config, req, Vec::new())
+        .exec_command_for(config, req, uexec_core::CallWith::default())
         .await
         .map_err(|e| render::error_text(&e))
 }

@@ -1,21 +1,27 @@
-//! Turning `exec_command` arguments into a spawn (SPEC §2 step 1, §8, §9): every check that
-//! can fail happens here, before an id is reserved or a process started, and each failure
-//! names its field.
+//! Turning `exec_command` arguments into a spawn (SPEC §2 step 1, §8, §9): every check of
+//! the request that can fail happens here, before an id is reserved or a process started,
+//! and each failure names its field. What is decided here is the request's; what a spawn
+//! must pass besides (the rules, a person's yes, the confinement, the shell snapshot) is
+//! [`super::admit`]'s, after it.
+//!
+//! Not yet pure (ARCHITECTURE's aim): it still checks the working directory and the shell
+//! on disk, reads the process environment when the caller brings none, and asks the local
+//! backend which limits this machine applies.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+
 use std::time::Duration;
 
 use crate::backend::local::find_program;
 use crate::backend::{EnvMode, Placement, Program, SpawnSpec};
 use crate::config::StoreConfig;
-use crate::confine::{Confine, Confined, UexecDirs};
+use crate::confine::UexecDirs;
 use crate::error::ExecError;
 use crate::limits::{exec_window_ms, output_token_budget, MAX_TIMEOUT_MS, MIN_TIMEOUT_MS};
 use crate::output::until::Condition;
 use crate::output::Hygiene;
-use crate::policy::{narrow, narrow_limits, needed_layers};
+use crate::policy::{narrow, narrow_limits, needed_layers, Layer, Network, Profile};
 use crate::request::ExecRequest;
 
 /// An `exec_command` after validation.
@@ -29,10 +35,19 @@ pub struct Plan {
     /// The hard completion timeout (`timeout_ms`).
     pub timeout: Option<Duration>,
     pub hygiene: Hygiene,
-    /// The session's sandbox, when one applies.
-    pub sandbox: Option<Arc<dyn Confined>>,
+    /// The sandbox the policy asks for, when one applies (the door confines the spawn).
+    pub sandbox: Option<Sandboxing>,
     /// A local login shell: a shell snapshot may stand in for its profile.
-    local_login: bool,
+    pub(super) local_login: bool,
+}
+
+/// The sandbox of a call, as the policy narrowed it: what the confinement must apply.
+#[derive(Debug, Clone)]
+pub struct Sandboxing {
+    pub profile: Profile,
+    pub network: Network,
+    /// Never empty.
+    pub layers: Vec<Layer>,
 }
 
 impl Plan {
@@ -139,7 +154,7 @@ impl Plan {
             launcher: None,
             limits: crate::policy::Limits::default(),
         };
-        let sandbox = sandbox_for(config, req, remote, &mut spec)?;
+        let sandbox = sandbox_for(config, req, remote)?;
         spec.limits = limits_for(config, req, remote)?;
         Ok(Self {
             spec,
@@ -153,25 +168,16 @@ impl Plan {
             local_login: local && login,
         })
     }
-
-    /// A local login command runs from its shell's snapshot when the config has them and
-    /// one is ready (or can be built in time); see [`crate::shell_snapshot`].
-    pub async fn use_shell_snapshot(&mut self, config: &StoreConfig) {
-        if let (true, Some(snapshots)) = (self.local_login, &config.shell_snapshots) {
-            snapshots.apply(&mut self.spec).await;
-        }
-    }
 }
 
 /// The sandbox of a call (local only): the call's choice checked against the server's
-/// policy, which is a ceiling ([`narrow`]); then, when a layer applies, the store's
-/// confinement gives `spec` its launcher. `None` when the command runs unsandboxed.
+/// policy, which is a ceiling ([`narrow`]), and the layers it needs. `None` when the command
+/// runs unsandboxed.
 fn sandbox_for(
     config: &StoreConfig,
     req: &ExecRequest,
     remote: bool,
-    spec: &mut SpawnSpec,
-) -> Result<Option<Arc<dyn Confined>>, ExecError> {
+) -> Result<Option<Sandboxing>, ExecError> {
     if remote {
         if req.sandbox.is_some() || req.network.is_some() {
             return Err(ExecError::invalid(
@@ -189,35 +195,11 @@ fn sandbox_for(
         req.network.clone(),
     )?;
     let layers = needed_layers(profile, &network);
-    if layers.is_empty() {
-        return Ok(None);
-    }
-    let confinement = policy.confinement.as_ref().ok_or_else(|| {
-        ExecError::invalid(
-            "sandbox",
-            "this uexec has no sandbox launcher configured (StoreConfig::sandbox.confinement); \
-             it cannot run sandboxed commands",
-        )
-    })?;
-    for root in &policy.writable_roots {
-        if !root.is_dir() {
-            return Err(ExecError::invalid(
-                "writable_roots",
-                format!("{} does not exist or is not a directory", root.display()),
-            ));
-        }
-    }
-    let confine = Confine {
+    Ok((!layers.is_empty()).then_some(Sandboxing {
         profile,
         network,
         layers,
-        workspace: &config.cwd,
-        writable_roots: &policy.writable_roots,
-        fallback: policy.fallback,
-        on_denial: policy.on_denial,
-        dirs: uexec_dirs(config),
-    };
-    confinement.confine(confine, spec).map(Some)
+    }))
 }
 
 /// The limits of a call (local only): its own checked against the server's, a ceiling
@@ -251,7 +233,7 @@ fn limits_for(
 }
 
 /// uexec's own directories that `config` names (a confinement keeps them read-only).
-fn uexec_dirs(config: &StoreConfig) -> UexecDirs {
+pub(super) fn uexec_dirs(config: &StoreConfig) -> UexecDirs {
     UexecDirs {
         transcripts: config.transcripts.as_ref().map(|t| t.root.clone()),
         shell_snapshots: config.shell_snapshots.as_ref().map(|s| s.dir()),
@@ -283,7 +265,7 @@ fn default_shell(config: &StoreConfig) -> String {
     }
 }
 
-pub(crate) fn no_nul(field: &'static str, value: &str) -> Result<(), ExecError> {
+fn no_nul(field: &'static str, value: &str) -> Result<(), ExecError> {
     if value.contains('\0') {
         return Err(ExecError::invalid(field, "must not contain NUL bytes"));
     }
@@ -367,18 +349,18 @@ mod tests {
     }
 
     #[test]
-    fn a_sandbox_without_a_confinement_is_a_clear_error_and_no_sandbox_needs_none() {
+    fn a_sandbox_is_planned_as_the_layers_it_needs_and_no_sandbox_needs_none() {
         let sandboxed = ExecRequest {
             sandbox: Some(crate::policy::Profile::ReadOnly),
             ..req("ls")
         };
-        let e = Plan::new(&config(), &sandboxed, Placement::Local)
-            .err()
-            .expect("no confinement");
-        assert!(e.to_string().contains("sandbox"), "{e}");
+        let plan = Plan::new(&config(), &sandboxed, Placement::Local).expect("planned");
+        let sandboxing = plan.sandbox.expect("a sandbox");
+        assert!(!sandboxing.layers.is_empty());
+        // The door confines it, not the plan.
+        assert!(plan.spec.launcher.is_none());
         let plan = Plan::new(&config(), &req("ls"), Placement::Local).expect("unsandboxed");
         assert!(plan.sandbox.is_none());
-        assert!(plan.spec.launcher.is_none());
     }
 
     #[test]

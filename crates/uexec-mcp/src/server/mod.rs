@@ -23,15 +23,16 @@ use uexec_core::{Environments, SessionStore, StoreConfig};
 use crate::progress::{CallTarget, ProgressForwarder};
 use crate::resources::{self, LegacySubscriptions};
 use crate::stores::Stores;
-use crate::tasks::{listen as task_listen, Start, Tasks, Unfinished};
+use crate::tasks::{listen as task_listen, Start, Tasks};
 use crate::tools::parse::Dialect;
-use crate::tools::render::{attach_exit_notices, snapshot_result, Answer};
 use crate::tools::schema::Offer;
 use crate::tools::wait::Heartbeat;
 use crate::tools::{
     self, await_exit, exec_command, keep_session, list_sessions, pause_session, prune_sessions,
     read_output, remove_session, send_input, signal_session, terminate_session, wait, write_stdin,
 };
+
+mod route;
 
 /// How often a connection waiting to hear of environment changes checks it is still open.
 const PEER_CHECK_MS: u64 = 30_000;
@@ -201,122 +202,6 @@ impl UexecServer {
             | keep_session::NAME => person,
             _ => false,
         }
-    }
-
-    /// Routes a call to its tool; an error becomes `{name} failed: {why}`, and exit notices
-    /// are added (extended dialect, and `wait` always). With `tasks`, what a task would
-    /// follow on: the session a snapshot names as running, or the sessions a `wait` left
-    /// unsatisfied.
-    async fn call(
-        &self,
-        store: &Arc<SessionStore>,
-        own: &Arc<SessionStore>,
-        name: &str,
-        arguments: Option<&Map<String, Value>>,
-        call_id: String,
-        (tasks, dialect): (bool, Dialect),
-    ) -> (CallToolResult, Option<Unfinished>) {
-        let mut unfinished = None;
-        // A running session an exec_command asked to background, where no task can be had.
-        let mut background_refused = None;
-        let codex_tools_only = self.options.codex_tools_only;
-        let config = &self.options.config;
-        let owners = self.stores.owners().map(Arc::as_ref);
-        let started = std::time::Instant::now();
-        let answer = match name {
-            exec_command::NAME => {
-                exec_command::run(store, config, arguments, dialect, call_id)
-                    .await
-                    .map(|window| {
-                        let result = snapshot_result(window.clone(), dialect);
-                        match window.session_id() {
-                            // What a task follows, when the call asked for one (`background`)
-                            // and the client can have it.
-                            Some(id) if tasks => {
-                                unfinished = Some(Unfinished::Session(id, Box::new(window)));
-                            }
-                            Some(id) if exec_command::background(arguments).unwrap_or(false) => {
-                                background_refused = Some(id);
-                            }
-                            _ => {}
-                        }
-                        result
-                    })
-            }
-            write_stdin::NAME => write_stdin::call(store, config, arguments, dialect).await,
-            wait::NAME if !codex_tools_only && tasks => wait::observe(store, config, arguments)
-                .await
-                .map(|(request, waited)| {
-                    let following = wait::unsatisfied(request.all, &waited);
-                    if following.is_empty() {
-                        wait::result(waited, dialect)
-                    } else {
-                        // The task stands in for this result: it is never sent.
-                        unfinished = Some(Unfinished::Wait(request, following, waited));
-                        CallToolResult::success(Vec::new())
-                    }
-                }),
-            wait::NAME if !codex_tools_only => wait::call(store, config, arguments, dialect).await,
-            read_output::NAME if !codex_tools_only => read_output::call(store, owners, arguments),
-            list_sessions::NAME => match owners {
-                Some(owners) => list_sessions::call_person(owners, arguments),
-                None if !codex_tools_only => {
-                    list_sessions::call(store, &self.environments.names(), arguments)
-                }
-                None => unknown(name),
-            },
-            send_input::NAME if owners.is_some() => send_input::call(store, arguments).await,
-            await_exit::NAME if owners.is_some() => await_exit::call(store, arguments).await,
-            remove_session::NAME if owners.is_some() => remove_session::call(store, arguments),
-            signal_session::NAME if owners.is_some() => {
-                signal_session::call(store, arguments).await
-            }
-            pause_session::PAUSE if owners.is_some() => {
-                pause_session::call(store, arguments, true).await
-            }
-            pause_session::RESUME if owners.is_some() => {
-                pause_session::call(store, arguments, false).await
-            }
-            keep_session::NAME if owners.is_some() => keep_session::call(store, arguments),
-            prune_sessions::NAME => match owners {
-                Some(owners) => prune_sessions::call(owners, arguments),
-                None => unknown(name),
-            },
-            terminate_session::NAME if !codex_tools_only => {
-                // A person stopping someone else's session: its owner is told who did.
-                let by = (!Arc::ptr_eq(store, own)).then_some("a person (uexec kill)");
-                terminate_session::call(store, arguments, by)
-            }
-            other => unknown(other),
-        };
-        if let (Some(metrics), Some(tool)) = (&config.metrics, tools::known(name)) {
-            metrics.call(tool, started.elapsed());
-        }
-        let mut result = answer.unwrap_or_else(|message| {
-            CallToolResult::error(vec![ContentBlock::text(format!(
-                "{name} failed: {message}"
-            ))])
-        });
-        if unfinished.is_some() {
-            // A task's result is read later, if at all: exit notices wait for the next one.
-            return (result, unfinished);
-        }
-        if self.options.extended || name == wait::NAME {
-            // This connection's own notices: a person's call on an agent's session must not
-            // take the agent's.
-            attach_exit_notices(&mut result, own.take_exit_notices());
-        }
-        if let Some(id) = background_refused {
-            // Asked for, not possible here: the session id is the model's, as always.
-            result.content.push(ContentBlock::text(format!(
-                "background: no task here (this client does not take MCP Tasks, or the server runs with --no-tasks): session {id} is yours to poll with write_stdin, or to wait on with wait"
-            )));
-        }
-        if !self.options.structured {
-            // Every fact is in the text too (`render`): stated once, never escaped twice.
-            result.structured_content = None;
-        }
-        (result, unfinished)
     }
 }
 
@@ -618,11 +503,6 @@ impl ServerHandler for UexecServer {
             }
         });
     }
-}
-
-/// The answer to a tool this connection does not offer.
-fn unknown(name: &str) -> Answer {
-    Err(format!("unknown tool {name:?}"))
 }
 
 /// A call id unique in the process, hence in every store: the JSON-RPC id is not (HTTP

@@ -1,0 +1,15 @@
+//! The front door of a spawn: every command a store starts passes here, and nowhere else
+//! calls [`Backend::spawn`](crate::backend::Backend::spawn) (a test holds that).
+//!
+//! 1. [`plan`]: the request checked and turned into a [`SpawnSpec`](crate::backend::SpawnSpec)
+//!    (each failure names its field);
+//! 2. [`admit`]: what a spawn must pass besides, in this order, in one function: the command
+//!    rules, a person's yes when they ask for one, the confinement, the shell snapshot. The
+//!    spec is edited there and only there;
+//! 3. [`Admitted::spawn`]: the backend starts it.
+
+mod admit;
+mod plan;
+
+pub use admit::{admit, Admitted, Answer, Approver, Question};
+pub use plan::{token_budget, Plan, Sandboxing};
