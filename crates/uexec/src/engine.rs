@@ -207,7 +207,7 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                     args::mcp::Place::Daemon { target, asked } => {
                         match relay::run(target, options.clone()).await? {
                             relay::Relayed::Done => Ok(()),
-                            relay::Relayed::NoDaemon(e) if asked => Err(e.into()),
+                            relay::Relayed::NoDaemon(e) if asked => Err(e),
                             relay::Relayed::NoDaemon(e) => {
                                 eprintln!(
                                     "uexec mcp: {e:#}; this server keeps its sessions itself, \

@@ -15,7 +15,9 @@
 //!    flag before any daemon is asked), sent by [`connect`], which starts a daemon when none
 //!    answers.
 //!    A daemon that cannot be reached or refuses is [`Relayed::NoDaemon`], before anything
-//!    was read from stdin: the caller may serve in-process instead.
+//!    was read from stdin: the caller may serve in-process instead. So is a default socket
+//!    whose directory cannot be made or trusted (the temp dir out of inodes, with no
+//!    runtime dir): no daemon could listen there.
 //! 3. Bytes are copied both ways until either side ends: the client's EOF ends the
 //!    conversation (the daemon ends its sessions after the linger); the daemon's EOF means
 //!    it went away.
@@ -27,7 +29,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use tokio::io::AsyncWriteExt;
-use uexec_mcp::daemon::client::{connect, ClientError, Connected, LocalHello as _};
+use uexec_mcp::daemon::client::{connect, Connected, LocalHello as _};
 use uexec_mcp::daemon::http::DaemonLink;
 use uexec_mcp::{McpError, McpOptions};
 use uexec_protocol::daemon::Hello;
@@ -46,9 +48,9 @@ pub struct Target {
 pub enum Relayed {
     /// The conversation is over.
     Done,
-    /// No daemon would serve it (none could start, another build, a refusal): nothing was
-    /// read from stdin yet.
-    NoDaemon(ClientError),
+    /// No daemon would serve it (no directory for its socket, none could start, another
+    /// build, a refusal), and why: nothing was read from stdin yet.
+    NoDaemon(anyhow::Error),
 }
 
 /// Relays stdin and stdout (with `--http`, each HTTP session) to the daemon of `target`,
@@ -56,7 +58,14 @@ pub enum Relayed {
 pub async fn run(target: Target, options: McpOptions) -> anyhow::Result<Relayed> {
     let socket = match target.socket {
         Some(path) => path,
-        None => uexec_mcp::daemon::default_socket()?,
+        None => match uexec_mcp::daemon::default_socket() {
+            Ok(socket) => socket,
+            Err(e) => {
+                let why = anyhow::Error::new(e)
+                    .context("cannot prepare the uexec daemon's socket directory");
+                return Ok(Relayed::NoDaemon(why));
+            }
+        },
     };
     let owner = match target.owner {
         Some(owner) => owner,
@@ -73,7 +82,7 @@ pub async fn run(target: Target, options: McpOptions) -> anyhow::Result<Relayed>
     let hello = Hello::here(owner, options.hello_settings()?)?;
     let Connected { stream, after } = match connect(&socket, &hello, true, &[]).await {
         Ok(connected) => connected,
-        Err(e) => return Ok(Relayed::NoDaemon(e)),
+        Err(e) => return Ok(Relayed::NoDaemon(e.into())),
     };
     let (mut from_daemon, mut to_daemon) = stream.into_split();
     let mut stdin = tokio::io::stdin();

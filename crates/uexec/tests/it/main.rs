@@ -27,6 +27,7 @@ mod mcp_call_ids;
 mod mcp_cancel;
 mod mcp_daemon_default;
 mod mcp_daemon_environments;
+mod mcp_daemon_no_runtime_dir;
 mod mcp_environments;
 mod mcp_environments_file;
 mod mcp_faces;
