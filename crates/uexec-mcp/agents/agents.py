@@ -217,11 +217,15 @@ def kill_leftover_group(pgid: int) -> None:
 @dataclass
 class ScreenStep:
     """What the person does when the screen shows `pattern` (a regex on what the terminal
-    shows now): type `keys`."""
+    shows now): type `keys`. Ink draws a new state before its key handler follows it, so a
+    key typed the moment the screen changed can be lost: the keys are typed again (three
+    times at most) until the screen shows `shows`, or no longer shows `gone`."""
 
     pattern: str
     keys: str
     label: str = ""
+    shows: str | None = None
+    gone: str | None = None
 
 
 @dataclass
@@ -326,7 +330,11 @@ def _wait_file(path: Path, patterns: list[str], deadline: float) -> str | None:
         time.sleep(0.05)
 
 
-IDLE_FOOTER = "shift+tab to cycle"
+# The footer under the prompt box: its mode line always, "esc to interrupt" while a turn runs
+# (with a background task running it reads "⏵⏵ don't ask on · 1 MCP task · ↓ to manage").
+IDLE_FOOTER = "⏵⏵"
+EXIT_DIALOG = "Background work is running"  # /exit with a task running: "1. Exit and stop tasks"
+FORM_TITLE = "requests your input"  # an MCP server's form elicitation, as Claude Code shows it
 BUSY_FOOTER = "esc to interrupt"
 
 
@@ -422,13 +430,32 @@ def _drive(term, run: TtyRun, mock, prompt: str, steps: list[ScreenStep], tmp: P
         run.problems.append("the script did not reach its end before the deadline")
         return
     person.join(timeout=left())
-    # The last answer drawn and the box idle again: then /exit, as a person leaves.
-    if not term.wait_screen(lambda s: IDLE_FOOTER in s and BUSY_FOOTER not in s, min(30.0, left())):
+
+    def idle(s: str) -> bool:
+        return IDLE_FOOTER in s and BUSY_FOOTER not in s
+
+    # The last answer drawn and the box idle again (or a form no step expected, which the
+    # person puts off with Esc): then /exit, as a person leaves.
+    if not term.wait_screen(lambda s: idle(s) or FORM_TITLE in s, min(30.0, left())):
         run.problems.append("the box did not come back idle after the script's end")
+    elif FORM_TITLE in term.screen_text():
+        question = [ln.strip() for ln in term.screen_text().splitlines() if ln.strip()]
+        at = next((i for i, ln in enumerate(question) if FORM_TITLE in ln), 0)
+        run.problems.append("a form no step expected: " + " / ".join(question[at:at + 3]))
+        run.screens.append(term.screen_text())
+        term.type("\x1b")
+        if not term.wait_screen(idle, min(10.0, left())):
+            run.problems.append("the box did not come back idle after Esc on the form")
     at = term.mark()
     term.type("/exit")
     term.wait_for(r"/exit", min(5.0, left()), since=at)
     term.type("\r")
+    # With a task still running Claude Code asks first: the person takes the default, "1. Exit
+    # and stop tasks" (whether that stops the command is what left_waiting checks).
+    if term.wait_screen(lambda s: EXIT_DIALOG in s, min(3.0, left())) and term.proc.poll() is None:
+        run.screens.append(term.screen_text())
+        run.steps_done.append("/exit asked about the running task: Enter on 'Exit and stop tasks'")
+        term.type("\r")
     rc = term.wait(min(20.0, left()))
     if rc is None:
         run.problems.append("Claude Code did not exit on /exit within 20 s: " + term.screen_text()[-600:])
@@ -443,8 +470,20 @@ def _person(term, run: TtyRun, steps: list[ScreenStep], deadline: float) -> None
             run.problems.append(f"the screen never showed {step.pattern!r} ({step.label})")
             return
         run.screens.append(term.screen_text())
-        term.type(step.keys)
-        run.steps_done.append(step.label or f"typed {step.keys!r} at {step.pattern!r}")
+        for attempt in range(3):
+            term.type(step.keys)
+            if step.shows is None and step.gone is None:
+                break
+            shows = re.compile(step.shows) if step.shows else None
+            gone = re.compile(step.gone) if step.gone else None
+            if term.wait_screen(lambda s: (shows is None or shows.search(s) is not None)
+                                and (gone is None or gone.search(s) is None),
+                                min(2.0, max(0.0, deadline - time.monotonic()))):
+                break
+        else:
+            run.problems.append(f"{step.label}: the screen did not follow the keys {step.keys!r} (typed 3 times)")
+            return
+        run.steps_done.append(step.label + (f" (typed {attempt + 1} times)" if attempt else ""))
 
 
 def _until(predicate, timeout: float) -> bool:

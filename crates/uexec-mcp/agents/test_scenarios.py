@@ -10,7 +10,9 @@ import unittest
 sys.dont_write_bytecode = True
 
 from mock_model import Record, Call  # noqa: E402
-from scenarios import exit_stated, has_line, plain_text, session_stated, unknown_session_error  # noqa: E402
+from scenarios import (exit_stated, has_line, names_no_session, plain_text, result_of_notification,  # noqa: E402
+                       session_named, session_stated, task_notification, terminated, transcript_named, unknown_session_error,
+                       wall_time_at_least)
 
 # Claude Code with a server that sends structuredContent: it shows the model the JSON.
 CLAUDE_JSON = '{"chunk_id":"6384ec","original_token_count":5,"output":"print(6*7)\\r\\n42\\r\\n>>> ","session_id":91350,"wall_time_seconds":1.0006}'
@@ -64,6 +66,71 @@ class SessionIdForThePoll(unittest.TestCase):
         self.assertEqual(Record(call, text=TEXT_RUNNING).session_id(), 23975)
         self.assertEqual(Record(call, text=CLAUDE_JSON).session_id(), 91350)
         self.assertIsNone(Record(call, text=TEXT_EXITED).session_id())
+
+# Interactive Claude Code 2.1.332 with 0660bdc's uexec: what it tells the model of a task it
+# moved to the background, and the model's next turn once the task completed (the
+# notification: the result's structuredContent, the first window and the wall time lost).
+CLAUDE_TASK_STARTED = ('MCP tool "uexec/exec_command" started server-side task 16e591ab-8ba8-481b-89fb-90c58f624574. '
+                       "It was moved to the background as task kzn751s76 and keeps running on the server; you'll "
+                       "receive a notification with the result when it completes, and you can keep working in the "
+                       'meantime. To stop it, use TaskStop with task_id "kzn751s76"; the result arrives as a task notification.')
+CLAUDE_NOTIFICATION_JSON = """<system-reminder>
+[SYSTEM NOTIFICATION - NOT USER INPUT]
+This is an automated background-task event, NOT a message from the user.
+
+<task-notification>
+<task-id>kzn751s76</task-id>
+<status>completed</status>
+<summary>MCP task 16e591ab-8ba8-481b-89fb-90c58f624574 (uexec/exec_command) completed.</summary>
+<result>
+{"chunk_id":"e7d96e","cpu_seconds":0.004,"exit_code":0,"original_token_count":3,"output":"tick\\ndone\\n","reason":"exited","transcript":"/tmp/x/home/.local/state/uexec/sessions/7900-22ffe4","wall_time_seconds":0}
+</result>
+</task-notification>
+</system-reminder>"""
+# The same notification with a result in words, as issue 38 asks for.
+CLAUDE_NOTIFICATION_TEXT = CLAUDE_NOTIFICATION_JSON.replace(
+    CLAUDE_NOTIFICATION_JSON[CLAUDE_NOTIFICATION_JSON.index("{"):CLAUDE_NOTIFICATION_JSON.index("}") + 1],
+    "Session ID 7900 exited with code 0\nWall time: 3.0125 seconds\nTranscript: /tmp/x/sessions/7900-22ffe4\n"
+    "Output:\nfinished")
+
+
+class Tasks(unittest.TestCase):
+    def test_a_task_started_is_no_session_id(self):
+        self.assertIsNone(names_no_session(CLAUDE_TASK_STARTED))
+        self.assertIsNotNone(names_no_session(TEXT_RUNNING))
+
+    def test_the_notification_is_found_and_its_result_read(self):
+        self.assertIsNone(task_notification(CLAUDE_NOTIFICATION_JSON))
+        self.assertIsNotNone(task_notification(CLAUDE_TASK_STARTED))
+        self.assertIsNotNone(task_notification(CLAUDE_NOTIFICATION_JSON.replace("completed</status>", "failed</status>")))
+
+    def test_a_json_result_in_the_notification_fails_every_fact(self):
+        text = CLAUDE_NOTIFICATION_JSON
+        self.assertIsNotNone(result_of_notification(plain_text)(text))
+        self.assertIsNotNone(session_named(text))
+        self.assertIsNotNone(exit_stated(0)(text))
+        self.assertIsNotNone(wall_time_at_least(2.5)(text))
+        self.assertIsNotNone(has_line("finished")(text))
+
+    def test_a_result_in_words_passes(self):
+        text = CLAUDE_NOTIFICATION_TEXT
+        self.assertIsNone(result_of_notification(plain_text)(text))
+        self.assertIsNone(session_named(text))
+        self.assertIsNone(exit_stated(0)(text))
+        self.assertIsNone(wall_time_at_least(2.5)(text))
+        self.assertIsNone(transcript_named(text))
+        self.assertIsNone(has_line("finished")(text))
+
+    def test_the_whole_run_s_wall_time_is_any_duration_stated(self):
+        # d43a195's wait task: the run's time in its first line, the last window's below.
+        text = "Session 35855 (echo started; sleep 3; echo finished) exited with code 0 after 3.0 s.\nWall time: 2.2054 seconds"
+        self.assertIsNone(wall_time_at_least(2.5)(text))
+        self.assertIsNotNone(wall_time_at_least(2.5)("Wall time: 2.2054 seconds"))
+        self.assertIsNone(session_named(text))
+
+    def test_terminated_in_words(self):
+        self.assertIsNone(terminated("Session 51007 was terminated"))
+        self.assertIsNotNone(terminated(TEXT_RUNNING))
 
 
 if __name__ == "__main__":
