@@ -67,7 +67,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use uexec_core::backend::{Launch, PassedFd, SpawnSpec};
+use uexec_core::backend::{Launch, PassedFd, SpawnSpec, Started};
 use uexec_core::confine::{Confine, Confined, Confinement};
 use uexec_core::policy::{Denied, Fallback, Layer, Network, Profile, SandboxReport};
 use uexec_core::{ExecError, PolicyMonitor};
@@ -187,18 +187,12 @@ impl Launch for SandboxLaunch {
     }
 
     #[cfg(target_os = "linux")]
-    fn start(
-        &self,
-        child: &uexec_sys::ChildSpec,
-    ) -> std::io::Result<Option<uexec_sys::SpawnedChild>> {
+    fn start(&self, child: &uexec_sys::ChildSpec) -> std::io::Result<Option<Started>> {
         self.pool.launch(&self.launcher, child).map(Some)
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn start(
-        &self,
-        _child: &uexec_sys::ChildSpec,
-    ) -> std::io::Result<Option<uexec_sys::SpawnedChild>> {
+    fn start(&self, _child: &uexec_sys::ChildSpec) -> std::io::Result<Option<Started>> {
         Ok(None)
     }
 }

@@ -6,7 +6,9 @@
 //! `uexec __sandbox-exec --warm`, spawned exactly as a command is (the engine's own child,
 //! leader of its session and process group, dying with the spawning thread), with a Unix
 //! socket to the engine as stdin, `/dev/null` as stdout and stderr, `/` as its directory and
-//! an empty environment.
+//! an empty environment; and born in a cgroup made ahead for its session
+//! ([`SpareCgroup`]), which the session adopts: moving it into the session's own would wait
+//! on the kernel's cgroup lock, milliseconds after an idle pause.
 //!
 //! A sandboxed spawn then:
 //! 1. takes the waiting launcher and sends it the rest of the launch: the launcher's
@@ -38,6 +40,9 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+
+use uexec_core::backend::local::SpareCgroup;
+use uexec_core::backend::Started;
 
 use super::Launcher;
 
@@ -238,13 +243,16 @@ struct Waiting {
     control: UnixStream,
     /// Which start this is (a pid can come back; a start cannot).
     generation: u64,
+    /// The cgroup it was born in, for the session that takes it.
+    cgroup: Option<SpareCgroup>,
 }
 
 impl Waiting {
-    /// Kills and reaps it (its launch never came, or failed).
+    /// Kills and reaps it (its launch never came, or failed), and removes its cgroup.
     fn discard(self) {
         uexec_sys::pidfd_kill(&self.child.pidfd, uexec_sys::SIGKILL);
         uexec_sys::kill_and_reap(self.child.pid);
+        drop(self.cgroup);
     }
 }
 
@@ -341,20 +349,24 @@ impl Pool {
         self: &Arc<Self>,
         launcher: &Launcher,
         spec: &uexec_sys::ChildSpec,
-    ) -> io::Result<uexec_sys::SpawnedChild> {
+    ) -> io::Result<Started> {
         if self.warm {
-            if let Some(child) = self.launch_warm(launcher, spec)? {
-                return Ok(child);
+            if let Some(started) = self.launch_warm(launcher, spec)? {
+                return Ok(started);
             }
         }
         // Cold, with the descriptor the program is reached through kept across the exec.
-        match launcher.program_fd() {
+        let child = match launcher.program_fd() {
             None => uexec_sys::spawn_child(spec),
             Some(fd) => uexec_sys::spawn_child(&uexec_sys::ChildSpec {
                 program_fd: Some(fd),
                 ..spec.clone()
             }),
-        }
+        }?;
+        Ok(Started {
+            child,
+            cgroup: None,
+        })
     }
 
     /// Hands the launch to the waiting launcher: `None` when there is none (or it died
@@ -363,7 +375,7 @@ impl Pool {
         self: &Arc<Self>,
         launcher: &Launcher,
         spec: &uexec_sys::ChildSpec,
-    ) -> io::Result<Option<uexec_sys::SpawnedChild>> {
+    ) -> io::Result<Option<Started>> {
         let taken = self.waiting().take();
         self.refill(launcher);
         let Some(w) = taken else {
@@ -385,7 +397,10 @@ impl Pool {
         };
         let fds: Vec<RawFd> = stdio.iter().copied().chain(spec.passed_fd).collect();
         match hand_over(&w.control, &message, &fds) {
-            Ok(None) => Ok(Some(w.child)),
+            Ok(None) => Ok(Some(Started {
+                child: w.child,
+                cgroup: w.cgroup,
+            })),
             Ok(Some(report)) => {
                 w.discard();
                 Err(uexec_sys::stage_error(report))
@@ -441,6 +456,7 @@ fn start(launcher: &Launcher, generation: u64) -> io::Result<Waiting> {
     ours.set_read_timeout(Some(HAND_OVER_TIMEOUT))?;
     ours.set_write_timeout(Some(HAND_OVER_TIMEOUT))?;
     let null = uexec_sys::dev_null()?;
+    let cgroup = SpareCgroup::make();
     let c_path = |p: &Path| {
         CString::new(p.as_os_str().as_bytes())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
@@ -458,12 +474,13 @@ fn start(launcher: &Launcher, generation: u64) -> io::Result<Waiting> {
         controlling_tty: false,
         passed_fd: None,
         program_fd: launcher.program_fd(),
-        cgroup: None,
+        cgroup: cgroup.as_ref().and_then(SpareCgroup::child_cgroup),
     })?;
     Ok(Waiting {
         child,
         control: ours,
         generation,
+        cgroup,
     })
 }
 

@@ -62,10 +62,16 @@ pub trait Launch: std::fmt::Debug + Send + Sync + 'static {
     fn render(&self, argv: Vec<String>, arg0: Option<String>) -> (Vec<String>, Option<String>);
     /// Starts the rendered child, when this launcher has a faster way than a spawn; `None`:
     /// the backend spawns it.
-    fn start(
-        &self,
-        child: &uexec_sys::ChildSpec,
-    ) -> std::io::Result<Option<uexec_sys::SpawnedChild>>;
+    fn start(&self, child: &uexec_sys::ChildSpec) -> std::io::Result<Option<Started>>;
+}
+
+/// A child a [`Launch`] started (or had started ahead).
+#[derive(Debug)]
+pub struct Started {
+    pub child: uexec_sys::SpawnedChild,
+    /// The cgroup it was started ahead in ([`local::SpareCgroup`]), which the session
+    /// adopts in place of its own; `None`: it is in the one of [`uexec_sys::ChildSpec`].
+    pub cgroup: Option<local::SpareCgroup>,
 }
 
 /// What to start.

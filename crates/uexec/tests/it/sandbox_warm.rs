@@ -184,3 +184,57 @@ pub(crate) fn descends_from(pid: u32, ancestor: u32) -> bool {
     }
     false
 }
+
+/// The launcher started ahead is born in a cgroup of its own, made ahead for the session
+/// that will take it (moving it into the session's at the launch would wait on the
+/// kernel's cgroup lock, milliseconds after an idle pause): the command it becomes runs
+/// there, the session adopts that cgroup, and removes it at its end.
+#[tokio::test]
+async fn the_launcher_started_ahead_is_born_in_the_cgroup_its_session_adopts() {
+    let own = crate::cgroups::require_cgroups();
+    let dir = scratch("warm-cgroup");
+    let (client, pid) = server(&dir, &["--codex-compat", "--sandbox", "read-only"], &[]).await;
+    let r = exec(&client, json!({"cmd": "true"})).await;
+    assert_eq!(structured(&r)["exit_code"], 0, "{}", text(&r));
+    let mut ahead = Vec::new();
+    eventually("a launcher waiting", Duration::from_secs(5), || {
+        ahead = waiting_launchers(pid);
+        ahead.len() == 1
+    })
+    .await;
+    let v2 = |p: u32| {
+        std::fs::read_to_string(format!("/proc/{p}/cgroup"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .map(str::to_owned)
+            .unwrap_or_default()
+    };
+    let born = v2(ahead[0]);
+    let (parent, leaf) = born.rsplit_once('/').expect("a cgroup path");
+    assert!(
+        parent.ends_with(&format!("/uexec.{pid}")) && leaf.starts_with('s'),
+        "the waiting launcher is in {born}, not a session's cgroup of uexec.{pid}"
+    );
+    let m = marker();
+    let r = exec(
+        &client,
+        json!({"cmd": format!("cat /proc/self/cgroup; sleep {m}"), "yield_time_ms": 250}),
+    )
+    .await;
+    let id = structured(&r)["session_id"].as_i64().expect("running");
+    assert!(
+        text(&r).contains(&format!("0::{born}\n")),
+        "the command runs in the launcher's cgroup {born}: {}",
+        text(&r)
+    );
+    let adopted = own.join(format!("uexec.{pid}")).join(leaf);
+    assert!(adopted.exists(), "{}", adopted.display());
+    call(&client, "terminate_session", json!({"session_id": id})).await;
+    wait_all_gone(&[m], "the command").await;
+    eventually("the adopted cgroup removed", Duration::from_secs(5), || {
+        !adopted.exists()
+    })
+    .await;
+    drop(client);
+}

@@ -29,7 +29,7 @@ mod usage;
 
 pub use cgroup::{
     entry_probe as cgroup_entry_probe, kill_tree as kill_cgroup_tree, probe as cgroup_probe,
-    set_enabled as set_session_cgroups, status as cgroup_status,
+    set_enabled as set_session_cgroups, status as cgroup_status, SpareCgroup,
 };
 pub use control::LocalControl;
 pub use group::{install_group_watch, GroupWatch};
@@ -52,7 +52,8 @@ use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::{
-    Backend, BackendError, BackendErrorKind, EnvMode, Launch, SpawnSpec, SpawnedProcess, Stream,
+    Backend, BackendError, BackendErrorKind, EnvMode, Launch, SpawnSpec, SpawnedProcess, Started,
+    Stream,
 };
 use crate::limits::{PTY_COLS, PTY_ROWS};
 use control::{Leader, Stdin};
@@ -110,7 +111,7 @@ fn describe_spawn_error(spec: &SpawnSpec, e: &io::Error) -> String {
 
 fn spawn_local(
     spec: &SpawnSpec,
-    cgroup: Option<cgroup::SessionCgroup>,
+    mut cgroup: Option<cgroup::SessionCgroup>,
 ) -> io::Result<SpawnedProcess> {
     uexec_sys::reset_ignored_sigchld();
     let env = match &spec.env_mode {
@@ -179,13 +180,14 @@ fn spawn_local(
         uexec_sys::set_nonblocking(master.as_raw_fd())?;
         let master = Arc::new(uexec_sys::async_fd(master)?);
         let fd = slave.as_raw_fd();
-        let child = Unclaimed::spawn(
+        let mut child = Unclaimed::spawn(
             &uexec_sys::ChildSpec {
                 stdio: [fd, fd, fd],
                 ..child_spec
             },
             spec.launcher.as_deref(),
         )?;
+        cgroup = child.adopt(cgroup, &spec.limits)?;
         drop(slave); // EOF must come when the child's copies close
         tokio::spawn(read::read_pty(master.clone(), out_tx, closing_rx));
         (child, Stdin::Pty(master))
@@ -218,13 +220,14 @@ fn spawn_local(
                 .as_ref()
                 .map_or(out_write.as_raw_fd(), AsRawFd::as_raw_fd),
         ];
-        let child = Unclaimed::spawn(
+        let mut child = Unclaimed::spawn(
             &uexec_sys::ChildSpec {
                 stdio,
                 ..child_spec
             },
             spec.launcher.as_deref(),
         )?;
+        cgroup = child.adopt(cgroup, &spec.limits)?;
         drop((stdin_child, out_write, err_write));
         tokio::spawn(read::read_pipe(
             out,
@@ -264,6 +267,8 @@ fn spawn_local(
 /// "Failed to create process" leaves nothing running.
 struct Unclaimed {
     child: Option<uexec_sys::SpawnedChild>,
+    /// The cgroup a launcher started it ahead in, until the session adopts it.
+    spare: Option<cgroup::SpareCgroup>,
 }
 
 impl Unclaimed {
@@ -274,13 +279,35 @@ impl Unclaimed {
             Some(launcher) => launcher.start(spec)?,
             None => None,
         };
-        let child = match started {
-            Some(child) => child,
-            None => uexec_sys::spawn_child(spec)?,
+        let (child, spare) = match started {
+            Some(Started { child, cgroup }) => (child, cgroup),
+            None => (uexec_sys::spawn_child(spec)?, None),
         };
         #[cfg(test)]
         tests::note_spawned(child.pid);
-        Ok(Self { child: Some(child) })
+        Ok(Self {
+            child: Some(child),
+            spare,
+        })
+    }
+
+    /// The session's cgroup: `made` for it, or, for a child started ahead in a spare one,
+    /// that one with the session's limits (then `made`, never entered, is removed). An
+    /// error (a limit the spare cannot take) drops the child with its spare: killed.
+    fn adopt(
+        &mut self,
+        made: Option<cgroup::SessionCgroup>,
+        limits: &crate::policy::Limits,
+    ) -> io::Result<Option<cgroup::SessionCgroup>> {
+        match self.spare.take() {
+            None => Ok(made),
+            Some(spare) => {
+                if let Some(made) = made {
+                    made.remove_unused();
+                }
+                cgroup::SessionCgroup::adopt(spare, *limits).map(Some)
+            }
+        }
     }
 
     /// Registers the pidfd with the reactor (the last step that can fail): its pid, pidfd

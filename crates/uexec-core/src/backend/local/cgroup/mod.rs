@@ -26,24 +26,26 @@
 //!    pause returns when `cgroup.events` says `frozen 1`. A frozen cgroup still dies of
 //!    `cgroup.kill` (and its processes of SIGKILL), so a terminate needs no thaw.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, Write};
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use uexec_sys::{CgroupEntry, ChildCgroup};
+
+mod place;
+mod removal;
+
+use place::{own_cgroup_dir, sweep_leftovers, CgroupError};
+use removal::{kill_and_remove, open_dir, remove_when_empty, wait_event};
 
 use super::{left, limits, usage};
 use crate::events::lock;
 use crate::policy::Limits;
 use crate::usage::{Ending, TreeEnd, Usage};
-
-/// How long a removal waits for the killed processes of a cgroup to be gone.
-const EMPTY_WAIT: Duration = Duration::from_secs(5);
 
 /// How long a pause (or resume) waits for the kernel to say the cgroup is frozen (thawed).
 const FREEZE_WAIT: Duration = Duration::from_secs(5);
@@ -156,163 +158,6 @@ impl Tree {
     }
 }
 
-/// Why sessions have no cgroups here.
-#[derive(Debug, thiserror::Error)]
-enum CgroupError {
-    #[error("no cgroup2 file system is mounted")]
-    NoMount,
-    #[error("this process is in no cgroup v2 (/proc/self/cgroup has no 0:: line)")]
-    NotInV2,
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: &'static str,
-        #[source]
-        source: io::Error,
-    },
-    #[error(
-        "cannot make {dir}: {source} (a cgroup v2 subtree must be delegated to this user, e.g. \
-         `systemd-run --user --scope -p Delegate=yes uexec ...`)"
-    )]
-    Make {
-        dir: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-}
-
-/// This process's cgroup v2 directory.
-fn own_cgroup_dir() -> Result<PathBuf, CgroupError> {
-    let read = |path: &'static str| {
-        fs::read_to_string(path).map_err(|source| CgroupError::Read { path, source })
-    };
-    let cgroups = read("/proc/self/cgroup")?;
-    let own = cgroups
-        .lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .ok_or(CgroupError::NotInV2)?;
-    let mounts = read("/proc/self/mountinfo")?;
-    for line in mounts.lines() {
-        // id parent dev root mountpoint options [optional...] - fstype source superoptions
-        let Some((before, after)) = line.split_once(" - ") else {
-            continue;
-        };
-        if after.split(' ').next() != Some("cgroup2") {
-            continue;
-        }
-        let fields: Vec<&str> = before.split(' ').collect();
-        let (Some(root), Some(mountpoint)) = (fields.get(3), fields.get(4)) else {
-            continue;
-        };
-        // The mount shows the hierarchy from `root` down; our cgroup must be inside it.
-        let Some(inside) = own.strip_prefix(root.trim_end_matches('/')) else {
-            continue;
-        };
-        let dir = Path::new(&unescape(mountpoint)).join(inside.trim_start_matches('/'));
-        if dir.join("cgroup.procs").exists() {
-            return Ok(dir);
-        }
-    }
-    Err(CgroupError::NoMount)
-}
-
-/// A mountinfo path: spaces, tabs, newlines and backslashes come as octal escapes.
-fn unescape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(at) = rest.find('\\') {
-        out.push_str(&rest[..at]);
-        let code = rest.get(at + 1..at + 4);
-        match code.and_then(|c| u8::from_str_radix(c, 8).ok()) {
-            Some(byte) => {
-                out.push(char::from(byte));
-                rest = &rest[at + 4..];
-            }
-            None => {
-                out.push('\\');
-                rest = &rest[at + 1..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// Kills and removes the `uexec.<pid>` subtrees of `parent` whose uexec is gone: its pid
-/// is dead, or now a process elsewhere; and the leaves such a uexec moved itself into
-/// (`uexec.<pid>.server`, see `limits`) and its probes' (`uexec.<pid>.probe`). Only this
-/// user's.
-fn sweep_leftovers(parent: &Path) {
-    let Ok(entries) = fs::read_dir(parent) else {
-        return;
-    };
-    let me = std::process::id();
-    let uid = uexec_sys::effective_uid();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("uexec."))
-            .map(|p| {
-                p.strip_suffix(".server")
-                    .or_else(|| p.strip_suffix(".probe"))
-                    .unwrap_or(p)
-            })
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let mine = entry.metadata().is_ok_and(|m| m.uid() == uid);
-        if pid == me || !mine || lives_here(pid) {
-            continue;
-        }
-        let dir = entry.path();
-        let left = count_procs(&dir);
-        kill_and_remove(&dir);
-        if left > 0 {
-            tracing::warn!(
-                "killed what a uexec that is gone (pid {pid}) left running: {left} process(es) in {}",
-                dir.display()
-            );
-        } else {
-            tracing::debug!("removed {}, of a uexec that is gone", dir.display());
-        }
-    }
-}
-
-/// Whether process `pid` lives in this process's cgroup or below it: a uexec that still
-/// runs there (a dead pid, or one recycled elsewhere, is not).
-fn lives_here(pid: u32) -> bool {
-    let v2 = |path: String| {
-        fs::read_to_string(path).ok().and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("0::"))
-                .map(str::to_owned)
-        })
-    };
-    match (
-        v2(format!("/proc/{pid}/cgroup")),
-        v2("/proc/self/cgroup".to_owned()),
-    ) {
-        (Some(theirs), Some(ours)) => theirs.starts_with(&ours),
-        _ => false,
-    }
-}
-
-/// Processes in the cgroup `dir` and below.
-fn count_procs(dir: &Path) -> usize {
-    let mut n = fs::read_to_string(dir.join("cgroup.procs"))
-        .map(|s| s.lines().count())
-        .unwrap_or(0);
-    if let Ok(entries) = fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                n += count_procs(&entry.path());
-            }
-        }
-    }
-    n
-}
-
 /// Kills every process in uexec's cgroup subtree `root` (`…/uexec.<pid>`, as [`status`]
 /// gave it) and removes it: the last will's end, once the uexec it watched is gone.
 pub fn kill_tree(root: &Path) {
@@ -323,67 +168,6 @@ pub fn kill_tree(root: &Path) {
     if named && root.join("cgroup.kill").exists() {
         kill_and_remove(root);
     }
-}
-
-/// Kills everything in the cgroup `dir` and below, waits (at most [`EMPTY_WAIT`]) until it
-/// is empty, and removes it with its children.
-fn kill_and_remove(dir: &Path) {
-    let _ = fs::write(dir.join("cgroup.kill"), "1");
-    wait_empty(dir, EMPTY_WAIT);
-    remove_tree(dir);
-}
-
-fn remove_tree(dir: &Path) {
-    if let Ok(entries) = fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                remove_tree(&entry.path());
-            }
-        }
-    }
-    let _ = fs::remove_dir(dir);
-}
-
-/// Waits until `cgroup.events` of `dir` says `populated 0`, at most `limit`; true when it
-/// did (or the cgroup is gone).
-fn wait_empty(dir: &Path, limit: Duration) -> bool {
-    wait_event(dir, "populated 0", limit).unwrap_or(true)
-}
-
-/// Waits until `cgroup.events` of `dir` has the line `want` (woken by the kernel's change
-/// notice, not by polling), at most `limit`: whether it did, or `None` when the cgroup is
-/// gone (or its events unreadable).
-fn wait_event(dir: &Path, want: &str, limit: Duration) -> Option<bool> {
-    let Ok(mut events) = File::open(dir.join("cgroup.events")) else {
-        return None;
-    };
-    let deadline = Instant::now() + limit;
-    loop {
-        let mut text = String::new();
-        if events.rewind().is_err() || events.read_to_string(&mut text).is_err() {
-            return None;
-        }
-        if text.lines().any(|l| l == want) {
-            return Some(true);
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Some(false);
-        }
-        let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
-        if uexec_sys::wait_priority(events.as_raw_fd(), ms).is_err() {
-            return Some(false);
-        }
-    }
-}
-
-/// A cgroup's directory, open for a spawn to name it (`O_PATH`: nothing is read through it).
-fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
-        .open(dir)?;
-    Ok(file.into())
 }
 
 /// Whether this kernel starts a child straight in a cgroup (`clone3` with
@@ -427,6 +211,60 @@ impl Freezing {
                 FREEZE_WAIT.as_secs()
             )),
             None => Err(GONE.to_owned()),
+        }
+    }
+}
+
+/// A cgroup made ahead for a process started ahead of its session (a warm sandbox
+/// launcher), born in it so that no migration waits on the kernel's cgroup lock when the
+/// session comes: the session that takes the process adopts it ([`SessionCgroup::adopt`]).
+/// Dropped unadopted, it is killed and removed.
+#[derive(Debug)]
+pub struct SpareCgroup {
+    dir: PathBuf,
+    /// `None` once adopted.
+    dir_fd: Option<OwnedFd>,
+    tree: &'static Tree,
+}
+
+impl SpareCgroup {
+    /// A new one, or `None` where sessions get no cgroups (or making it failed: then the
+    /// process started ahead is moved into its session's when it comes).
+    pub fn make() -> Option<Self> {
+        if !ENABLED.load(Ordering::Relaxed) {
+            return None;
+        }
+        let tree = tree().ok()?;
+        let n = tree.next.fetch_add(1, Ordering::Relaxed);
+        let dir = tree.root.join(format!("s{n}"));
+        match fs::create_dir(&dir).and_then(|()| open_dir(&dir)) {
+            Ok(dir_fd) => Some(Self {
+                dir,
+                dir_fd: Some(dir_fd),
+                tree,
+            }),
+            Err(e) => {
+                let _ = fs::remove_dir(&dir);
+                tracing::debug!("no spare cgroup ({}: {e})", dir.display());
+                None
+            }
+        }
+    }
+
+    /// Where and how the process started ahead is to enter it.
+    pub fn child_cgroup(&self) -> Option<ChildCgroup> {
+        self.dir_fd.as_ref().map(|fd| ChildCgroup {
+            dir: fd.as_raw_fd(),
+            entry: self.tree.entry(),
+        })
+    }
+}
+
+impl Drop for SpareCgroup {
+    fn drop(&mut self) {
+        if self.dir_fd.take().is_some() {
+            let _ = fs::write(self.dir.join("cgroup.kill"), "1");
+            remove_when_empty(self.dir.clone(), Arc::default());
         }
     }
 }
@@ -507,6 +345,35 @@ impl SessionCgroup {
                 Ok(None)
             }
         }
+    }
+
+    /// The cgroup of a session whose process was started ahead in `spare`, with `limits`
+    /// written in (an error, the spare dropped: killed, when it cannot take them).
+    pub(super) fn adopt(mut spare: SpareCgroup, limits: Limits) -> io::Result<Self> {
+        limits::apply(&spare.dir, &limits)?;
+        let dir_fd = spare
+            .dir_fd
+            .take()
+            .ok_or_else(|| io::Error::other("the spare cgroup was adopted already"))?;
+        Ok(Self {
+            dir: std::mem::take(&mut spare.dir),
+            dir_fd,
+            entry: spare.tree.entry(),
+            tree: spare.tree,
+            removed: AtomicBool::new(false),
+            last: Arc::default(),
+            limits,
+            killed: AtomicBool::new(false),
+            ending: Mutex::new(None),
+            settled: AtomicBool::new(false),
+        })
+    }
+
+    /// Removes it, made for a session whose process went elsewhere (a spare): never entered,
+    /// so nothing to read or kill.
+    pub(super) fn remove_unused(self) {
+        self.removed.store(true, Ordering::Release);
+        let _ = fs::remove_dir(&self.dir);
     }
 
     /// Where and how the command is to enter the cgroup.
@@ -654,21 +521,7 @@ impl SessionCgroup {
         }
         let _ = fs::write(self.dir.join("cgroup.kill"), "1");
         keep_last(&self.dir, &self.last);
-        if fs::remove_dir(&self.dir).is_ok() {
-            return;
-        }
-        let dir = self.dir.clone();
-        let last = self.last.clone();
-        let spawned = std::thread::Builder::new()
-            .name("uexec-cgroup-rm".into())
-            .spawn(move || {
-                wait_empty(&dir, EMPTY_WAIT);
-                keep_last(&dir, &last);
-                let _ = fs::remove_dir(&dir);
-            });
-        if let Err(e) = spawned {
-            tracing::warn!("cannot remove {}: {e}", self.dir.display());
-        }
+        remove_when_empty(self.dir.clone(), self.last.clone());
     }
 }
 

@@ -1,6 +1,7 @@
 //! The session cgroup's end against directories shaped like cgroups (plain files where the
 //! kernel has its own), and the mount table's escapes.
 
+use super::place::unescape;
 use super::*;
 
 /// A session's cgroup over a directory shaped like one (plain files where the kernel
