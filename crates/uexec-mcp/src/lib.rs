@@ -19,6 +19,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod approve;
 pub mod daemon;
 mod dropped;
 pub mod environments;

@@ -46,6 +46,12 @@ pub struct McpOptions {
     pub structured: bool,
     /// `--no-tasks`: no call becomes an MCP task (for clients that mishandle them).
     pub no_tasks: bool,
+    /// `--approval-timeout`: how long a command the rules hold waits for a person.
+    pub approval_timeout: std::time::Duration,
+    /// `--rules`: command rules files (Codex `.rules`, Claude Code settings JSON).
+    pub rules: Vec<PathBuf>,
+    /// `--unmatched`: the decision for a command no rule matches (default allow).
+    pub unmatched: Option<uexec_core::policy::rules::Decision>,
     /// `--strip-ansi`: the calls' default.
     pub strip_ansi: bool,
     /// `--collapse-cr`: the calls' default.
@@ -118,6 +124,9 @@ impl Default for McpOptions {
             extended: true,
             structured: false,
             no_tasks: false,
+            approval_timeout: crate::approve::DEFAULT_APPROVAL_TIMEOUT,
+            rules: Vec::new(),
+            unmatched: None,
             strip_ansi: false,
             collapse_cr: false,
             allow_secret_input: false,
@@ -162,6 +171,9 @@ impl McpOptions {
             codex_tools_only: self.codex_tools_only,
             structured: self.structured,
             no_tasks: self.no_tasks,
+            approval_timeout_ms: u64::try_from(self.approval_timeout.as_millis()).ok(),
+            rules: self.rules.clone(),
+            unmatched: self.unmatched.map(|d| d.as_str().to_owned()),
             allow_secret_input: self.allow_secret_input,
             sandbox: SandboxSettings {
                 profile: self.sandbox.map(|p| p.as_str().to_owned()),

@@ -82,6 +82,7 @@ pub async fn run(args: McpOptions) -> Result<(), McpError> {
         extended: args.extended,
         structured: args.structured,
         tasks: !args.no_tasks,
+        approval_timeout: args.approval_timeout,
         config: config.clone(),
     };
     let make_store = move || {

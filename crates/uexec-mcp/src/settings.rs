@@ -28,7 +28,39 @@ pub fn apply(settings: &Settings, config: &mut StoreConfig) -> Result<(), String
         config.shell_snapshots = None;
     }
     config.limits = config.limits.lowest(read_limits(&settings.limits)?);
+    apply_rules(settings, config)?;
     apply_sandbox(&settings.sandbox, &mut config.sandbox)
+}
+
+/// `--rules` and `--unmatched`: the files read (an error names the file, line and column),
+/// what they ignore said once in the log.
+fn apply_rules(settings: &Settings, config: &mut StoreConfig) -> Result<(), String> {
+    use uexec_core::policy::rules::Decision;
+    let unmatched = match settings.unmatched.as_deref() {
+        None => Decision::Allow,
+        Some(word) => word.parse().map_err(|e| format!("--unmatched: {e}"))?,
+    };
+    if settings.rules.is_empty() {
+        if settings.unmatched.is_some() {
+            return Err("--unmatched: needs --rules (with no rules, every command runs)".into());
+        }
+        return Ok(());
+    }
+    let rules = uexec_rules::Rules::load(&settings.rules, unmatched)
+        .map_err(|e| format!("--rules: {e}"))?;
+    for warning in rules.warnings() {
+        tracing::warn!("--rules: {warning}");
+    }
+    let own: std::sync::Arc<dyn uexec_core::policy::rules::CommandRules> =
+        std::sync::Arc::new(rules);
+    // A daemon's own rules stay: a client's add to them, the strictest decision wins.
+    config.rules = Some(match config.rules.take() {
+        None => own,
+        Some(daemon) => {
+            std::sync::Arc::new(uexec_core::policy::rules::Strictest(vec![daemon, own]))
+        }
+    });
+    Ok(())
 }
 
 /// The limit flags as words (sent to a daemon in the hello).

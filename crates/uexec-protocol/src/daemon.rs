@@ -170,6 +170,16 @@ pub struct Settings {
     /// `--no-tasks`: no call becomes an MCP task, whatever the client declares.
     #[serde(default)]
     pub no_tasks: bool,
+    /// `--approval-timeout`: how long a command the rules hold waits for the person.
+    #[serde(default)]
+    pub approval_timeout_ms: Option<u64>,
+    /// `--rules`: the client's command rules files (the daemon reads them, as the same user).
+    #[serde(default)]
+    pub rules: Vec<std::path::PathBuf>,
+    /// `--unmatched`: the decision for a command no rule matches (`allow`, `prompt`,
+    /// `forbidden`); `None`: allow.
+    #[serde(default)]
+    pub unmatched: Option<String>,
     #[serde(default)]
     pub allow_secret_input: bool,
     /// The sandbox policy of the client's commands: a ceiling that calls may only narrow.

@@ -154,6 +154,24 @@ pub trait CommandRules: Send + Sync + fmt::Debug {
     fn judge(&self, script: &str, shell: &str) -> Verdict;
 }
 
+/// Several sets of rules judged together (a daemon's, and a client's of it): the strictest
+/// verdict is the script's, so a `forbidden` of either wins.
+#[derive(Debug)]
+pub struct Strictest(pub Vec<std::sync::Arc<dyn CommandRules>>);
+
+impl CommandRules for Strictest {
+    fn judge(&self, script: &str, shell: &str) -> Verdict {
+        let mut strictest = Verdict::allowed();
+        for rules in &self.0 {
+            let verdict = rules.judge(script, shell);
+            if verdict.decision > strictest.decision || strictest.parts.is_empty() {
+                strictest = verdict;
+            }
+        }
+        strictest
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +193,35 @@ mod tests {
             Decision::Forbidden
         );
         assert!("deny".parse::<Decision>().unwrap_err().contains("allow"));
+    }
+
+    #[derive(Debug)]
+    struct Fixed(Decision);
+
+    impl CommandRules for Fixed {
+        fn judge(&self, script: &str, _shell: &str) -> Verdict {
+            Verdict {
+                decision: self.0,
+                parts: vec![part(script, self.0, None)],
+            }
+        }
+    }
+
+    #[test]
+    fn of_several_rules_the_strictest_verdict_wins() {
+        use std::sync::Arc;
+        for (a, b) in [
+            (Decision::Forbidden, Decision::Allow),
+            (Decision::Allow, Decision::Forbidden),
+            (Decision::Prompt, Decision::Allow),
+        ] {
+            let both = Strictest(vec![Arc::new(Fixed(a)), Arc::new(Fixed(b))]);
+            assert_eq!(both.judge("x", "sh").decision, a.max(b));
+        }
+        assert_eq!(
+            Strictest(Vec::new()).judge("x", "sh").decision,
+            Decision::Allow
+        );
     }
 
     #[test]

@@ -83,6 +83,11 @@ pub struct DaemonOptions {
     /// `--memory-max`, `--pids-max`, `--cpu-max`: the limits of every session's cgroup, a
     /// ceiling under which each client's own may only go lower.
     pub limits: uexec_core::policy::Limits,
+    /// `--rules`: command rules every client's commands are judged by (a client's own
+    /// `--rules` add to them: the strictest decision wins).
+    pub rules: Vec<PathBuf>,
+    /// `--unmatched`: the decision for a command those rules do not match.
+    pub unmatched: Option<uexec_core::policy::rules::Decision>,
 }
 
 impl Default for DaemonOptions {
@@ -95,6 +100,8 @@ impl Default for DaemonOptions {
             transcripts: TranscriptOptions::default(),
             log_file: None,
             limits: uexec_core::policy::Limits::default(),
+            rules: Vec::new(),
+            unmatched: None,
         }
     }
 }
@@ -104,6 +111,8 @@ impl Default for DaemonOptions {
 pub enum DaemonError {
     #[error(transparent)]
     TranscriptsDir(#[from] TranscriptsDirError),
+    #[error("--rules: {0}")]
+    Rules(#[from] uexec_rules::LoadError),
     #[error("--socket needs a directory part")]
     SocketWithoutDirectory,
     #[error("cannot open {}", path.display())]
@@ -225,6 +234,19 @@ pub async fn run(args: DaemonOptions) -> Result<(), DaemonError> {
         return stop(&args).await;
     }
     args.transcripts.check()?;
+    let rules = match args.rules.as_slice() {
+        [] => None,
+        files => {
+            let unmatched = args
+                .unmatched
+                .unwrap_or(uexec_core::policy::rules::Decision::Allow);
+            let rules = uexec_rules::Rules::load(files, unmatched)?;
+            for warning in rules.warnings() {
+                tracing::warn!("--rules: {warning}");
+            }
+            Some(Arc::new(rules) as Arc<dyn uexec_core::policy::rules::CommandRules>)
+        }
+    };
     let socket = match &args.socket {
         Some(path) => {
             let dir = path
@@ -284,6 +306,7 @@ pub async fn run(args: DaemonOptions) -> Result<(), DaemonError> {
     base.screens = Some(attach::screens());
     base.sandbox.confinement = args.confinement.clone();
     base.limits = args.limits;
+    base.rules = rules;
     let figures = Arc::new(uexec_core::metrics::Metrics::default());
     base.metrics = Some(figures.clone());
     let daemon = Arc::new(Daemon {
@@ -517,6 +540,10 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
         extended: hello.settings.extended,
         structured: hello.settings.structured,
         tasks: !hello.settings.no_tasks,
+        approval_timeout: hello.settings.approval_timeout_ms.map_or(
+            crate::approve::DEFAULT_APPROVAL_TIMEOUT,
+            std::time::Duration::from_millis,
+        ),
         config,
     };
     let stores = if hello.owner == PERSON {

@@ -58,6 +58,8 @@ pub struct UexecServer {
     client_gone: CancellationToken,
     /// Cancelled at the end of its client's input: its listen streams end then.
     input_ended: CancellationToken,
+    /// The command prefixes this connection's person said "always" to.
+    always: crate::approve::Always,
 }
 
 impl Drop for UexecServer {
@@ -81,6 +83,8 @@ pub struct Options {
     /// MCP Tasks offered to clients that declare them (off with `--no-tasks`): `wait`, and
     /// an `exec_command` that asks with `background: true`, may answer with a task.
     pub tasks: bool,
+    /// How long a command the rules hold waits for a person's answer (`--approval-timeout`).
+    pub approval_timeout: std::time::Duration,
     /// This connection's configuration: the defaults its commands run with (and the tools
     /// state).
     pub config: StoreConfig,
@@ -103,6 +107,7 @@ impl UexecServer {
             gone: CancellationToken::new(),
             client_gone: CancellationToken::new(),
             input_ended: CancellationToken::new(),
+            always: crate::approve::Always::default(),
         }
     }
 
@@ -298,6 +303,20 @@ impl ServerHandler for UexecServer {
             .peer_info()
             .is_some_and(|info| info.client_info.name.starts_with("codex"));
         let dialect = self.dialect(wrapped);
+        // Whom a command the rules hold asks: the person at this client, when it declared
+        // form elicitation and has a connection to be asked on (the initialize handshake).
+        let elicits = context.peer.peer_info().is_some()
+            && context
+                .client_capabilities()
+                .and_then(|c| c.elicitation)
+                .is_some_and(|e| e.form.is_some() || e.url.is_none());
+        let approver = elicits.then(|| {
+            Arc::new(crate::approve::Eliciting {
+                peer: context.peer.clone(),
+                timeout: self.options.approval_timeout,
+                always: self.always.clone(),
+            }) as Arc<dyn uexec_core::spawn::Approver>
+        });
         let as_task = self.options.extended
             && self.options.tasks
             && context
@@ -319,7 +338,7 @@ impl ServerHandler for UexecServer {
                 ))])
                 .into());
             }
-            result = self.call(&store, &own, name, request.arguments.as_ref(), call_id, (as_task, dialect)) => result,
+            result = self.call(&store, &own, name, request.arguments.as_ref(), call_id, route::Call { tasks: as_task, dialect, approver }) => result,
         };
         if let Some(f) = forwarder {
             f.finish().await;

@@ -17,6 +17,15 @@ use crate::tools::{
     read_output, remove_session, send_input, signal_session, terminate_session, wait, write_stdin,
 };
 
+/// How a call is answered besides its arguments.
+pub(super) struct Call {
+    /// It may become a task (what it left running is returned as [`Unfinished`]).
+    pub tasks: bool,
+    pub dialect: Dialect,
+    /// Whom a command the rules hold asks.
+    pub approver: Option<Arc<dyn uexec_core::spawn::Approver>>,
+}
+
 impl UexecServer {
     /// Routes a call to its tool; an error becomes `{name} failed: {why}`, and exit notices
     /// are added (extended dialect, and `wait` always). With `tasks`, what a task would
@@ -29,8 +38,13 @@ impl UexecServer {
         name: &str,
         arguments: Option<&Map<String, Value>>,
         call_id: String,
-        (tasks, dialect): (bool, Dialect),
+        call: Call,
     ) -> (CallToolResult, Option<Unfinished>) {
+        let Call {
+            tasks,
+            dialect,
+            approver,
+        } = call;
         let mut unfinished = None;
         // A running session an exec_command asked to background, where no task can be had.
         let mut background_refused = None;
@@ -40,7 +54,11 @@ impl UexecServer {
         let started = std::time::Instant::now();
         let answer = match name {
             exec_command::NAME => {
-                exec_command::run(store, config, arguments, dialect, call_id)
+                let with = uexec_core::CallWith {
+                    approver,
+                    ..uexec_core::CallWith::default()
+                };
+                exec_command::run(store, config, arguments, dialect, call_id, with)
                     .await
                     .map(|window| {
                         let result = snapshot_result(window.clone(), dialect);

@@ -19,7 +19,7 @@ use super::parse::{
     boolean, err, field, hygiene, integer, kind, object, reject_unknown, string, until, ArgError,
     Args, Dialect,
 };
-use super::render::{self, snapshot_result, Answer};
+use super::render;
 use super::schema::{hygiene_properties, snapshot_schema, to_schema, until_schema, Offer};
 
 pub const NAME: &str = "exec_command";
@@ -295,31 +295,20 @@ fn network(args: &Args) -> Result<Option<uexec_core::policy::Network>, ArgError>
 }
 
 /// Runs the command in `store` with this connection's defaults (`config`: a daemon's owner
-/// store outlives the connection that made it).
-pub async fn call(
-    store: &Arc<SessionStore>,
-    config: &StoreConfig,
-    arguments: Option<&Args>,
-    dialect: Dialect,
-    call_id: String,
-) -> Answer {
-    run(store, config, arguments, dialect, call_id)
-        .await
-        .map(|s| snapshot_result(s, dialect))
-}
-
-/// [`call`]'s snapshot, before it is a result (a task follows on from it).
+/// store outlives the connection that made it); its snapshot, before it is a result (a task
+/// follows on from it). `with`: whom a command the rules hold asks.
 pub async fn run(
     store: &Arc<SessionStore>,
     config: &StoreConfig,
     arguments: Option<&Args>,
     dialect: Dialect,
     call_id: String,
+    with: uexec_core::CallWith,
 ) -> Result<uexec_core::Snapshot, String> {
     let mut req = request(arguments, dialect).map_err(|e| e.to_string())?;
     req.call_id = Some(call_id);
     store
-        .exec_command_for(config, req, uexec_core::CallWith::default())
+        .exec_command_for(config, req, with)
         .await
         .map_err(|e| render::error_text(&e))
 }

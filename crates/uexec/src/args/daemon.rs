@@ -34,6 +34,16 @@ pub struct DaemonArgs {
     pub transcripts: TranscriptArgs,
     #[command(flatten, next_help_heading = "Limits")]
     pub limits: LimitArgs,
+    /// Judge every client's commands by these rules (repeatable; Codex `.rules` or Claude
+    /// Code settings JSON, as `uexec mcp --rules`). A client's own --rules add to them: the
+    /// strictest decision wins. Read once, at start: a file that does not parse stops it,
+    /// naming the file, line and column.
+    #[arg(help_heading = "Rules", long, value_name = "FILE")]
+    pub rules: Vec<PathBuf>,
+    /// The decision for a command these rules do not match: allow (default), prompt or
+    /// forbidden.
+    #[arg(help_heading = "Rules", long, value_name = "DECISION", value_parser = |s: &str| s.parse::<uexec_core::policy::rules::Decision>(), requires = "rules")]
+    pub unmatched: Option<uexec_core::policy::rules::Decision>,
 }
 
 impl From<DaemonArgs> for DaemonOptions {
@@ -48,6 +58,8 @@ impl From<DaemonArgs> for DaemonOptions {
             // The engine hands its `--log-file` over.
             log_file: None,
             limits: args.limits.into(),
+            rules: args.rules,
+            unmatched: args.unmatched,
         }
     }
 }

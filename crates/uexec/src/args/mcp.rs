@@ -42,6 +42,24 @@ pub struct McpArgs {
     /// MCP Inspector CLI 2.12 shows a bare task and never polls it).
     #[arg(help_heading = "Faces", long)]
     pub no_tasks: bool,
+    /// Judge every command by these rules before it runs (repeatable): a Codex `.rules`
+    /// file (`prefix_rule(pattern=[...], decision="allow"|"prompt"|"forbidden",
+    /// justification=...)`) or a Claude Code settings JSON (`permissions.allow` / `ask` /
+    /// `deny`, `Bash(...)` entries). Each simple command of a script is judged (chains,
+    /// pipes, `bash -c` strings split; `timeout`, `env`, `nohup`... looked through); the
+    /// strictest decision wins. `forbidden`: refused, the model told which rule and why;
+    /// `prompt`: the person is asked (MCP form elicitation), and no answer is a refusal.
+    /// Test a policy with `uexec policy check`. Without --rules every command runs.
+    #[arg(help_heading = "Rules", long, value_name = "FILE")]
+    pub rules: Vec<PathBuf>,
+    /// The decision for a command no rule matches, and for one that cannot be judged by its
+    /// text (`eval`, `$(...)` as a command): allow (the default), prompt or forbidden.
+    #[arg(help_heading = "Rules", long, value_name = "DECISION", value_parser = parse_decision, requires = "rules")]
+    pub unmatched: Option<uexec_core::policy::rules::Decision>,
+    /// How long a command held for a person's yes waits for the answer: 500ms, 10s, 5m, 1h
+    /// (a bare number is seconds; default 10m). No answer by then is a refusal that says so.
+    #[arg(help_heading = "Rules", long, value_name = "DURATION", value_parser = super::duration::seconds)]
+    pub approval_timeout: Option<std::time::Duration>,
     /// Kept for configurations written before uexec's own arguments became the default:
     /// `--extended` changes nothing; `--extended=false` (or UEXEC_EXTENDED=0) is
     /// --codex-compat.
@@ -408,6 +426,11 @@ impl McpArgs {
             extended: !codex,
             structured: self.structured || codex,
             no_tasks: self.no_tasks,
+            approval_timeout: self
+                .approval_timeout
+                .unwrap_or(uexec_mcp::approve::DEFAULT_APPROVAL_TIMEOUT),
+            rules: self.rules,
+            unmatched: self.unmatched,
             strip_ansi: self.strip_ansi,
             collapse_cr: self.collapse_cr,
             allow_secret_input: self.allow_secret_input,
@@ -504,4 +527,9 @@ mod origin_tests {
             assert!(parse_origin(bad).is_err(), "{bad}");
         }
     }
+}
+
+/// `--unmatched`'s value: allow, prompt or forbidden.
+fn parse_decision(text: &str) -> Result<uexec_core::policy::rules::Decision, String> {
+    text.parse()
 }

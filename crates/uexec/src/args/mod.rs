@@ -5,6 +5,7 @@
 //! only values, and name a flag in an error only to say which one is at fault.
 
 pub mod daemon;
+pub mod duration;
 pub mod limits;
 pub mod mcp;
 pub mod net;

@@ -39,6 +39,7 @@ mod mcp_listen_burst;
 mod mcp_output;
 mod mcp_progress;
 mod mcp_protocol;
+mod mcp_rules;
 mod mcp_stdio;
 mod mcp_tasks;
 mod mcp_tasks_page;
