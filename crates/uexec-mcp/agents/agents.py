@@ -23,6 +23,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 DUMMY_KEY = "sk-uexec-agents-dummy"
 
@@ -226,6 +227,9 @@ class ScreenStep:
     label: str = ""
     shows: str | None = None
     gone: str | None = None
+    # Done first, with the screen's text: what the person does off the terminal (fill in a
+    # page in a browser); a problem it returns ends the person's steps.
+    action: Callable[[str], "str | None"] | None = None
 
 
 @dataclass
@@ -470,6 +474,11 @@ def _person(term, run: TtyRun, steps: list[ScreenStep], deadline: float) -> None
             run.problems.append(f"the screen never showed {step.pattern!r} ({step.label})")
             return
         run.screens.append(term.screen_text())
+        if step.action is not None:
+            problem = step.action(term.screen_text())
+            if problem:
+                run.problems.append(f"{step.label}: {problem}")
+                return
         for attempt in range(3):
             term.type(step.keys)
             if step.shows is None and step.gone is None:

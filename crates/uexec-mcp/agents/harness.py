@@ -143,6 +143,11 @@ def play(agent: str, binary: str, server: str, sc: Scenario, args: argparse.Name
         run_row.failures += [f"mock: {e}" for e in mock.errors]
     if not mock.finished.is_set():
         run_row.failures.append("the script did not reach its end")
+    if sc.secret:
+        if any(sc.secret in json.dumps(body) for body in mock.requests):
+            run_row.failures.append("the secret reached the model")
+        else:
+            run_row.passed.append("the secret never reached the model")
     if sc.offered_checks:
         # The first request that offers uexec's tools (some of an agent's requests offer none).
         offers_uexec = (dialect.offered(b) for b in mock.requests)

@@ -16,8 +16,11 @@ fails) without running anything.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -178,6 +181,8 @@ class Scenario:
     agents: tuple[str, ...] = ("claude", "codex", "claude-tty")
     # What the person does on interactive Claude Code's screen meanwhile (a form's answer).
     screen_steps: list[ScreenStep] = field(default_factory=list)
+    # A secret the person types that no request to the model may carry.
+    secret: str | None = None
     # Claude Code's tool flags instead of `--tools ""` (no built-in tools).
     claude_tools: list[str] | None = None
     # Checks of the tool names the agent offered the model in its first request.
@@ -191,6 +196,44 @@ FORM_ANSWER = [
     ScreenStep(r"requests your input", "y", "the form asks: typed y", shows=r"✔ answer: y"),
     ScreenStep(r"✔ answer: y", "\r", "Enter: to Accept", shows=r"❯ Accept"),
     ScreenStep(r"❯ Accept", "\r", "Enter on Accept", gone=r"requests your input"),
+]
+
+
+SECRET = "s3cret-uexec-agents"
+# The command compares a hash of what it read: the model, which writes the command, never
+# knows the password itself.
+SECRET_SHA256 = hashlib.sha256(SECRET.encode()).hexdigest()
+PAGE_URL = re.compile(r"http://127\.0\.0\.1:\d+/p/[0-9a-f]+")
+
+
+def fill_in_the_page(screen: str) -> str | None:
+    """What the person does with the URL Claude Code shows: open it (GET, as a browser) and
+    send the password in its form (POST, from the page's own origin)."""
+    m = PAGE_URL.search(screen)
+    if not m:
+        return "no page URL on the screen"
+    url = m.group(0)
+    origin = url.split("/p/")[0]
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            if b'name="password"' not in resp.read():
+                return "the page has no password field"
+        req = urllib.request.Request(url, data=urllib.parse.urlencode({"password": SECRET}).encode(), method="POST",
+                                     headers={"Content-Type": "application/x-www-form-urlencoded", "Origin": origin})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            if resp.status != 200:
+                return f"the page answered {resp.status}"
+    except OSError as exc:
+        return f"the page: {exc}"
+    return None
+
+
+# Claude Code's dialog for a URL elicitation: "MCP server “uexec” wants to open a URL", the
+# link, and "❯ Open in browser    I'm done, continue    Decline" (←/→ to switch).
+PAGE_DONE = [
+    ScreenStep(r"wants to open a URL", "\x1b[C", "the page filled in; → to 'I'm done, continue'",
+               shows=r"❯ I.m done", action=fill_in_the_page),
+    ScreenStep(r"❯ I.m done", "\r", "Enter on 'I'm done, continue'", gone=r"wants to open a URL"),
 ]
 
 
@@ -300,6 +343,18 @@ def all_scenarios(marker: str) -> list[Scenario]:
             [names_no_session, has_text("background")],
             [task_notification, result_of_notification(plain_text), has_line("answer=y"), exit_stated(0)],
         ], agents=("claude-tty",), screen_steps=FORM_ANSWER),
+        # A password prompt while a task watches: the one-time page, filled in by the person
+        # with a real HTTP client; the command gets the password, the model never.
+        Scenario("password_page", [
+            Call("exec_command", {"cmd": "sleep 1; read -r -s -p 'Password: ' p; echo; "
+                                         "h=$(printf %s \"$p\" | sha256sum); "
+                                         f"[ \"${{h%% *}}\" = {SECRET_SHA256} ] && echo password-ok", "tty": True,
+                                  "background": True, "yield_time_ms": 500}, "a password prompt, background: true"),
+            Call(NOTIFICATION, {}, "the notification"),
+        ], [
+            [names_no_session, has_text("background")],
+            [task_notification, result_of_notification(plain_text), has_line("password-ok"), exit_stated(0)],
+        ], agents=("claude-tty",), screen_steps=PAGE_DONE, secret=SECRET),
         # A task still waiting when Claude Code exits: nothing of it outlives the agent.
         Scenario("left_waiting", [
             Call("exec_command", {"cmd": f"export UEXEC_AGENTS_MARK={marker}-w; sleep 300; : {marker}-w",
