@@ -43,6 +43,10 @@ pub struct ServeOptions {
     /// `--memory-max`, `--pids-max`, `--cpu-max`: the limits of each process's cgroup
     /// ([`ServerConfig::limits`]); the binary enables their controllers at start-up.
     pub limits: uexec_core::policy::Limits,
+    /// `--rules`: command rules files every `process/start` is judged by.
+    pub rules: Vec<PathBuf>,
+    /// `--unmatched`: the decision for a start no rule matches (default allow).
+    pub unmatched: Option<uexec_core::policy::rules::Decision>,
 }
 
 /// Why `uexec serve` could not serve, or stopped serving.
@@ -74,6 +78,8 @@ pub enum ServeError {
     Stdin(#[source] std::io::Error),
     #[error(transparent)]
     Signal(#[from] SignalError),
+    #[error("--rules: {0}")]
+    Rules(#[from] uexec_rules::LoadError),
 }
 
 /// Runs the exec server until its transport ends or SIGINT/SIGTERM arrives, then kills every
@@ -89,7 +95,20 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         limits: options.limits,
         ..ServerConfig::default()
     };
-    let server = ExecServer::new(config, Arc::new(LocalBackend));
+    let rules = match options.rules.as_slice() {
+        [] => None,
+        files => {
+            let unmatched = options
+                .unmatched
+                .unwrap_or(uexec_core::policy::rules::Decision::Allow);
+            let rules = uexec_rules::Rules::load(files, unmatched)?;
+            for warning in rules.warnings() {
+                tracing::warn!("--rules: {warning}");
+            }
+            Some(Arc::new(rules) as Arc<dyn uexec_core::policy::rules::CommandRules>)
+        }
+    };
+    let server = ExecServer::with_rules(config, Arc::new(LocalBackend), rules);
     let result = tokio::select! {
         result = run(server.clone(), listen, token, &options.listener) => result,
         signal = shutdown_signal() => Ok(signal?),

@@ -27,6 +27,8 @@ pub struct ExecServer {
     pub(crate) shell_snapshots: Option<ShellSnapshots>,
     /// What its processes did and how long calls took, for `GET /metrics`.
     pub(crate) metrics: Arc<uexec_core::metrics::Metrics>,
+    /// The command rules every `process/start` is judged by (`--rules`); `None`: none.
+    pub(crate) rules: Option<Arc<dyn uexec_core::policy::rules::CommandRules>>,
 }
 
 impl std::fmt::Debug for ExecServer {
@@ -41,6 +43,17 @@ impl std::fmt::Debug for ExecServer {
 impl ExecServer {
     /// A server running processes on `backend`.
     pub fn new(config: ServerConfig, backend: Arc<dyn Backend>) -> Arc<Self> {
+        Self::with_rules(config, backend, None)
+    }
+
+    /// A server whose starts are judged by `rules` first: a refusal is a JSON-RPC error
+    /// naming the rule, and nothing starts (no person can be asked on this wire: a rule
+    /// that asks for one refuses, saying so).
+    pub fn with_rules(
+        config: ServerConfig,
+        backend: Arc<dyn Backend>,
+        rules: Option<Arc<dyn uexec_core::policy::rules::CommandRules>>,
+    ) -> Arc<Self> {
         let shell_snapshots = (config.shell_snapshot && backend.placement() == Placement::Local)
             .then(ShellSnapshots::default);
         Arc::new(Self {
@@ -50,6 +63,7 @@ impl ExecServer {
             config,
             environment: crate::environment::detect(),
             metrics: Arc::default(),
+            rules,
         })
     }
 

@@ -272,4 +272,7 @@ fn only_the_front_door_starts_a_process_in_the_engine() {
     );
     // The check itself: the door does call it.
     assert_eq!(backend_spawns(&core, &["backend/"]), ["spawn/admit.rs"]);
+    // The exec server's process/start passes the door's rules too.
+    let server = crates_dir().join("uexec-server").join("src");
+    assert_eq!(backend_spawns(&server, &[]), Vec::<String>::new());
 }

@@ -43,7 +43,7 @@ pub async fn handle(
         RpcError::invalid_request(format!("process {} already exists", params.process_id))
     })?;
 
-    let mut spec = SpawnSpec {
+    let spec = SpawnSpec {
         program: program_of(params.argv),
         arg0: params.arg0,
         cwd,
@@ -57,26 +57,37 @@ pub async fn handle(
         launcher: None,
         limits: conn.server.config.limits,
     };
-    if let Some(snapshots) = &conn.server.shell_snapshots {
-        snapshots.apply(&mut spec).await;
-    }
     let metrics = &conn.server.metrics;
-    let spawned = conn.server.backend.spawn(spec).await.map_err(|e| {
-        metrics.spawn_failed(match e.kind {
-            BackendErrorKind::NotFound => SpawnFailure::NotFound,
-            BackendErrorKind::PermissionDenied => SpawnFailure::PermissionDenied,
-            BackendErrorKind::Unavailable => SpawnFailure::Unavailable,
-            BackendErrorKind::Other => SpawnFailure::Other,
-        });
-        let error = RpcError::internal(e.message.clone());
-        match e.kind {
-            BackendErrorKind::NotFound => error.with_data(json!({"kind": "spawnNotFound"})),
-            BackendErrorKind::PermissionDenied => {
-                error.with_data(json!({"kind": "spawnPermissionDenied"}))
+    // The front door's rules (no one can be asked here: a prompt is refused); a refusal is
+    // an error naming the rule, and the id is free again.
+    let mut admitted = uexec_core::spawn::admit_spec(conn.server.rules.as_deref(), spec, None)
+        .await
+        .map_err(|e| {
+            metrics.spawn_failed(SpawnFailure::Refused);
+            RpcError::invalid_request(e.to_string()).with_data(json!({"kind": "refused"}))
+        })?;
+    if let Some(snapshots) = &conn.server.shell_snapshots {
+        snapshots.apply(&mut admitted.spec).await;
+    }
+    let spawned = admitted
+        .spawn(conn.server.backend.as_ref())
+        .await
+        .map_err(|e| {
+            metrics.spawn_failed(match e.kind {
+                BackendErrorKind::NotFound => SpawnFailure::NotFound,
+                BackendErrorKind::PermissionDenied => SpawnFailure::PermissionDenied,
+                BackendErrorKind::Unavailable => SpawnFailure::Unavailable,
+                BackendErrorKind::Other => SpawnFailure::Other,
+            });
+            let error = RpcError::internal(e.message.clone());
+            match e.kind {
+                BackendErrorKind::NotFound => error.with_data(json!({"kind": "spawnNotFound"})),
+                BackendErrorKind::PermissionDenied => {
+                    error.with_data(json!({"kind": "spawnPermissionDenied"}))
+                }
+                _ => error,
             }
-            _ => error,
-        }
-    })?;
+        })?;
     metrics.spawned();
 
     let config = &conn.server.config;

@@ -37,6 +37,16 @@ pub struct ServeArgs {
 
     #[command(flatten, next_help_heading = "Limits")]
     pub limits: LimitArgs,
+
+    /// Judge every `process/start` by these rules (repeatable; Codex `.rules` or Claude Code
+    /// settings JSON, as `uexec mcp --rules`): a refused start is a JSON-RPC error naming the
+    /// rule and its justification (`data.kind = "refused"`), and nothing starts. No person
+    /// can be asked on this wire: a `prompt` decision refuses too, saying so.
+    #[arg(help_heading = "Rules", long, value_name = "FILE")]
+    pub rules: Vec<std::path::PathBuf>,
+    /// The decision for a start no rule matches: allow (default), prompt or forbidden.
+    #[arg(help_heading = "Rules", long, value_name = "DECISION", value_parser = |s: &str| s.parse::<uexec_core::policy::rules::Decision>(), requires = "rules")]
+    pub unmatched: Option<uexec_core::policy::rules::Decision>,
 }
 
 impl From<ServeArgs> for ServeOptions {
@@ -48,6 +58,8 @@ impl From<ServeArgs> for ServeOptions {
             listener: args.listener.into(),
             shell_snapshot: !args.no_shell_snapshot,
             limits: args.limits.into(),
+            rules: args.rules,
+            unmatched: args.unmatched,
         }
     }
 }

@@ -63,6 +63,7 @@ mod sandbox_git;
 mod sandbox_network;
 mod sandbox_proxy;
 mod sandbox_warm;
+mod serve_rules;
 mod shell_snapshot;
 mod tmux;
 mod told;
