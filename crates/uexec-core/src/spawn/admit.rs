@@ -1,5 +1,7 @@
 //! The stages a planned spawn passes, in order: **rules** (the store's [`CommandRules`]
-//! judge the script, part by part; `forbidden` ends here), **ask** (a `prompt` verdict goes to
+//! judge the script, part by part; `forbidden` ends here), **pre-hooks** (the call's
+//! [`PreSpawn`] hooks may deny, ask, or rewrite the request, which the rules judge again;
+//! see [`super::pre_spawn`]), **ask** (a `prompt` verdict goes to
 //! the call's [`Approver`], a person's yes or no; with none, it is refused), **confine** (the
 //! store's confinement gives the spec its launcher) and **snapshot** (a login shell's profile
 //! from its snapshot). Each refusal says why, and nothing of a refused script runs.
@@ -15,6 +17,9 @@ use crate::config::StoreConfig;
 use crate::confine::{Confine, Confined};
 use crate::error::ExecError;
 use crate::policy::rules::{CommandRules, Decision, Verdict};
+use crate::request::ExecRequest;
+
+use super::pre_spawn::{Pending, PreSpawn};
 
 /// What a person is asked before a held command runs.
 #[derive(Debug, Clone)]
@@ -51,6 +56,8 @@ pub struct Admitted {
     pub confined: Option<Arc<dyn Confined>>,
     /// The rules' verdict (allowed, or held and then allowed by a person).
     pub verdict: Verdict,
+    /// The request as a pre-spawn hook rewrote it, when one did: what runs.
+    pub updated: Option<ExecRequest>,
 }
 
 impl Admitted {
@@ -60,52 +67,157 @@ impl Admitted {
     }
 }
 
-/// Passes `plan` through the stages, in order; `approver` is whom a held command asks.
+/// Passes `plan` through the stages, in order; `pre_spawn` are the call's hooks, and
+/// `approver` is whom a held command asks.
 pub async fn admit(
     caller: &StoreConfig,
     mut plan: Plan,
+    pre_spawn: Option<&dyn PreSpawn>,
     approver: Option<&dyn Approver>,
 ) -> Result<Admitted, ExecError> {
-    // 1. rules
-    let verdict = match &caller.rules {
-        Some(rules) => judge(rules.as_ref(), &plan.spec, &plan.command),
+    let rules = caller.rules.as_deref();
+    let mut verdict = ruled(rules, &plan.spec, &plan.command)?;
+    // 2. pre-hooks: a rewritten request is planned and judged again; the stricter decides.
+    let mut updated = None;
+    if let Some(hooks) = pre_spawn {
+        let answer = hooks
+            .before(Pending {
+                command: plan.command.clone(),
+                cwd: plan.spec.cwd.clone(),
+                verdict: verdict.clone(),
+            })
+            .await;
+        if let Some(req) = &answer.updated {
+            plan = Plan::new(caller, req, plan.placement.clone())?;
+            verdict = ruled(rules, &plan.spec, &plan.command)?;
+        }
+        match answer.decision {
+            Some(Decision::Forbidden) => {
+                return Err(ExecError::Refused {
+                    decision: Decision::Forbidden,
+                    explanation: answer.denial(),
+                })
+            }
+            Some(Decision::Prompt) if verdict.decision == Decision::Allow => {
+                verdict = answer.held(&plan.command);
+            }
+            _ => {}
+        }
+        updated = answer.updated;
+    }
+    let verdict = asked(verdict, &plan.command, &plan.spec.cwd, approver).await?;
+    let mut admitted = confined_and_snapshot(caller, plan, verdict).await?;
+    admitted.updated = updated;
+    Ok(admitted)
+}
+
+/// A spawn a face built itself (the exec server's `process/start`: its own argv and
+/// environment, no plan): the rules and a person's yes, as for any spawn; then the face
+/// applies its own snapshot and starts it with [`AdmittedSpec::spawn`].
+pub async fn admit_spec(
+    rules: Option<&dyn CommandRules>,
+    spec: SpawnSpec,
+    approver: Option<&dyn Approver>,
+) -> Result<AdmittedSpec, ExecError> {
+    let command = match &spec.program {
+        Program::Shell { script, .. } => script.clone(),
+        Program::Argv { argv } => shell_words(argv),
+    };
+    let verdict = ruled(rules, &spec, &command)?;
+    let verdict = asked(verdict, &command, &spec.cwd, approver).await?;
+    Ok(AdmittedSpec { spec, verdict })
+}
+
+/// A face-built spawn that passed the rules ([`admit_spec`]).
+pub struct AdmittedSpec {
+    pub spec: SpawnSpec,
+    pub verdict: Verdict,
+}
+
+impl AdmittedSpec {
+    /// Starts it through `backend`.
+    pub async fn spawn(self, backend: &dyn Backend) -> Result<SpawnedProcess, BackendError> {
+        backend.spawn(self.spec).await
+    }
+}
+
+/// `argv` as one shell command line, each word quoted when it needs to be.
+fn shell_words(argv: &[String]) -> String {
+    argv.iter()
+        .map(|w| {
+            let plain = !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+            if plain {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Stage 1: the rules' verdict on the script; `forbidden` is refused here.
+fn ruled(
+    rules: Option<&dyn CommandRules>,
+    spec: &SpawnSpec,
+    command: &str,
+) -> Result<Verdict, ExecError> {
+    let verdict = match rules {
+        Some(rules) => judge(rules, spec, command),
         None => Verdict::allowed(),
     };
     match verdict.decision {
-        Decision::Allow => {}
-        Decision::Forbidden => return Err(refused(&verdict, None)),
-        // 2. ask
-        Decision::Prompt => {
-            let answer = match approver {
-                Some(approver) => {
-                    approver
-                        .ask(Question {
-                            command: plan.command.clone(),
-                            cwd: plan.spec.cwd.clone(),
-                            verdict: verdict.clone(),
-                        })
-                        .await
-                }
-                None => Answer::Unanswered {
-                    why: "no person can be asked here".to_owned(),
-                },
-            };
-            match answer {
-                Answer::Yes => {}
-                Answer::No { reason } => {
-                    let said = match reason {
-                        Some(r) => format!("the person said no: {r}"),
-                        None => "the person said no".to_owned(),
-                    };
-                    return Err(refused(&verdict, Some(said)));
-                }
-                Answer::Unanswered { why } => {
-                    return Err(refused(&verdict, Some(format!("no answer: {why}"))))
-                }
-            }
-        }
+        Decision::Forbidden => Err(refused(&verdict, None)),
+        _ => Ok(verdict),
     }
-    // 3. confine
+}
+
+/// Stage 3: a person's yes, when the rules or the hooks hold the script.
+async fn asked(
+    verdict: Verdict,
+    command: &str,
+    cwd: &std::path::Path,
+    approver: Option<&dyn Approver>,
+) -> Result<Verdict, ExecError> {
+    if verdict.decision != Decision::Prompt {
+        return Ok(verdict);
+    }
+    let answer = match approver {
+        Some(approver) => {
+            approver
+                .ask(Question {
+                    command: command.to_owned(),
+                    cwd: cwd.to_path_buf(),
+                    verdict: verdict.clone(),
+                })
+                .await
+        }
+        None => Answer::Unanswered {
+            why: "no person can be asked here".to_owned(),
+        },
+    };
+    match answer {
+        Answer::Yes => Ok(verdict),
+        Answer::No { reason } => {
+            let said = match reason {
+                Some(r) => format!("the person said no: {r}"),
+                None => "the person said no".to_owned(),
+            };
+            Err(refused(&verdict, Some(said)))
+        }
+        Answer::Unanswered { why } => Err(refused(&verdict, Some(format!("no answer: {why}")))),
+    }
+}
+
+/// Stages 4 and 5: the confinement, then the shell snapshot.
+async fn confined_and_snapshot(
+    caller: &StoreConfig,
+    mut plan: Plan,
+    verdict: Verdict,
+) -> Result<Admitted, ExecError> {
+    // 4. confine
     let confined = match plan.sandbox.clone() {
         None => None,
         Some(sandboxing) => {
@@ -138,7 +250,7 @@ pub async fn admit(
             Some(confinement.confine(confine, &mut plan.spec)?)
         }
     };
-    // 4. snapshot: a local login command runs from its shell's snapshot when the config has
+    // 5. snapshot: a local login command runs from its shell's snapshot when the config has
     // them and one is ready (or can be built in time); see `crate::shell_snapshot`.
     if let (true, Some(snapshots)) = (plan.local_login, &caller.shell_snapshots) {
         snapshots.apply(&mut plan.spec).await;
@@ -147,6 +259,7 @@ pub async fn admit(
         plan,
         confined,
         verdict,
+        updated: None,
     })
 }
 
@@ -247,7 +360,7 @@ mod tests {
     #[tokio::test]
     async fn without_rules_every_script_passes() {
         let caller = caller(None);
-        let admitted = admit(&caller, plan(&caller, ls()), None)
+        let admitted = admit(&caller, plan(&caller, ls()), None, None)
             .await
             .expect("admitted");
         assert_eq!(admitted.verdict.decision, Decision::Allow);
@@ -260,7 +373,7 @@ mod tests {
         let Err(ExecError::Refused {
             decision,
             explanation,
-        }) = admit(&caller, plan(&caller, ls()), Some(&yes)).await
+        }) = admit(&caller, plan(&caller, ls()), None, Some(&yes)).await
         else {
             panic!("refused");
         };
@@ -276,7 +389,7 @@ mod tests {
     async fn a_held_script_runs_on_a_yes_and_is_refused_on_a_no_or_no_answer() {
         let caller = caller(Some(Decision::Prompt));
         let yes = person(Answer::Yes);
-        let admitted = admit(&caller, plan(&caller, ls()), Some(&yes))
+        let admitted = admit(&caller, plan(&caller, ls()), None, Some(&yes))
             .await
             .expect("a yes");
         assert_eq!(admitted.verdict.decision, Decision::Prompt);
@@ -287,14 +400,14 @@ mod tests {
         let no = person(Answer::No {
             reason: Some("not on a Friday".into()),
         });
-        let e = admit(&caller, plan(&caller, ls()), Some(&no))
+        let e = admit(&caller, plan(&caller, ls()), None, Some(&no))
             .await
             .err()
             .expect("a no");
         assert!(e.to_string().contains("not on a Friday"), "{e}");
         assert!(e.to_string().ends_with("Nothing of the command ran"), "{e}");
 
-        let e = admit(&caller, plan(&caller, ls()), None)
+        let e = admit(&caller, plan(&caller, ls()), None, None)
             .await
             .err()
             .expect("no one to ask");
@@ -308,10 +421,88 @@ mod tests {
             sandbox: Some(crate::policy::Profile::ReadOnly),
             ..ls()
         };
-        let e = admit(&caller, plan(&caller, sandboxed), None)
+        let e = admit(&caller, plan(&caller, sandboxed), None, None)
             .await
             .err()
             .expect("no confinement");
         assert!(e.to_string().contains("sandbox"), "{e}");
+    }
+
+    /// Hooks that always answer `answer`.
+    struct Hooked(super::super::PreSpawnAnswer);
+
+    impl PreSpawn for Hooked {
+        fn before(&self, _pending: Pending) -> BoxFuture<'_, super::super::PreSpawnAnswer> {
+            let answer = self.0.clone();
+            Box::pin(async move { answer })
+        }
+    }
+
+    fn hook(decision: Option<Decision>, updated: Option<ExecRequest>) -> Hooked {
+        Hooked(super::super::PreSpawnAnswer {
+            decision,
+            reason: Some("said the hook".into()),
+            by: "PreToolUse hook \"check.sh\"".into(),
+            updated,
+        })
+    }
+
+    #[tokio::test]
+    async fn a_hooks_deny_refuses_and_its_ask_goes_to_the_person() {
+        let caller = caller(None);
+        let deny = hook(Some(Decision::Forbidden), None);
+        let e = admit(&caller, plan(&caller, ls()), Some(&deny), None)
+            .await
+            .err()
+            .expect("denied");
+        assert!(
+            e.to_string().contains("check.sh") && e.to_string().contains("said the hook"),
+            "{e}"
+        );
+
+        let ask = hook(Some(Decision::Prompt), None);
+        let yes = person(Answer::Yes);
+        admit(&caller, plan(&caller, ls()), Some(&ask), Some(&yes))
+            .await
+            .expect("a yes");
+        let asked = yes.asked.lock().unwrap().clone();
+        assert!(
+            asked[0].verdict.explain().contains("check.sh"),
+            "{:?}",
+            asked[0]
+        );
+    }
+
+    #[tokio::test]
+    async fn the_rules_forbid_before_any_hook_and_a_hooks_allow_skips_no_person() {
+        let caller = caller(Some(Decision::Forbidden));
+        let allow = hook(Some(Decision::Allow), None);
+        let e = admit(&caller, plan(&caller, ls()), Some(&allow), None)
+            .await
+            .err()
+            .expect("forbidden");
+        assert!(e.to_string().contains("test.rules:1"), "{e}");
+
+        let caller = super::tests::caller(Some(Decision::Prompt));
+        let e = admit(&caller, plan(&caller, ls()), Some(&allow), None)
+            .await
+            .err()
+            .expect("still held");
+        assert!(e.to_string().contains("no person can be asked"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_rewritten_request_is_what_runs_and_the_rules_judge_it() {
+        let caller = caller(None);
+        let rewrite = ExecRequest {
+            cmd: "git status".into(),
+            ..ls()
+        };
+        let update = hook(None, Some(rewrite));
+        let admitted = admit(&caller, plan(&caller, ls()), Some(&update), None)
+            .await
+            .expect("admitted");
+        assert_eq!(admitted.plan.command, "git status");
+        assert_eq!(admitted.updated.expect("updated").cmd, "git status");
     }
 }

@@ -4,12 +4,14 @@
 //! 1. [`plan`]: the request checked and turned into a [`SpawnSpec`](crate::backend::SpawnSpec)
 //!    (each failure names its field);
 //! 2. [`admit`]: what a spawn must pass besides, in this order, in one function: the command
-//!    rules, a person's yes when they ask for one, the confinement, the shell snapshot. The
-//!    spec is edited there and only there;
+//!    rules, the call's pre-spawn hooks ([`PreSpawn`]), a person's yes when they ask for
+//!    one, the confinement, the shell snapshot. The spec is edited there and only there;
 //! 3. [`Admitted::spawn`]: the backend starts it.
 
 mod admit;
 mod plan;
+mod pre_spawn;
 
-pub use admit::{admit, Admitted, Answer, Approver, Question};
+pub use admit::{admit, admit_spec, Admitted, AdmittedSpec, Answer, Approver, Question};
 pub use plan::{token_budget, Plan, Sandboxing};
+pub use pre_spawn::{Pending, PreSpawn, PreSpawnAnswer};

@@ -39,6 +39,8 @@ pub struct Plan {
     pub sandbox: Option<Sandboxing>,
     /// A local login shell: a shell snapshot may stand in for its profile.
     pub(super) local_login: bool,
+    /// Where it runs: a request a pre-spawn hook rewrote is planned for the same place.
+    pub(super) placement: Placement,
 }
 
 /// The sandbox of a call, as the policy narrowed it: what the confinement must apply.
@@ -92,6 +94,7 @@ impl Plan {
         let requested_shell = req.shell.clone().filter(|s| !s.is_empty());
         let remote = matches!(placement, Placement::Remote { .. });
         let local = matches!(placement, Placement::Local);
+        let planned_for = placement.clone();
         let (cwd, shell, env, env_mode) = match placement {
             Placement::Local => {
                 let cwd = workdir.map_or_else(|| config.cwd.clone(), |d| config.cwd.join(d));
@@ -166,6 +169,7 @@ impl Plan {
             timeout,
             hygiene: config.hygiene.with(req.hygiene),
             local_login: local && login,
+            placement: planned_for,
         })
     }
 }

@@ -144,9 +144,16 @@ impl SessionStore {
             }
         };
         let plan = Plan::new(caller, &req, backend.placement()).inspect_err(refusal)?;
-        let admitted = admit(caller, plan, with.approver.as_deref())
-            .await
-            .inspect_err(refusal)?;
+        let mut admitted = admit(
+            caller,
+            plan,
+            with.pre_spawn.as_deref(),
+            with.approver.as_deref(),
+        )
+        .await
+        .inspect_err(refusal)?;
+        // A pre-spawn hook's rewrite is what runs, and what the session is named by.
+        let req = admitted.updated.take().unwrap_or(req);
         let mut monitors = with.monitors;
         monitors.extend(admitted.confined.as_ref().and_then(|s| s.take_monitor()));
         let reservation = self.reserve_id(req.name.as_deref())?;
@@ -233,13 +240,16 @@ impl SessionStore {
 }
 
 /// What a call brings besides its request and its caller's defaults: the policy monitors
-/// of its session, and whom a command the rules hold asks ([`crate::spawn::admit`]).
+/// of its session, its pre-spawn hooks, and whom a command the rules or hooks hold asks
+/// ([`crate::spawn::admit`]).
 #[derive(Default)]
 pub struct CallWith {
     pub monitors: Vec<Box<dyn PolicyMonitor>>,
     /// Asks a person for a yes when the rules say `prompt`; `None`: such a command is
     /// refused, saying no one could be asked.
     pub approver: Option<Arc<dyn Approver>>,
+    /// Hooks consulted after the rules, before a person ([`crate::spawn::PreSpawn`]).
+    pub pre_spawn: Option<Arc<dyn crate::spawn::PreSpawn>>,
 }
 
 /// A command spawned and its session started ([`SessionStore::launch`]): the caller stores
