@@ -242,7 +242,9 @@ class TtyRun(Run):
     screens: list[str] = field(default_factory=list)  # the screen at each person's step
     problems: list[str] = field(default_factory=list)
     exited_by_itself: bool = False
-    http_server_pid: int = 0
+    # Over HTTP, the `uexec mcp --http` the harness started: stopped by the harness, after it
+    # looked at what still ran in it once Claude Code had exited.
+    http: subprocess.Popen | None = None
 
 
 def seed_claude_home(home: Path, work: Path) -> None:
@@ -368,7 +370,6 @@ def run_claude_tty(binary: str, server: str, transport: str, mock, prompt: str, 
         except RuntimeError as exc:
             run.problems.append(str(exc))
             return run
-        run.http_server_pid = http.pid
         entry = {"type": "http", "url": url}
     else:
         argv = _server_argv(server)
@@ -396,9 +397,7 @@ def run_claude_tty(binary: str, server: str, transport: str, mock, prompt: str, 
         # Its debug log's lines about MCP, tasks and elicitation, and its errors.
         run.stderr = "\n".join(ln for ln in log.splitlines()
                                 if re.search(r"MCP|ERROR|[Tt]ask|[Ee]licit", ln))[-20000:]
-        if http is not None:
-            run.notes.append(f"http server {http.pid}")
-            run.http = http  # type: ignore[attr-defined]  # stopped by the harness, after its checks
+        run.http = http
     return run
 
 

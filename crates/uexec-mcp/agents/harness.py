@@ -103,7 +103,7 @@ def play(agent: str, binary: str, server: str, sc: Scenario, args: argparse.Name
         transport = agent.split("/", 1)[1]
         run = run_claude_tty(binary, server, transport, mock, sc.prompt, args.timeout, sc.screen_steps,
                              sc.claude_tools)
-        http = getattr(run, "http", None)
+        http = run.http
         if http is not None and sc.survivor_marker:
             # Over HTTP the sessions live in the server, which outlives the agent here: say what
             # ran on after the agent left, then stop the server and require nothing after it.
