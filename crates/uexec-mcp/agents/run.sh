@@ -11,7 +11,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../../.." && pwd)"
 
 # The checks themselves first, on recorded texts (a check that cannot fail shows here).
-(cd "$HERE" && python3 -B -m unittest -q test_scenarios)
+(cd "$HERE" && python3 -B -m unittest -q test_scenarios test_terminal)
 
 # Node 22 first in PATH: Claude Code's package wants it, tokens.mjs runs on it.
 PATH="$(bash "$REPO/.ci/node22.sh"):$PATH"
