@@ -10,7 +10,8 @@ Then the spacing of an agent's calls (`--pause-ms`, default 100; 0 skips it): `u
 the same without cgroups (`--without-cgroups`, root: its cgroup mount hidden, see
 without_cgroups.py), the same sandboxed (`--sandboxed`: `--sandbox read-only`) and the peer, their calls interleaved one by one, back to back and each
 after a pause (the model thinks between calls; the kernel's cgroup lock was slow to take
-after an idle spell, issue 41), medians of `--paused-runs` (default 40) each.
+after an idle spell, issue 41), medians of `--paused-runs` (default 40) each; and bursts of
+`--burst` (default 16) calls at once through each.
 Servers run with an empty HOME in a temp cwd (login shells read no dotfiles).
 """
 
@@ -126,6 +127,39 @@ async def spaced(servers: list[tuple[list[str], str, dict]], home: str, runs: in
         return [statistics.median(times) for times in samples]
 
 
+async def bursts(servers: list[tuple[list[str], str, dict]], home: str, runs: int, width: int) -> list[float]:
+    """The median time of `width` concurrent calls (from the first sent to the last answer)
+    through each server, the servers' bursts interleaved, 100 ms apart."""
+    async with contextlib.AsyncExitStack() as stack:
+        sessions = []
+        for argv, tool, arguments in servers:
+            params = StdioServerParameters(command=argv[0], args=argv[1:], env={**os.environ, "HOME": home}, cwd=home)
+            read, write = await stack.enter_async_context(stdio_client(params))
+            session = await stack.enter_async_context(ClientSession(read, write))
+            await session.initialize()
+            for _ in range(10):  # warm-up
+                await session.call_tool(tool, arguments)
+            sessions.append((session, tool, arguments))
+        samples = [[] for _ in sessions]
+        for i in range(runs):
+            for k in range(len(sessions)):
+                j = (i + k) % len(sessions)
+                session, tool, arguments = sessions[j]
+                await anyio.sleep(0.1)
+                results = []
+
+                async def one() -> None:
+                    results.append(await session.call_tool(tool, arguments))
+
+                t = time.perf_counter()
+                async with anyio.create_task_group() as tg:
+                    for _ in range(width):
+                        tg.start_soon(one)
+                samples[j].append((time.perf_counter() - t) * 1e3)
+                assert all(not r.is_error for r in results), results
+        return [statistics.median(times) for times in samples]
+
+
 async def spacing(a, uexec: list[str], home: str) -> None:
     true = {"cmd": "true", "login": False}
     servers = [(uexec, "exec_command", true)]
@@ -145,6 +179,15 @@ async def spacing(a, uexec: list[str], home: str) -> None:
     if a.without_cgroups:
         print(f"| ratio: with cgroups / without (goal <= 1.1x) | {back[0] / back[1]:.2f}x | {paused[0] / paused[1]:.2f}x |")
     print(f"| ratio: uexec mcp / mcp-server-commands | {back[0] / back[-1]:.2f}x | {paused[0] / paused[-1]:.2f}x |")
+    if a.burst:
+        wide = await bursts(servers, home, a.paused_runs // 2, a.burst)
+        print()
+        print(f"| {a.burst} concurrent `true`, bursts 100 ms apart, medians of {a.paused_runs // 2} | ms |")
+        print("|---|---|")
+        for name, w in zip(names, wide):
+            print(f"| {name} | {w:.2f} |")
+        if a.without_cgroups:
+            print(f"| ratio: with cgroups / without | {wide[0] / wide[1]:.2f}x |")
     if a.sandboxed:
         # A pair of its own: the sandboxed server starts launchers ahead, in the background,
         # which would load the machine under the other rows.
@@ -165,6 +208,7 @@ async def main() -> None:
     ap.add_argument("--paused-runs", type=int, default=40)
     ap.add_argument("--without-cgroups", action="store_true", help="(root) a uexec mcp without cgroups beside")
     ap.add_argument("--sandboxed", action="store_true", help="a uexec mcp --sandbox read-only beside")
+    ap.add_argument("--burst", type=int, default=16, help="calls at once in the burst series (0: none)")
     ap.add_argument("--spacing-only", action="store_true", help="the spacing series alone")
     a = ap.parse_args()
     home = tempfile.mkdtemp(prefix="uexec-bench-home-")

@@ -2,7 +2,7 @@
 # MCP round-trip benchmark (not a test): the official MCP Python SDK client calling
 # `uexec mcp` and a peer shell MCP server on the same command, next to a plain spawn+wait,
 # all in one run. Needs a release build: cargo build --release -p uexec.
-# usage: bench/run.sh [--runs N] [--pause-ms MS] [--paused-runs N] [--without-cgroups] [--sandboxed] [--spacing-only]
+# usage: bench/run.sh [--runs N] [--pause-ms MS] [--paused-runs N] [--without-cgroups] [--sandboxed] [--burst N] [--spacing-only]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 BENCH_DIR="${UEXEC_BENCH_DIR:-.bench}"
