@@ -129,6 +129,33 @@ async fn another_local_user_cannot_use_the_password_page() {
 }
 
 #[tokio::test]
+async fn a_sandboxed_command_cannot_use_the_password_page() {
+    let (mut raw, task, url) = a_page().await;
+    // A command of this user, in a read-only sandbox (the network on: the port is
+    // reachable), has the URL.
+    let curl =
+        format!("curl -s -o /dev/null -w '%{{http_code}}' --data-raw password=hunter2+x {url}");
+    let ran = raw
+        .request(
+            "tools/call",
+            json!({"_meta": meta(caps()), "name": "exec_command",
+                   "arguments": {"cmd": curl, "login": false, "sandbox": "read-only",
+                                 "yield_time_ms": 20_000}}),
+        )
+        .await;
+    let said = text_of(&ran["result"]);
+    assert!(
+        said.contains("\n403") || said.contains("\n000"),
+        "a sandboxed command typed into the page: {said}"
+    );
+    // Nothing was typed, nor the page spent.
+    assert_eq!(status_as(None, &url, Some("password=hunter2+x")), "200");
+    let printed = completed(&mut raw, &task).await;
+    assert!(matched(&printed), "{printed:?}");
+    raw.close().await;
+}
+
+#[tokio::test]
 async fn an_answer_with_a_line_break_types_nothing_and_keeps_the_page() {
     let (mut raw, task, url) = a_page().await;
     // A second line would be a command typed into the session after the password.
