@@ -1,0 +1,498 @@
+//! A script split into the simple commands its shell would run, with tree-sitter's bash
+//! grammar (the parser Codex splits scripts with), never by its text.
+//!
+//! Why a tree and not a tokenizer: a command runs wherever the grammar puts one, not only
+//! between `;` and `&&`. So:
+//! 1. the script is parsed whole; every `command` node anywhere in the tree is a part: after
+//!    `;`, `&&`, `||` and `&`, in pipes, subshells, `{ }`, `if`/`while`/`for`/`case` bodies,
+//!    function bodies, and inside `$(…)`, backticks and `<(…)` wherever they stand (an
+//!    argument, an assignment, a here-doc's body);
+//! 2. each command's words are read as the shell passes them: quotes removed, escapes
+//!    undone; a word whose value the shell computes (`$x`, `$(…)`, a glob, `~`, `{a,b}`) is
+//!    kept as [`Word::Expanded`], which no `allow` rule matches and any stricter rule does;
+//! 3. the command is resolved ([`crate::wrappers`]): leading `VAR=x` dropped, wrappers
+//!    (`timeout 5`, `env A=1`, `sudo`, …) looked through, `bash -c STRING` parsed again
+//!    (at most [`MAX_DEPTH`] deep), `eval` and a shell fed its script on stdin made opaque;
+//! 4. a script the grammar cannot read whole (an `ERROR` node) keeps the commands it could
+//!    read and adds one opaque part for the whole text.
+
+use std::cell::RefCell;
+use std::sync::OnceLock;
+
+use tree_sitter::{Language, Node, Parser, Tree};
+
+use crate::wrappers;
+
+/// How deep `bash -c "sh -c '…'"` is followed; deeper is opaque.
+pub(crate) const MAX_DEPTH: usize = 8;
+
+/// One word of a command as the shell passes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Word {
+    /// Its value is its text (quotes removed, escapes undone).
+    Literal(String),
+    /// The shell computes its value (its source text kept): it may become any word.
+    Expanded(String),
+}
+
+impl Word {
+    pub(crate) fn text(&self) -> &str {
+        match self {
+            Word::Literal(s) | Word::Expanded(s) => s,
+        }
+    }
+
+    pub(crate) fn literal(&self) -> Option<&str> {
+        match self {
+            Word::Literal(s) => Some(s),
+            Word::Expanded(_) => None,
+        }
+    }
+}
+
+/// A simple command of the script, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Command {
+    /// The words of the program that runs, wrappers looked through.
+    pub words: Vec<Word>,
+    /// The wrappers looked through to reach it, outermost first, each from its own name on
+    /// (`sudo -u x timeout 5 git push` gives `sudo …` and `timeout …`); only stricter rules
+    /// judge them, so `allow env` admits no program behind `env`.
+    pub wrappers: Vec<Vec<Word>>,
+    /// It cannot be split for sure: no `allow` rule admits it.
+    pub opaque: bool,
+    /// Its source text (an opaque part is shown by it).
+    pub text: String,
+}
+
+/// What the commands found so far inherit: the wrappers around a `bash -c` string, and
+/// whether the shell that runs them is one the bash grammar reads.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Context {
+    pub wrappers: Vec<Vec<Word>>,
+    pub opaque: bool,
+    pub depth: usize,
+}
+
+/// The grammar's node kinds this module looks at, by id: `Node::kind` converts its name
+/// from C on every call, a tenth of the walk.
+struct Kinds {
+    command: u16,
+    declaration_command: u16,
+    unset_command: u16,
+    command_name: u16,
+    word: u16,
+    number: u16,
+    raw_string: u16,
+    string: u16,
+    string_content: u16,
+    concatenation: u16,
+    comment: u16,
+    /// Kinds whose value the shell computes.
+    computed: Vec<u16>,
+}
+
+fn kinds() -> &'static Kinds {
+    static KINDS: OnceLock<Kinds> = OnceLock::new();
+    KINDS.get_or_init(|| {
+        let language: Language = tree_sitter_bash::LANGUAGE.into();
+        let id = |kind: &str| language.id_for_node_kind(kind, true);
+        Kinds {
+            command: id("command"),
+            declaration_command: id("declaration_command"),
+            unset_command: id("unset_command"),
+            command_name: id("command_name"),
+            word: id("word"),
+            number: id("number"),
+            raw_string: id("raw_string"),
+            string: id("string"),
+            string_content: id("string_content"),
+            concatenation: id("concatenation"),
+            comment: id("comment"),
+            computed: COMPUTED.iter().map(|kind| id(kind)).collect(),
+        }
+    })
+}
+
+/// Node kinds whose value the shell computes.
+const COMPUTED: &[&str] = &[
+    "simple_expansion",
+    "expansion",
+    "command_substitution",
+    "process_substitution",
+    "arithmetic_expansion",
+    "brace_expression",
+    "translated_string",
+    "ansi_c_string",
+    "array",
+    "subscript",
+    "extglob_pattern",
+];
+
+thread_local! {
+    static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
+}
+
+fn parse(script: &str) -> Option<Tree> {
+    PARSER.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            let mut parser = Parser::new();
+            parser
+                .set_language(&tree_sitter_bash::LANGUAGE.into())
+                .ok()?;
+            *slot = Some(parser);
+        }
+        slot.as_mut()?.parse(script, None)
+    })
+}
+
+/// Every simple command of `script`, in source order, into `out`.
+pub(crate) fn split(script: &str, ctx: &Context, out: &mut Vec<Command>) {
+    let opaque_whole = |out: &mut Vec<Command>| {
+        out.push(Command {
+            words: Vec::new(),
+            wrappers: ctx.wrappers.clone(),
+            opaque: true,
+            text: script.trim().to_owned(),
+        })
+    };
+    if ctx.depth > MAX_DEPTH {
+        return opaque_whole(out);
+    }
+    let Some(tree) = parse(script) else {
+        return opaque_whole(out);
+    };
+    let root = tree.root_node();
+    let before = out.len();
+    walk(root, script.as_bytes(), ctx, out);
+    if root.has_error() {
+        out.insert(
+            before,
+            Command {
+                words: Vec::new(),
+                wrappers: ctx.wrappers.clone(),
+                opaque: true,
+                text: script.trim().to_owned(),
+            },
+        );
+    }
+}
+
+/// The literal words of a one-command text (a Codex example string, a Claude Code
+/// `Bash(…)` entry), not resolved; `None` if it is not exactly one command of literal words.
+pub(crate) fn literal_words(text: &str) -> Option<Vec<String>> {
+    let tree = parse(text)?;
+    let root = tree.root_node();
+    if root.has_error() || root.named_child_count() != 1 {
+        return None;
+    }
+    let command = root.named_child(0)?;
+    if command.kind_id() != kinds().command {
+        return None;
+    }
+    let (words, _) = command_words(command, text.as_bytes())?;
+    words
+        .into_iter()
+        .map(|w| w.literal().map(str::to_owned))
+        .collect()
+}
+
+/// Visits every node once, depth first, with one cursor (a cursor per node costs an
+/// allocation each, more than the visit).
+fn walk(root: Node<'_>, src: &[u8], ctx: &Context, out: &mut Vec<Command>) {
+    let k = kinds();
+    let mut cursor = root.walk();
+    loop {
+        let node = cursor.node();
+        let kind = node.kind_id();
+        // A command whose words are all plain has nothing inside to run: not descended.
+        let mut descend = true;
+        if kind == k.command {
+            match command_words(node, src) {
+                Some((words, plain)) => {
+                    descend = !plain;
+                    wrappers::resolve(words, text_of(node, src), ctx, out)
+                }
+                None => out.push(Command {
+                    words: Vec::new(),
+                    wrappers: ctx.wrappers.clone(),
+                    opaque: true,
+                    text: text_of(node, src),
+                }),
+            }
+        } else if kind == k.declaration_command || kind == k.unset_command {
+            let mut words_cursor = node.walk();
+            let words = node
+                .children(&mut words_cursor)
+                .filter(|c| c.kind_id() != k.comment)
+                .map(|c| word_of(c, src))
+                .collect();
+            wrappers::resolve(words, text_of(node, src), ctx, out);
+        }
+        // Substitutions inside a command's words run too: its children are visited.
+        if descend && node.child_count() > 0 && cursor.goto_first_child() {
+            continue;
+        }
+        while !cursor.goto_next_sibling() {
+            if !cursor.goto_parent() {
+                return;
+            }
+        }
+    }
+}
+
+/// The command's name and arguments, its assignments and redirections left out, and
+/// whether every child of it is a plain leaf (nothing inside runs); `None` when it has no
+/// name node.
+fn command_words(node: Node<'_>, src: &[u8]) -> Option<(Vec<Word>, bool)> {
+    let k = kinds();
+    let mut cursor = node.walk();
+    let mut words = Vec::with_capacity(node.child_count());
+    let mut named = false;
+    let mut plain = true;
+    if cursor.goto_first_child() {
+        loop {
+            let child = cursor.node();
+            let field = cursor.field_name();
+            match field {
+                Some("name") | Some("argument") => {
+                    named |= field == Some("name");
+                    let word = word_of(child, src);
+                    let kind = child.kind_id();
+                    let leaf = kind == k.word
+                        || kind == k.number
+                        || kind == k.raw_string
+                        || (kind == k.command_name
+                            && child.child(0).is_some_and(|c| c.kind_id() == k.word));
+                    plain &= leaf || child.child_count() == 0;
+                    words.push(word);
+                }
+                _ => plain &= child.child_count() == 0,
+            }
+            if !cursor.goto_next_sibling() {
+                break;
+            }
+        }
+    }
+    named.then_some((words, plain))
+}
+
+pub(crate) fn text_of(node: Node<'_>, src: &[u8]) -> String {
+    slice_of(node, src).into_owned()
+}
+
+/// The node's source text, borrowed when it is UTF-8 (the script is a `&str`, and a node
+/// starts and ends on character boundaries).
+fn slice_of<'s>(node: Node<'_>, src: &'s [u8]) -> std::borrow::Cow<'s, str> {
+    String::from_utf8_lossy(&src[node.byte_range()])
+}
+
+fn computed(kind: u16) -> bool {
+    kinds().computed.contains(&kind)
+}
+
+fn word_of(node: Node<'_>, src: &[u8]) -> Word {
+    let k = kinds();
+    let kind = node.kind_id();
+    if kind == k.command_name {
+        return match node.named_child(0) {
+            Some(inner) => word_of(inner, src),
+            None => Word::Literal(text_of(node, src)),
+        };
+    }
+    let text = slice_of(node, src);
+    if kind == k.word || kind == k.number {
+        if glob_like(&text) {
+            Word::Expanded(text.into_owned())
+        } else if text.contains('\\') {
+            Word::Literal(unescape_bare(&text))
+        } else {
+            Word::Literal(text.into_owned())
+        }
+    } else if kind == k.raw_string {
+        Word::Literal(strip_quotes(&text, '\'').to_owned())
+    } else if kind == k.string {
+        let mut cursor = node.walk();
+        let computed_inside = node
+            .named_children(&mut cursor)
+            .any(|c| c.kind_id() != k.string_content);
+        if computed_inside {
+            Word::Expanded(text.into_owned())
+        } else {
+            Word::Literal(unescape_double(strip_quotes(&text, '"')))
+        }
+    } else if kind == k.concatenation {
+        let mut value = String::new();
+        let mut cursor = node.walk();
+        for part in node.children(&mut cursor) {
+            match word_of(part, src) {
+                Word::Literal(s) => value.push_str(&s),
+                Word::Expanded(_) => return Word::Expanded(text.into_owned()),
+            }
+        }
+        Word::Literal(value)
+    } else if computed(kind) || has_computed(node) {
+        Word::Expanded(text.into_owned())
+    } else {
+        Word::Literal(text.into_owned())
+    }
+}
+
+fn has_computed(node: Node<'_>) -> bool {
+    let mut cursor = node.walk();
+    let found = node
+        .named_children(&mut cursor)
+        .any(|c| computed(c.kind_id()) || has_computed(c));
+    found
+}
+
+fn strip_quotes(text: &str, quote: char) -> &str {
+    let inner = text.strip_prefix(quote).unwrap_or(text);
+    inner.strip_suffix(quote).unwrap_or(inner)
+}
+
+/// An unquoted word the shell may expand to other words: a glob (`*`, `?`, `[`), a leading
+/// `~`, a brace list (`{a,b}`, `{1..3}`).
+fn glob_like(raw: &str) -> bool {
+    if raw.starts_with('~') {
+        return true;
+    }
+    let mut escaped = false;
+    let mut brace = false;
+    for c in raw.chars() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match c {
+            '\\' => escaped = true,
+            '*' | '?' | '[' => return true,
+            '{' => brace = true,
+            ',' if brace => return true,
+            _ => {}
+        }
+    }
+    brace && raw.contains("..")
+}
+
+/// An unquoted word's value: a backslash quotes the next character; backslash-newline is
+/// nothing.
+fn unescape_bare(raw: &str) -> String {
+    let mut value = String::with_capacity(raw.len());
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('\n') | None => {}
+                Some(next) => value.push(next),
+            }
+        } else {
+            value.push(c);
+        }
+    }
+    value
+}
+
+/// Inside double quotes a backslash quotes only `$`, `` ` ``, `"`, `\` and a newline.
+fn unescape_double(raw: &str) -> String {
+    let mut value = String::with_capacity(raw.len());
+    let mut chars = raw.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.peek() {
+                Some('$' | '`' | '"' | '\\') => {
+                    value.extend(chars.next());
+                }
+                Some('\n') => {
+                    chars.next();
+                }
+                _ => value.push(c),
+            }
+        } else {
+            value.push(c);
+        }
+    }
+    value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(script: &str) -> Vec<(Vec<String>, bool)> {
+        let mut out = Vec::new();
+        split(script, &Context::default(), &mut out);
+        out.into_iter()
+            .map(|c| {
+                (
+                    c.words.iter().map(|w| w.text().to_owned()).collect(),
+                    c.opaque,
+                )
+            })
+            .collect()
+    }
+
+    fn words(list: &[&str]) -> (Vec<String>, bool) {
+        (list.iter().map(|s| (*s).to_owned()).collect(), false)
+    }
+
+    #[test]
+    fn every_simple_command_is_a_part() {
+        assert_eq!(
+            parts("ls; git push && true || false | cat & echo $(git fetch) >/dev/null"),
+            vec![
+                words(&["ls"]),
+                words(&["git", "push"]),
+                words(&["true"]),
+                words(&["false"]),
+                words(&["cat"]),
+                words(&["echo", "$(git fetch)"]),
+                words(&["git", "fetch"]),
+            ]
+        );
+        assert_eq!(
+            parts("(cd x && make) ; { a; } ; if t; then b; else c; fi; for i in 1; do d; done"),
+            vec![
+                words(&["cd", "x"]),
+                words(&["make"]),
+                words(&["a"]),
+                words(&["t"]),
+                words(&["b"]),
+                words(&["c"]),
+                words(&["d"]),
+            ]
+        );
+    }
+
+    #[test]
+    fn quotes_are_removed_and_expansions_kept() {
+        let mut out = Vec::new();
+        split(
+            r#"'git' "push" or\igin "$x" a*b ~/x"#,
+            &Context::default(),
+            &mut out,
+        );
+        assert_eq!(
+            out[0].words,
+            vec![
+                Word::Literal("git".into()),
+                Word::Literal("push".into()),
+                Word::Literal("origin".into()),
+                Word::Expanded("\"$x\"".into()),
+                Word::Expanded("a*b".into()),
+                Word::Expanded("~/x".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn literal_words_of_one_command() {
+        assert_eq!(
+            literal_words("npm run 'test'"),
+            Some(vec!["npm".into(), "run".into(), "test".into()])
+        );
+        assert_eq!(literal_words("a; b"), None);
+        assert_eq!(literal_words("git $x"), None);
+    }
+}
