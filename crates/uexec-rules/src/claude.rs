@@ -2,8 +2,10 @@
 //! `permissions.deny`, `ask` and `allow` entries for the `Bash` tool, read as Claude Code
 //! reads them.
 //!
-//! - `Bash(npm run test:*)`: the command starts with `npm run test` (word by word);
-//!   `Bash(npm run test *)` alike (Claude Code's newer spelling);
+//! - `Bash(npm run test:*)`: the command starts with `npm run test`; `Bash(npm run test *)`
+//!   alike (Claude Code's newer spelling). Claude Code compares text, so a deny or ask
+//!   entry's last word holds any word it begins (`Bash(rm -rf:*)` holds `rm -rfv`); an
+//!   allow entry admits whole words only (`npm run test:*` does not admit `npm run testx`);
 //! - `Bash(ls)`: exactly `ls`, no argument;
 //! - `Bash` or `Bash(*)`: every command;
 //! - a `*` inside (`Bash(git * main)`): a deny or ask entry holds from the words before it
@@ -126,6 +128,7 @@ fn bash_rule(entry: &str, decision: Decision, source: Arc<str>) -> Entry {
             program,
             rest: words.map(|w| vec![w]).collect(),
             exact,
+            text_prefix: !exact,
             decision,
             justification: None,
             source: source.clone(),

@@ -176,6 +176,7 @@ fn builtins(builder: &mut GlobalsBuilder) {
                 program: Some(program.clone()),
                 rest: rest.clone(),
                 exact: false,
+                text_prefix: false,
                 decision,
                 justification: justification.clone(),
                 source: source.clone(),

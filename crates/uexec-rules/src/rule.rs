@@ -20,6 +20,9 @@ pub(crate) struct PrefixRule {
     pub rest: Arc<[Vec<String>]>,
     /// The command must end where the pattern does.
     pub exact: bool,
+    /// The pattern's last word is a prefix of text (Claude Code's `Bash(rm -rf:*)` holds
+    /// `rm -rfv` too); only for a stricter rule, an allow matches whole words.
+    pub text_prefix: bool,
     pub decision: Decision,
     pub justification: Option<String>,
     /// `FILE:LINE` or `FILE: permissions.deny[2] Bash(git push:*)`.
@@ -37,8 +40,11 @@ impl PrefixRule {
         }
         let admits = self.decision == Decision::Allow;
         let covered = &words[..len];
-        for (alternatives, word) in self.rest.iter().zip(&covered[skip..]) {
+        let last = self.rest.len().wrapping_sub(1);
+        for (at, (alternatives, word)) in self.rest.iter().zip(&covered[skip..]).enumerate() {
+            let loose = self.text_prefix && !admits && at == last;
             let ok = match word {
+                Word::Literal(w) if loose => alternatives.iter().any(|a| w.starts_with(a.as_str())),
                 Word::Literal(w) => alternatives.iter().any(|a| a == w),
                 Word::Expanded(_) => !admits,
             };
@@ -79,6 +85,7 @@ mod tests {
                 .map(|alts| alts.iter().map(|a| (*a).to_owned()).collect())
                 .collect(),
             exact: false,
+            text_prefix: false,
             decision,
             justification: None,
             source: "t.rules:1".into(),

@@ -360,14 +360,16 @@ fn glob_like(raw: &str) -> bool {
     }
     let mut escaped = false;
     let mut brace = false;
-    for c in raw.chars() {
+    for (at, c) in raw.char_indices() {
         if escaped {
             escaped = false;
             continue;
         }
         match c {
             '\\' => escaped = true,
-            '*' | '?' | '[' => return true,
+            '*' | '?' => return true,
+            // A bracket expression needs its `]`: `[` alone is the test command.
+            '[' if raw[at + 1..].contains(']') => return true,
             '{' => brace = true,
             ',' if brace => return true,
             _ => {}

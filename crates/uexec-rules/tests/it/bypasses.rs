@@ -308,3 +308,15 @@ fn nothing_to_run_is_allowed() {
         assert!(verdict.parts.is_empty());
     }
 }
+
+#[test]
+fn the_test_command_is_not_a_glob() {
+    forbidden("[ -f Cargo.toml ] && git push");
+    // `[ … ]` is the grammar's test command: it runs nothing, and is no part.
+    let verdict = judge(&push_forbidden(), "[ -f x ] && ls");
+    assert_eq!(verdict.parts.len(), 1);
+    assert_eq!(verdict.parts[0].argv, ["ls"]);
+    // A bracket in an argument is a glob only with its `]`.
+    let verdict = judge(&push_forbidden(), "ls [ a[b]");
+    assert_eq!(verdict.parts[0].argv, ["ls", "[", "a[b]"]);
+}

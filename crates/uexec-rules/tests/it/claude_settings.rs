@@ -103,3 +103,22 @@ fn a_file_told_apart_by_content() {
         Decision::Forbidden
     );
 }
+
+#[test]
+fn a_deny_entry_holds_the_words_its_text_begins() {
+    let rules = settings(
+        r#"{"permissions": {"deny": ["Bash(rm -rf:*)"], "allow": ["Bash(npm run test:*)"]}}"#,
+        Decision::Prompt,
+    );
+    // Claude Code compares text: `rm -rf` begins `rm -rfv`.
+    assert_eq!(
+        rules.judge("rm -rfv /", "bash").decision,
+        Decision::Forbidden
+    );
+    assert_eq!(rules.judge("rm -r x", "bash").decision, Decision::Prompt);
+    // An allow admits whole words only.
+    assert_eq!(
+        rules.judge("npm run testx", "bash").decision,
+        Decision::Prompt
+    );
+}

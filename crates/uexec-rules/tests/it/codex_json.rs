@@ -1,6 +1,6 @@
 //! The JSON of `codex execpolicy check`.
 
-use serde_json::json;
+use serde_json::{json, Value};
 use uexec_rules::{codex_json, CommandRules, Decision};
 
 use crate::helpers::{judge, load, rules};
@@ -12,7 +12,7 @@ fn a_match_in_codex_s_shape() {
 prefix_rule(pattern = ["git"], decision = "prompt")"#,
     );
     assert_eq!(
-        rules.check("git push origin", "bash").to_codex_json(),
+        json_of(&rules.check("git push origin", "bash").to_codex_json()),
         json!({
             "matchedRules": [
                 {"prefixRuleMatch": {"matchedPrefix": ["git", "push"], "decision": "forbidden", "justification": "ask a person"}},
@@ -22,7 +22,7 @@ prefix_rule(pattern = ["git"], decision = "prompt")"#,
         })
     );
     assert_eq!(
-        codex_json(&judge(&rules, "git push origin")),
+        json_of(&codex_json(&judge(&rules, "git push origin"))),
         json!({
             "matchedRules": [
                 {"prefixRuleMatch": {"matchedPrefix": ["git", "push"], "decision": "forbidden", "justification": "ask a person"}}
@@ -41,8 +41,23 @@ fn no_match_has_no_decision() {
     )
     .unwrap();
     assert_eq!(
-        rules.check("make", "bash").to_codex_json(),
+        json_of(&rules.check("make", "bash").to_codex_json()),
         json!({"matchedRules": []})
     );
     assert_eq!(rules.judge("make", "bash").decision, Decision::Prompt);
+}
+
+fn json_of(text: &str) -> Value {
+    serde_json::from_str(text).unwrap()
+}
+
+#[test]
+fn keys_come_in_codex_s_order() {
+    let rules = rules(
+        r#"prefix_rule(pattern = ["git", "push"], decision = "prompt", justification = "ask")"#,
+    );
+    assert_eq!(
+        rules.check("git push", "bash").to_codex_json(),
+        r#"{"matchedRules":[{"prefixRuleMatch":{"matchedPrefix":["git","push"],"decision":"prompt","justification":"ask"}}],"decision":"prompt"}"#
+    );
 }
