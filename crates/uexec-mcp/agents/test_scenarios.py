@@ -10,7 +10,7 @@ import unittest
 sys.dont_write_bytecode = True
 
 from mock_model import Record, Call  # noqa: E402
-from scenarios import (exit_stated, has_line, names_no_session, plain_text, result_of_notification,  # noqa: E402
+from scenarios import (exit_stated, has_line, names_no_session, task_started, plain_text, result_of_notification,  # noqa: E402
                        session_named, session_stated, task_notification, terminated, transcript_named, unknown_session_error,
                        wall_time_at_least)
 
@@ -98,6 +98,13 @@ class Tasks(unittest.TestCase):
     def test_a_task_started_is_no_session_id(self):
         self.assertIsNone(names_no_session(CLAUDE_TASK_STARTED))
         self.assertIsNotNone(names_no_session(TEXT_RUNNING))
+
+    def test_a_task_started_is_told_as_one(self):
+        self.assertIsNone(task_started(CLAUDE_TASK_STARTED))
+        self.assertIsNotNone(task_started(TEXT_RUNNING))
+        # 0660bdc, which did not know the argument yet.
+        self.assertIsNotNone(task_started("exec_command failed: invalid arguments: background: unknown field "
+                                          "(expected one of: cmd, workdir)"))
 
     def test_the_notification_is_found_and_its_result_read(self):
         self.assertIsNone(task_notification(CLAUDE_NOTIFICATION_JSON))
