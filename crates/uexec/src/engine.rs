@@ -33,6 +33,13 @@ fn main() -> std::process::ExitCode {
         let facilities = uexec_sandbox::doctor::check();
         return print_whole(uexec_sandbox::doctor::render(&facilities, json).as_bytes());
     }
+    if matches!(cli.command, Command::Policy { .. }) {
+        // Needs no daemon, no runtime: files and a string in, a verdict out.
+        return match cli.command {
+            Command::Policy { command } => cli::policy(command),
+            _ => std::process::ExitCode::FAILURE,
+        };
+    }
     if let Command::Man { dir } = &cli.command {
         return write_man_pages(dir);
     }
@@ -244,9 +251,10 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                     .map(|()| std::process::ExitCode::SUCCESS)
                     .map_err(Into::into);
             }
-            Command::Completions { .. } | Command::Doctor { .. } | Command::Man { .. } => {
-                return Ok(std::process::ExitCode::SUCCESS)
-            }
+            Command::Completions { .. }
+            | Command::Doctor { .. }
+            | Command::Man { .. }
+            | Command::Policy { .. } => return Ok(std::process::ExitCode::SUCCESS),
             Command::Run { target, args } => cli::run(&target, args).await,
             Command::Ls { target, args } => cli::ls(&target, args).await,
             Command::Logs { target, args } => cli::logs(&target, args).await,

@@ -206,6 +206,12 @@ Examples:
         #[command(flatten)]
         target: cli::conn::Target,
     },
+    /// Rules files: `uexec policy check` judges a command by them without running it, as
+    /// `uexec mcp --rules` would (Codex `.rules` or Claude Code settings JSON).
+    Policy {
+        #[command(subcommand)]
+        command: cli::PolicyCommand,
+    },
     /// Print a shell completion script (e.g. `uexec completions bash > /etc/bash_completion.d/uexec`).
     Completions {
         /// bash, zsh, fish, elvish or powershell.

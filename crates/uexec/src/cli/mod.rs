@@ -14,7 +14,7 @@
 //!
 //! One file per verb, each with its clap arguments, its parsing and its work: `run`, `ls`,
 //! `logs`, `send`, `poll`, `wait`, `kill`, `pause` (and `resume`), `keep`, `rm`, `prune`, `metrics`,
-//! `attach`. What they share (the exit codes,
+//! `attach`, `policy check` (which needs no daemon). What they share (the exit codes,
 //! [`Failure`], one tool call, the wait conditions) is in `common`, the connection to the
 //! daemon in [`conn`]. A verb file uses those two only, never another verb file; this file
 //! names the verbs for the engine's dispatch and the front.
@@ -29,6 +29,7 @@ mod logs;
 mod ls;
 mod metrics;
 mod pause;
+mod policy;
 mod poll;
 mod prune;
 mod rm;
@@ -47,6 +48,7 @@ pub use logs::{logs, LogsArgs, Since};
 pub use ls::{ls, LsArgs};
 pub use metrics::metrics;
 pub use pause::{pause, PauseArgs};
+pub use policy::{policy, PolicyCheckArgs, PolicyCommand};
 pub use poll::{poll, PollArgs};
 pub use prune::{prune, PruneArgs};
 pub use rm::{rm, RmArgs};
