@@ -193,6 +193,8 @@ struct Daemon {
     facts: status::Facts,
     /// What every owner's sessions did, for `uexec metrics` (the stores feed it).
     metrics: Arc<uexec_core::metrics::Metrics>,
+    /// Commands held for a person's yes at the daemon (`uexec approvals`).
+    held: Arc<crate::approve::held::Held>,
 }
 
 impl Daemon {
@@ -316,6 +318,7 @@ pub async fn run(args: DaemonOptions) -> Result<(), DaemonError> {
         leases: Arc::default(),
         clients: AtomicUsize::new(0),
         metrics: figures,
+        held: Arc::default(),
         facts: status::Facts {
             started: std::time::Instant::now(),
             socket: std::path::absolute(&socket)?,
@@ -563,7 +566,8 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
         environments.any_configured(),
         options,
     )
-    .cancelled_by(gone.clone(), gone.clone());
+    .cancelled_by(gone.clone(), gone.clone())
+    .holding(daemon.held.clone(), hello.owner.clone());
     let read = crate::hangup::Watched::new(read, gone.clone());
     // The wire additions (tools' `execution`, listen's `taskIds`) for its clients, which
     // `uexec mcp` relays byte for byte.

@@ -60,6 +60,9 @@ pub struct UexecServer {
     input_ended: CancellationToken,
     /// The command prefixes this connection's person said "always" to.
     always: crate::approve::Always,
+    /// In the daemon: the commands held for a person who answers there (`uexec approve`),
+    /// and the owner this connection's are held as.
+    held: Option<(Arc<crate::approve::held::Held>, String)>,
 }
 
 impl Drop for UexecServer {
@@ -110,9 +113,18 @@ impl UexecServer {
             always: crate::approve::Always::default(),
         }
     }
+            held: None,
 
     /// This handler, whose calls end as cancelled once `client_gone` is, and whose listen
     /// streams end once `input_ended` is (or `client_gone`).
+    /// A daemon connection's handler: a command its rules hold, when its client cannot ask
+    /// the person, waits in `held` for `uexec approve` (as `owner`'s); a person's connection
+    /// answers them.
+    pub fn holding(mut self, held: Arc<crate::approve::held::Held>, owner: String) -> Self {
+        self.held = Some((held, owner));
+        self
+    }
+
     pub fn cancelled_by(
         mut self,
         client_gone: CancellationToken,
@@ -159,6 +171,7 @@ impl UexecServer {
         server.tasks = self.tasks.clone();
         server
     }
+        server.held = self.held.clone();
 
     /// The tools this connection offers (`tools/list`).
     fn offered_tools(&self) -> Vec<rmcp::model::Tool> {
@@ -207,6 +220,7 @@ impl UexecServer {
             | keep_session::NAME => person,
             _ => false,
         }
+            tools::approvals::LIST | tools::approvals::ANSWER => person && self.held.is_some(),
     }
 }
 
@@ -310,13 +324,23 @@ impl ServerHandler for UexecServer {
                 .client_capabilities()
                 .and_then(|c| c.elicitation)
                 .is_some_and(|e| e.form.is_some() || e.url.is_none());
-        let approver = elicits.then(|| {
-            Arc::new(crate::approve::Eliciting {
+        let approver: Option<Arc<dyn uexec_core::spawn::Approver>> = if elicits {
+            Some(Arc::new(crate::approve::Eliciting {
                 peer: context.peer.clone(),
                 timeout: self.options.approval_timeout,
                 always: self.always.clone(),
-            }) as Arc<dyn uexec_core::spawn::Approver>
-        });
+            }))
+        } else {
+            // Else the person answers at the daemon, if this is one.
+            self.held.as_ref().map(|(held, owner)| {
+                Arc::new(crate::approve::held::AtTheDaemon {
+                    held: held.clone(),
+                    owner: owner.clone(),
+                    timeout: self.options.approval_timeout,
+                    always: self.always.clone(),
+                }) as Arc<dyn uexec_core::spawn::Approver>
+            })
+        };
         let as_task = self.options.extended
             && self.options.tasks
             && context

@@ -122,6 +122,14 @@ impl UexecServer {
             }
             other => unknown(other),
         };
+            tools::approvals::LIST if owners.is_some() => match &self.held {
+                Some((held, _)) => tools::approvals::list(held),
+                None => unknown(name),
+            },
+            tools::approvals::ANSWER if owners.is_some() => match &self.held {
+                Some((held, _)) => tools::approvals::answer(held, arguments),
+                None => unknown(name),
+            },
         if let (Some(metrics), Some(tool)) = (&config.metrics, tools::known(name)) {
             metrics.call(tool, started.elapsed());
         }

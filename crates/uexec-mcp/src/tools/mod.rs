@@ -8,6 +8,7 @@
 //! arguments, calls the engine on the caller's store and renders the answer; the server
 //! turns an error into `{name} failed: {why}` and adds exit notices.
 
+pub mod approvals;
 pub mod await_exit;
 pub mod exec_command;
 pub mod keep_session;
@@ -61,6 +62,8 @@ pub fn known(name: &str) -> Option<&'static str> {
         pause_session::PAUSE,
         pause_session::RESUME,
         keep_session::NAME,
+        approvals::LIST,
+        approvals::ANSWER,
     ]
     .into_iter()
     .find(|known| *known == name)
@@ -77,6 +80,8 @@ pub fn person_tools() -> Vec<Tool> {
         pause_session::pause_tool(),
         pause_session::resume_tool(),
         keep_session::tool(),
+        approvals::list_tool(),
+        approvals::answer_tool(),
     ]
     .into_iter()
     .map(annotated)
@@ -101,6 +106,8 @@ pub(crate) fn annotated(mut tool: Tool) -> Tool {
         pause_session::PAUSE => ("Pause a session", false, Some(false)),
         pause_session::RESUME => ("Resume a paused session", false, Some(false)),
         keep_session::NAME => ("Keep a session after its owner leaves", false, Some(false)),
+        approvals::LIST => ("Commands waiting for approval", true, None),
+        approvals::ANSWER => ("Approve or refuse a held command", false, Some(false)),
         _ => return tool,
     };
     let mut annotations = ToolAnnotations::new().read_only(read_only);

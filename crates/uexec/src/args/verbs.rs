@@ -206,6 +206,33 @@ Examples:
         #[command(flatten)]
         target: cli::conn::Target,
     },
+    /// The commands the command rules hold for your yes because the agent's client cannot
+    /// ask you (`uexec mcp --rules` with a `prompt` rule, in a headless agent): id, owner,
+    /// command, the rule and why, since when. Starts no daemon. Exit codes: 0 listed; 3 no
+    /// daemon runs; 125 uexec failed.
+    Approvals {
+        #[command(flatten)]
+        target: cli::conn::Target,
+        #[command(flatten)]
+        args: cli::ApprovalsArgs,
+    },
+    /// Run a command the rules hold (`uexec approvals` gives its id); --always also runs the
+    /// commands that start the same way for that agent's connection. Exit codes: 0 done; 3
+    /// no such held command (answered, timed out); 125 uexec failed.
+    Approve {
+        #[command(flatten)]
+        target: cli::conn::Target,
+        #[command(flatten)]
+        args: cli::ApproveArgs,
+    },
+    /// Refuse a command the rules hold; --reason is what the agent reads. Exit codes: 0
+    /// done; 3 no such held command; 125 uexec failed.
+    Deny {
+        #[command(flatten)]
+        target: cli::conn::Target,
+        #[command(flatten)]
+        args: cli::DenyArgs,
+    },
     /// Rules files: `uexec policy check` judges a command by them without running it, as
     /// `uexec mcp --rules` would (Codex `.rules` or Claude Code settings JSON).
     Policy {

@@ -19,6 +19,7 @@
 //! daemon in [`conn`]. A verb file uses those two only, never another verb file; this file
 //! names the verbs for the engine's dispatch and the front.
 
+mod approvals;
 pub mod attach;
 mod common;
 pub mod conn;
@@ -37,6 +38,7 @@ mod run;
 mod send;
 mod wait;
 
+pub use approvals::{approvals, approve, deny, ApprovalsArgs, ApproveArgs, DenyArgs};
 pub use common::{
     parse_session_name, parse_session_ref, Failure, SessionRef, UntilArgs, EXIT_NO_SESSION,
     EXIT_STILL_RUNNING, EXIT_UEXEC,

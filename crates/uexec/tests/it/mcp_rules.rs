@@ -248,3 +248,76 @@ async fn the_daemons_rules_and_a_clients_own_both_hold() {
     place.command(&["daemon", "--stop"]).status().unwrap();
     daemon.wait().unwrap();
 }
+
+/// A headless agent's held command waits at the daemon: `uexec approvals` lists it, `uexec
+/// approve` runs it, `uexec deny --reason` refuses it with the reason the agent reads.
+#[tokio::test]
+async fn a_person_answers_a_headless_agents_held_command_at_the_daemon() {
+    use crate::helpers::{call, eventually};
+    use crate::place::DaemonPlace as Place;
+    let place = Place::new("rules-held");
+    let dir = scratch_dir("rules-held-files");
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = dir.join("team.rules");
+    std::fs::write(&rules, RULES).unwrap();
+    let rules = rules.display().to_string();
+    let client = std::sync::Arc::new(place.client(&["--rules", &rules]).await);
+    let cli = |args: &[&str]| {
+        let out = place.command(args).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let waiting = || -> Vec<Value> {
+        let (_, out) = cli(&["approvals", "--json"]);
+        serde_json::from_str::<Value>(&out)
+            .ok()
+            .and_then(|v| v["approvals"].as_array().cloned())
+            .unwrap_or_default()
+    };
+    let marker = place.socket().parent().unwrap().join("approved");
+    for (answer, ran) in [
+        (&["approve"][..], true),
+        (&["deny", "--reason", "not today"][..], false),
+    ] {
+        let asking = tokio::spawn({
+            let client = client.clone();
+            let cmd = format!("touch {}", marker.display());
+            async move { call(&client, "exec_command", json!({"cmd": cmd, "login": false})).await }
+        });
+        eventually(
+            "the command to wait for approval",
+            std::time::Duration::from_secs(10),
+            || !waiting().is_empty(),
+        )
+        .await;
+        let held = waiting();
+        assert_eq!(held.len(), 1, "{held:?}");
+        assert!(
+            held[0]["command"].as_str().unwrap().starts_with("touch "),
+            "{held:?}"
+        );
+        assert!(
+            held[0]["why"].as_str().unwrap().contains("it writes"),
+            "{held:?}"
+        );
+        let id = held[0]["id"].to_string();
+        let mut args = answer.to_vec();
+        args.insert(1, &id);
+        let (code, out) = cli(&args);
+        assert_eq!(code, Some(0), "{out}");
+        let r = asking.await.unwrap();
+        assert_eq!(marker.exists(), ran, "{}", text(&r));
+        if !ran {
+            assert!(text(&r).contains("not today"), "{}", text(&r));
+        }
+        assert!(waiting().is_empty());
+        // Answered: a second answer finds nothing (exit 3).
+        let (code, _) = cli(&["approve", &id]);
+        assert_eq!(code, Some(3));
+        let _ = std::fs::remove_file(&marker);
+    }
+    drop(client);
+    place.command(&["daemon", "--stop"]).status().unwrap();
+}

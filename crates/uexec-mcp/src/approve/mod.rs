@@ -17,6 +17,8 @@ use rmcp::service::{Peer, RoleServer};
 use uexec_core::policy::rules::{Decision, Verdict};
 use uexec_core::spawn::{Answer, Approver, Question};
 
+pub mod held;
+
 /// How long a question waits for its answer by default (`--approval-timeout`).
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(600);
 
@@ -56,6 +58,18 @@ const NEVER_ALWAYS: &[&str] = &[
     "time",
     "busybox",
 ];
+
+/// `20ms`, `90s`, `10m`: a timeout as its flag takes it.
+fn shown(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 60_000 == 0 && ms > 0 {
+        format!("{}m", ms / 60_000)
+    } else if ms % 1_000 == 0 && ms > 0 {
+        format!("{}s", ms / 1_000)
+    } else {
+        format!("{ms}ms")
+    }
+}
 
 /// The prefixes a person said "always" to, for one connection.
 #[derive(Debug, Default, Clone)]
@@ -141,8 +155,8 @@ impl Approver for Eliciting {
                 Err(rmcp::service::ServiceError::Timeout { .. }) => {
                     return Answer::Unanswered {
                         why: format!(
-                            "no answer within {} s (--approval-timeout)",
-                            self.timeout.as_secs()
+                            "no answer within {} (--approval-timeout)",
+                            shown(self.timeout)
                         ),
                     }
                 }
