@@ -21,9 +21,14 @@ Two more rows of the first line, each through a daemon of its own (interleaved t
   * `--without-cgroups` (root): a daemon started in a private mount namespace where the
     unified cgroup mount is hidden, so its sessions run on their process group alone.
 
+And the same rows again, each timed call after a pause (`--pause-ms`, default 100; 0 skips
+them), `--paused-runs` (default 40) each: an agent's calls come seconds apart, and the
+kernel's cgroup lock was slow to take after an idle spell (issue 41).
+
 A private XDG_RUNTIME_DIR and an empty HOME; the daemons are stopped at the end, and the
 directories removed.
 usage: python bench/people.py --uexec target/release/uexec [--runs N] [--front PATH] [--without-cgroups]
+                              [--pause-ms MS] [--paused-runs N]
 """
 
 from __future__ import annotations
@@ -46,9 +51,10 @@ from mcp.client.stdio import stdio_client
 import without_cgroups
 
 
-async def mcp_roundtrips(argvs: list[list[str]], env: dict, cwd: str, runs: int) -> list[float]:
+async def mcp_roundtrips(argvs: list[list[str]], env: dict, cwd: str, runs: int, pause_ms: int = 0) -> list[float]:
     """The median exec_command round trip of `true` through each server, the servers' calls
-    interleaved one by one (a drift of the machine's speed moves them alike)."""
+    interleaved one by one (a drift of the machine's speed moves them alike), each timed
+    call after `pause_ms` of sleep (0: back to back)."""
     async with contextlib.AsyncExitStack() as stack:
         sessions = []
         for argv in argvs:
@@ -61,6 +67,8 @@ async def mcp_roundtrips(argvs: list[list[str]], env: dict, cwd: str, runs: int)
         samples = [[] for _ in sessions]
         for i in range(runs + 10):
             for session, times in zip(sessions, samples):
+                if pause_ms and i >= 10:
+                    await anyio.sleep(pause_ms / 1e3)
                 t = time.perf_counter()
                 r = await session.call_tool("exec_command", args)
                 if i >= 10:  # the first ten warm up
@@ -142,6 +150,8 @@ async def main() -> None:
     ap.add_argument("--front", help="another front's path, run beside a copy of --uexec's engine")
     ap.add_argument("--without-cgroups", action="store_true",
                     help="a row through a daemon whose sessions have no cgroup (root)")
+    ap.add_argument("--pause-ms", type=int, default=100, help="the pause before each call of the paused rows (0: none)")
+    ap.add_argument("--paused-runs", type=int, default=40)
     a = ap.parse_args()
     uexec = os.path.abspath(a.uexec)
     work = tempfile.mkdtemp(prefix="uexec-bench-")  # removed at the end, the daemons stopped
@@ -203,6 +213,17 @@ async def main() -> None:
     bash, run, engine_run = (statistics.median(samples[n]) for n in ("bash", "run", "engine"))
     minimal = statistics.median(samples["minimal"]) if client is not None else None
     inproc, daemon = await mcp_roundtrips([[uexec, "mcp", "--in-process"], [uexec, "mcp", "--daemon"]], env, home, a.runs)
+    paused = {name: [] for name in rows}
+    paused_inproc = paused_daemon = None
+    if a.pause_ms:
+        for _ in range(a.paused_runs):
+            for name, (argv, row_env) in rows.items():
+                time.sleep(a.pause_ms / 1e3)
+                t = time.perf_counter()
+                subprocess.run(argv, env=row_env, cwd=home, check=True)
+                paused[name].append((time.perf_counter() - t) * 1e3)
+        paused_inproc, paused_daemon = await mcp_roundtrips(
+            [[uexec, "mcp", "--in-process"], [uexec, "mcp", "--daemon"]], env, home, a.paused_runs, a.pause_ms)
     attach = attach_ms(uexec, env, home, max(20, a.runs // 10))
     subprocess.run([uexec, "daemon", "--stop"], env=env, cwd=home, capture_output=True)
     for _, front, other_env in others:
@@ -222,6 +243,13 @@ async def main() -> None:
     if minimal is not None:
         print(f"| `true` end to end, floor of a small client | {bash:.2f} ms | {minimal:.2f} ms (bench/minimal_client.rs, the windowed exchange of `run -d`) | {minimal / bash:.2f}x | |")
     print(f"| exec_command `true`, MCP round trip | {inproc:.2f} ms (`uexec mcp --in-process`) | {daemon:.2f} ms (`uexec mcp`, the daemon) | {daemon / inproc:.2f}x | <= 1.2x |")
+    if a.pause_ms:
+        p_bash, p_run = (statistics.median(paused[n]) for n in ("bash", "run"))
+        print(f"| `true` end to end, each after a {a.pause_ms} ms pause (median of {a.paused_runs}) | {p_bash:.2f} ms | {p_run:.2f} ms | {p_run / p_bash:.2f}x | <= 2x |")
+        if "bare" in paused:
+            p_bare = statistics.median(paused["bare"])
+            print(f"| the same, sessions without cgroups | {p_bash:.2f} ms | {p_bare:.2f} ms | {p_bare / p_bash:.2f}x (with cgroups {p_run / p_bare:.2f}x without) | |")
+        print(f"| exec_command `true`, MCP round trip, each after a {a.pause_ms} ms pause | {paused_inproc:.2f} ms (in-process) | {paused_daemon:.2f} ms (the daemon) | {paused_daemon / paused_inproc:.2f}x | <= 1.2x |")
     print(f"| `uexec attach` to a 200x50 screen, spawn to first screen bytes | | {attach:.2f} ms | | < 20 ms |")
 
 
