@@ -25,6 +25,17 @@ use crate::error::{Format, LoadError};
 use crate::rule::PrefixRule;
 use crate::split;
 
+/// The keys of Claude Code's `permissions`; another (a typo of `deny`) is said, never
+/// silently taken for nothing.
+const KNOWN_KEYS: &[&str] = &[
+    "allow",
+    "ask",
+    "deny",
+    "defaultMode",
+    "additionalDirectories",
+    "disableBypassPermissionsMode",
+];
+
 pub(crate) struct Read {
     pub rules: Vec<PrefixRule>,
     pub warnings: Vec<String>,
@@ -60,6 +71,15 @@ pub(crate) fn load(path: &Path, text: &str) -> Result<Read, LoadError> {
             "\"permissions\" is not an object".into(),
         ));
     };
+    for key in permissions.keys() {
+        if !KNOWN_KEYS.contains(&key.as_str()) {
+            read.warnings.push(format!(
+                "{}: permissions.{key} is not a key of Claude Code's permissions ({}): left out",
+                path.display(),
+                KNOWN_KEYS.join(", ")
+            ));
+        }
+    }
     let mut ignored = Vec::new();
     for (list, decision) in [
         ("deny", Decision::Forbidden),

@@ -2,7 +2,8 @@
 //! `-c` strings parsed again, and what cannot be known made opaque.
 //!
 //! 1. A wrapper (`timeout`, `nice`, `nohup`, `env`, `command`, `builtin`, `exec`, `time`,
-//!    `xargs`, `sudo`, `doas`, `stdbuf`, `ionice`, `setsid`, `taskset`, `chrt`) is skipped
+//!    `xargs`, `sudo`, `doas`, `stdbuf`, `ionice`, `setsid`, `taskset`, `chrt`, `strace`,
+//!    `unbuffer`, `fakeroot`, `chronic`, `rlwrap`) is skipped
 //!    with its options and their values (each wrapper's own list) and its positional
 //!    arguments (`timeout`'s duration, `env`'s `VAR=x`), and the rest is judged; the
 //!    wrapper's own words stay beside it for stricter rules (`forbidden sudo` still holds).
@@ -78,7 +79,13 @@ fn spec(program: &str) -> Option<Spec> {
             numeric: true,
             ..NONE
         },
-        "nohup" | "builtin" => NONE,
+        "nohup" | "builtin" | "unbuffer" | "fakeroot" | "chronic" | "rlwrap" => NONE,
+        "strace" => Spec {
+            short_value: "eopsPIabEXuUS",
+            short_flag: "fFchiqrtTvVxyCDdkwzZn",
+            long_value: &["output", "trace", "signal", "user", "string-limit"],
+            ..NONE
+        },
         "env" => Spec {
             short_value: "uC",
             short_flag: "i0v",

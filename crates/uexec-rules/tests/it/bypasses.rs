@@ -69,6 +69,8 @@ fn wrappers_are_looked_through() {
     forbidden("sudo -u deploy git push");
     forbidden("stdbuf -oL git push");
     forbidden("timeout 5 env A=1 nice git push");
+    forbidden("strace -f -o /tmp/trace git push");
+    forbidden("unbuffer git push");
     let verdict = judge(&push_forbidden(), "timeout 5 git push origin");
     assert_eq!(verdict.parts[0].argv, ["git", "push", "origin"]);
 }
@@ -102,9 +104,14 @@ fn a_shell_string_is_parsed_again() {
 
 #[test]
 fn nesting_past_the_bound_is_opaque() {
+    let mut within = "git push".to_owned();
+    for _ in 0..8 {
+        within = format!("sh -c {}", backslash_quote(&within));
+    }
+    forbidden(&within);
     let mut script = "git push".to_owned();
     for _ in 0..12 {
-        script = format!("sh -c {}", shell_quote(&script));
+        script = format!("sh -c {}", backslash_quote(&script));
     }
     let verdict = rules("prefix_rule(pattern = [\"ls\"])").judge(&script, "bash");
     // Deeper than the bound: no allow admits it, unmatched decides.
@@ -118,8 +125,9 @@ fn nesting_past_the_bound_is_opaque() {
     assert_eq!(prompt.judge(&script, "bash").decision, Decision::Prompt);
 }
 
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
+/// Backslashes double at each level (single quotes would grow fourfold).
+fn backslash_quote(s: &str) -> String {
+    s.replace('\\', "\\\\").replace(' ', "\\ ")
 }
 
 #[test]

@@ -122,3 +122,14 @@ fn a_deny_entry_holds_the_words_its_text_begins() {
         Decision::Prompt
     );
 }
+
+#[test]
+fn an_unknown_permissions_key_is_said() {
+    let rules = settings(
+        r#"{"permissions": {"denied": ["Bash(rm:*)"], "defaultMode": "acceptEdits"}}"#,
+        Decision::Allow,
+    );
+    assert_eq!(rules.len(), 0);
+    assert_eq!(rules.warnings().len(), 1);
+    assert!(rules.warnings()[0].contains("permissions.denied is not a key"));
+}
