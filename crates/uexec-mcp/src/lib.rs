@@ -25,6 +25,7 @@ mod dropped;
 pub mod environments;
 mod error_chain;
 mod hangup;
+pub mod hooks;
 mod options;
 pub mod progress;
 pub mod resources;

@@ -52,6 +52,8 @@ pub struct McpOptions {
     pub rules: Vec<PathBuf>,
     /// `--unmatched`: the decision for a command no rule matches (default allow).
     pub unmatched: Option<uexec_core::policy::rules::Decision>,
+    /// `--hooks`: Claude Code hooks files (PreToolUse, PostToolUse around exec_command).
+    pub hooks: Vec<PathBuf>,
     /// `--strip-ansi`: the calls' default.
     pub strip_ansi: bool,
     /// `--collapse-cr`: the calls' default.
@@ -127,6 +129,7 @@ impl Default for McpOptions {
             approval_timeout: crate::approve::DEFAULT_APPROVAL_TIMEOUT,
             rules: Vec::new(),
             unmatched: None,
+            hooks: Vec::new(),
             strip_ansi: false,
             collapse_cr: false,
             allow_secret_input: false,
@@ -174,6 +177,7 @@ impl McpOptions {
             approval_timeout_ms: u64::try_from(self.approval_timeout.as_millis()).ok(),
             rules: self.rules.clone(),
             unmatched: self.unmatched.map(|d| d.as_str().to_owned()),
+            hooks: self.hooks.clone(),
             allow_secret_input: self.allow_secret_input,
             sandbox: SandboxSettings {
                 profile: self.sandbox.map(|p| p.as_str().to_owned()),
@@ -197,6 +201,8 @@ impl McpOptions {
     /// The settings of a daemon client's hello: [`Self::settings`] and the environments,
     /// read and checked here, before any daemon is asked (an error names the flag).
     pub fn hello_settings(&self) -> Result<Settings, McpError> {
+        // A bad hooks file stops this client at its start, not at the daemon's hello.
+        crate::hooks::Hooks::load(&self.hooks).map_err(McpError::Settings)?;
         Ok(Settings {
             environments: crate::environments::start::read(self)?,
             ..self.settings()

@@ -83,6 +83,7 @@ pub async fn run(args: McpOptions) -> Result<(), McpError> {
         structured: args.structured,
         tasks: !args.no_tasks,
         approval_timeout: args.approval_timeout,
+        hooks: crate::hooks::Hooks::load(&args.hooks).map_err(McpError::Settings)?,
         config: config.clone(),
     };
     let make_store = move || {

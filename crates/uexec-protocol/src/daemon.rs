@@ -180,6 +180,10 @@ pub struct Settings {
     /// `forbidden`); `None`: allow.
     #[serde(default)]
     pub unmatched: Option<String>,
+    /// `--hooks`: the client's hooks files (Claude Code's hooks JSON; the daemon reads them
+    /// and runs the hooks, so a PostToolUse fires at a command's exit whoever is connected).
+    #[serde(default)]
+    pub hooks: Vec<std::path::PathBuf>,
     #[serde(default)]
     pub allow_secret_input: bool,
     /// The sandbox policy of the client's commands: a ceiling that calls may only narrow.

@@ -521,9 +521,11 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
         let environments =
             environments::start::start(&hello.settings.environments).map_err(|e| e.to_string())?;
         config.environments = Some(environments.environments());
-        Ok((store, config, environments))
+        // The client's hooks files, read here as the same user (checked at its start too).
+        let hooks = crate::hooks::Hooks::load(&hello.settings.hooks)?;
+        Ok((store, config, environments, hooks))
     });
-    let (store, config, environments) = match store {
+    let (store, config, environments, hooks) = match store {
         Ok(all) => all,
         Err(why) => {
             write_reply(&mut write, &Reply::refuse(why.clone())).await?;
@@ -547,6 +549,7 @@ async fn serve_client(daemon: &Daemon, stream: UnixStream) -> Result<(), Connect
             crate::approve::DEFAULT_APPROVAL_TIMEOUT,
             std::time::Duration::from_millis,
         ),
+        hooks,
         config,
     };
     let stores = if hello.owner == PERSON {

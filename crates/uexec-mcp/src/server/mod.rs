@@ -88,6 +88,8 @@ pub struct Options {
     pub tasks: bool,
     /// How long a command the rules hold waits for a person's answer (`--approval-timeout`).
     pub approval_timeout: std::time::Duration,
+    /// `--hooks`: PreToolUse and PostToolUse hooks around exec_command (`None`: none).
+    pub hooks: Option<Arc<crate::hooks::Hooks>>,
     /// This connection's configuration: the defaults its commands run with (and the tools
     /// state).
     pub config: StoreConfig,
@@ -111,12 +113,10 @@ impl UexecServer {
             client_gone: CancellationToken::new(),
             input_ended: CancellationToken::new(),
             always: crate::approve::Always::default(),
+            held: None,
         }
     }
-            held: None,
 
-    /// This handler, whose calls end as cancelled once `client_gone` is, and whose listen
-    /// streams end once `input_ended` is (or `client_gone`).
     /// A daemon connection's handler: a command its rules hold, when its client cannot ask
     /// the person, waits in `held` for `uexec approve` (as `owner`'s); a person's connection
     /// answers them.
@@ -125,6 +125,8 @@ impl UexecServer {
         self
     }
 
+    /// This handler, whose calls end as cancelled once `client_gone` is, and whose listen
+    /// streams end once `input_ended` is (or `client_gone`).
     pub fn cancelled_by(
         mut self,
         client_gone: CancellationToken,
@@ -169,9 +171,9 @@ impl UexecServer {
             self.options.clone(),
         );
         server.tasks = self.tasks.clone();
+        server.held = self.held.clone();
         server
     }
-        server.held = self.held.clone();
 
     /// The tools this connection offers (`tools/list`).
     fn offered_tools(&self) -> Vec<rmcp::model::Tool> {
@@ -218,9 +220,9 @@ impl UexecServer {
             | pause_session::PAUSE
             | pause_session::RESUME
             | keep_session::NAME => person,
+            tools::approvals::LIST | tools::approvals::ANSWER => person && self.held.is_some(),
             _ => false,
         }
-            tools::approvals::LIST | tools::approvals::ANSWER => person && self.held.is_some(),
     }
 }
 

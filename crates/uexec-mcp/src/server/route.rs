@@ -52,29 +52,40 @@ impl UexecServer {
         let config = &self.options.config;
         let owners = self.stores.owners().map(Arc::as_ref);
         let started = std::time::Instant::now();
+        // What a call's hooks said (they failed, or spoke to the model), for its result.
+        let mut hooks_said = Vec::new();
         let answer = match name {
             exec_command::NAME => {
+                let hooks = self.options.hooks.as_ref().map(|hooks| {
+                    let dir = &config.cwd;
+                    crate::hooks::CallHooks::new(hooks, store, arguments, &call_id, dialect, dir)
+                });
                 let with = uexec_core::CallWith {
                     approver,
+                    pre_spawn: hooks.as_ref().and_then(crate::hooks::CallHooks::pre_spawn),
                     ..uexec_core::CallWith::default()
                 };
-                exec_command::run(store, config, arguments, dialect, call_id, with)
-                    .await
-                    .map(|window| {
-                        let result = snapshot_result(window.clone(), dialect);
-                        match window.session_id() {
-                            // What a task follows, when the call asked for one (`background`)
-                            // and the client can have it.
-                            Some(id) if tasks => {
-                                unfinished = Some(Unfinished::Session(id, Box::new(window)));
-                            }
-                            Some(id) if exec_command::background(arguments).unwrap_or(false) => {
-                                background_refused = Some(id);
-                            }
-                            _ => {}
+                let window =
+                    exec_command::run(store, config, arguments, dialect, call_id, with).await;
+                if let Some(hooks) = hooks {
+                    let ran = window.as_ref().ok().map(|w| w.session_id().is_some());
+                    hooks_said = hooks.finish(ran).await;
+                }
+                window.map(|window| {
+                    let result = snapshot_result(window.clone(), dialect);
+                    match window.session_id() {
+                        // What a task follows, when the call asked for one (`background`)
+                        // and the client can have it.
+                        Some(id) if tasks => {
+                            unfinished = Some(Unfinished::Session(id, Box::new(window)));
                         }
-                        result
-                    })
+                        Some(id) if exec_command::background(arguments).unwrap_or(false) => {
+                            background_refused = Some(id);
+                        }
+                        _ => {}
+                    }
+                    result
+                })
             }
             write_stdin::NAME => write_stdin::call(store, config, arguments, dialect).await,
             wait::NAME if !codex_tools_only && tasks => wait::observe(store, config, arguments)
@@ -111,6 +122,14 @@ impl UexecServer {
                 pause_session::call(store, arguments, false).await
             }
             keep_session::NAME if owners.is_some() => keep_session::call(store, arguments),
+            tools::approvals::LIST if owners.is_some() => match &self.held {
+                Some((held, _)) => tools::approvals::list(held),
+                None => unknown(name),
+            },
+            tools::approvals::ANSWER if owners.is_some() => match &self.held {
+                Some((held, _)) => tools::approvals::answer(held, arguments),
+                None => unknown(name),
+            },
             prune_sessions::NAME => match owners {
                 Some(owners) => prune_sessions::call(owners, arguments),
                 None => unknown(name),
@@ -122,14 +141,6 @@ impl UexecServer {
             }
             other => unknown(other),
         };
-            tools::approvals::LIST if owners.is_some() => match &self.held {
-                Some((held, _)) => tools::approvals::list(held),
-                None => unknown(name),
-            },
-            tools::approvals::ANSWER if owners.is_some() => match &self.held {
-                Some((held, _)) => tools::approvals::answer(held, arguments),
-                None => unknown(name),
-            },
         if let (Some(metrics), Some(tool)) = (&config.metrics, tools::known(name)) {
             metrics.call(tool, started.elapsed());
         }
@@ -138,6 +149,9 @@ impl UexecServer {
                 "{name} failed: {message}"
             ))])
         });
+        for said in hooks_said {
+            result.content.push(ContentBlock::text(said));
+        }
         if unfinished.is_some() {
             // A task's result is read later, if at all: exit notices wait for the next one.
             return (result, unfinished);

@@ -60,6 +60,19 @@ pub struct McpArgs {
     /// (a bare number is seconds; default 10m). No answer by then is a refusal that says so.
     #[arg(help_heading = "Rules", long, value_name = "DURATION", value_parser = super::duration::seconds)]
     pub approval_timeout: Option<std::time::Duration>,
+    /// Run hooks around exec_command (repeatable), in Claude Code's hooks JSON (a
+    /// settings.json is fine: its `hooks` key is read): `PreToolUse` runs after the rules,
+    /// before a person is asked (exit 2 blocks and the model reads its stderr; JSON
+    /// `permissionDecision` allow / deny / ask, `updatedInput` rewrites the call, which the
+    /// rules judge again); `PostToolUse` runs once per exec_command, at its return or, for a
+    /// command that outlives its window, at its exit without a poll (its `tool_response`
+    /// has the exit code, duration, output tail and transcript path). A matcher is a regex
+    /// on the tool name, tried on `exec_command` and `Bash`: a hook written for Claude
+    /// Code's Bash guards uexec's commands too. `timeout` per hook in seconds (default 60);
+    /// a hook that hangs, crashes or prints bad JSON is said in the result and the call
+    /// goes on. A bad file, or an unknown event, stops uexec at start.
+    #[arg(help_heading = "Rules", long, value_name = "FILE")]
+    pub hooks: Vec<PathBuf>,
     /// Kept for configurations written before uexec's own arguments became the default:
     /// `--extended` changes nothing; `--extended=false` (or UEXEC_EXTENDED=0) is
     /// --codex-compat.
@@ -431,6 +444,7 @@ impl McpArgs {
                 .unwrap_or(uexec_mcp::approve::DEFAULT_APPROVAL_TIMEOUT),
             rules: self.rules,
             unmatched: self.unmatched,
+            hooks: self.hooks,
             strip_ansi: self.strip_ansi,
             collapse_cr: self.collapse_cr,
             allow_secret_input: self.allow_secret_input,
@@ -493,6 +507,11 @@ fn parse_origin(s: &str) -> Result<String, String> {
     }
 }
 
+/// `--unmatched`'s value: allow, prompt or forbidden.
+fn parse_decision(text: &str) -> Result<uexec_core::policy::rules::Decision, String> {
+    text.parse()
+}
+
 #[cfg(test)]
 mod origin_tests {
     use super::parse_origin;
@@ -527,9 +546,4 @@ mod origin_tests {
             assert!(parse_origin(bad).is_err(), "{bad}");
         }
     }
-}
-
-/// `--unmatched`'s value: allow, prompt or forbidden.
-fn parse_decision(text: &str) -> Result<uexec_core::policy::rules::Decision, String> {
-    text.parse()
 }
