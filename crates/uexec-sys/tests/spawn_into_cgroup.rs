@@ -48,7 +48,10 @@ struct Scratch {
 
 impl Scratch {
     fn new(what: &str) -> Self {
-        let leaf = format!("uexec-sys-test.{}.{what}", std::process::id());
+        // Tests run at once, some asking for the same kind: each its own.
+        static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let leaf = format!("uexec-sys-test.{}.{what}.{n}", std::process::id());
         let dir = own_cgroup_dir().join(&leaf);
         std::fs::create_dir(&dir).expect("make a cgroup");
         let fd = std::fs::File::open(&dir).expect("open it").into();
