@@ -76,16 +76,17 @@ impl Snapshot {
             extra.push_str(&denial);
             extra.push('\n');
         }
-        let text = self.to_text_with(head);
+        let text = self.text_of(head, &self.annotated_output());
         let at = text.find("Original token count:").unwrap_or(0);
         format!("{}{extra}{}", &text[..at], &text[at..])
     }
 
     /// `Transcript: PATH (bytes A..B left out here; read_output has them)`, when this result
-    /// left bytes out; it promises only what is on disk: what rotated away, is still being
-    /// written or is lost (and where and why the transcript stopped) it says so.
+    /// left bytes out (all of them: the pending buffer's cut and the token budget's); it
+    /// promises only what is on disk: what rotated away, is still being written or is lost
+    /// (and where and why the transcript stopped) it says so.
     pub fn transcript_line(&self) -> Option<String> {
-        let cut = self.omitted_range.as_ref()?;
+        let cut = &self.omitted_range.as_ref()?.range;
         let stop = self.transcript_stop.as_ref();
         let Some(dir) = &self.transcript else {
             // A session whose transcript could not be made names none.

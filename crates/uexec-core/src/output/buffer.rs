@@ -1,5 +1,7 @@
 //! The pending-output buffer of a session: the first half of its capacity keeps the oldest
-//! bytes, the second half the newest; what falls between is counted, never silently lost.
+//! bytes, the second half the newest; what falls between is counted, never silently lost:
+//! its bytes, and its line ends as they are dropped (so a result counts every line the
+//! command printed, in bounded memory).
 
 use std::collections::VecDeque;
 
@@ -9,6 +11,8 @@ pub struct Drained {
     pub head: Vec<u8>,
     pub tail: Vec<u8>,
     pub omitted_bytes: u64,
+    /// Line ends (`\n`) among the omitted bytes.
+    pub omitted_newlines: u64,
 }
 
 impl Drained {
@@ -16,6 +20,19 @@ impl Drained {
     pub fn kept_len(&self) -> usize {
         self.head.len() + self.tail.len()
     }
+
+    /// Lines of everything drained, the omitted ones included, counted as `str::lines`
+    /// counts them: a last line without its line end counts too.
+    pub fn lines(&self) -> u64 {
+        let ends = newlines(&self.head) + self.omitted_newlines + newlines(&self.tail);
+        let last = self.tail.last().or(self.head.last());
+        ends + u64::from(last.is_some_and(|&b| b != b'\n'))
+    }
+}
+
+/// Line ends in `bytes`.
+fn newlines(bytes: &[u8]) -> u64 {
+    bytes.iter().filter(|&&b| b == b'\n').count() as u64
 }
 
 /// Head/tail buffer bounded to `capacity` bytes.
@@ -26,6 +43,7 @@ pub struct HeadTailBuffer {
     head: Vec<u8>,
     tail: VecDeque<u8>,
     omitted_bytes: u64,
+    omitted_newlines: u64,
 }
 
 impl HeadTailBuffer {
@@ -37,6 +55,7 @@ impl HeadTailBuffer {
             head: Vec::new(),
             tail: VecDeque::new(),
             omitted_bytes: 0,
+            omitted_newlines: 0,
         }
     }
 
@@ -52,16 +71,25 @@ impl HeadTailBuffer {
         if bytes.len() >= self.tail_capacity {
             let skip = bytes.len() - self.tail_capacity;
             self.omitted_bytes += (self.tail.len() + skip) as u64;
+            self.omitted_newlines += self.tail_newlines(self.tail.len()) + newlines(&bytes[..skip]);
             self.tail.clear();
             self.tail.extend(&bytes[skip..]);
             return;
         }
         let overflow = (self.tail.len() + bytes.len()).saturating_sub(self.tail_capacity);
         if overflow > 0 {
+            self.omitted_newlines += self.tail_newlines(overflow);
             self.tail.drain(..overflow);
             self.omitted_bytes += overflow as u64;
         }
         self.tail.extend(bytes);
+    }
+
+    /// Line ends among the first `n` bytes of the tail.
+    fn tail_newlines(&self, n: usize) -> u64 {
+        let (front, back) = self.tail.as_slices();
+        let in_front = n.min(front.len());
+        newlines(&front[..in_front]) + newlines(&back[..n - in_front])
     }
 
     pub fn is_empty(&self) -> bool {
@@ -105,6 +133,7 @@ impl HeadTailBuffer {
             head: self.head.clone(),
             tail: self.tail.iter().copied().collect(),
             omitted_bytes: self.omitted_bytes,
+            omitted_newlines: self.omitted_newlines,
         }
     }
 
@@ -129,8 +158,10 @@ impl HeadTailBuffer {
             head: std::mem::take(&mut self.head),
             tail: self.tail.drain(..).collect(),
             omitted_bytes: self.omitted_bytes,
+            omitted_newlines: self.omitted_newlines,
         };
         self.omitted_bytes = 0;
+        self.omitted_newlines = 0;
         drained
     }
 }
@@ -195,6 +226,20 @@ mod tests {
     }
 
     #[test]
+    fn every_line_is_counted_also_those_dropped_from_the_middle() {
+        let mut b = HeadTailBuffer::new(8);
+        for i in 1..=1000 {
+            b.push(format!("{i}\n").as_bytes());
+        }
+        let d = b.drain();
+        assert!(d.omitted_bytes > 0);
+        assert_eq!(d.lines(), 1000);
+        b.push(b"no line end");
+        assert_eq!(b.drain().lines(), 1);
+        assert_eq!(b.drain().lines(), 0);
+    }
+
+    #[test]
     fn an_incomplete_character_waits_for_the_next_drain() {
         let mut b = HeadTailBuffer::new(1024);
         b.push(b"caf\xc3");
@@ -224,7 +269,11 @@ mod tests {
             prop_assert!(d.kept_len() <= cap);
             prop_assert_eq!(&d.head[..], &all[..d.head.len()]);
             prop_assert_eq!(&d.tail[..], &all[all.len() - d.tail.len()..]);
-            if d.omitted_bytes == 0 { prop_assert_eq!(flat(&d), all); }
+            if d.omitted_bytes == 0 { prop_assert_eq!(flat(&d), all.clone()); }
+            if !d.tail.is_empty() || !d.head.is_empty() || all.is_empty() {
+                let lines = String::from_utf8_lossy(&all).lines().count() as u64;
+                prop_assert_eq!(d.lines(), lines);
+            }
         }
     }
 }

@@ -4,7 +4,8 @@
 //! - [`hygiene`]: what a call asked to have cleaned;
 //! - [`until`]: wait conditions, matched against the output as it comes;
 //! - [`snapshot`]: what one call returns, truncated to its token budget (and `annotate`:
-//!   uexec's own lines in its text).
+//!   uexec's own lines in its text; `omitted`: where what it left out is in what the
+//!   command printed, through `origin`: where a cleaned text's positions come from).
 //!
 //! Nothing here knows a session, a store or a face: it is pure, and unit-tested beside each
 //! rule. Character boundaries are `crate::utf8`'s, a leaf every room uses.
@@ -12,6 +13,8 @@
 mod annotate;
 pub mod buffer;
 mod hygiene;
+mod omitted;
+mod origin;
 pub mod snapshot;
 pub mod text;
 pub mod until;

@@ -6,12 +6,18 @@
 //! 2. count: `len` = decoded bytes + omitted bytes, `original_token_count = ceil(len / 4)`;
 //! 3. truncate when `len` exceeds the budget `B = max_output_tokens * 4`: keep the first
 //!    `B/2` and last `B - B/2` bytes of the text, cut on UTF-8 boundaries, and say how many
-//!    tokens fell out.
+//!    tokens fell out;
+//! 4. locate what the body left out in what the command printed, and count its lines
+//!    ([`Omitted`]): Codex's warning counts the lines of the text it kept, uexec's dialect
+//!    every line printed ([`Snapshot::annotated_output`]).
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use crate::limits::approx_tokens;
 use crate::output::buffer::Drained;
+use crate::output::omitted::Layout;
+pub use crate::output::omitted::Omitted;
 use crate::output::until::{Match, Reason};
 use crate::output::Hygiene;
 use crate::utf8::{boundary_at_or_after, incomplete_suffix_len};
@@ -42,8 +48,10 @@ pub struct Snapshot {
     pub silent_pipe: bool,
     /// The session's transcript: every byte it printed (`read_output` pages through it).
     pub transcript: Option<std::path::PathBuf>,
-    /// Session offsets of the bytes this call's output left out (`[… N bytes omitted …]`).
-    pub omitted_range: Option<std::ops::Range<u64>>,
+    /// What this call's output left out (`[… N bytes omitted …]`, `…N tokens truncated…`):
+    /// where, in session offsets, and how many lines the command printed. Whoever rewrites
+    /// `output` sets it to `None`.
+    pub omitted_range: Option<Omitted>,
     /// Which part of `omitted_range` the transcript has (when the session has one).
     pub omitted_coverage: Option<crate::transcript::OmittedCoverage>,
     /// Where and why the session's transcript stopped, if it did (at byte 0: none could be
@@ -81,8 +89,11 @@ pub struct Observed {
     /// A pipe session that has printed nothing at all yet.
     pub silent_pipe: bool,
     pub transcript: Option<std::path::PathBuf>,
-    pub omitted_range: Option<std::ops::Range<u64>>,
-    pub omitted_coverage: Option<crate::transcript::OmittedCoverage>,
+    /// The session offset of the first byte drained: where the output starts.
+    pub output_at: u64,
+    /// What the session's transcript holds, to say which bytes the output left out are on
+    /// disk.
+    pub transcript_holds: Option<crate::transcript::TranscriptInfo>,
     pub transcript_stop: Option<crate::transcript::TranscriptStop>,
     /// What the exited session's processes used (its outcome's figures).
     pub usage: Option<crate::usage::Usage>,
@@ -105,8 +116,8 @@ impl Observed {
             awaiting_secret: false,
             silent_pipe: false,
             transcript: None,
-            omitted_range: None,
-            omitted_coverage: None,
+            output_at: 0,
+            transcript_holds: None,
             transcript_stop: None,
             usage: None,
             ending: crate::usage::Ending::default(),
@@ -143,6 +154,16 @@ impl Snapshot {
     ) -> Self {
         let body = Body::cleaned(drained, max_output_tokens, hygiene);
         let sandbox = judge(&body.text);
+        let at = observed.output_at;
+        let omitted = body.omitted.map(|o| Omitted {
+            range: o.range.start + at..o.range.end + at,
+            ..o
+        });
+        let omitted_coverage = observed
+            .transcript_holds
+            .as_ref()
+            .zip(omitted.as_ref())
+            .map(|(info, o)| crate::transcript::coverage(&o.range, info));
         Self {
             chunk_id: new_chunk_id(),
             wall_time: observed.wall_time,
@@ -155,8 +176,8 @@ impl Snapshot {
             awaiting_secret: observed.awaiting_secret,
             silent_pipe: observed.silent_pipe,
             transcript: observed.transcript,
-            omitted_range: observed.omitted_range,
-            omitted_coverage: observed.omitted_coverage,
+            omitted_range: omitted,
+            omitted_coverage,
             transcript_stop: observed.transcript_stop,
             sandbox,
             usage: observed.usage,
@@ -192,7 +213,28 @@ impl Snapshot {
 
     /// The text form, with the first lines `head` asks for.
     pub fn to_text_with(&self, head: Head) -> String {
-        let mut s = String::with_capacity(self.output.len() + 128);
+        self.text_of(head, &self.output)
+    }
+
+    /// The output as uexec's dialect has it: where the token budget cut it, its warning
+    /// counts every line the command printed, where Codex's counts the lines of the text it
+    /// kept (the pending buffer's head and tail, and the marker between them).
+    pub fn annotated_output(&self) -> Cow<'_, str> {
+        let Some(o) = self.omitted_range.as_ref().filter(|o| o.warning_len > 0) else {
+            return Cow::Borrowed(&self.output);
+        };
+        match self.output.get(o.warning_len..) {
+            Some(rest) => Cow::Owned(format!(
+                "{}{rest}",
+                truncation_warning(self.original_token_count, o.lines)
+            )),
+            None => Cow::Borrowed(&self.output),
+        }
+    }
+
+    /// The text form of `output`, with the first lines `head` asks for.
+    pub(super) fn text_of(&self, head: Head, output: &str) -> String {
+        let mut s = String::with_capacity(output.len() + 128);
         if head.chunk_id {
             s.push_str(&format!("Chunk ID: {}\n", self.chunk_id));
         }
@@ -213,7 +255,7 @@ impl Snapshot {
             self.original_token_count
         ));
         s.push_str("Output:\n");
-        s.push_str(&self.output);
+        s.push_str(output);
         s
     }
 }
@@ -237,11 +279,13 @@ impl Head {
     };
 }
 
-/// A snapshot body and its token count.
+/// A snapshot body, its token count, and what it left out (offsets from the first byte
+/// drained).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Body {
     pub text: String,
     pub original_token_count: u64,
+    pub omitted: Option<Omitted>,
 }
 
 impl Body {
@@ -251,12 +295,12 @@ impl Body {
 
     /// The body with `hygiene` applied to the text before it is counted and truncated.
     pub fn cleaned(drained: &Drained, max_output_tokens: u64, hygiene: Hygiene) -> Self {
-        let (text, len) = if drained.omitted_bytes == 0 {
-            let mut all = drained.head.clone();
-            all.extend_from_slice(&drained.tail);
+        let all;
+        let (text, len, layout) = if drained.omitted_bytes == 0 {
+            all = [&drained.head[..], &drained.tail[..]].concat();
             let text = hygiene.apply(String::from_utf8_lossy(&all).into_owned());
             let len = text.len() as u64;
-            (text, len)
+            (text, len, Layout::Whole(&all))
         } else {
             // Both sides of the cut end mid-stream: a character split by the cut counts as
             // omitted rather than turning into U+FFFD.
@@ -267,14 +311,36 @@ impl Body {
             let head = hygiene.apply(String::from_utf8_lossy(&drained.head[..head_end]).into());
             let tail = hygiene.apply(String::from_utf8_lossy(&drained.tail[tail_start..]).into());
             let len = (head.len() + tail.len()) as u64 + omitted;
-            let text = format!("{head}{}{tail}", omitted_marker(omitted));
-            (text, len)
+            let marker = omitted_marker(omitted);
+            let layout = Layout::Cut {
+                head: &drained.head[..head_end],
+                head_len: head.len(),
+                marker_len: marker.len(),
+                gap: head_end as u64..head_end as u64 + omitted,
+                tail: &drained.tail[tail_start..],
+            };
+            (format!("{head}{marker}{tail}"), len, layout)
         };
         let original_token_count = approx_tokens(len as usize);
-        let text = truncate(&text, len, max_output_tokens);
+        let kept = truncation(&text, len, max_output_tokens);
+        let left_out = layout.left_out(kept, hygiene);
+        let (text, warning_len) = match kept {
+            None => (text, 0),
+            Some(kept) => {
+                // Codex's count: the lines of the text it has.
+                let warning = truncation_warning(original_token_count, text.lines().count() as u64);
+                let body = truncated(&text, len, max_output_tokens, &warning, kept);
+                (body, warning.len())
+            }
+        };
         Self {
             text,
             original_token_count,
+            omitted: left_out.map(|range| Omitted {
+                range,
+                lines: drained.lines(),
+                warning_len,
+            }),
         }
     }
 }
@@ -287,9 +353,47 @@ pub fn omitted_marker(omitted_bytes: u64) -> String {
 /// SPEC §4 truncation of `text`, whose accounted length is `len` bytes (the text plus any
 /// bytes omitted before it was built).
 pub fn truncate(text: &str, len: u64, max_output_tokens: u64) -> String {
+    match truncation(text, len, max_output_tokens) {
+        None => text.to_owned(),
+        Some(kept) => {
+            let warning =
+                truncation_warning(approx_tokens(len as usize), text.lines().count() as u64);
+            truncated(text, len, max_output_tokens, &warning, kept)
+        }
+    }
+}
+
+/// The warning that leads a truncated body: `Warning: truncated output (original token
+/// count: N)`, then `Total output lines: L` and an empty line.
+pub fn truncation_warning(original_token_count: u64, lines: u64) -> String {
+    format!(
+        "Warning: truncated output (original token count: {original_token_count})\nTotal output lines: {lines}\n\n"
+    )
+}
+
+/// `text` truncated to its kept head and tail (`kept`: the end of one and the start of the
+/// other), after `warning`, with the count of the tokens that fell out between them.
+fn truncated(
+    text: &str,
+    len: u64,
+    max_output_tokens: u64,
+    warning: &str,
+    (head_end, tail_start): (usize, usize),
+) -> String {
+    let removed_tokens = (len - max_output_tokens.saturating_mul(4)).div_ceil(4);
+    format!(
+        "{warning}{}\u{2026}{removed_tokens} tokens truncated\u{2026}{}",
+        &text[..head_end],
+        &text[tail_start..],
+    )
+}
+
+/// Where SPEC §4 truncation cuts `text` (accounted length `len`): the end of the head it
+/// keeps and the start of the tail, on character boundaries; `None` within the budget.
+fn truncation(text: &str, len: u64, max_output_tokens: u64) -> Option<(usize, usize)> {
     let budget = max_output_tokens.saturating_mul(4);
     if len <= budget {
-        return text.to_owned();
+        return None;
     }
     let bytes = text.as_bytes();
     let budget = budget.min(bytes.len() as u64) as usize;
@@ -303,15 +407,7 @@ pub fn truncate(text: &str, len: u64, max_output_tokens: u64) -> String {
     while tail_start < bytes.len() && !text.is_char_boundary(tail_start) {
         tail_start += 1;
     }
-    let removed_tokens = (len - max_output_tokens.saturating_mul(4)).div_ceil(4);
-    format!(
-        "Warning: truncated output (original token count: {})\nTotal output lines: {}\n\n{}\u{2026}{} tokens truncated\u{2026}{}",
-        approx_tokens(len as usize),
-        text.lines().count(),
-        &text[..head_end],
-        removed_tokens,
-        &text[tail_start..],
-    )
+    Some((head_end, tail_start))
 }
 
 fn new_chunk_id() -> String {
@@ -325,8 +421,7 @@ mod tests {
     fn drained(bytes: &[u8]) -> Drained {
         Drained {
             head: bytes.to_vec(),
-            tail: Vec::new(),
-            omitted_bytes: 0,
+            ..Drained::default()
         }
     }
 
@@ -450,6 +545,7 @@ mod tests {
             head: b"HEAD".to_vec(),
             tail: b"TAIL".to_vec(),
             omitted_bytes: 1000,
+            omitted_newlines: 0,
         };
         let body = Body::from_drained(&d, 10_000);
         assert_eq!(body.original_token_count, 252); // (8 + 1000) / 4
@@ -488,7 +584,11 @@ mod tests {
             stop: stop.clone(),
         };
         s.transcript = Some(info.dir.clone());
-        s.omitted_range = Some(100..200);
+        s.omitted_range = Some(Omitted {
+            range: 100..200,
+            lines: 0,
+            warning_len: 0,
+        });
         s.omitted_coverage = Some(coverage(&(100..200), &info));
         s.transcript_stop = stop;
         s

@@ -308,9 +308,9 @@ impl Session {
     }
 
     /// Takes the output printed since the last call (while more may come, an incomplete
-    /// character at the end stays for the next drain: `whole_chars`), with the session offsets of the bytes it left out (when the pending
-    /// buffer dropped a middle).
-    pub fn drain_located(&self, whole_chars: bool) -> (Drained, Option<std::ops::Range<u64>>) {
+    /// character at the end stays for the next drain: `whole_chars`), with the session
+    /// offset of its first byte.
+    pub fn drain_located(&self, whole_chars: bool) -> (Drained, u64) {
         let mut out = lock(&self.output);
         let start = out.total - (out.pending.len() as u64 + out.pending.omitted());
         let drained = if whole_chars {
@@ -318,19 +318,20 @@ impl Session {
         } else {
             out.pending.drain()
         };
-        let cut = start + drained.head.len() as u64;
-        let omitted = (drained.omitted_bytes > 0).then(|| cut..cut + drained.omitted_bytes);
-        (drained, omitted)
+        (drained, start)
     }
 
-    /// Before a result that cuts output: waits, at most `within`, until the transcript has
-    /// every byte printed so far or stopped, so that what the result says it has holds
+    /// Before a result that may cut output (the pending buffer dropped a middle, or holds
+    /// more than `max_output_tokens` keep): waits, at most `within`, until the transcript
+    /// has every byte printed so far or stopped, so that what the result says it has holds
     /// (its writer runs behind the output by up to its queue). Other results never wait.
-    pub async fn transcript_caught_up(&self, within: Duration) {
+    pub async fn transcript_caught_up(&self, max_output_tokens: u64, within: Duration) {
         let (mut progress, printed) = {
             let out = lock(&self.output);
+            let budget = max_output_tokens.saturating_mul(4);
+            let cuts = out.pending.omitted() > 0 || out.pending.len() as u64 > budget;
             match &out.transcript {
-                Some(t) if out.pending.omitted() > 0 => (t.progress(), out.total),
+                Some(t) if cuts => (t.progress(), out.total),
                 _ => return,
             }
         };

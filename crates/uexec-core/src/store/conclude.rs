@@ -34,7 +34,7 @@ impl SessionStore {
     ) -> Result<Snapshot, ExecError> {
         // What every snapshot of this call says besides its output, and its sandbox report
         // (judged on the body as the model will read it).
-        let observed = |status: Status, wall_time, omitted: Option<std::ops::Range<u64>>| {
+        let observed = |status: Status, wall_time, output_at: u64| {
             let info = session.transcript();
             Observed {
                 status,
@@ -51,11 +51,9 @@ impl SessionStore {
                 awaiting_secret: false,
                 silent_pipe: false,
                 transcript: session.transcript_dir(),
-                omitted_coverage: info
-                    .as_ref()
-                    .and_then(|info| omitted.as_ref().map(|cut| transcript::coverage(cut, info))),
-                transcript_stop: info.and_then(|info| info.stop),
-                omitted_range: omitted,
+                output_at,
+                transcript_stop: info.as_ref().and_then(|info| info.stop.clone()),
+                transcript_holds: info,
                 usage: None,
                 ending: crate::usage::Ending::default(),
             }
@@ -71,15 +69,17 @@ impl SessionStore {
         // before the drain: a call cancelled while it waits loses nothing.
         let transcript_wait = Duration::from_millis(transcript::RESULT_WAITS_FOR_TRANSCRIPT_MS);
         if !session.lifecycle().exited() {
-            session.transcript_caught_up(transcript_wait).await;
-            let (drained, omitted) = session.drain_located(true);
+            session
+                .transcript_caught_up(max_output_tokens, transcript_wait)
+                .await;
+            let (drained, output_at) = session.drain_located(true);
             let running = Status::Running {
                 session_id: session.id(),
             };
             let observed = Observed {
                 awaiting_secret: session.awaiting_secret(),
                 silent_pipe: !session.info.tty && session.printed() == 0,
-                ..observed(running, window_start.elapsed(), omitted)
+                ..observed(running, window_start.elapsed(), output_at)
             };
             return Ok(Snapshot::build(
                 &drained,
@@ -92,12 +92,14 @@ impl SessionStore {
         let outcome = session
             .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
             .await;
-        session.transcript_caught_up(transcript_wait).await;
+        session
+            .transcript_caught_up(max_output_tokens, transcript_wait)
+            .await;
         let wall_time = window_start.elapsed();
         if !session.claim_report() {
             return Err(ExecError::UnknownProcess(session.id()));
         }
-        let (drained, omitted) = session.drain_located(false);
+        let (drained, output_at) = session.drain_located(false);
         self.forget_reported(session);
         if let Some(message) = outcome.failure {
             return Err(ExecError::ProcessFailed {
@@ -112,7 +114,7 @@ impl SessionStore {
             timed_out_ms: outcome.timed_out_ms,
             usage: outcome.usage,
             ending: outcome.ending,
-            ..observed(exited, wall_time, omitted)
+            ..observed(exited, wall_time, output_at)
         };
         Ok(Snapshot::build(
             &drained,

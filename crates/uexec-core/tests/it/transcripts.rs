@@ -42,7 +42,8 @@ async fn a_flood_is_kept_byte_for_byte_and_the_cut_is_located() {
         .omitted_range
         .clone()
         .or(last.omitted_range.clone())
-        .expect("the snapshot left bytes out");
+        .expect("the snapshot left bytes out")
+        .range;
     let dir = last.transcript.clone().expect("a transcript");
     assert!(dir.starts_with(&root));
     // The End says where the transcript is, too.

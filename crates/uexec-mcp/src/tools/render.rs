@@ -57,7 +57,13 @@ pub(crate) fn snapshot_fields(s: &Snapshot, extended: bool) -> Map<String, Value
         structured.insert("session_id".into(), json!(id));
     }
     structured.insert("original_token_count".into(), json!(s.original_token_count));
-    structured.insert("output".into(), json!(s.output));
+    // The same output as the text: uexec's dialect counts every line printed.
+    let output = if extended {
+        s.annotated_output()
+    } else {
+        s.output.as_str().into()
+    };
+    structured.insert("output".into(), json!(output));
     if extended {
         structured.insert("reason".into(), json!(s.reason.as_str()));
         if let Some(m) = &s.matched {
@@ -77,7 +83,7 @@ pub(crate) fn snapshot_fields(s: &Snapshot, extended: bool) -> Map<String, Value
         if let Some(dir) = &s.transcript {
             structured.insert("transcript".into(), json!(dir.display().to_string()));
         }
-        if let Some(r) = &s.omitted_range {
+        if let Some(r) = s.omitted_range.as_ref().map(|o| &o.range) {
             structured.insert(
                 "omitted_range".into(),
                 json!({"start": r.start, "end": r.end}),

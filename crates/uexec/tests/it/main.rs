@@ -47,6 +47,7 @@ mod mcp_tasks_page;
 mod mcp_tasks_page_hardened;
 mod mcp_tasks_wait;
 mod mcp_tasks_wire;
+mod mcp_truncated;
 mod metrics;
 mod net_hardening;
 mod net_peer_user;
