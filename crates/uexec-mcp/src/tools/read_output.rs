@@ -34,7 +34,7 @@ pub fn tool() -> Tool {
         "properties": {
             "session_id": {"type": "integer", "description": "The session, running or recently exited (its transcript is kept until the disk caps rotate it away). Give this or transcript."},
             "transcript": {"type": "string", "description": "A transcript path a result named (for a command that exited in its first call, whose session id you never saw); only your own sessions' transcripts are readable."},
-            "offset": {"type": "integer", "description": "Byte offset in everything the session printed to start at. Default: the first byte kept. A result's omitted_range.start reads what it left out."},
+            "offset": {"type": "integer", "description": "Byte offset in everything the session printed to start at. Default: the first byte kept. What a result left out is named in its text as `Transcript: PATH (bytes A..B left out here`: start at A, or at C where it adds `read_output has C..D` (the rest rotated away or is lost)."},
             "limit": {"type": "integer", "default": default, "description": format!("Most bytes to return. Default {default}, at most {max}.")},
             "grep": {"type": "string", "description": "Only the lines matching this regex (Rust syntax), each prefixed with its byte offset; scans at most 64 MiB from offset."},
             "tail_lines": {"type": "integer", "description": "Only the last N lines (1 to 10000). Not with offset or grep."}
@@ -165,4 +165,54 @@ fn result(page: OutputPage) -> CallToolResult {
         CallToolResult::success(vec![ContentBlock::text(format!("{header}\n{}", page.text))]);
     result.structured_content = Some(structured);
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use uexec_core::snapshot::Omitted;
+    use uexec_core::transcript::{coverage, TranscriptInfo};
+    use uexec_core::{Snapshot, Status};
+
+    use super::*;
+
+    /// A default client reads a result's text alone: `offset` is described in the words of
+    /// the line that text shows where it left bytes out, not in structured fields.
+    #[test]
+    fn the_offset_is_described_in_the_words_a_result_s_text_shows() {
+        let tool = tool();
+        let offset = tool.input_schema["properties"]["offset"]["description"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let mut cut = Snapshot::new(
+            &Default::default(),
+            100,
+            std::time::Duration::ZERO,
+            Status::Exited { exit_code: Some(0) },
+        );
+        let info = TranscriptInfo {
+            dir: "/t/1000-abcdef".into(),
+            total: 170,
+            first_kept: 120,
+            stop: None,
+        };
+        cut.transcript = Some(info.dir.clone());
+        cut.omitted_range = Some(Omitted {
+            range: 100..200,
+            lines: 10,
+            warning_len: 0,
+        });
+        cut.omitted_coverage = Some(coverage(&(100..200), &info));
+        let line = cut.transcript_line().unwrap_or_default();
+        assert!(
+            line.starts_with("Transcript: /t/1000-abcdef (bytes 100..200 left out here; read_output has 120..170;"),
+            "{line}"
+        );
+        assert!(
+            offset.contains("`Transcript: PATH (bytes A..B left out here`")
+                && offset.contains("`read_output has C..D`"),
+            "{offset}"
+        );
+        assert!(!offset.contains("omitted_range"), "{offset}");
+    }
 }
