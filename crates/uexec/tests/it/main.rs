@@ -33,6 +33,7 @@ mod mcp_environments_file;
 mod mcp_faces;
 mod mcp_fewer_polls;
 mod mcp_hooks;
+mod mcp_hooks_daemon;
 mod mcp_http;
 mod mcp_http_daemon;
 mod mcp_listen;
