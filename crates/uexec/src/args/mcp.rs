@@ -42,37 +42,6 @@ pub struct McpArgs {
     /// MCP Inspector CLI 2.12 shows a bare task and never polls it).
     #[arg(help_heading = "Faces", long)]
     pub no_tasks: bool,
-    /// Judge every command by these rules before it runs (repeatable): a Codex `.rules`
-    /// file (`prefix_rule(pattern=[...], decision="allow"|"prompt"|"forbidden",
-    /// justification=...)`) or a Claude Code settings JSON (`permissions.allow` / `ask` /
-    /// `deny`, `Bash(...)` entries). Each simple command of a script is judged (chains,
-    /// pipes, `bash -c` strings split; `timeout`, `env`, `nohup`... looked through); the
-    /// strictest decision wins. `forbidden`: refused, the model told which rule and why;
-    /// `prompt`: the person is asked (MCP form elicitation), and no answer is a refusal.
-    /// Test a policy with `uexec policy check`. Without --rules every command runs.
-    #[arg(help_heading = "Rules", long, value_name = "FILE")]
-    pub rules: Vec<PathBuf>,
-    /// The decision for a command no rule matches, and for one that cannot be judged by its
-    /// text (`eval`, `$(...)` as a command): allow (the default), prompt or forbidden.
-    #[arg(help_heading = "Rules", long, value_name = "DECISION", value_parser = parse_decision, requires = "rules")]
-    pub unmatched: Option<uexec_core::policy::rules::Decision>,
-    /// How long a command held for a person's yes waits for the answer: 500ms, 10s, 5m, 1h
-    /// (a bare number is seconds; default 10m). No answer by then is a refusal that says so.
-    #[arg(help_heading = "Rules", long, value_name = "DURATION", value_parser = super::duration::seconds)]
-    pub approval_timeout: Option<std::time::Duration>,
-    /// Run hooks around exec_command (repeatable), in Claude Code's hooks JSON (a
-    /// settings.json is fine: its `hooks` key is read): `PreToolUse` runs after the rules,
-    /// before a person is asked (exit 2 blocks and the model reads its stderr; JSON
-    /// `permissionDecision` allow / deny / ask, `updatedInput` rewrites the call, which the
-    /// rules judge again); `PostToolUse` runs once per exec_command, at its return or, for a
-    /// command that outlives its window, at its exit without a poll (its `tool_response`
-    /// has the exit code, duration, output tail and transcript path). A matcher is a regex
-    /// on the tool name, tried on `exec_command` and `Bash`: a hook written for Claude
-    /// Code's Bash guards uexec's commands too. `timeout` per hook in seconds (default 60);
-    /// a hook that hangs, crashes or prints bad JSON is said in the result and the call
-    /// goes on. A bad file, or an unknown event, stops uexec at start.
-    #[arg(help_heading = "Rules", long, value_name = "FILE")]
-    pub hooks: Vec<PathBuf>,
     /// Kept for configurations written before uexec's own arguments became the default:
     /// `--extended` changes nothing; `--extended=false` (or UEXEC_EXTENDED=0) is
     /// --codex-compat.
@@ -268,6 +237,37 @@ pub struct McpArgs {
     pub network_denial: Option<OnDenial>,
     #[command(flatten, next_help_heading = "Limits")]
     pub limits: LimitArgs,
+    /// Judge every command by these rules before it runs (repeatable): a Codex `.rules`
+    /// file (`prefix_rule(pattern=[...], decision="allow"|"prompt"|"forbidden",
+    /// justification=...)`) or a Claude Code settings JSON (`permissions.allow` / `ask` /
+    /// `deny`, `Bash(...)` entries). Each simple command of a script is judged (chains,
+    /// pipes, `bash -c` strings split; `timeout`, `env`, `nohup`... looked through); the
+    /// strictest decision wins. `forbidden`: refused, the model told which rule and why;
+    /// `prompt`: the person is asked (MCP form elicitation), and no answer is a refusal.
+    /// Test a policy with `uexec policy check`. Without --rules every command runs.
+    #[arg(help_heading = "Rules", long, value_name = "FILE")]
+    pub rules: Vec<PathBuf>,
+    /// The decision for a command no rule matches, and for one that cannot be judged by its
+    /// text (`eval`, `$(...)` as a command): allow (the default), prompt or forbidden.
+    #[arg(help_heading = "Rules", long, value_name = "DECISION", value_parser = parse_decision, requires = "rules")]
+    pub unmatched: Option<uexec_core::policy::rules::Decision>,
+    /// How long a command held for a person's yes waits for the answer: 500ms, 10s, 5m, 1h
+    /// (a bare number is seconds; default 10m). No answer by then is a refusal that says so.
+    #[arg(help_heading = "Rules", long, value_name = "DURATION", value_parser = super::duration::seconds)]
+    pub approval_timeout: Option<std::time::Duration>,
+    /// Run hooks around exec_command (repeatable), in Claude Code's hooks JSON (a
+    /// settings.json is fine: its `hooks` key is read): `PreToolUse` runs after the rules,
+    /// before a person is asked (exit 2 blocks and the model reads its stderr; JSON
+    /// `permissionDecision` allow / deny / ask, `updatedInput` rewrites the call, which the
+    /// rules judge again); `PostToolUse` runs once per exec_command, at its return or, for a
+    /// command that outlives its window, at its exit without a poll (its `tool_response`
+    /// has the exit code, duration, output tail and transcript path). A matcher is a regex
+    /// on the tool name, tried on `exec_command` and `Bash`: a hook written for Claude
+    /// Code's Bash guards uexec's commands too. `timeout` per hook in seconds (default 60);
+    /// a hook that hangs, crashes or prints bad JSON is said in the result and the call
+    /// goes on. A bad file, or an unknown event, stops uexec at start.
+    #[arg(help_heading = "Rules", long, value_name = "FILE")]
+    pub hooks: Vec<PathBuf>,
 }
 
 fn parse_profile(s: &str) -> Result<Profile, String> {
