@@ -28,7 +28,7 @@ use crate::{claude, codex};
 /// Rules read from files, ready to judge scripts ([`CommandRules`]).
 #[derive(Debug)]
 pub struct Rules {
-    by_program: HashMap<String, Vec<PrefixRule>>,
+    by_program: HashMap<String, ProgramRules>,
     /// Rules naming every program (Claude Code's bare `Bash`).
     any_program: Vec<PrefixRule>,
     /// `host_executable`: the absolute paths a basename's `allow` rules admit.
@@ -88,7 +88,7 @@ impl Rules {
                 .by_program
                 .entry(program.clone())
                 .or_default()
-                .push(rule),
+                .add(rule),
             None => self.any_program.push(rule),
         }
     }
@@ -120,52 +120,70 @@ impl Rules {
         Check { verdict, matched }
     }
 
-    /// The rules that may judge a command whose first word is `name`, each with whether it
-    /// may admit it (an `allow` rule reached by basename admits only a listed path); then
-    /// the rules naming every program. A computed name (`None`) has only the latter.
-    fn candidates<'a>(&'a self, name: Option<&'a str>) -> [(&'a [PrefixRule], bool); 3] {
-        let none: &[PrefixRule] = &[];
+    /// The rules of a command whose first word is `name`, each group with whether its
+    /// `allow` rules may admit it (a basename's admit only an absolute path its
+    /// `host_executable` lists, or any when none is declared).
+    fn groups<'a>(&'a self, name: Option<&'a str>) -> [(Option<&'a ProgramRules>, bool); 2] {
         let Some(name) = name else {
-            return [(none, false), (none, false), (&self.any_program, true)];
+            return [(None, false), (None, false)];
         };
-        let exact = self.by_program.get(name).map_or(none, Vec::as_slice);
+        let exact = self.by_program.get(name);
         let base = wrappers::basename(name);
-        let by_base = if base == name {
-            none
-        } else {
-            self.by_program.get(base).map_or(none, Vec::as_slice)
-        };
+        if base == name {
+            return [(exact, true), (None, false)];
+        }
         let base_admits = name.starts_with('/')
             && self
                 .host_executables
                 .get(base)
                 .is_none_or(|paths| paths.iter().any(|p| p == name));
-        [
-            (exact, true),
-            (by_base, base_admits),
-            (&self.any_program, true),
-        ]
+        [(exact, true), (self.by_program.get(base), base_admits)]
     }
 
-    fn judge_command(&self, command: &Command, mut matched: Option<&mut Vec<RuleMatch>>) -> Part {
+    fn judge_command(
+        &self,
+        command: Command,
+        scratch: &mut Vec<u32>,
+        mut matched: Option<&mut Vec<RuleMatch>>,
+    ) -> Part {
         let mut best: Option<(&PrefixRule, &[Word])> = None;
         let layers = std::iter::once((&command.words, !command.opaque))
             .chain(command.wrappers.iter().map(|layer| (layer, false)));
         for (words, may_admit) in layers {
-            for (rules, admits) in self.candidates(words.first().and_then(Word::literal)) {
-                for rule in rules {
-                    if rule.decision == Decision::Allow && !(admits && may_admit) {
-                        continue;
-                    }
-                    let Some(covered) = rule.matches(words) else {
+            let groups = self.groups(words.first().and_then(Word::literal));
+            let judged = |rule: &'_ PrefixRule, admits: bool| {
+                if rule.decision == Decision::Allow && !(admits && may_admit) {
+                    return None;
+                }
+                rule.matches(words).map(|covered| (covered, rule.decision))
+            };
+            for (group, admits) in groups {
+                let Some(group) = group else {
+                    continue;
+                };
+                group.select(words.get(1), scratch);
+                for &at in scratch.iter() {
+                    let rule = &group.rules[at as usize];
+                    let Some((covered, decision)) = judged(rule, admits) else {
                         continue;
                     };
-                    if best.is_none_or(|(b, _)| rule.decision > b.decision) {
+                    if best.is_none_or(|(b, _)| decision > b.decision) {
                         best = Some((rule, covered));
                     }
                     if let Some(matched) = matched.as_deref_mut() {
                         matched.push(rule_match(rule, covered));
                     }
+                }
+            }
+            for rule in &self.any_program {
+                let Some((covered, decision)) = judged(rule, true) else {
+                    continue;
+                };
+                if best.is_none_or(|(b, _)| decision > b.decision) {
+                    best = Some((rule, covered));
+                }
+                if let Some(matched) = matched.as_deref_mut() {
+                    matched.push(rule_match(rule, covered));
                 }
             }
         }
@@ -176,9 +194,9 @@ impl Rules {
             _ => (self.unmatched, None),
         };
         let argv = if command.opaque {
-            vec![command.text.clone()]
+            vec![command.text]
         } else {
-            command.words.iter().map(|w| w.text().to_owned()).collect()
+            command.words.into_iter().map(Word::into_text).collect()
         };
         Part {
             argv,
@@ -200,9 +218,10 @@ impl Rules {
         };
         let mut commands = Vec::new();
         split::split(script, &ctx, &mut commands);
+        let mut scratch = Vec::new();
         let parts: Vec<Part> = commands
-            .iter()
-            .map(|command| self.judge_command(command, matched.as_deref_mut()))
+            .into_iter()
+            .map(|command| self.judge_command(command, &mut scratch, matched.as_deref_mut()))
             .collect();
         let decision = parts
             .iter()
@@ -234,5 +253,54 @@ fn format_of(path: &Path, text: &str) -> Format {
         Some("rules" | "star" | "bzl" | "codexpolicy") => Format::CodexRules,
         _ if text.trim_start().starts_with('{') => Format::ClaudeSettings,
         _ => Format::CodexRules,
+    }
+}
+
+/// One program's rules, indexed by the word after the program, so a part is matched against
+/// the few rules that name its second word (and those any second word may match), not all
+/// of its program's.
+#[derive(Debug, Default)]
+struct ProgramRules {
+    rules: Vec<PrefixRule>,
+    /// Each second word a rule names (every alternative): the rules, in order.
+    by_second: HashMap<String, Vec<u32>>,
+    /// The rules any second word may match: the program alone, or a text prefix (Claude
+    /// Code's `Bash(rm -rf:*)` holds `rm -rfv`).
+    any_second: Vec<u32>,
+}
+
+impl ProgramRules {
+    fn add(&mut self, rule: PrefixRule) {
+        let at = u32::try_from(self.rules.len()).unwrap_or(u32::MAX);
+        match rule.rest.first() {
+            Some(alternatives) if !(rule.text_prefix && rule.rest.len() == 1) => {
+                for word in alternatives {
+                    self.by_second.entry(word.clone()).or_default().push(at);
+                }
+            }
+            _ => self.any_second.push(at),
+        }
+        self.rules.push(rule);
+    }
+
+    /// Into `out`, in the order they were written: the rules that may match a command whose
+    /// second word is `second` (all of them for a computed word, which may become any).
+    fn select(&self, second: Option<&Word>, out: &mut Vec<u32>) {
+        out.clear();
+        match second {
+            Some(Word::Expanded(_)) => {
+                out.extend(0..u32::try_from(self.rules.len()).unwrap_or(u32::MAX));
+                return;
+            }
+            Some(Word::Literal(word)) => {
+                if let Some(named) = self.by_second.get(word) {
+                    out.extend_from_slice(named);
+                }
+            }
+            None => {}
+        }
+        out.extend_from_slice(&self.any_second);
+        out.sort_unstable();
+        out.dedup();
     }
 }

@@ -42,6 +42,12 @@ impl Word {
         }
     }
 
+    pub(crate) fn into_text(self) -> String {
+        match self {
+            Word::Literal(s) | Word::Expanded(s) => s,
+        }
+    }
+
     pub(crate) fn literal(&self) -> Option<&str> {
         match self {
             Word::Literal(s) => Some(s),
