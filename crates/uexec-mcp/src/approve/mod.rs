@@ -62,9 +62,9 @@ const NEVER_ALWAYS: &[&str] = &[
 /// `20ms`, `90s`, `10m`: a timeout as its flag takes it.
 fn shown(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 60_000 == 0 && ms > 0 {
+    if ms > 0 && ms.is_multiple_of(60_000) {
         format!("{}m", ms / 60_000)
-    } else if ms % 1_000 == 0 && ms > 0 {
+    } else if ms > 0 && ms.is_multiple_of(1_000) {
         format!("{}s", ms / 1_000)
     } else {
         format!("{ms}ms")
