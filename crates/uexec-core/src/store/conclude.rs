@@ -27,6 +27,7 @@ impl SessionStore {
     pub(super) async fn conclude(
         &self,
         session: &Arc<Session>,
+        // Where the call's wall time counts from (its window's start; exec_command's spawn).
         window_start: Instant,
         max_output_tokens: u64,
         hygiene: Hygiene,

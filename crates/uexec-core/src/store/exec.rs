@@ -62,6 +62,9 @@ impl SessionStore {
             reservation,
             window,
         } = self.launch(caller, req, with).await?;
+        // The call's wall time counts from the spawn, as Codex's does: the early-exit grace
+        // below comes before the window, and a result's time is the whole wait.
+        let spawned_at = Instant::now();
         // From here on the first-call guard owns the id: it stores the session or finishes it.
         reservation.hand_over();
         let mut guard = FirstCall {
@@ -99,7 +102,7 @@ impl SessionStore {
         let snapshot = self
             .conclude(
                 &session,
-                window_start,
+                spawned_at,
                 window.max_output_tokens,
                 window.hygiene,
                 reason,

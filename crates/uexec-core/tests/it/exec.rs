@@ -202,6 +202,23 @@ async fn a_command_that_exits_at_once_reports_almost_no_wall_time() {
     assert!(s.to_text().ends_with("Original token count: 0\nOutput:\n"));
 }
 
+/// The wall time of a first call is the call's, from the spawn (as Codex's): the early-exit
+/// grace before the window counts (issue 41: `sleep 1.5` read 1.35 s).
+#[tokio::test]
+async fn a_first_call_s_wall_time_counts_from_the_spawn() {
+    let store = store();
+    let s = store
+        .exec_command(exec("sleep 0.4; echo done", 5000))
+        .await
+        .unwrap();
+    assert_eq!(s.exit_code(), Some(0));
+    assert!(
+        s.wall_time >= Duration::from_millis(395),
+        "the command slept 0.4 s, the call reported {:?}",
+        s.wall_time
+    );
+}
+
 #[tokio::test]
 async fn forced_environment_and_secret_filtering() {
     let store = crate::helpers::store_with(|c| {
