@@ -27,7 +27,7 @@ use crate::utf8::{boundary_at_or_after, incomplete_suffix_len};
 pub struct Snapshot {
     /// Six lowercase hex digits naming this chunk of output.
     pub chunk_id: String,
-    /// Length of the observation window.
+    /// How long the call watched: from the spawn for a first call, its window for a poll.
     pub wall_time: Duration,
     /// Running with an id to poll, or exited (it is then gone from the store) with its code.
     pub status: Status,
@@ -79,7 +79,7 @@ pub enum Status {
 #[derive(Debug, Clone)]
 pub struct Observed {
     pub status: Status,
-    /// Length of the observation window.
+    /// How long the call watched: from the spawn for a first call, its window for a poll.
     pub wall_time: Duration,
     /// Why the call returned (an exited process always says `exited` or what matched).
     pub reason: Reason,

@@ -34,7 +34,7 @@ pub(crate) fn snapshot_schema(extended: bool) -> Arc<JsonObject> {
         "type": "object",
         "properties": {
             "chunk_id": {"type": "string", "description": "Six lowercase hex digits naming this chunk of output."},
-            "wall_time_seconds": {"type": "number", "description": "Length of the observation window in seconds (4 decimals)."},
+            "wall_time_seconds": {"type": "number", "description": "How long this call watched the command, in seconds (4 decimals): for exec_command from the spawn (the early-exit grace and the window), for a poll its window."},
             "exit_code": {"type": "integer", "description": "Present once the process has exited; the session is then gone."},
             "session_id": {"type": "integer", "description": "Present while the process is still running: pass it to write_stdin."},
             "original_token_count": {"type": "integer", "description": "ceil(bytes / 4) of all output collected by this call, before truncation."},
