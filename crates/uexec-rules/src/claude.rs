@@ -12,6 +12,9 @@
 //!   (stricter than written, never looser); an allow entry is left out, said in a warning;
 //! - deny, then ask, then allow: deny is `forbidden`, ask `prompt`, and the strictest wins,
 //!   which is Claude Code's order;
+//! - an allow entry that is not one command of plain words (`Bash(cd x && npm test)`, as
+//!   Claude Code's "always allow" writes them) is left out, said in a warning; such a deny
+//!   or ask entry stops the load (it would hold nothing);
 //! - the other tools' entries (`Read(…)`, `WebFetch`, `mcp__…`) are left out, said once per
 //!   file in a warning.
 
@@ -193,6 +196,13 @@ fn bash_rule(entry: &str, decision: Decision, source: Arc<str>) -> Entry {
     }
     match split::literal_words(command) {
         Some(words) if !words.is_empty() => rule(words, exact),
+        // Claude Code's "always allow" writes whole compound lines (`cd x && npm test`):
+        // uexec judges each command of a script, and such an entry would admit none of
+        // them for sure, so it is left out, said; a deny or ask entry is a person's own
+        // words, and one uexec cannot read stops the load rather than hold nothing.
+        _ if decision == Decision::Allow => Entry::Skipped(format!(
+            "{command:?} is not one command of plain words: left out (uexec judges each command of a script; allow them one by one)"
+        )),
         _ => Entry::Invalid(format!(
             "{command:?} is not one command of plain words (quote it as the shell would)"
         )),

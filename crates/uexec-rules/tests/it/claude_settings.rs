@@ -133,3 +133,17 @@ fn an_unknown_permissions_key_is_said() {
     assert_eq!(rules.warnings().len(), 1);
     assert!(rules.warnings()[0].contains("permissions.denied is not a key"));
 }
+
+#[test]
+fn a_compound_allow_entry_is_left_out_and_said() {
+    let rules = settings(
+        r#"{"permissions": {"allow": ["Bash(cd web && npm test)", "Bash(ls)"]}}"#,
+        Decision::Prompt,
+    );
+    assert_eq!(rules.len(), 1);
+    assert!(rules.warnings()[0].contains("allow them one by one"));
+    assert_eq!(
+        rules.judge("cd web && npm test", "bash").decision,
+        Decision::Prompt
+    );
+}
