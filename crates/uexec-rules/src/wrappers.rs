@@ -19,6 +19,8 @@
 //!    `trap STRING SIG…` runs STRING later: split as a script.
 //! 5. `find … -exec CMD … ;` runs CMD: judged as a part of its own (`{}` is computed).
 //! 6. `source FILE` / `. FILE` are ordinary commands: rules may name the files they trust.
+//! 7. `git -C dir push`: git's global options before its subcommand are dropped for the
+//!    stricter rules (`git push`'s forbidden holds it); an allow reads the words as written.
 
 use crate::split::{self, Command, Context, Word};
 
@@ -225,6 +227,10 @@ fn unwrap(spec: &Spec, words: &[Word]) -> (Option<usize>, bool) {
             if positional > 0 {
                 positional -= 1;
                 i += 1;
+                continue;
+            }
+            if spec.assignments && is_assignment(words[i].text()) {
+                i += 1; // `env PATH=$PATH git push`
                 continue;
             }
             // `env $VARS git push`: the program may be anywhere from here.
@@ -472,6 +478,20 @@ pub(crate) fn resolve(words: Vec<Word>, text: String, ctx: &Context, out: &mut V
                     resolve(exec, text.clone(), &nested, out);
                 }
             }
+            "git" => {
+                // `git -C dir push`: git's own options before its subcommand would hide it
+                // from `git push`'s rule; the command without them is judged as well, by
+                // the stricter rules (an allow still reads the words as written).
+                if let Some(bare) = git_without_global_options(&words) {
+                    wrappers.push(bare);
+                }
+                out.push(Command {
+                    words,
+                    wrappers,
+                    opaque,
+                    text,
+                })
+            }
             _ => out.push(Command {
                 words,
                 wrappers,
@@ -481,6 +501,41 @@ pub(crate) fn resolve(words: Vec<Word>, text: String, ctx: &Context, out: &mut V
         }
         return;
     }
+}
+
+/// `git`'s words without its global options (those before the subcommand), if it has any.
+fn git_without_global_options(words: &[Word]) -> Option<Vec<Word>> {
+    const WITH_VALUE: &[&str] = &[
+        "-C",
+        "-c",
+        "--git-dir",
+        "--work-tree",
+        "--namespace",
+        "--exec-path",
+        "--config-env",
+        "--super-prefix",
+        "--list-cmds",
+    ];
+    let mut i = 1;
+    while let Some(word) = words.get(i) {
+        let Some(word) = word.literal() else {
+            break;
+        };
+        if !word.starts_with('-') || word == "--" {
+            break;
+        }
+        let name = word.split('=').next().unwrap_or(word);
+        i += if WITH_VALUE.contains(&name) && !word.contains('=') {
+            2
+        } else {
+            1
+        };
+    }
+    (i > 1).then(|| {
+        let mut bare = vec![words[0].clone()];
+        bare.extend(words.iter().skip(i).cloned());
+        bare
+    })
 }
 
 enum ShellScript {

@@ -328,3 +328,21 @@ fn the_test_command_is_not_a_glob() {
     let verdict = judge(&push_forbidden(), "ls [ a[b]");
     assert_eq!(verdict.parts[0].argv, ["ls", "[", "a[b]"]);
 }
+
+#[test]
+fn git_s_global_options_do_not_hide_its_subcommand() {
+    forbidden("git -C /src push");
+    forbidden("git -c user.name=x --no-pager push origin");
+    forbidden("git --git-dir=/x/.git push");
+    // An allow reads the words as written: `git status` does not admit `git -C x status`.
+    let verdict = judge(&push_forbidden(), "git -C x status");
+    assert!(verdict.parts[0].rule.is_none());
+}
+
+#[test]
+fn a_computed_assignment_behind_env_is_an_assignment() {
+    forbidden("sudo -E env PATH=$PATH git push");
+    let verdict = judge(&push_forbidden(), "env PATH=\"$HOME/bin:$PATH\" ls");
+    assert!(!verdict.parts[0].opaque);
+    assert_eq!(verdict.parts[0].argv, ["ls"]);
+}
