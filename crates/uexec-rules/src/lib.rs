@@ -1,13 +1,14 @@
 //! uexec's command rules: a person's rules files read as their agent reads them, and a
 //! script judged part by part, as its shell would run it.
 //!
-//! 1. [`Rules::load`] reads each file: a Codex `.rules` file (Starlark, [`codex`]) or a
-//!    Claude Code settings JSON ([`claude`]), told apart by extension, then by content;
+//! 1. [`Rules::load`] reads each file: a Codex `.rules` file (Starlark, `codex`) or a
+//!    Claude Code settings JSON (`claude`), told apart by extension, then by content;
 //!    anything it cannot mean is a [`LoadError`] naming the file, line and column.
-//! 2. [`Rules::judge`] (the [`CommandRules`] seam core declares) parses the script with
-//!    tree-sitter's bash grammar ([`split`]), resolves each simple command through its
-//!    wrappers and `bash -c` strings ([`wrappers`]), and decides each part by the strictest
-//!    rule that matches it ([`rule`]), or the `unmatched` decision when none does.
+//! 2. [`CommandRules::judge`] (the seam core declares, implemented by [`Rules`]) parses
+//!    the script with tree-sitter's bash grammar (`split`), resolves each simple command
+//!    through its wrappers and `bash -c` strings (`wrappers`), and decides each part by
+//!    the strictest rule that matches it (`rule`), or the `unmatched` decision when none
+//!    does.
 //! 3. [`Check::to_codex_json`] renders a judgement in the shape of `codex execpolicy check`.
 //!
 //! This crate never knows MCP, JSON-RPC, processes, sessions or terminals: it reads files

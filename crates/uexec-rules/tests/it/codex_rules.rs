@@ -155,3 +155,11 @@ fn rules_from_several_files_merge() {
     assert_eq!(rules.judge("ls -R /", "bash").decision, Decision::Forbidden);
     assert_eq!(rules.judge("ls /", "bash").decision, Decision::Allow);
 }
+
+#[test]
+fn rules_are_the_seam_core_calls() {
+    let rules: std::sync::Arc<dyn CommandRules> =
+        std::sync::Arc::new(crate::helpers::push_forbidden());
+    let judge_elsewhere = std::thread::spawn(move || rules.judge("git push", "/bin/bash").decision);
+    assert_eq!(judge_elsewhere.join().unwrap(), Decision::Forbidden);
+}
