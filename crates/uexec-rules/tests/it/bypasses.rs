@@ -346,3 +346,14 @@ fn a_computed_assignment_behind_env_is_an_assignment() {
     assert!(!verdict.parts[0].opaque);
     assert_eq!(verdict.parts[0].argv, ["ls"]);
 }
+
+#[test]
+fn a_huge_or_deep_script_is_judged_without_overflow() {
+    let rules = push_forbidden();
+    let long = "ls; ".repeat(20_000) + "git push";
+    assert_eq!(judge(&rules, &long).decision, Decision::Forbidden);
+    let deep = "echo $(".repeat(2_000) + "git push" + &")".repeat(2_000);
+    assert_eq!(judge(&rules, &deep).decision, Decision::Forbidden);
+    let subshells = "( ".repeat(2_000) + "git push" + &" )".repeat(2_000);
+    assert_eq!(judge(&rules, &subshells).decision, Decision::Forbidden);
+}
