@@ -31,11 +31,13 @@ pub mod client;
 pub mod http;
 mod lease;
 pub mod metrics;
+mod options;
 mod relay;
 pub mod run;
 pub mod status;
 
 pub use build_id::{build_id, build_id_of};
+pub use options::{DaemonError, DaemonOptions, DEFAULT_IDLE_TIMEOUT_S};
 
 use std::io;
 use std::os::fd::AsFd;
@@ -51,99 +53,14 @@ use tokio::net::{UnixListener, UnixStream};
 use uexec_core::store::IdSpace;
 use uexec_core::{LocalBackend, SessionStore, StoreConfig};
 use uexec_net::peer::Standing;
-use uexec_net::{shutdown_signal, SignalError};
+use uexec_net::shutdown_signal;
 
 use crate::environments;
 use crate::error_chain::Chain;
 use crate::server::{Options, UexecServer};
 use crate::settings;
 use crate::stores::{OwnerTable, Stores};
-use crate::{TranscriptOptions, TranscriptsDirError};
 use uexec_protocol::daemon::{AttachRequest, Hello, Reply, MAX_HELLO_BYTES, PERSON, PROTOCOL};
-
-/// `uexec daemon --idle-timeout`'s default, in seconds.
-pub const DEFAULT_IDLE_TIMEOUT_S: u64 = 600;
-
-/// `uexec daemon`.
-#[derive(Debug, Clone)]
-pub struct DaemonOptions {
-    /// What confines sandboxed commands (the binary builds it); `None`: none.
-    pub confinement: Option<Arc<dyn uexec_core::confine::Confinement>>,
-    /// `--socket`: where to listen (default: [`default_socket`]); its directory must be
-    /// private.
-    pub socket: Option<PathBuf>,
-    /// `--idle-timeout`: seconds with no session and no client before it exits; 0 never.
-    pub idle_timeout: u64,
-    /// `--stop`: stop the running daemon instead.
-    pub stop: bool,
-    /// Where transcripts go.
-    pub transcripts: TranscriptOptions,
-    /// Where it logs (the engine's `--log-file`), for `--status`; `None`: stderr.
-    pub log_file: Option<PathBuf>,
-    /// `--memory-max`, `--pids-max`, `--cpu-max`: the limits of every session's cgroup, a
-    /// ceiling under which each client's own may only go lower.
-    pub limits: uexec_core::policy::Limits,
-    /// `--rules`: command rules every client's commands are judged by (a client's own
-    /// `--rules` add to them: the strictest decision wins).
-    pub rules: Vec<PathBuf>,
-    /// `--unmatched`: the decision for a command those rules do not match.
-    pub unmatched: Option<uexec_core::policy::rules::Decision>,
-}
-
-impl Default for DaemonOptions {
-    fn default() -> Self {
-        Self {
-            confinement: None,
-            socket: None,
-            idle_timeout: DEFAULT_IDLE_TIMEOUT_S,
-            stop: false,
-            transcripts: TranscriptOptions::default(),
-            log_file: None,
-            limits: uexec_core::policy::Limits::default(),
-            rules: Vec::new(),
-            unmatched: None,
-        }
-    }
-}
-
-/// Why the daemon could not start, or `--stop` could not stop it.
-#[derive(Debug, thiserror::Error)]
-pub enum DaemonError {
-    #[error(transparent)]
-    TranscriptsDir(#[from] TranscriptsDirError),
-    #[error("--rules: {0}")]
-    Rules(#[from] uexec_rules::LoadError),
-    #[error("--socket needs a directory part")]
-    SocketWithoutDirectory,
-    #[error("cannot open {}", path.display())]
-    OpenLock {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("a uexec daemon already runs for {} (it holds {})", socket.display(), lock.display())]
-    AlreadyRuns { socket: PathBuf, lock: PathBuf },
-    #[error("cannot listen on {}", socket.display())]
-    Listen {
-        socket: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("cannot write {}", path.display())]
-    PidFile {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-    #[error("the daemon holds its lock but wrote no daemon.pid")]
-    NoPidFile,
-    #[error("the uexec daemon (pid {pid}) did not stop within 10 s")]
-    StillRunning { pid: u32 },
-    #[error(transparent)]
-    Signal(#[from] SignalError),
-    #[error(transparent)]
-    Io(#[from] io::Error),
-}
 
 /// Why a connection ended before its client was done (logged, never sent).
 #[derive(Debug, thiserror::Error)]
