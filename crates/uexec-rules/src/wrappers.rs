@@ -14,6 +14,8 @@
 //!    STRING is split again as a script, its commands keep the wrappers around it. A shell
 //!    given neither `-c` nor a script file reads its script from stdin (a pipe, a here-doc,
 //!    a here-string): opaque. `su -c STRING` alike.
+//!    A computed program (`$SHELL -c 'git push'`) may be a shell: opaque, and a literal
+//!    string after its `-c` is split as well.
 //! 4. `eval WORDS`: opaque (its text is computed); when its words are literal, they are
 //!    split as a script as well, so a stricter rule on what it runs still applies.
 //!    `trap STRING SIG…` runs STRING later: split as a script.
@@ -339,13 +341,26 @@ pub(crate) fn resolve(words: Vec<Word>, text: String, ctx: &Context, out: &mut V
             return;
         };
         let Some(name) = first.literal() else {
-            // `$(echo git) push`, `$CMD push`: the program is computed.
+            // `$(echo git) push`, `$CMD push`: the program is computed. It may be a shell
+            // (`$SHELL -c 'git push'`): a literal string after a `-c` is judged as well.
+            let script = match shell_script("sh", &words) {
+                ShellScript::String(Some(script)) => Some(script),
+                _ => None,
+            };
+            let nested = Context {
+                wrappers: wrappers.clone(),
+                opaque,
+                depth: ctx.depth + 1,
+            };
             out.push(Command {
                 words,
                 wrappers,
                 opaque: true,
                 text,
             });
+            if let Some(script) = script {
+                split::split(&script, &nested, out);
+            }
             return;
         };
         let program = basename(name);

@@ -176,6 +176,13 @@ fn a_computed_program_name_is_opaque() {
 }
 
 #[test]
+fn a_computed_program_may_be_a_shell() {
+    forbidden("$SHELL -c 'git push'");
+    forbidden("\"$BASH\" -lc 'ls && git push'");
+    forbidden("$(command -v bash) -c 'git push'");
+}
+
+#[test]
 fn a_computed_argument_may_become_what_is_forbidden() {
     forbidden("x=push; git $x");
     forbidden("git \"$(echo push)\"");
