@@ -248,7 +248,11 @@ fn the_circle_check_finds_a_circle() {
 fn backend_spawns(src: &Path, allowed: &[&str]) -> Vec<String> {
     let mut found = Vec::new();
     for file in sources(src) {
-        let relative = file.strip_prefix(src).unwrap().to_string_lossy().into_owned();
+        let relative = file
+            .strip_prefix(src)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         if allowed.iter().any(|a| relative.starts_with(a)) {
             continue;
         }
