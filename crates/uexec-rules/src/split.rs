@@ -94,6 +94,10 @@ struct Kinds {
     string_content: u16,
     concatenation: u16,
     comment: u16,
+    redirected_statement: u16,
+    heredoc_redirect: u16,
+    heredoc_body: u16,
+    herestring_redirect: u16,
     /// Kinds whose value the shell computes.
     computed: Vec<u16>,
 }
@@ -115,6 +119,10 @@ fn kinds() -> &'static Kinds {
             string_content: id("string_content"),
             concatenation: id("concatenation"),
             comment: id("comment"),
+            redirected_statement: id("redirected_statement"),
+            heredoc_redirect: id("heredoc_redirect"),
+            heredoc_body: id("heredoc_body"),
+            herestring_redirect: id("herestring_redirect"),
             computed: COMPUTED.iter().map(|kind| id(kind)).collect(),
         }
     })
@@ -218,7 +226,10 @@ fn walk(root: Node<'_>, src: &[u8], ctx: &Context, out: &mut Vec<Command>) {
             match command_words(node, src) {
                 Some((words, plain)) => {
                     descend = !plain;
-                    wrappers::resolve(words, text_of(node, src), ctx, out)
+                    wrappers::resolve(words, text_of(node, src), ctx, out);
+                    if !plain {
+                        fed_to_a_shell(node, src, ctx, out);
+                    }
                 }
                 None => out.push(Command {
                     words: Vec::new(),
@@ -227,6 +238,8 @@ fn walk(root: Node<'_>, src: &[u8], ctx: &Context, out: &mut Vec<Command>) {
                     text: text_of(node, src),
                 }),
             }
+        } else if kind == k.redirected_statement {
+            fed_to_a_shell(node, src, ctx, out);
         } else if kind == k.declaration_command || kind == k.unset_command {
             let mut words_cursor = node.walk();
             let words = node
@@ -244,6 +257,55 @@ fn walk(root: Node<'_>, src: &[u8], ctx: &Context, out: &mut Vec<Command>) {
             if !cursor.goto_parent() {
                 return;
             }
+        }
+    }
+}
+
+/// `bash <<EOF … EOF`, `sh <<< 'git push'`: the shell's part is opaque (it reads its
+/// script from stdin, `crate::wrappers`); the here-doc's or here-string's text is split as
+/// a script as well, so a stricter rule on what it runs holds.
+fn fed_to_a_shell(node: Node<'_>, src: &[u8], ctx: &Context, out: &mut Vec<Command>) {
+    let k = kinds();
+    // The redirections are the statement's (`bash <<EOF`, `{ sh; } <<< s`), or the
+    // command's own (`sh <<< 'git push'`).
+    let body = if node.kind_id() == k.command {
+        node
+    } else {
+        match node.child_by_field_name("body") {
+            Some(body) if body.kind_id() == k.command => body,
+            _ => return,
+        }
+    };
+    let shell = command_words(body, src).is_some_and(|(words, _)| {
+        words
+            .iter()
+            .filter_map(Word::literal)
+            .any(crate::wrappers::posix_like)
+    });
+    if !shell {
+        return;
+    }
+    let nested = Context {
+        wrappers: ctx.wrappers.clone(),
+        opaque: ctx.opaque,
+        depth: ctx.depth + 1,
+    };
+    let mut cursor = node.walk();
+    for redirect in node.children(&mut cursor) {
+        let kind = redirect.kind_id();
+        let script = if kind == k.heredoc_redirect {
+            let mut inner = redirect.walk();
+            let body = redirect
+                .children(&mut inner)
+                .find(|c| c.kind_id() == k.heredoc_body);
+            body.map(|b| text_of(b, src))
+        } else if kind == k.herestring_redirect {
+            redirect.named_child(0).map(|w| word_of(w, src).into_text())
+        } else {
+            None
+        };
+        if let Some(script) = script {
+            split(&script, &nested, out);
         }
     }
 }

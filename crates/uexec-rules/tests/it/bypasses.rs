@@ -242,6 +242,17 @@ fn a_shell_fed_its_script_on_stdin_is_opaque() {
 }
 
 #[test]
+fn a_here_doc_or_here_string_fed_to_a_shell_is_read_too() {
+    forbidden("bash <<EOF\nls\ngit push\nEOF");
+    forbidden("bash <<'EOF'\ngit push origin\nEOF");
+    forbidden("sh <<< 'git push'");
+    forbidden("timeout 5 bash -s <<EOF\ngit push\nEOF");
+    // Not a shell: a here-doc is data.
+    let verdict = judge(&push_forbidden(), "cat <<EOF\ngit push\nEOF");
+    assert_eq!(verdict.parts.len(), 1);
+}
+
+#[test]
 fn find_exec_runs_its_command() {
     forbidden("find . -name x -exec git push \\;");
 }
