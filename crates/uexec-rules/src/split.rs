@@ -98,6 +98,7 @@ struct Kinds {
     heredoc_redirect: u16,
     heredoc_body: u16,
     herestring_redirect: u16,
+    pipeline: u16,
     /// Kinds whose value the shell computes.
     computed: Vec<u16>,
 }
@@ -123,6 +124,7 @@ fn kinds() -> &'static Kinds {
             heredoc_redirect: id("heredoc_redirect"),
             heredoc_body: id("heredoc_body"),
             herestring_redirect: id("herestring_redirect"),
+            pipeline: id("pipeline"),
             computed: COMPUTED.iter().map(|kind| id(kind)).collect(),
         }
     })
@@ -240,6 +242,8 @@ fn walk(root: Node<'_>, src: &[u8], ctx: &Context, out: &mut Vec<Command>) {
             }
         } else if kind == k.redirected_statement {
             fed_to_a_shell(node, src, ctx, out);
+        } else if kind == k.pipeline {
+            piped_to_a_shell(node, src, ctx, out);
         } else if kind == k.declaration_command || kind == k.unset_command {
             let mut words_cursor = node.walk();
             let words = node
@@ -307,6 +311,55 @@ fn fed_to_a_shell(node: Node<'_>, src: &[u8], ctx: &Context, out: &mut Vec<Comma
         if let Some(script) = script {
             split(&script, &nested, out);
         }
+    }
+}
+
+fn is_shell(command: Node<'_>, src: &[u8]) -> bool {
+    command.kind_id() == kinds().command
+        && command_words(command, src).is_some_and(|(words, _)| {
+            words
+                .iter()
+                .filter_map(Word::literal)
+                .any(crate::wrappers::posix_like)
+        })
+}
+
+/// `echo 'git push' | bash`, `printf '%s\n' 'git push' | sh`: what a literal `echo` or
+/// `printf` pipes into a shell is split as a script as well (the shell's part is opaque).
+fn piped_to_a_shell(node: Node<'_>, src: &[u8], ctx: &Context, out: &mut Vec<Command>) {
+    let mut cursor = node.walk();
+    let stages: Vec<Node<'_>> = node.named_children(&mut cursor).collect();
+    for pair in stages.windows(2) {
+        if !is_shell(pair[1], src) || pair[0].kind_id() != kinds().command {
+            continue;
+        }
+        let Some((words, _)) = command_words(pair[0], src) else {
+            continue;
+        };
+        let Some(words) = words
+            .iter()
+            .map(Word::literal)
+            .collect::<Option<Vec<&str>>>()
+        else {
+            continue;
+        };
+        let text = match words.split_first() {
+            Some((&"echo", rest)) => rest
+                .iter()
+                .skip_while(|w| matches!(**w, "-n" | "-e" | "-E" | "-ne" | "-en"))
+                .copied()
+                .collect::<Vec<_>>()
+                .join(" "),
+            // Each argument after the format is a line, near enough for `%s\n`.
+            Some((&"printf", [_format, rest @ ..])) => rest.join("\n"),
+            _ => continue,
+        };
+        let nested = Context {
+            wrappers: ctx.wrappers.clone(),
+            opaque: ctx.opaque,
+            depth: ctx.depth + 1,
+        };
+        split(&text, &nested, out);
     }
 }
 

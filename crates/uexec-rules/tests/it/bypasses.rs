@@ -247,6 +247,8 @@ fn a_here_doc_or_here_string_fed_to_a_shell_is_read_too() {
     forbidden("bash <<'EOF'\ngit push origin\nEOF");
     forbidden("sh <<< 'git push'");
     forbidden("timeout 5 bash -s <<EOF\ngit push\nEOF");
+    forbidden("echo 'git push' | bash");
+    forbidden("printf '%s\\n' ls 'git push' | sh -s");
     // Not a shell: a here-doc is data.
     let verdict = judge(&push_forbidden(), "cat <<EOF\ngit push\nEOF");
     assert_eq!(verdict.parts.len(), 1);
