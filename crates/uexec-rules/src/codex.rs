@@ -124,7 +124,7 @@ fn example(value: Value<'_>) -> anyhow::Result<Vec<String>> {
 }
 
 fn example_matches(rules: &[PrefixRule], words: &[String]) -> bool {
-    let program = crate::wrappers::basename(&words[0]);
+    let program = crate::split::basename(&words[0]);
     let words: Vec<Word> = words.iter().map(|w| Word::Literal(w.clone())).collect();
     rules.iter().any(|rule| {
         rule.program
@@ -221,7 +221,7 @@ fn builtins(builder: &mut GlobalsBuilder) {
                     "host_executable paths must be absolute or start with ~/ (got {raw:?})"
                 ),
             };
-            if crate::wrappers::basename(&path) != name {
+            if crate::split::basename(&path) != name {
                 anyhow::bail!("host_executable path {raw:?} must have basename {name:?}");
             }
             if !resolved.contains(&path) {

@@ -21,8 +21,8 @@ use uexec_core::policy::rules::{CommandRules, Decision, Part, RuleMatch, Verdict
 use crate::check::Check;
 use crate::error::{Format, LoadError};
 use crate::rule::PrefixRule;
+use crate::split as wrappers;
 use crate::split::{self, Command, Context, Word};
-use crate::wrappers;
 use crate::{claude, codex};
 
 /// Rules read from files, ready to judge scripts ([`CommandRules`]).

@@ -23,7 +23,6 @@ mod error;
 mod judge;
 mod rule;
 mod split;
-mod wrappers;
 
 pub use check::{codex_json, Check};
 pub use error::{Format, LoadError};

@@ -21,7 +21,10 @@ use std::sync::OnceLock;
 
 use tree_sitter::{Language, Node, Parser, Tree};
 
-use crate::wrappers;
+mod specs;
+mod wrappers;
+
+pub(crate) use wrappers::{basename, posix_like};
 
 /// How deep `bash -c "sh -c '…'"` is followed; deeper is opaque.
 pub(crate) const MAX_DEPTH: usize = 8;
@@ -284,7 +287,7 @@ fn fed_to_a_shell(node: Node<'_>, src: &[u8], ctx: &Context, out: &mut Vec<Comma
         words
             .iter()
             .filter_map(Word::literal)
-            .any(crate::wrappers::posix_like)
+            .any(wrappers::posix_like)
     });
     if !shell {
         return;
@@ -320,7 +323,7 @@ fn is_shell(command: Node<'_>, src: &[u8]) -> bool {
             words
                 .iter()
                 .filter_map(Word::literal)
-                .any(crate::wrappers::posix_like)
+                .any(wrappers::posix_like)
         })
 }
 
@@ -539,82 +542,4 @@ fn unescape_double(raw: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parts(script: &str) -> Vec<(Vec<String>, bool)> {
-        let mut out = Vec::new();
-        split(script, &Context::default(), &mut out);
-        out.into_iter()
-            .map(|c| {
-                (
-                    c.words.iter().map(|w| w.text().to_owned()).collect(),
-                    c.opaque,
-                )
-            })
-            .collect()
-    }
-
-    fn words(list: &[&str]) -> (Vec<String>, bool) {
-        (list.iter().map(|s| (*s).to_owned()).collect(), false)
-    }
-
-    #[test]
-    fn every_simple_command_is_a_part() {
-        assert_eq!(
-            parts("ls; git push && true || false | cat & echo $(git fetch) >/dev/null"),
-            vec![
-                words(&["ls"]),
-                words(&["git", "push"]),
-                words(&["true"]),
-                words(&["false"]),
-                words(&["cat"]),
-                words(&["echo", "$(git fetch)"]),
-                words(&["git", "fetch"]),
-            ]
-        );
-        assert_eq!(
-            parts("(cd x && make) ; { a; } ; if t; then b; else c; fi; for i in 1; do d; done"),
-            vec![
-                words(&["cd", "x"]),
-                words(&["make"]),
-                words(&["a"]),
-                words(&["t"]),
-                words(&["b"]),
-                words(&["c"]),
-                words(&["d"]),
-            ]
-        );
-    }
-
-    #[test]
-    fn quotes_are_removed_and_expansions_kept() {
-        let mut out = Vec::new();
-        split(
-            r#"'git' "push" or\igin "$x" a*b ~/x"#,
-            &Context::default(),
-            &mut out,
-        );
-        assert_eq!(
-            out[0].words,
-            vec![
-                Word::Literal("git".into()),
-                Word::Literal("push".into()),
-                Word::Literal("origin".into()),
-                Word::Expanded("\"$x\"".into()),
-                Word::Expanded("a*b".into()),
-                Word::Expanded("~/x".into()),
-            ]
-        );
-    }
-
-    #[test]
-    fn literal_words_of_one_command() {
-        assert_eq!(
-            literal_words("npm run 'test'"),
-            Some(vec!["npm".into(), "run".into(), "test".into()])
-        );
-        assert_eq!(literal_words("a; b"), None);
-        assert_eq!(literal_words("git $x"), None);
-    }
-}
+mod tests;
