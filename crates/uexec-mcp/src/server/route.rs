@@ -162,8 +162,9 @@ impl UexecServer {
             attach_exit_notices(&mut result, own.take_exit_notices());
         }
         if let Some(id) = background_refused {
-            // Asked for, not possible here: the session id is the model's, as always.
-            result.content.push(ContentBlock::text(format!(
+            // Asked for, not possible here: the session id is the model's, as always. Said
+            // first: a client joins the blocks, and after `Output:` it would read as output.
+            result.content.insert(0, ContentBlock::text(format!(
                 "background: no task here (this client does not take MCP Tasks, or the server runs with --no-tasks): session {id} is yours to poll with write_stdin, or to wait on with wait"
             )));
         }

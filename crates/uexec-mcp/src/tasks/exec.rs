@@ -31,10 +31,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rmcp::model::{
-    CallToolResult, ContentBlock, CreateTaskResult, ElicitRequest, ElicitRequestParams,
-    ElicitResult, ElicitationAction, ElicitationSchema, InputRequest, TaskStatus,
-};
+use rmcp::model::{CallToolResult, ContentBlock, CreateTaskResult};
 use rmcp::service::{Peer, RoleServer};
 use rmcp::task_manager::{TaskContext, TaskExit};
 use serde_json::json;
@@ -42,8 +39,8 @@ use uexec_core::backend::Signal;
 use uexec_core::limits::DEFAULT_MAX_OUTPUT_TOKENS;
 use uexec_core::{SessionStore, Snapshot, StoreConfig};
 
+use super::ask::{Asked, Asker};
 use super::kept::{ended_line, Kept};
-use super::page::{self, Page};
 use super::{Pulse, Tasks, STATUS_EVERY};
 use crate::tools::parse::Dialect;
 use crate::tools::render::snapshot_fields;
@@ -51,8 +48,6 @@ use crate::tools::write_stdin;
 
 /// How long a cancel waits after each signal before the next, stronger one.
 pub const CANCEL_STEP: Duration = Duration::from_secs(2);
-/// How long a question waits for its answer at most.
-const WHILE_ASKING: Duration = super::RETENTION;
 /// Bytes of recent output read for a status message's last line.
 const LAST_LINE_BYTES: usize = 4096;
 
@@ -109,13 +104,9 @@ async fn run(
         opens_pages,
         pages_by_form,
     } = follow;
-    let mut asked = 0u32;
-    // The output a question was last asked at: not asked again until it changes.
-    let mut asked_at: Option<String> = None;
+    let mut asker = Asker::new(elicits, opens_pages, pages_by_form);
     let mut printed = output_bytes(&store, session_id);
     let mut last_output = Instant::now();
-    // The page the last password prompt was given (withdrawn when dropped).
-    let mut page: Option<Page> = None;
     loop {
         tokio::select! {
             exited = store.await_exit(session_id, STATUS_EVERY) => match exited {
@@ -129,71 +120,14 @@ async fn run(
             (printed, last_output) = (now, Instant::now());
         }
         pulse.quiet_for(last_output.elapsed());
-        let Some(prompt) = store.prompt(session_id) else {
-            context.set_status_message(status_line(&store, session_id));
-            continue;
-        };
-        let seen = store.recent_output(session_id, LAST_LINE_BYTES);
-        let can_ask = if prompt.secret {
-            opens_pages || pages_by_form
-        } else {
-            elicits
-        };
-        if !can_ask || (asked_at.is_some() && asked_at == seen) {
-            let on_page = page.as_ref().filter(|p| p.open()).map(Page::url);
-            context.set_status_message(prompt_line(session_id, &prompt, on_page.is_some()));
-            continue;
-        }
-        asked += 1;
-        asked_at = seen;
-        let request = if prompt.secret {
-            match page::open(&store, session_id, &prompt.line).await {
-                Ok(opened) if opens_pages => page.insert(opened).request(session_id, &prompt.line),
-                Ok(opened) => match page.insert(opened).form(session_id, &prompt.line) {
-                    Some(request) => request,
-                    None => continue,
-                },
-                Err(why) => {
-                    tracing::warn!("session {session_id}: {why}");
-                    context.set_status_message(prompt_line(session_id, &prompt, false));
-                    continue;
-                }
-            }
-        } else {
-            match form(session_id, &prompt.line) {
-                Some(request) => request,
-                None => continue,
-            }
-        };
-        pulse.announce(|status| status == TaskStatus::InputRequired);
-        let question = context.request_input(format!("prompt-{asked}"), request);
-        let answer = tokio::select! {
-            answer = question => answer.ok().and_then(|v| serde_json::from_value::<ElicitResult>(v).ok()),
-            _ = store.await_exit(session_id, WHILE_ASKING) => break,
-            () = context.cancelled() => return cancelled(&store, session_id, &context).await,
-        };
-        let accepted = answer.filter(|a| a.action == ElicitationAction::Accept);
-        if prompt.secret {
-            // Accepted: the person answers on the page (what they type never comes here).
-            if accepted.is_none() {
-                page = None;
-            }
-            let on_page = page.as_ref().is_some_and(Page::open);
-            context.set_status_message(prompt_line(session_id, &prompt, on_page));
-            continue;
-        }
-        let typed = accepted
-            .and_then(|a| a.content)
-            .and_then(|c| c.get("answer")?.as_str().map(str::to_owned));
-        if let Some(text) = typed {
-            // Typed as a person would: the answer, then Enter.
-            let _ = store
-                .send_input(session_id, &format!("{text}\n"), false)
-                .await;
-            asked_at = None;
+        match asker.at_prompt(&store, session_id, &context, &pulse).await {
+            None => context.set_status_message(status_line(&store, session_id)),
+            Some(Asked::Still) => {}
+            Some(Asked::Ended) => break,
+            Some(Asked::Cancelled) => return cancelled(&store, session_id, &context).await,
         }
     }
-    drop(page);
+    drop(asker);
     context.set_status_message(format!("session {session_id} ended"));
     Ok(ended(&store, session_id, window, &config, dialect, structured).await)
 }
@@ -267,55 +201,6 @@ fn error(text: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text)])
 }
 
-/// The form that asks what to type at the prompt `line`: one field, `answer`.
-fn form(session_id: i32, line: &str) -> Option<InputRequest> {
-    let schema = ElicitationSchema::builder()
-        .required_string("answer")
-        .build()
-        .ok()?;
-    let params = ElicitRequestParams::FormElicitationParams {
-        meta: None,
-        message: format!(
-            "session {session_id} waits for input at: {line}\nWhat should be typed (Enter follows)?"
-        ),
-        requested_schema: schema,
-    };
-    Some(InputRequest::Elicitation(ElicitRequest::new(params)))
-}
-
-impl Page {
-    /// The URL-mode elicitation that sends the person to this page.
-    fn request(&self, session_id: i32, line: &str) -> InputRequest {
-        let params = ElicitRequestParams::UrlElicitationParams {
-            meta: None,
-            message: format!(
-                "session {session_id} waits at a password prompt: {line}\nOpen this page to type the password into it yourself (it works once); it never passes through the model."
-            ),
-            url: self.url().to_owned(),
-            elicitation_id: self.elicitation_id().to_owned(),
-        };
-        InputRequest::Elicitation(ElicitRequest::new(params))
-    }
-}
-
-impl Page {
-    /// The form that sends the person to this page, for a client without URL-mode
-    /// elicitation: no field (the password never passes through the client), its message
-    /// the link; accept says the person is done, decline or cancel withdraws the page.
-    fn form(&self, session_id: i32, line: &str) -> Option<InputRequest> {
-        let schema = ElicitationSchema::builder().build().ok()?;
-        let params = ElicitRequestParams::FormElicitationParams {
-            meta: None,
-            message: format!(
-                "session {session_id} waits at a password prompt: {line}\nOpen {} in a browser on this machine and type the password there (the page works once; the password never passes through the model). Accept when you are done, or decline to cancel.",
-                self.url()
-            ),
-            requested_schema: schema,
-        };
-        Some(InputRequest::Elicitation(ElicitRequest::new(params)))
-    }
-}
-
 /// Stops the session (Ctrl-C, TERM, KILL) and settles the task `cancelled`.
 async fn cancelled(
     store: &Arc<SessionStore>,
@@ -334,26 +219,6 @@ fn output_bytes(store: &SessionStore, session_id: i32) -> u64 {
         .into_iter()
         .find(|s| s.session_id == session_id)
         .map_or(0, |s| s.output_bytes)
-}
-
-/// `session 7 waits at a password prompt (echo off): ...`.
-fn prompt_line(session_id: i32, prompt: &uexec_core::Prompt, on_page: bool) -> String {
-    if prompt.secret && on_page {
-        format!(
-            "session {session_id} waits at a password prompt (echo off): {}; the person was given a one-time page to type it (or uexec attach --write {session_id} in the daemon), never send secrets yourself",
-            prompt.line
-        )
-    } else if prompt.secret {
-        format!(
-            "session {session_id} waits at a password prompt (echo off): {}; ask the person to answer it (uexec attach --write {session_id} in the daemon), never send secrets yourself",
-            prompt.line
-        )
-    } else {
-        format!(
-            "session {session_id} waits for input at: {}; answer with write_stdin",
-            prompt.line
-        )
-    }
 }
 
 /// Ctrl-C, then SIGTERM, then SIGKILL, each given [`CANCEL_STEP`] to end the session.

@@ -26,6 +26,7 @@
 //! that holds it (in the daemon, the client's connection, so a client's tasks go when it
 //! does), and a task whose owner's store is gone is forgotten at the next spawn.
 
+mod ask;
 pub mod exec;
 mod kept;
 pub mod listen;
@@ -388,7 +389,7 @@ impl Tasks<uexec_core::SessionStore> {
         let peer = handshake.then(|| context.peer.clone());
         match unfinished {
             Unfinished::Session(session_id, window) => {
-                let elicitation = context.client_capabilities().and_then(|c| c.elicitation);
+                let (elicits, opens_pages, pages_by_form) = asks(context);
                 self.create(Follow {
                     store,
                     session_id,
@@ -397,17 +398,13 @@ impl Tasks<uexec_core::SessionStore> {
                     dialect,
                     structured,
                     peer,
-                    elicits: elicitation
-                        .as_ref()
-                        .is_some_and(|e| e.form.is_some() || e.url.is_none()),
-                    opens_pages: elicitation.as_ref().is_some_and(|e| e.url.is_some())
-                        && on_this_machine(context),
-                    // Any elicitation without URL mode is form elicitation.
-                    pages_by_form: elicitation.as_ref().is_some_and(|e| e.url.is_none())
-                        && on_this_machine(context),
+                    elicits,
+                    opens_pages,
+                    pages_by_form,
                 })
             }
             Unfinished::Wait(request, following, seen) => self.wait(Waiting {
+                asks: asks(context),
                 store,
                 config,
                 request,
@@ -419,6 +416,22 @@ impl Tasks<uexec_core::SessionStore> {
             }),
         }
     }
+}
+
+/// What a task may ask the person at this request's client ([`ask`]): form questions (it
+/// declared form elicitation), a password page by URL (URL mode, on this machine), a
+/// password page by a form's link (form mode only, on this machine).
+fn asks(context: &RequestContext<RoleServer>) -> (bool, bool, bool) {
+    let elicitation = context.client_capabilities().and_then(|c| c.elicitation);
+    let here = on_this_machine(context);
+    (
+        elicitation
+            .as_ref()
+            .is_some_and(|e| e.form.is_some() || e.url.is_none()),
+        elicitation.as_ref().is_some_and(|e| e.url.is_some()) && here,
+        // Any elicitation without URL mode is form elicitation.
+        elicitation.as_ref().is_some_and(|e| e.url.is_none()) && here,
+    )
 }
 
 /// Whether the client of this request is on this machine (stdio and the daemon's socket

@@ -25,6 +25,7 @@ use rmcp::task_manager::{TaskContext, TaskExit};
 use uexec_core::limits::DEFAULT_MAX_OUTPUT_TOKENS;
 use uexec_core::{SessionStore, StoreConfig, WaitRequest};
 
+use super::ask::{Asked, Asker};
 use super::kept::{ended_line, Kept};
 use super::{Pulse, Tasks, STATUS_EVERY};
 use crate::tools::wait::{self, Waited};
@@ -43,6 +44,8 @@ pub struct Waiting {
     /// Results carry `structuredContent` (`--structured`); otherwise the text alone.
     pub structured: bool,
     pub dialect: crate::tools::parse::Dialect,
+    /// What the client lets a task ask its person (as `exec_command`'s: [`super::ask`]).
+    pub asks: (bool, bool, bool),
     /// Where `notifications/tasks` goes (a client of the initialize handshake).
     pub peer: Option<Peer<RoleServer>>,
 }
@@ -77,8 +80,14 @@ async fn run(
         seen,
         structured,
         dialect,
+        asks: (elicits, opens_pages, pages_by_form),
         peer: _,
     } = waiting;
+    // A session that waits at a question while the task waits on it asks the person.
+    let mut askers: HashMap<i32, Asker> = following
+        .iter()
+        .map(|id| (*id, Asker::new(elicits, opens_pages, pages_by_form)))
+        .collect();
     let budget = request
         .max_output_tokens
         .and_then(|n| u64::try_from(n).ok())
@@ -115,6 +124,13 @@ async fn run(
                 _ = ticks.tick() => {
                     pulse.quiet_for(last_output.elapsed());
                     context.set_status_message(status_line(&store, &open, started.elapsed(), request.all));
+                    for id in &open {
+                        let Some(asker) = askers.get_mut(id) else { continue };
+                        if let Some(Asked::Cancelled) = asker.at_prompt(&store, *id, &context, &pulse).await {
+                            context.set_status_message(format!("stopped waiting on {}", ids(&open)));
+                            return Err(TaskExit::Cancelled);
+                        }
+                    }
                 }
                 () = context.cancelled() => {
                     context.set_status_message(format!("stopped waiting on {}", ids(&open)));

@@ -331,9 +331,9 @@ async fn clients_without_the_extension_and_codex_compat_see_no_task() {
     };
     let text = crate::helpers::text(&r);
     assert!(
-        text.contains("Process running with session ID")
-            && text.contains("background: no task here"),
-        "{text}"
+        text.starts_with("background: no task here")
+            && text.contains("Process running with session ID"),
+        "said before the snapshot, not after its output: {text}"
     );
     client.cancel().await.unwrap();
 }
@@ -548,5 +548,69 @@ async fn without_form_elicitation_a_question_is_left_to_write_stdin() {
         .await
         .unwrap();
     settled(&client, &id).await;
+    client.cancel().await.unwrap();
+}
+
+/// A `wait` task on a session that waits at a question asks the person as an exec_command
+/// task does (interactive Claude Code backgrounds the wait and shows the form): the answer
+/// is typed, and the task ends with what followed.
+#[tokio::test]
+async fn a_wait_on_a_session_at_a_question_asks_the_person() {
+    let (client, handler) = eliciting_client().await;
+    let r = client
+        .call_tool_once(exec(json!({
+            "cmd": "printf 'Continue? [y/N] '; read a; echo \"got $a\"", "login": false,
+            "yield_time_ms": 250, "stdin": "pipe"
+        })))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(r) = r else {
+        panic!("the snapshot: {r:?}");
+    };
+    let text = crate::helpers::text(&r);
+    let session: i64 = text
+        .split("Process running with session ID ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a session id: {text}"));
+    let waiting = client
+        .call_tool_once(
+            CallToolRequestParams::new("wait").with_arguments(args(
+                json!({"session_ids": [session], "yield_time_ms": 250}),
+            )),
+        )
+        .await
+        .unwrap();
+    let CallToolResponse::Task(created) = waiting else {
+        panic!("a task: {waiting:?}");
+    };
+    let id = created.task.task_id.clone();
+    let asking = until_task(&client, &id, |t| {
+        t.task.status() == TaskStatus::InputRequired
+    })
+    .await;
+    let TaskPayload::InputRequired { input_requests } = &asking.task.payload else {
+        panic!("input_required: {asking:?}");
+    };
+    let (key, request) = input_requests.iter().next().expect("one question");
+    let asked = serde_json::to_string(request).unwrap();
+    assert!(asked.contains("Continue? [y/N]"), "{asked}");
+    told_of(&handler, &id, TaskStatus::InputRequired).await;
+    let answer = json!({"action": "accept", "content": {"answer": "y"}});
+    client
+        .update_task(UpdateTaskParams::new(
+            id.clone(),
+            [(key.clone(), answer)].into_iter().collect(),
+        ))
+        .await
+        .unwrap();
+    let done = settled(&client, &id).await;
+    assert_eq!(done.task.status(), TaskStatus::Completed);
+    let text = result_text(&done.task.payload);
+    assert!(
+        text.contains("got y") && text.contains("exited with code 0"),
+        "{text}"
+    );
     client.cancel().await.unwrap();
 }
