@@ -575,11 +575,9 @@ async fn a_wait_on_a_session_at_a_question_asks_the_person() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("a session id: {text}"));
     let waiting = client
-        .call_tool_once(
-            CallToolRequestParams::new("wait").with_arguments(args(
-                json!({"session_ids": [session], "yield_time_ms": 250}),
-            )),
-        )
+        .call_tool_once(CallToolRequestParams::new("wait").with_arguments(args(
+            json!({"session_ids": [session], "yield_time_ms": 250}),
+        )))
         .await
         .unwrap();
     let CallToolResponse::Task(created) = waiting else {
