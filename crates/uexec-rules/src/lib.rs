@@ -28,3 +28,16 @@ pub use check::{codex_json, Check};
 pub use error::{Format, LoadError};
 pub use judge::Rules;
 pub use uexec_core::policy::rules::{CommandRules, Decision, Part, RuleMatch, Verdict};
+
+/// The rules `--rules FILE... [--unmatched DECISION]` name, as every face reads its flags:
+/// none without files (every command runs); `unmatched` defaults to allow. What the files
+/// ignore is in [`Rules::warnings`], for the caller's log.
+pub fn from_flags(
+    files: &[std::path::PathBuf],
+    unmatched: Option<Decision>,
+) -> Result<Option<Rules>, LoadError> {
+    if files.is_empty() {
+        return Ok(None);
+    }
+    Rules::load(files, unmatched.unwrap_or(Decision::Allow)).map(Some)
+}

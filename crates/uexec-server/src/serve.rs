@@ -95,19 +95,12 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         limits: options.limits,
         ..ServerConfig::default()
     };
-    let rules = match options.rules.as_slice() {
-        [] => None,
-        files => {
-            let unmatched = options
-                .unmatched
-                .unwrap_or(uexec_core::policy::rules::Decision::Allow);
-            let rules = uexec_rules::Rules::load(files, unmatched)?;
-            for warning in rules.warnings() {
-                tracing::warn!("--rules: {warning}");
-            }
-            Some(Arc::new(rules) as Arc<dyn uexec_core::policy::rules::CommandRules>)
+    let rules = uexec_rules::from_flags(&options.rules, options.unmatched)?.map(|rules| {
+        for warning in rules.warnings() {
+            tracing::warn!("--rules: {warning}");
         }
-    };
+        Arc::new(rules) as Arc<dyn uexec_core::policy::rules::CommandRules>
+    });
     let server = ExecServer::with_rules(config, Arc::new(LocalBackend), rules);
     let result = tokio::select! {
         result = run(server.clone(), listen, token, &options.listener) => result,

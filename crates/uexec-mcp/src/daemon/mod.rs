@@ -153,19 +153,12 @@ pub async fn run(args: DaemonOptions) -> Result<(), DaemonError> {
         return stop(&args).await;
     }
     args.transcripts.check()?;
-    let rules = match args.rules.as_slice() {
-        [] => None,
-        files => {
-            let unmatched = args
-                .unmatched
-                .unwrap_or(uexec_core::policy::rules::Decision::Allow);
-            let rules = uexec_rules::Rules::load(files, unmatched)?;
-            for warning in rules.warnings() {
-                tracing::warn!("--rules: {warning}");
-            }
-            Some(Arc::new(rules) as Arc<dyn uexec_core::policy::rules::CommandRules>)
+    let rules = uexec_rules::from_flags(&args.rules, args.unmatched)?.map(|rules| {
+        for warning in rules.warnings() {
+            tracing::warn!("--rules: {warning}");
         }
-    };
+        Arc::new(rules) as Arc<dyn uexec_core::policy::rules::CommandRules>
+    });
     let socket = match &args.socket {
         Some(path) => {
             let dir = path
