@@ -46,6 +46,7 @@ mod mcp_stdio;
 mod mcp_tasks;
 mod mcp_tasks_page;
 mod mcp_tasks_page_hardened;
+mod mcp_tasks_questions;
 mod mcp_tasks_transcript_stopped;
 mod mcp_tasks_wait;
 mod mcp_tasks_wire;

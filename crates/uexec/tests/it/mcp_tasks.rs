@@ -11,7 +11,6 @@ use std::time::Duration;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
     GetTaskParams, GetTaskResult, TaskPayload, TaskStatus, TaskStatusNotificationParams,
-    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::TokioChildProcess;
@@ -22,10 +21,10 @@ use crate::helpers::{args, eventually, marker, procs_with, scratch_dir, stdio_cl
 
 /// A client that declares the tasks extension and records `notifications/tasks`.
 #[derive(Clone, Default)]
-struct TaskClient {
-    told: Arc<Mutex<Vec<TaskStatusNotificationParams>>>,
+pub(crate) struct TaskClient {
+    pub(crate) told: Arc<Mutex<Vec<TaskStatusNotificationParams>>>,
     /// Declares form elicitation too.
-    elicits: bool,
+    pub(crate) elicits: bool,
 }
 
 impl ClientHandler for TaskClient {
@@ -47,11 +46,13 @@ impl ClientHandler for TaskClient {
     }
 }
 
-async fn task_client(extra: &[&str]) -> (RunningService<RoleClient, TaskClient>, TaskClient) {
+pub(crate) async fn task_client(
+    extra: &[&str],
+) -> (RunningService<RoleClient, TaskClient>, TaskClient) {
     client_of(extra, TaskClient::default()).await
 }
 
-async fn client_of(
+pub(crate) async fn client_of(
     extra: &[&str],
     handler: TaskClient,
 ) -> (RunningService<RoleClient, TaskClient>, TaskClient) {
@@ -70,18 +71,21 @@ async fn client_of(
     (client, handler)
 }
 
-fn exec(arguments: Value) -> CallToolRequestParams {
+pub(crate) fn exec(arguments: Value) -> CallToolRequestParams {
     CallToolRequestParams::new("exec_command").with_arguments(args(arguments))
 }
 
 /// exec_command with `background: true`: a task, if it outlives its window.
-fn background(mut arguments: Value) -> CallToolRequestParams {
+pub(crate) fn background(mut arguments: Value) -> CallToolRequestParams {
     arguments["background"] = json!(true);
     exec(arguments)
 }
 
 /// Polls `tasks/get` (as the extension has clients do) until the task is terminal.
-async fn settled(client: &RunningService<RoleClient, TaskClient>, id: &str) -> GetTaskResult {
+pub(crate) async fn settled(
+    client: &RunningService<RoleClient, TaskClient>,
+    id: &str,
+) -> GetTaskResult {
     for _ in 0..200 {
         let got = client.get_task(GetTaskParams::new(id)).await.unwrap();
         if got.task.status().is_terminal() {
@@ -94,7 +98,7 @@ async fn settled(client: &RunningService<RoleClient, TaskClient>, id: &str) -> G
 
 /// Waits until the client was told (`notifications/tasks`), without asking, that task `id`
 /// is `status`.
-async fn told_of(handler: &TaskClient, id: &str, status: TaskStatus) {
+pub(crate) async fn told_of(handler: &TaskClient, id: &str, status: TaskStatus) {
     let told = handler.told.clone();
     eventually(
         &format!("notifications/tasks: {id} {status:?}"),
@@ -109,8 +113,17 @@ async fn told_of(handler: &TaskClient, id: &str, status: TaskStatus) {
     .await;
 }
 
+/// The session a running snapshot's text names (`Process running with session ID N`).
+pub(crate) fn session_in(text: &str) -> i64 {
+    text.split("Process running with session ID ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a session id: {text}"))
+}
+
 /// The text of a completed task's result (its content blocks, joined).
-fn result_text(payload: &TaskPayload) -> String {
+pub(crate) fn result_text(payload: &TaskPayload) -> String {
     let TaskPayload::Completed { result } = payload else {
         panic!("not completed: {payload:?}");
     };
@@ -361,12 +374,7 @@ async fn a_running_command_keeps_its_session_id_and_a_wait_on_it_is_the_task() {
     };
     let text = crate::helpers::text(&r);
     assert!(text.contains("one"), "{text}");
-    let session: i64 = text
-        .split("Process running with session ID ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("a session id: {text}"));
+    let session = session_in(&text);
     // Polled by the model, as in any client.
     let poll = client
         .call_tool_once(
@@ -409,206 +417,5 @@ async fn a_running_command_keeps_its_session_id_and_a_wait_on_it_is_the_task() {
     // What the model had not read, and only that (it read `one` in the first result).
     assert!(text.contains("two") && !text.contains("one\n"), "{text}");
     told_of(&handler, &id, TaskStatus::Completed).await;
-    client.cancel().await.unwrap();
-}
-
-/// Polls `tasks/get` until `holds` (or the task ends); the last state seen.
-async fn until_task(
-    client: &RunningService<RoleClient, TaskClient>,
-    id: &str,
-    holds: impl Fn(&GetTaskResult) -> bool,
-) -> GetTaskResult {
-    for _ in 0..200 {
-        let got = client.get_task(GetTaskParams::new(id)).await.unwrap();
-        if holds(&got) || got.task.status().is_terminal() {
-            return got;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("task {id}: the state awaited never came");
-}
-
-/// A client that declares tasks and form elicitation.
-async fn eliciting_client() -> (RunningService<RoleClient, TaskClient>, TaskClient) {
-    let elicits = TaskClient {
-        elicits: true,
-        ..TaskClient::default()
-    };
-    client_of(&[], elicits).await
-}
-
-async fn start_task(client: &RunningService<RoleClient, TaskClient>, arguments: Value) -> String {
-    match client.call_tool_once(background(arguments)).await.unwrap() {
-        CallToolResponse::Task(created) => created.task.task_id,
-        other => panic!("a task: {other:?}"),
-    }
-}
-
-#[tokio::test]
-async fn a_question_the_command_asks_becomes_a_form_and_the_answer_is_typed() {
-    let (client, handler) = eliciting_client().await;
-    let id = start_task(
-        &client,
-        json!({"cmd": "printf 'Continue? [y/N] '; read a; echo \"got $a\"", "login": false,
-               "yield_time_ms": 300, "stdin": "pipe"}),
-    )
-    .await;
-    let asking = until_task(&client, &id, |t| {
-        t.task.status() == TaskStatus::InputRequired
-    })
-    .await;
-    let TaskPayload::InputRequired { input_requests } = &asking.task.payload else {
-        panic!("input_required: {asking:?}");
-    };
-    let (key, request) = input_requests.iter().next().expect("one question");
-    let asked = serde_json::to_string(request).unwrap();
-    assert!(
-        asked.contains("Continue? [y/N]") && asked.contains("answer"),
-        "{asked}"
-    );
-    // The client was told it asks, without asking.
-    told_of(&handler, &id, TaskStatus::InputRequired).await;
-    let answer = json!({"action": "accept", "content": {"answer": "y"}});
-    client
-        .update_task(UpdateTaskParams::new(
-            id.clone(),
-            [(key.clone(), answer)].into_iter().collect(),
-        ))
-        .await
-        .unwrap();
-    let done = settled(&client, &id).await;
-    assert_eq!(done.task.status(), TaskStatus::Completed);
-    let text = result_text(&done.task.payload);
-    assert!(
-        text.contains("got y") && text.contains("exited with code 0"),
-        "{text}"
-    );
-    client.cancel().await.unwrap();
-}
-
-#[tokio::test]
-async fn a_password_prompt_is_never_a_form_field() {
-    let (client, _) = eliciting_client().await;
-    let id = start_task(
-        &client,
-        json!({"cmd": "read -s -p 'Password: ' p; echo done", "login": false,
-               "yield_time_ms": 300, "tty": true}),
-    )
-    .await;
-    // A form-only client is sent to the one-time page: the form has no field to type a
-    // secret into, only the page's link (mcp_tasks_page.rs fills the page in).
-    let asking = until_task(&client, &id, |t| {
-        t.task.status() == TaskStatus::InputRequired
-    })
-    .await;
-    let TaskPayload::InputRequired { input_requests } = &asking.task.payload else {
-        panic!("input_required: {asking:?}");
-    };
-    let (_, request) = input_requests.iter().next().expect("one question");
-    let asked = serde_json::to_value(request).unwrap();
-    assert_eq!(
-        asked["params"]["requestedSchema"]["properties"],
-        json!({}),
-        "{asked}"
-    );
-    let message = asked["params"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains("http://127.0.0.1:") && message.contains("never passes through the model"),
-        "{message}"
-    );
-    client
-        .cancel_task(CancelTaskParams::new(id.clone()))
-        .await
-        .unwrap();
-    assert_eq!(
-        settled(&client, &id).await.task.status(),
-        TaskStatus::Cancelled
-    );
-    client.cancel().await.unwrap();
-}
-
-#[tokio::test]
-async fn without_form_elicitation_a_question_is_left_to_write_stdin() {
-    let (client, _) = task_client(&[]).await;
-    let id = start_task(
-        &client,
-        json!({"cmd": "printf 'Name? '; read a; echo \"hi $a\"", "login": false,
-               "yield_time_ms": 300, "stdin": "pipe"}),
-    )
-    .await;
-    let said = |t: &GetTaskResult| t.task.task.status_message.clone().unwrap_or_default();
-    let waiting = until_task(&client, &id, |t| {
-        said(t).contains("waits for input at: Name?")
-    })
-    .await;
-    assert_eq!(waiting.task.status(), TaskStatus::Working, "{waiting:?}");
-    assert!(said(&waiting).contains("write_stdin"), "{}", said(&waiting));
-    client
-        .cancel_task(CancelTaskParams::new(id.clone()))
-        .await
-        .unwrap();
-    settled(&client, &id).await;
-    client.cancel().await.unwrap();
-}
-
-/// A `wait` task on a session that waits at a question asks the person as an exec_command
-/// task does (interactive Claude Code backgrounds the wait and shows the form): the answer
-/// is typed, and the task ends with what followed.
-#[tokio::test]
-async fn a_wait_on_a_session_at_a_question_asks_the_person() {
-    let (client, handler) = eliciting_client().await;
-    let r = client
-        .call_tool_once(exec(json!({
-            "cmd": "printf 'Continue? [y/N] '; read a; echo \"got $a\"", "login": false,
-            "yield_time_ms": 250, "stdin": "pipe"
-        })))
-        .await
-        .unwrap();
-    let CallToolResponse::Complete(r) = r else {
-        panic!("the snapshot: {r:?}");
-    };
-    let text = crate::helpers::text(&r);
-    let session: i64 = text
-        .split("Process running with session ID ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("a session id: {text}"));
-    let waiting = client
-        .call_tool_once(CallToolRequestParams::new("wait").with_arguments(args(
-            json!({"session_ids": [session], "yield_time_ms": 250}),
-        )))
-        .await
-        .unwrap();
-    let CallToolResponse::Task(created) = waiting else {
-        panic!("a task: {waiting:?}");
-    };
-    let id = created.task.task_id.clone();
-    let asking = until_task(&client, &id, |t| {
-        t.task.status() == TaskStatus::InputRequired
-    })
-    .await;
-    let TaskPayload::InputRequired { input_requests } = &asking.task.payload else {
-        panic!("input_required: {asking:?}");
-    };
-    let (key, request) = input_requests.iter().next().expect("one question");
-    let asked = serde_json::to_string(request).unwrap();
-    assert!(asked.contains("Continue? [y/N]"), "{asked}");
-    told_of(&handler, &id, TaskStatus::InputRequired).await;
-    let answer = json!({"action": "accept", "content": {"answer": "y"}});
-    client
-        .update_task(UpdateTaskParams::new(
-            id.clone(),
-            [(key.clone(), answer)].into_iter().collect(),
-        ))
-        .await
-        .unwrap();
-    let done = settled(&client, &id).await;
-    assert_eq!(done.task.status(), TaskStatus::Completed);
-    let text = result_text(&done.task.payload);
-    assert!(
-        text.contains("got y") && text.contains("exited with code 0"),
-        "{text}"
-    );
     client.cancel().await.unwrap();
 }
