@@ -71,20 +71,19 @@ impl UexecServer {
                     let ran = window.as_ref().ok().map(|w| w.session_id().is_some());
                     hooks_said = hooks.finish(ran).await;
                 }
-                window.map(|window| {
-                    let result = snapshot_result(window.clone(), dialect);
-                    match window.session_id() {
-                        // What a task follows, when the call asked for one (`background`)
-                        // and the client can have it.
-                        Some(id) if tasks => {
-                            unfinished = Some(Unfinished::Session(id, Box::new(window)));
-                        }
-                        Some(id) if exec_command::background(arguments).unwrap_or(false) => {
-                            background_refused = Some(id);
-                        }
-                        _ => {}
+                window.map(|window| match window.session_id() {
+                    // What a task follows, when the call asked for one (`background`) and
+                    // the client can have it: the task stands in for this result, never sent.
+                    Some(id) if tasks => {
+                        unfinished = Some(Unfinished::Session(id, Box::new(window)));
+                        CallToolResult::success(Vec::new())
                     }
-                    result
+                    running => {
+                        if exec_command::background(arguments).unwrap_or(false) {
+                            background_refused = running;
+                        }
+                        snapshot_result(window, dialect)
+                    }
                 })
             }
             write_stdin::NAME => write_stdin::call(store, config, arguments, dialect).await,
