@@ -154,7 +154,7 @@ async fn ended(
         // ended, and where its output went.
         Err(e) => {
             return match ended_line(store, session_id, None) {
-                Some(line) => CallToolResult::success(vec![ContentBlock::text(format!(
+                Some((line, _)) => CallToolResult::success(vec![ContentBlock::text(format!(
                     "{line}\nIts end was reported already, to another call, which read its output."
                 ))]),
                 None => error(format!(
@@ -172,16 +172,12 @@ async fn ended(
     let Some(Ok(mut whole)) = kept.into_result() else {
         return error(format!("session {session_id}: nothing was kept"));
     };
-    let line = ended_line(store, session_id, stopped.as_ref());
-    if let Some(info) = store
-        .list_ended()
-        .into_iter()
-        .rev()
-        .find(|s| s.session_id == session_id)
-    {
+    let ended = ended_line(store, session_id, stopped.as_ref());
+    if let Some((_, ran)) = &ended {
         // The run's whole time, not the last poll's window.
-        whole.wall_time = info.running_time;
+        whole.wall_time = *ran;
     }
+    let line = ended.map(|(line, _)| line);
     let text = crate::tools::render::snapshot_text(&whole, dialect);
     let mut content = Vec::with_capacity(2);
     content.extend(line.map(ContentBlock::text));

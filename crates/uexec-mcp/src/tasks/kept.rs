@@ -79,13 +79,13 @@ impl Kept {
 
 /// `Session 7 "web" (npm test) exited with code 0 after 12.3 s. Transcript: PATH (every
 /// byte it printed; read_output pages through it)`: how session `id` ended, once its end was
-/// reported (`None` before, or when the store forgot it). The transcript is promised only as
-/// far as it is on disk (`stopped`: where and why it stopped).
+/// reported (`None` before, or when the store forgot it), and how long it ran. The transcript
+/// is promised only as far as it is on disk (`stopped`: where and why it stopped).
 pub fn ended_line(
     store: &SessionStore,
     id: i32,
     stopped: Option<&uexec_core::transcript::TranscriptStop>,
-) -> Option<String> {
+) -> Option<(String, Duration)> {
     let info = store
         .list_ended()
         .into_iter()
@@ -119,7 +119,7 @@ pub fn ended_line(
         )),
         (None, _) => line.push_str(" It has no transcript."),
     }
-    Some(line)
+    Some((line, info.running_time))
 }
 
 #[cfg(test)]

@@ -176,7 +176,7 @@ async fn run(
         .filter_map(|(id, r)| {
             let s = r.as_ref().ok()?;
             s.exit_code()?;
-            ended_line(&store, *id, s.transcript_stop.as_ref())
+            ended_line(&store, *id, s.transcript_stop.as_ref()).map(|(line, _)| line)
         })
         .collect();
     let mut result = wait::result(all, dialect);
