@@ -7,6 +7,19 @@ use crate::limits::{MAX_SESSIONS, OUTPUT_TOKEN_POLICY_MAX};
 use crate::output::Hygiene;
 use crate::shell_snapshot::ShellSnapshots;
 
+/// What a store does with a new session when it holds `max_sessions` (SPEC §6).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum WhenFull {
+    /// Prune one ([`crate::prune::session_to_prune`]), running or not: Codex's limit for an
+    /// agent's store. `ls -a` says `pruned`.
+    #[default]
+    Prune,
+    /// Never end a running session to make room: an exited one still gives way, and with
+    /// `max_sessions` running a new one is refused ([`crate::ExecError::Full`]), as a
+    /// person's batch must not lose its work.
+    Refuse,
+}
+
 /// How a store starts commands.
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
@@ -20,6 +33,9 @@ pub struct StoreConfig {
     /// Cap on `max_output_tokens`.
     pub output_token_policy_max: u64,
     pub max_sessions: usize,
+    /// What a new session does when `max_sessions` are stored: prune one (Codex's way, an
+    /// agent's store), or, for a person's, never end a running one and refuse instead.
+    pub when_full: WhenFull,
     /// Output hygiene when a call does not say (both off: Codex's output, byte for byte).
     pub hygiene: Hygiene,
     /// Keep every session's output on disk (`None`: no transcripts).
@@ -60,6 +76,7 @@ impl Default for StoreConfig {
             deterministic_ids: false,
             output_token_policy_max: OUTPUT_TOKEN_POLICY_MAX,
             max_sessions: MAX_SESSIONS,
+            when_full: WhenFull::default(),
             hygiene: Hygiene::default(),
             transcripts: None,
             base_env: None,

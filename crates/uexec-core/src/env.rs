@@ -1,5 +1,14 @@
-//! The environment a command sees (SPEC §9): the server's own, minus anything that looks like
-//! a credential, plus variables that keep tools quiet and non-interactive.
+//! The environment a command sees (SPEC §9): for an agent's commands, the server's own minus
+//! anything that looks like a credential, plus variables that keep tools quiet and
+//! non-interactive; for a person's own (`uexec run`), the person's environment as it is
+//! ([`EnvPolicy::person`]).
+//!
+//! A login shell keeps the caller's PATH across its profile (which may reset it: Debian's
+//! `/etc/profile` does): the caller's entries first, then those the profile added
+//! ([`merge_path`]). The planned environment carries the caller's PATH in
+//! [`CALLER_PATH_VAR`]; a snapshot's replay merges it in Rust, and a real login shell runs
+//! [`after_login_profile`]'s line before the command, which merges it after the profile and
+//! unsets the variable.
 //!
 //! Names and values are `OsString`s end to end: a variable that is not UTF-8 (a Latin-1
 //! `PWD`, say) is handed on byte for byte, never decoded, and never a reason to fail.
@@ -63,6 +72,11 @@ pub fn secret_patterns() -> Vec<String> {
 /// How the server's flags adjust the environment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EnvPolicy {
+    /// A person's own commands (`uexec run`): their environment as it is, secrets and
+    /// colours included; only `UEXEC=1` is set, `PYTHONUNBUFFERED=1` on pipes when they
+    /// have none, and on a PTY the `TERM` of their terminal (else `pty_term`). `false`: an
+    /// agent's, with the hygiene (secret-looking names dropped, [`FORCED_ENV`]).
+    pub person: bool,
     /// Inherited even though the name looks secret.
     pub keep: Vec<String>,
     /// Set (after the forced variables, so they win).
@@ -94,25 +108,41 @@ fn listed(names: &[String], name: &OsStr) -> bool {
 }
 
 impl EnvPolicy {
-    /// What a command inherits of the server's environment: everything but secret-looking
-    /// names (unless kept) and dropped names.
+    /// The policy of a person's own commands ([`Self::person`]).
+    pub fn for_person() -> Self {
+        Self {
+            person: true,
+            pty_term: Some(PERSON_PTY_TERM.to_owned()),
+            ..Self::default()
+        }
+    }
+
+    /// What a command inherits of the server's environment: everything but dropped names
+    /// and, for an agent, secret-looking names (unless kept).
     pub fn inherited(
         &self,
         server_env: impl IntoIterator<Item = (OsString, OsString)>,
     ) -> Environment {
         server_env
             .into_iter()
-            .filter(|(k, _)| !looks_secret(k) || listed(&self.keep, k))
+            .filter(|(k, _)| self.person || !looks_secret(k) || listed(&self.keep, k))
             .filter(|(k, _)| !listed(&self.drop, k))
             .collect()
     }
 
-    /// Variables set on every command (on a PTY when `tty`): the forced ones, then the
-    /// configured ones.
+    /// Variables set on every command (on a PTY when `tty`): for an agent the forced ones,
+    /// for a person `UEXEC=1` (and `PYTHONUNBUFFERED=1` on pipes); then the configured ones.
     pub fn overrides(&self, tty: bool) -> Environment {
         let mut env = Environment::new();
-        for (k, v) in FORCED_ENV {
-            env.insert((*k).into(), (*v).into());
+        if self.person {
+            env.insert("UEXEC".into(), "1".into());
+            if !tty {
+                env.insert("PYTHONUNBUFFERED".into(), "1".into());
+            }
+        } else {
+            for (k, v) in FORCED_ENV {
+                env.insert((*k).into(), (*v).into());
+            }
         }
         if let (true, Some(term)) = (tty, &self.pty_term) {
             env.insert("TERM".into(), term.into());
@@ -133,9 +163,79 @@ impl EnvPolicy {
         tty: bool,
     ) -> Environment {
         let mut env = self.inherited(server_env);
-        env.extend(self.overrides(tty));
+        let mut overrides = self.overrides(tty);
+        if self.person {
+            // Theirs stands where they have one: their terminal's TERM, their Python.
+            let own = |k: &str| env.get(OsStr::new(k)).is_some_and(|v| !v.is_empty());
+            for k in ["TERM", "PYTHONUNBUFFERED"] {
+                if own(k) && !self.set.iter().any(|(name, _)| name == k) {
+                    overrides.remove(OsStr::new(k));
+                }
+            }
+        }
+        env.extend(overrides);
         env
     }
+}
+
+/// The variable a planned login shell's environment carries the caller's PATH in, until
+/// its profile has run ([`after_login_profile`], or a snapshot's replay).
+pub const CALLER_PATH_VAR: &str = "UEXEC_CALLER_PATH";
+
+/// The PATH of a login shell: the caller's entries first, then those of `profile` (the
+/// PATH its profile left) that the caller's lack; each entry once, in its first place,
+/// and no empty entry (which would mean the working directory).
+pub fn merge_path(caller: &OsStr, profile: &OsStr) -> OsString {
+    let mut seen: Vec<&[u8]> = Vec::new();
+    for entry in [caller, profile]
+        .iter()
+        .flat_map(|p| p.as_bytes().split(|&b| b == b':'))
+    {
+        if !entry.is_empty() && !seen.contains(&entry) {
+            seen.push(entry);
+        }
+    }
+    OsStr::from_bytes(&seen.join(&b':')).to_owned()
+}
+
+/// Shells that read the POSIX line of [`after_login_profile`] (by name: `/usr/bin/zsh` is
+/// `zsh`); a login shell of another (fish, csh) keeps the PATH its profile leaves.
+const POSIX_SHELLS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "ksh93", "mksh", "oksh", "ash", "yash", "posh",
+];
+
+/// Marks a planned login shell's environment with the caller's PATH ([`CALLER_PATH_VAR`]),
+/// when the shell is one that can take it back after its profile; an environment without
+/// a PATH (or one of empty entries only) has nothing to keep.
+pub fn keep_caller_path(env: &mut Environment, shell: &str) {
+    env.remove(OsStr::new(CALLER_PATH_VAR));
+    let name = shell.rsplit('/').next().unwrap_or(shell);
+    if !POSIX_SHELLS.contains(&name) {
+        return;
+    }
+    let Some(path) = env.get(OsStr::new("PATH")) else {
+        return;
+    };
+    let path = merge_path(path, OsStr::new(""));
+    if !path.is_empty() {
+        env.insert(CALLER_PATH_VAR.into(), path);
+    }
+}
+
+/// The line a real login shell runs after its profile and before `script`: PATH becomes
+/// [`merge_path`] of [`CALLER_PATH_VAR`] and the profile's, and the variable (and the
+/// line's own) are unset. One line, joined to the script's first by `;`: the script's
+/// lines keep their numbers and its aliases expand as they would. POSIX, braced (zsh reads
+/// `$a:b` as a modifier), silent under `set -eu`.
+pub fn after_login_profile(script: &str) -> String {
+    const LINE: &str = "if [ -n \"${UEXEC_CALLER_PATH+x}\" ]; then \
+        __uexec_rest=\"${PATH-}:\"; PATH=\"${UEXEC_CALLER_PATH}\"; \
+        while [ -n \"${__uexec_rest}\" ]; do \
+        __uexec_entry=\"${__uexec_rest%%:*}\"; __uexec_rest=\"${__uexec_rest#*:}\"; \
+        case \":${PATH}:\" in *\":${__uexec_entry}:\"*) ;; \
+        *) [ -z \"${__uexec_entry}\" ] || PATH=\"${PATH}:${__uexec_entry}\" ;; esac; \
+        done; export PATH; unset UEXEC_CALLER_PATH __uexec_rest __uexec_entry; fi; ";
+    format!("{LINE}{script}")
 }
 
 #[cfg(test)]
@@ -224,6 +324,7 @@ mod tests {
             set: vec![("TERM".into(), "xterm".into())],
             drop: vec!["PAGER".into()],
             pty_term: Some(PERSON_PTY_TERM.into()),
+            person: false,
         };
         let env = policy.command_env(vars(&[("GH_TOKEN", "t")]), true);
         assert_eq!(get(&env, "GH_TOKEN"), Some("t"));
@@ -232,7 +333,139 @@ mod tests {
     }
 
     #[test]
-    fn a_persons_pty_sessions_get_a_real_term_and_their_pipe_sessions_dumb() {
+    fn a_persons_commands_get_their_environment_as_it_is() {
+        let person = EnvPolicy::for_person();
+        let theirs = || {
+            vars(&[
+                ("GH_TOKEN", "t"),
+                ("AWS_SECRET_ACCESS_KEY", "s"),
+                ("TERM", "screen-256color"),
+                ("LANG", "fr_FR.UTF-8"),
+                ("PAGER", "less"),
+            ])
+        };
+        for tty in [false, true] {
+            let env = person.command_env(theirs(), tty);
+            assert_eq!(get(&env, "GH_TOKEN"), Some("t"));
+            assert_eq!(get(&env, "AWS_SECRET_ACCESS_KEY"), Some("s"));
+            assert_eq!(get(&env, "TERM"), Some("screen-256color"), "{tty}");
+            assert_eq!(get(&env, "LANG"), Some("fr_FR.UTF-8"));
+            assert_eq!(get(&env, "PAGER"), Some("less"));
+            assert_eq!(get(&env, "NO_COLOR"), None);
+            assert_eq!(get(&env, "COLORTERM"), None);
+            assert_eq!(get(&env, "UEXEC"), Some("1"));
+        }
+        // Output as it comes on a pipe, as on their terminal; theirs where they say.
+        assert_eq!(
+            get(&person.command_env(theirs(), false), "PYTHONUNBUFFERED"),
+            Some("1")
+        );
+        assert_eq!(
+            get(&person.command_env(theirs(), true), "PYTHONUNBUFFERED"),
+            None
+        );
+        let own = person.command_env(vars(&[("PYTHONUNBUFFERED", "")]), false);
+        assert_eq!(get(&own, "PYTHONUNBUFFERED"), Some("1"));
+        // No TERM of theirs: a PTY gets a real one, a pipe none.
+        assert_eq!(
+            get(&person.command_env(vars(&[]), true), "TERM"),
+            Some(PERSON_PTY_TERM)
+        );
+        assert_eq!(get(&person.command_env(vars(&[]), false), "TERM"), None);
+        // Their flags still count.
+        let flagged = EnvPolicy {
+            set: vec![("TERM".into(), "xterm".into())],
+            drop: vec!["GH_TOKEN".into()],
+            ..EnvPolicy::for_person()
+        };
+        let env = flagged.command_env(theirs(), true);
+        assert_eq!(get(&env, "TERM"), Some("xterm"));
+        assert_eq!(get(&env, "GH_TOKEN"), None);
+        // An agent's, from the same environment: the hygiene.
+        let env = EnvPolicy::default().command_env(theirs(), false);
+        assert_eq!(get(&env, "GH_TOKEN"), None);
+        assert_eq!(get(&env, "NO_COLOR"), Some("1"));
+        assert_eq!(get(&env, "PAGER"), Some("cat"));
+    }
+
+    #[test]
+    fn a_login_path_is_the_callers_first_then_the_profiles_each_entry_once() {
+        let merge = |c: &str, p: &str| merge_path(OsStr::new(c), OsStr::new(p));
+        assert_eq!(
+            merge("/venv/bin:/usr/bin:/bin", "/usr/local/bin:/usr/bin:/bin"),
+            "/venv/bin:/usr/bin:/bin:/usr/local/bin"
+        );
+        // Duplicates within either go, each entry keeps its first place.
+        assert_eq!(merge("/a:/b:/a", "/b:/c:/c:/a"), "/a:/b:/c");
+        // Empty entries (the working directory) go, wherever they are.
+        assert_eq!(merge(":/a::/b:", "::/c:"), "/a:/b:/c");
+        assert_eq!(merge("", "/usr/bin"), "/usr/bin");
+        assert_eq!(merge("/a", ""), "/a");
+        assert_eq!(merge("", ""), "");
+        // Bytes, not text.
+        let odd = merge_path(OsStr::from_bytes(b"/caf\xe9"), OsStr::new("/bin"));
+        assert_eq!(odd.as_bytes(), b"/caf\xe9:/bin");
+    }
+
+    #[test]
+    fn only_posix_login_shells_with_a_path_are_marked() {
+        let marked = |shell: &str, path: Option<&str>| {
+            let mut env: Environment = path
+                .map(|p| (OsString::from("PATH"), OsString::from(p)))
+                .into_iter()
+                .collect();
+            keep_caller_path(&mut env, shell);
+            get(&env, CALLER_PATH_VAR).map(str::to_owned)
+        };
+        assert_eq!(
+            marked("/bin/bash", Some("/x::/x:/y")).as_deref(),
+            Some("/x:/y")
+        );
+        assert_eq!(marked("zsh", Some("/x")).as_deref(), Some("/x"));
+        assert_eq!(marked("sh", Some("/x")).as_deref(), Some("/x"));
+        assert_eq!(marked("/usr/bin/fish", Some("/x")), None);
+        assert_eq!(marked("bash", None), None);
+        assert_eq!(marked("bash", Some("::")), None);
+    }
+
+    /// The line a real login runs, in the shells at hand: a profile that reset PATH (and
+    /// added to it) and `set -eu` leave the caller's PATH first, the line's variables gone.
+    #[test]
+    fn the_line_after_a_profile_takes_the_callers_path_back() {
+        for shell in ["/bin/sh", "/bin/bash", "/bin/dash", "/usr/bin/zsh"] {
+            if !std::path::Path::new(shell).exists() {
+                continue;
+            }
+            let profile = "set -eu; PATH=/usr/local/bin:/usr/bin:/bin:/usr/bin; ";
+            let command = "echo \"$PATH\"; echo \"${UEXEC_CALLER_PATH-gone}${__uexec_rest-}${__uexec_entry-}\"";
+            let script = after_login_profile(command);
+            let out = std::process::Command::new(shell)
+                .arg("-c")
+                .arg(format!("{profile}{script}"))
+                .env_clear()
+                .env(CALLER_PATH_VAR, "/my tools/bin:/usr/bin:/*")
+                .output()
+                .expect("runs");
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                "/my tools/bin:/usr/bin:/*:/usr/local/bin:/bin\ngone\n",
+                "{shell}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(out.stderr.is_empty(), "{shell}");
+            // Without the variable, the line does nothing.
+            let out = std::process::Command::new(shell)
+                .arg("-c")
+                .arg(format!("PATH=/p; {}", after_login_profile("echo $PATH")))
+                .env_clear()
+                .output()
+                .expect("runs");
+            assert_eq!(String::from_utf8_lossy(&out.stdout), "/p\n", "{shell}");
+        }
+    }
+
+    #[test]
+    fn a_pty_term_gives_an_agents_pty_sessions_a_real_term_and_its_pipe_sessions_dumb() {
         let person = EnvPolicy {
             pty_term: Some(PERSON_PTY_TERM.into()),
             ..EnvPolicy::default()

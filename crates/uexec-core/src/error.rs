@@ -71,6 +71,10 @@ pub enum ExecError {
     /// Removing a session that still runs, without forcing it.
     #[error("session {session_id} is still running")]
     StillRunning { session_id: i32 },
+    /// The store holds `limit` running sessions and ends none of them to make room
+    /// ([`crate::config::WhenFull::Refuse`]): nothing was started.
+    #[error("{running} sessions are running, the most this store runs at once ({limit}): none is ended to make room; end one, or wait for one to end. Nothing was started")]
+    Full { running: usize, limit: usize },
 }
 
 impl ExecError {

@@ -66,7 +66,7 @@ pub mod utf8;
 
 pub use backend::local::LocalBackend;
 pub use backend::{Backend, SpawnSpec};
-pub use config::StoreConfig;
+pub use config::{StoreConfig, WhenFull};
 pub use environments::Environments;
 pub use error::ExecError;
 pub use events::{EndStatus, Event, EventKind, EventStream};
@@ -74,7 +74,7 @@ pub use notice::ExitNotice;
 pub use policy::{MonitorHandle, PolicyMonitor};
 pub use request::{
     check_session_name, ExecRequest, OutputPage, ReadOutputRequest, SessionEnd, SessionInfo,
-    WaitRequest, WriteRequest, MAX_SESSION_NAME_CHARS,
+    Stopped, WaitRequest, Waiting, WriteRequest, MAX_SESSION_NAME_CHARS,
 };
 pub use session::{Outcome, OutputWatch, Prompt};
 

@@ -188,6 +188,53 @@ pub struct SessionInfo {
     pub kept: bool,
     /// Bytes it printed so far (all of them, read or not).
     pub output_bytes: u64,
+    /// What it waits for from a person, while it runs (`None`: nothing known).
+    pub waiting: Option<Waiting>,
+}
+
+/// What a running session waits for from a person, for `uexec ls`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// A terminal reading with echo off: a password only a person types.
+    Password,
+    /// Quiet, reading its input: a question, a prompt.
+    Input,
+    /// A command held for a person's yes (set by the approval stage, not by a session).
+    Approval,
+}
+
+impl Waiting {
+    /// The word in `list_sessions`' `waiting` field.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Password => "password",
+            Self::Input => "input",
+            Self::Approval => "approval",
+        }
+    }
+}
+
+/// Why uexec itself ended a session (it did not end on its own, nor by its owner's call).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stopped {
+    /// The store was full and pruned it (SPEC §6).
+    Pruned,
+    /// Its owner's clients went away (the daemon's linger ran out).
+    ClientGone,
+    /// Someone else than its owner ended it, as its exit notice says: e.g. `a person (uexec
+    /// kill)`.
+    By(String),
+}
+
+impl Stopped {
+    /// A word for `list_sessions`' `stopped` field.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Pruned => "pruned",
+            Self::ClientGone => "client_gone",
+            Self::By(_) => "by",
+        }
+    }
 }
 
 /// How a session ended, for people.
@@ -199,4 +246,6 @@ pub struct SessionEnd {
     pub exit_code: Option<i32>,
     /// Why it failed, when a monitor or its backend failed it.
     pub failure: Option<String>,
+    /// Why uexec ended it, when uexec did.
+    pub stopped: Option<Stopped>,
 }

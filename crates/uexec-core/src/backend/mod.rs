@@ -11,6 +11,7 @@
 //! Exit and close are independent: a background job can hold the output open long after the
 //! shell exited, and a remote server may report them in either order.
 
+use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -108,7 +109,30 @@ impl SpawnSpec {
     /// The argv to exec and the `argv[0]` to show: the program's, wrapped by the launcher
     /// when there is one. The one place a spawn becomes an argv.
     pub fn command(&self) -> (Vec<String>, Option<String>) {
-        let argv = self.program.argv();
+        self.render(self.program.argv())
+    }
+
+    /// [`Self::command`] as it is executed: a login shell whose environment carries the
+    /// caller's PATH ([`crate::env::CALLER_PATH_VAR`]) takes it back after its profile
+    /// ([`crate::env::after_login_profile`]); the command shown stays the caller's.
+    pub fn command_to_exec(&self) -> (Vec<String>, Option<String>) {
+        match &self.program {
+            Program::Shell {
+                shell,
+                login: true,
+                script,
+            } if self
+                .env
+                .contains_key(OsStr::new(crate::env::CALLER_PATH_VAR)) =>
+            {
+                let script = crate::env::after_login_profile(script);
+                self.render(vec![shell.clone(), "-lc".to_owned(), script])
+            }
+            program => self.render(program.argv()),
+        }
+    }
+
+    fn render(&self, argv: Vec<String>) -> (Vec<String>, Option<String>) {
         match &self.launcher {
             Some(launcher) => launcher.render(argv, self.arg0.clone()),
             None => (argv, self.arg0.clone()),

@@ -40,6 +40,11 @@
 //!    login commands run as real login shells; a new build is tried after
 //!    [`ShellSnapshotOptions::retry_after`].
 //!
+//! The caller's PATH survives a profile that resets it: a planned login carries it in
+//! [`crate::env::CALLER_PATH_VAR`], and the replay's PATH is the caller's entries first,
+//! then those the profile added ([`crate::env::merge_path`]), as a real login's first line
+//! makes it ([`crate::env::after_login_profile`]).
+//!
 //! Known differences from a real login: `shopt login_shell` is off; shell variables the
 //! profile did not export (`PS1`, `HISTSIZE`) are not carried; secret-looking variables it
 //! exported are dropped; a profile that depends on the working directory saw the first
@@ -77,7 +82,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::backend::{Program, SpawnSpec};
-use crate::env::{looks_secret, Environment};
+use crate::env::{looks_secret, merge_path, Environment, CALLER_PATH_VAR};
 use crate::events::lock;
 use build::{build, Built};
 use shell::{shell_kind, ShellKind};
@@ -336,6 +341,13 @@ fn use_snapshot(built: &Built, spec: &mut SpawnSpec) {
         if looks_secret(k) {
             env.insert(k.clone(), v.clone());
         }
+    }
+    // The caller's PATH first, then what the profile added (`crate::env::merge_path`), as
+    // a real login's first line does; the marker goes, whatever the build's dump held.
+    env.remove(OsStr::new(CALLER_PATH_VAR));
+    if let Some(caller) = spec.env.get(OsStr::new(CALLER_PATH_VAR)) {
+        let profile = env.get(OsStr::new("PATH")).cloned().unwrap_or_default();
+        env.insert("PATH".into(), merge_path(caller, &profile));
     }
     if let Some(script) = &built.script {
         env.insert("BASH_ENV".into(), script.clone().into_os_string());

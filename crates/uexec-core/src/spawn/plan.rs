@@ -92,6 +92,7 @@ impl Plan {
             no_nul("shell", shell)?;
         }
         let requested_shell = req.shell.clone().filter(|s| !s.is_empty());
+        let login = req.login.unwrap_or(true);
         let remote = matches!(placement, Placement::Remote { .. });
         let local = matches!(placement, Placement::Local);
         let planned_for = placement.clone();
@@ -109,11 +110,15 @@ impl Plan {
                         format!("{} {why}", cwd.display()),
                     ));
                 }
-                let env = match &config.base_env {
+                let mut env = match &config.base_env {
                     Some(base) => config.env_policy.command_env(base.clone(), tty),
                     None => config.env_policy.command_env(std::env::vars_os(), tty),
                 };
                 let shell = requested_shell.unwrap_or_else(|| default_shell(config));
+                if login {
+                    // The caller's PATH outlives a profile that resets it (crate::env).
+                    crate::env::keep_caller_path(&mut env, &shell);
+                }
                 if find_program(&shell, env.get(OsStr::new("PATH")).map(OsString::as_os_str))
                     .is_none()
                 {
@@ -139,7 +144,6 @@ impl Plan {
                 (cwd, shell, config.env_policy.overrides(tty), mode)
             }
         };
-        let login = req.login.unwrap_or(true);
         let mut spec = SpawnSpec {
             program: Program::Shell {
                 shell,
@@ -319,6 +323,37 @@ mod tests {
     }
 
     #[test]
+    fn a_local_login_carries_the_callers_path_past_its_profile_and_shows_the_command_as_is() {
+        let mut caller = config();
+        caller.base_env = Some(
+            [("PATH", "/my/tools::/usr/bin:/bin:/my/tools")]
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        );
+        let plan = Plan::new(&caller, &req("mytool"), Placement::Local).expect("valid");
+        let marker = OsStr::new(crate::env::CALLER_PATH_VAR);
+        assert_eq!(plan.spec.env[marker], "/my/tools:/usr/bin:/bin");
+        assert_eq!(plan.spec.command().0, ["/bin/sh", "-lc", "mytool"]);
+        let (argv, _) = plan.spec.command_to_exec();
+        assert_eq!(argv[..2], ["/bin/sh", "-lc"]);
+        assert_eq!(argv[2], crate::env::after_login_profile("mytool"));
+        assert!(argv[2].ends_with("; mytool"));
+        // No login, no profile: the PATH is the caller's as it is.
+        let plan = Plan::new(
+            &caller,
+            &ExecRequest {
+                login: Some(false),
+                ..req("mytool")
+            },
+            Placement::Local,
+        )
+        .expect("valid");
+        assert!(!plan.spec.env.contains_key(marker));
+        assert_eq!(plan.spec.command_to_exec(), plan.spec.command());
+    }
+
+    #[test]
     fn remote_plans_check_nothing_locally() {
         let placement = Placement::Remote {
             cwd: Some(PathBuf::from("/srv/app")),
@@ -340,6 +375,10 @@ mod tests {
             !plan.spec.env.contains_key(OsStr::new("PATH")),
             "the remote keeps its own PATH"
         );
+        assert!(!plan
+            .spec
+            .env
+            .contains_key(OsStr::new(crate::env::CALLER_PATH_VAR)));
     }
 
     #[test]

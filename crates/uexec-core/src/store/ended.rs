@@ -44,6 +44,8 @@ pub(super) struct Ended {
     lifecycle: watch::Receiver<Lifecycle>,
     /// Bytes it printed, when it was last seen.
     output_bytes: u64,
+    /// Why uexec ended it, when uexec did.
+    stopped: Option<crate::request::Stopped>,
 }
 
 impl Ended {
@@ -61,12 +63,16 @@ impl Ended {
             last_line: self.last_line.clone(),
             transcript: self.transcript.clone(),
             started: self.started,
-            end: end_of(&lifecycle),
+            end: end_of(&lifecycle).map(|end| SessionEnd {
+                stopped: self.stopped.clone(),
+                ..end
+            }),
             reported: true,
             usage: lifecycle.outcome().and_then(|o| o.usage),
             paused: false,
             kept: false,
             output_bytes: self.output_bytes,
+            waiting: None,
         }
     }
 
@@ -95,6 +101,7 @@ pub(super) fn end_of(lifecycle: &Lifecycle) -> Option<SessionEnd> {
         at: wall_time_ago(at.elapsed()),
         exit_code: lifecycle.exit_code(),
         failure: lifecycle.failure().map(str::to_owned),
+        stopped: None,
     })
 }
 
@@ -117,12 +124,14 @@ impl StoreInner {
             transcript: session.transcript_dir(),
             lifecycle: session.lifecycle_watch(),
             output_bytes: session.output_total(),
+            stopped: self.stops.remove(&session.id()),
         });
     }
 
     /// Forgets the records of session `id` (ended and transcript); the transcript
     /// directory it had, to delete.
     fn drop_records(&mut self, id: i32) -> Option<PathBuf> {
+        self.stops.remove(&id);
         let mut dir = None;
         self.ended.retain(|e| {
             if e.id == id {

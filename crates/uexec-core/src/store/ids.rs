@@ -28,6 +28,20 @@ impl SessionStore {
         if inner.shut_down {
             return Err(ExecError::ShutDown);
         }
+        let running = inner
+            .reserved
+            .iter()
+            .filter(|id| {
+                inner
+                    .sessions
+                    .get(id)
+                    .is_none_or(|e| !e.session.lifecycle().exited())
+            })
+            .count();
+        let (limit, when_full) = (self.config.max_sessions, self.config.when_full);
+        if crate::prune::refuses_another(running, limit, when_full) {
+            return Err(ExecError::Full { running, limit });
+        }
         if let Some(name) = name {
             check_session_name(name).map_err(|why| ExecError::invalid("name", why))?;
             if let Some(other) = inner.running_named(name) {

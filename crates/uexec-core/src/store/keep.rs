@@ -32,7 +32,10 @@ impl SessionStore {
             .collect();
         ids.sort_unstable();
         // One that ended or went meanwhile is not ours to end any more.
-        ids.retain(|id| self.terminate_by(*id, by).is_ok());
+        ids.retain(|id| {
+            self.stop(*id, by, crate::request::Stopped::ClientGone)
+                .is_ok()
+        });
         ids
     }
 }

@@ -70,6 +70,9 @@ struct StoreInner {
     finished: VecDeque<(i32, FinishedTranscript)>,
     /// Sessions no longer stored, for people (see [`ended`]).
     ended: VecDeque<ended::Ended>,
+    /// Why uexec ended stored sessions it ended (pruned, their client gone), until their
+    /// [`ended::Ended`] record takes it: at most one per stored session.
+    stops: HashMap<i32, crate::request::Stopped>,
 }
 
 /// Sessions gone from the store whose transcripts `read_output` still finds by id.
@@ -218,13 +221,31 @@ impl SessionStore {
 
     /// Stored sessions (running, or exited and not yet reported), oldest first.
     pub fn list_sessions(&self) -> Vec<SessionInfo> {
-        let inner = lock(&self.inner);
-        let mut list: Vec<SessionInfo> = inner
-            .sessions
-            .values()
-            .map(|e| {
-                let s = &e.session;
+        let stored: Vec<(Arc<Session>, bool, Option<crate::request::Stopped>)> = {
+            let inner = lock(&self.inner);
+            inner
+                .sessions
+                .values()
+                .map(|e| {
+                    let stop = inner.stops.get(&e.session.id()).cloned();
+                    (e.session.clone(), e.kept, stop)
+                })
+                .collect()
+        };
+        // Outside the store's lock: what a session waits for reads its output.
+        let mut list: Vec<SessionInfo> = stored
+            .into_iter()
+            .map(|(s, kept, stopped)| {
                 let lifecycle = s.lifecycle();
+                let end = ended::end_of(&lifecycle)
+                    .map(|end| crate::request::SessionEnd { stopped, ..end });
+                let waiting = match lifecycle.exited() {
+                    true => None,
+                    false => s.prompt().map(|p| match p.secret {
+                        true => crate::request::Waiting::Password,
+                        false => crate::request::Waiting::Input,
+                    }),
+                };
                 SessionInfo {
                     session_id: s.id(),
                     command: s.info.command.clone(),
@@ -236,13 +257,14 @@ impl SessionStore {
                     pid: s.pid,
                     last_line: s.last_line(),
                     transcript: s.transcript_dir(),
-                    started: ended::started_wall(s),
-                    end: ended::end_of(&lifecycle),
+                    started: ended::started_wall(&s),
+                    end,
                     reported: false,
                     usage: s.control().usage(),
                     paused: s.control().paused(),
-                    kept: e.kept,
+                    kept,
                     output_bytes: s.output_total(),
+                    waiting,
                 }
             })
             .collect();
@@ -285,12 +307,30 @@ impl SessionStore {
     /// (uexec kill)"): the owner's next result says so, in an exit notice, instead of leaving
     /// it to find `Unknown process id`.
     pub fn terminate_by(&self, session_id: i32, by: &str) -> Result<(), ExecError> {
-        let command = lock(&self.inner)
-            .sessions
-            .get(&session_id)
-            .map(|e| e.session.info.command.clone())
-            .ok_or(ExecError::UnknownProcess(session_id))?;
-        self.terminate(session_id)?;
+        self.stop(session_id, by, crate::request::Stopped::By(by.to_owned()))
+    }
+
+    /// [`Self::terminate_by`], `ls -a` saying why (`stopped`).
+    pub(super) fn stop(
+        &self,
+        session_id: i32,
+        by: &str,
+        stopped: crate::request::Stopped,
+    ) -> Result<(), ExecError> {
+        let command = {
+            let mut inner = lock(&self.inner);
+            let command = inner
+                .sessions
+                .get(&session_id)
+                .map(|e| e.session.info.command.clone())
+                .ok_or(ExecError::UnknownProcess(session_id))?;
+            inner.stops.insert(session_id, stopped);
+            command
+        };
+        if let Err(e) = self.terminate(session_id) {
+            lock(&self.inner).stops.remove(&session_id);
+            return Err(e);
+        }
         let mut inner = lock(&self.inner);
         inner.notices.retain(|n| n.session_id != session_id);
         if inner.notices.len() >= crate::limits::MAX_EXIT_NOTICES {
@@ -339,6 +379,7 @@ impl SessionStore {
             for id in ids {
                 inner.release(id);
             }
+            inner.stops.clear();
             inner.sessions.drain().map(|(_, e)| e.session).collect()
         };
         for s in sessions {
@@ -398,9 +439,12 @@ impl SessionStore {
                         exited: e.session.lifecycle().exited(),
                     })
                     .collect();
-                if let Some(victim) = session_to_prune(&meta, PROTECTED_RECENT_SESSIONS) {
+                let victim =
+                    session_to_prune(&meta, PROTECTED_RECENT_SESSIONS, self.config.when_full);
+                if let Some(victim) = victim {
                     pruned = inner.sessions.get(&victim).map(|e| e.session.clone());
                     if let Some(v) = &pruned {
+                        inner.stops.insert(v.id(), crate::request::Stopped::Pruned);
                         inner.forget(v);
                     }
                 }

@@ -95,10 +95,10 @@ async fn run(store: &Arc<SessionStore>, cmd: &str) -> (String, Option<i32>) {
 }
 
 const SEES_THE_PROFILE: &str = r#"greet world; ll; x=a; [[ $x == @(a|b) ]] && echo extglob-parsed
-case $PATH in "$HOME/bin:"*) echo path-first;; esac
+case :$PATH: in *":$HOME/bin:"*) echo path-added;; esac
 echo "var=$PROFILE_VAR token=${PROFILE_API_TOKEN-unset} unset=${UNSET_ME-gone}""#;
 
-const SEEN: &str = "hello from world\naliased\nextglob-parsed\npath-first\n\
+const SEEN: &str = "hello from world\naliased\nextglob-parsed\npath-added\n\
     var=profile token=unset unset=gone\n";
 
 #[tokio::test]
@@ -228,11 +228,41 @@ async fn dash_gets_the_environment_of_its_profile_once() {
     let home = Home::new(".profile", profile);
     let store = home.store("/bin/sh", Some(ShellSnapshotOptions::default()));
     for _ in 0..2 {
-        let (out, code) = run(&store, "echo \"$PROFILE_VAR ${PATH%%:*} $0\"").await;
-        assert_eq!(out, format!("profile {}/bin /bin/sh\n", home.dir.display()));
+        let cmd =
+            "echo \"$PROFILE_VAR $0\"; case :$PATH: in *\":$HOME/bin:\"*) echo path-added;; esac";
+        let (out, code) = run(&store, cmd).await;
+        assert_eq!(out, "profile /bin/sh\npath-added\n");
         assert_eq!(code, Some(0));
     }
     assert_eq!(home.runs(), 1);
+}
+
+/// A profile that resets PATH (as Debian's `/etc/profile` does) and adds to it: the
+/// caller's PATH comes first, then what the profile added, from a snapshot and from a real
+/// login alike (issue 42), and the variable that carried it is gone.
+#[tokio::test]
+async fn the_callers_path_outlives_a_profile_that_resets_it() {
+    for (shell, profile_name) in [("/bin/bash", ".bash_profile"), ("/bin/sh", ".profile")] {
+        let profile = "echo run >> \"$HOME/runs\"\nexport PATH=/usr/bin:/bin\n\
+                       export PATH=\"$HOME/bin:$PATH\"\n";
+        let home = Home::new(profile_name, profile);
+        let caller = [("PATH", "/caller/bin:/bin:/caller/bin")];
+        let snap = home.store_sharing(shell, Some(home.snapshots(Default::default())), &caller);
+        let real = home.store_sharing(shell, None, &caller);
+        let expected = format!(
+            "/caller/bin:/bin:{}/bin:/usr/bin\ngone\n",
+            home.dir.display()
+        );
+        let cmd = "echo \"$PATH\"; echo \"${UEXEC_CALLER_PATH-gone}\"";
+        for store in [&snap, &real, &snap] {
+            assert_eq!(
+                run(store, cmd).await,
+                (expected.clone(), Some(0)),
+                "{shell}"
+            );
+        }
+        assert_eq!(home.runs(), 2, "{shell}: one build, one real login");
+    }
 }
 
 #[tokio::test]

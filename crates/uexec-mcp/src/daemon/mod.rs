@@ -37,7 +37,7 @@ pub mod run;
 pub mod status;
 
 pub use build_id::{build_id, build_id_of};
-pub use options::{DaemonError, DaemonOptions, DEFAULT_IDLE_TIMEOUT_S};
+pub use options::{DaemonError, DaemonOptions, DEFAULT_IDLE_TIMEOUT_S, DEFAULT_PERSON_SESSIONS};
 
 use std::io;
 use std::os::fd::AsFd;
@@ -112,15 +112,24 @@ struct Daemon {
     metrics: Arc<uexec_core::metrics::Metrics>,
     /// Commands held for a person's yes at the daemon (`uexec approvals`).
     held: Arc<crate::approve::held::Held>,
+    /// The most running sessions of a person (`--person-sessions`).
+    person_sessions: usize,
 }
 
 impl Daemon {
     /// The store of `owner`, made with `config` (its first connection's) if it has none.
+    /// A person's store never prunes a running session: past `--person-sessions` running, a
+    /// new one is refused; an agent's prunes at Codex's 64.
     fn store_of(&self, owner: &str, config: &StoreConfig) -> Result<Arc<SessionStore>, String> {
         self.owners.get_or_make(owner, || {
+            let mut config = config.clone();
+            if owner == PERSON {
+                config.when_full = uexec_core::WhenFull::Refuse;
+                config.max_sessions = self.person_sessions;
+            }
             Ok(SessionStore::with_id_space(
                 Arc::new(LocalBackend),
-                config.clone(),
+                config,
                 Default::default(),
                 self.ids.clone(),
             ))
@@ -229,6 +238,7 @@ pub async fn run(args: DaemonOptions) -> Result<(), DaemonError> {
         clients: AtomicUsize::new(0),
         metrics: figures,
         held: Arc::default(),
+        person_sessions: args.person_sessions,
         facts: status::Facts {
             started: std::time::Instant::now(),
             socket: std::path::absolute(&socket)?,

@@ -12,6 +12,10 @@ use crate::{TranscriptOptions, TranscriptsDirError};
 /// `uexec daemon --idle-timeout`'s default, in seconds.
 pub const DEFAULT_IDLE_TIMEOUT_S: u64 = 600;
 
+/// `uexec daemon --person-sessions`' default: the most sessions a person runs at once
+/// (an agent's store keeps Codex's 64, and prunes).
+pub const DEFAULT_PERSON_SESSIONS: usize = 256;
+
 /// `uexec daemon`.
 #[derive(Debug, Clone)]
 pub struct DaemonOptions {
@@ -36,6 +40,9 @@ pub struct DaemonOptions {
     pub rules: Vec<PathBuf>,
     /// `--unmatched`: the decision for a command those rules do not match.
     pub unmatched: Option<uexec_core::policy::rules::Decision>,
+    /// `--person-sessions`: the most running sessions of a person; past it a run is
+    /// refused (none of theirs is ever pruned).
+    pub person_sessions: usize,
 }
 
 impl Default for DaemonOptions {
@@ -50,6 +57,7 @@ impl Default for DaemonOptions {
             limits: uexec_core::policy::Limits::default(),
             rules: Vec::new(),
             unmatched: None,
+            person_sessions: DEFAULT_PERSON_SESSIONS,
         }
     }
 }

@@ -210,6 +210,23 @@ fn every_owners(owners: &OwnerTable, all: bool) -> CallToolResult {
             if let Some(failure) = &end.failure {
                 item["failure"] = json!(failure);
             }
+            if let Some(stopped) = &end.stopped {
+                item["stopped"] = json!(stopped.as_str());
+                match stopped {
+                    uexec_core::Stopped::By(by) => {
+                        item["stopped_by"] = json!(by);
+                        how.push_str(&format!(", stopped by {by}"));
+                    }
+                    uexec_core::Stopped::Pruned => how.push_str(", pruned"),
+                    uexec_core::Stopped::ClientGone => {
+                        how.push_str(", stopped: its client went away")
+                    }
+                }
+            }
+        }
+        if let Some(waiting) = s.waiting.filter(|_| !s.exited) {
+            item["waiting"] = json!(waiting.as_str());
+            how.push_str(&format!(", waiting for {}", waiting.as_str()));
         }
         if s.reported {
             item["reported"] = json!(true);

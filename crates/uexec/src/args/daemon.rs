@@ -44,6 +44,11 @@ pub struct DaemonArgs {
     /// forbidden.
     #[arg(help_heading = "Rules", long, value_name = "DECISION", value_parser = |s: &str| s.parse::<uexec_core::policy::rules::Decision>(), requires = "rules")]
     pub unmatched: Option<uexec_core::policy::rules::Decision>,
+    /// The most sessions a person runs at once (1 or more): past it `uexec run` is refused,
+    /// saying so; a person's running sessions are never pruned (an agent's store keeps
+    /// Codex's 64, pruning the least recently used).
+    #[arg(long, value_name = "N", default_value_t = uexec_mcp::daemon::DEFAULT_PERSON_SESSIONS, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(1..), |n| n as usize))]
+    pub person_sessions: usize,
 }
 
 impl From<DaemonArgs> for DaemonOptions {
@@ -60,6 +65,7 @@ impl From<DaemonArgs> for DaemonOptions {
             limits: args.limits.into(),
             rules: args.rules,
             unmatched: args.unmatched,
+            person_sessions: args.person_sessions,
         }
     }
 }

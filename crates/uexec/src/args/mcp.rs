@@ -93,8 +93,9 @@ pub struct McpArgs {
     /// its own sessions; a restarted agent with the same owner finds them again, when they
     /// outlived it (--linger) (default: `mcp:` and the working directory). Over --http with
     /// tokens, each token's owner is this, `#` and a fingerprint of the token (never the
-    /// token).
-    #[arg(help_heading = "Daemon", long, value_name = "NAME")]
+    /// token). Not empty, and not `@...`: those are people's (`@person`, whose powers reach
+    /// every owner's sessions).
+    #[arg(help_heading = "Daemon", long, value_name = "NAME", value_parser = parse_owner)]
     pub owner: Option<String>,
     /// The daemon's socket (default: $XDG_RUNTIME_DIR/uexec/daemon.sock, else
     /// /run/user/<uid>/uexec/daemon.sock when logind made /run/user/<uid>, as an agent's
@@ -328,6 +329,20 @@ pub enum Place {
 }
 
 /// `--linger`: seconds, or `forever`.
+/// clap's reading of `--owner`: an agent's name, never empty nor a person's (`@...`).
+fn parse_owner(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        return Err("an owner needs a name (e.g. mcp:app-a)".to_owned());
+    }
+    if s.starts_with('@') {
+        return Err(format!(
+            "{s:?}: names starting with @ are people's (@person may reach every owner's \
+             sessions); give an agent's name (e.g. mcp:app-a)"
+        ));
+    }
+    Ok(s.to_owned())
+}
+
 fn parse_linger(s: &str) -> Result<Linger, String> {
     if s == "forever" {
         return Ok(Linger::Forever);

@@ -163,17 +163,14 @@ impl SessionRef {
         }
     }
 
-    /// The session's id: a name is looked up among every owner's sessions (ended ones
-    /// too), the running one first, else the one that started last. Two running sessions
-    /// of that name (two owners') are ambiguous: a usage error that lists their ids.
+    /// The session's id: a name is looked up among the person's own sessions first (ended
+    /// ones too: the running one, else the one that started last), and among other owners'
+    /// only when the person has none of that name, saying whose on stderr. Two running
+    /// sessions of that name (two owners') are ambiguous: a usage error that lists their ids.
     pub async fn resolve(&self, conn: &mut Conn) -> Result<i32, Failure> {
         let name = match self {
             Self::Id(id) => return Ok(*id),
             Self::Name(name) => name,
-        };
-        let unknown = || Failure {
-            code: EXIT_NO_SESSION,
-            message: format!("Unknown session name {name}"),
         };
         if !conn.daemon_may_run() {
             return Err(self.no_daemon());
@@ -183,30 +180,57 @@ impl SessionRef {
             .as_array()
             .map(|all| all.iter().filter(|s| s["name"] == name.as_str()).collect())
             .unwrap_or_default();
-        let running: Vec<i64> = named
-            .iter()
-            .filter(|s| s["state"] != "exited")
-            .filter_map(|s| s["session_id"].as_i64())
-            .collect();
-        let id =
-            match running.as_slice() {
-                [one] => Some(*one),
-                [] => named
-                    .iter()
-                    .max_by_key(|s| s["started_at"].as_str().unwrap_or_default().to_owned())
-                    .and_then(|s| s["session_id"].as_i64()),
-                many => {
-                    return Err(Failure {
-                        code: 2,
-                        message: format!(
-                        "session name {name} is ambiguous: sessions {} run under it (give the id)",
-                        many.iter().map(i64::to_string).collect::<Vec<_>>().join(", ")
-                    ),
-                    })
-                }
-            };
-        id.and_then(|id| i32::try_from(id).ok()).ok_or_else(unknown)
+        let (own, others): (Vec<&Value>, Vec<&Value>) = named
+            .into_iter()
+            .partition(|s| s["owner"] == uexec_protocol::daemon::PERSON);
+        if let Some(id) = pick_named(name, &own)? {
+            return Ok(id);
+        }
+        let id = pick_named(name, &others)?.ok_or_else(|| Failure {
+            code: EXIT_NO_SESSION,
+            message: format!("Unknown session name {name}"),
+        })?;
+        if let Some(s) = others.iter().find(|s| s["session_id"] == id) {
+            let owner: String = s["owner"]
+                .as_str()
+                .unwrap_or_default()
+                .chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect();
+            eprintln!("{name}: session {id} of {owner} (you have none of that name)");
+        }
+        Ok(id)
     }
+}
+
+/// The session named `name` among `named` (one owner's, or others'): the running one, else
+/// the one that started last; two running are ambiguous.
+fn pick_named(name: &str, named: &[&Value]) -> Result<Option<i32>, Failure> {
+    let running: Vec<i64> = named
+        .iter()
+        .filter(|s| s["state"] != "exited")
+        .filter_map(|s| s["session_id"].as_i64())
+        .collect();
+    let id = match running.as_slice() {
+        [one] => Some(*one),
+        [] => named
+            .iter()
+            .max_by_key(|s| s["started_at"].as_str().unwrap_or_default().to_owned())
+            .and_then(|s| s["session_id"].as_i64()),
+        many => {
+            return Err(Failure {
+                code: 2,
+                message: format!(
+                    "session name {name} is ambiguous: sessions {} run under it (give the id)",
+                    many.iter()
+                        .map(i64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })
+        }
+    };
+    Ok(id.and_then(|id| i32::try_from(id).ok()))
 }
 
 /// Calls a tool; its error is a [`Failure`].

@@ -100,6 +100,11 @@ impl Conn {
         self.socket.exists()
     }
 
+    /// The daemon's socket this connection reaches.
+    pub fn socket(&self) -> &std::path::Path {
+        &self.socket
+    }
+
     /// Calls a tool.
     pub async fn call(&mut self, tool: &str, arguments: Value) -> anyhow::Result<ToolResult> {
         let result = self
@@ -221,4 +226,58 @@ pub fn answer(line: &[u8], id: u64, method: &str) -> anyhow::Result<Option<Value
         );
     }
     Ok(Some(message.get("result").cloned().unwrap_or(Value::Null)))
+}
+
+/// A daemon of this user that runs elsewhere than the one this CLI reaches: a client that
+/// passes few variables (no `XDG_RUNTIME_DIR`) starts its own in another runtime directory,
+/// and its sessions are there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OtherDaemon {
+    pub socket: PathBuf,
+    pub pid: u32,
+}
+
+impl OtherDaemon {
+    /// What `ls` and `daemon --status` say of it.
+    pub fn sentence(&self) -> String {
+        format!(
+            "another uexec daemon of yours runs at {} (pid {}), for clients without \
+             XDG_RUNTIME_DIR: its sessions are there (`uexec ls --socket {}`)",
+            self.socket.display(),
+            self.pid,
+            self.socket.display()
+        )
+    }
+}
+
+/// The first daemon of this user found running in another runtime directory than `ours`
+/// (`$XDG_RUNTIME_DIR/uexec`, `/run/user/<uid>/uexec`, `<temp dir>/uexec-<uid>`,
+/// `/tmp/uexec-<uid>`): its directory this user's, its pid file naming a live process.
+pub fn other_daemon(ours: &std::path::Path) -> Option<OtherDaemon> {
+    use std::os::unix::fs::MetadataExt as _;
+    let uid = uexec_sys::effective_uid();
+    let ours = ours.parent().map(std::path::Path::to_path_buf);
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(xdg) = std::env::var_os("XDG_RUNTIME_DIR").filter(|x| !x.is_empty()) {
+        dirs.push(PathBuf::from(xdg).join("uexec"));
+    }
+    dirs.push(PathBuf::from(format!("/run/user/{uid}/uexec")));
+    dirs.push(std::env::temp_dir().join(format!("uexec-{uid}")));
+    dirs.push(PathBuf::from(format!("/tmp/uexec-{uid}")));
+    let same = |a: &std::path::Path, b: &std::path::Path| {
+        a == b || std::fs::canonicalize(a).ok() == std::fs::canonicalize(b).ok()
+    };
+    dirs.into_iter()
+        .filter(|d| ours.as_deref().is_none_or(|o| !same(d, o)))
+        .filter(|d| std::fs::metadata(d).is_ok_and(|m| m.is_dir() && m.uid() == uid))
+        .find_map(|dir| {
+            let socket = dir.join("daemon.sock");
+            let pid: u32 = std::fs::read_to_string(dir.join("daemon.pid"))
+                .ok()?
+                .trim()
+                .parse()
+                .ok()?;
+            let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+            (alive && socket.exists()).then_some(OtherDaemon { socket, pid })
+        })
 }

@@ -23,9 +23,13 @@ pub async fn daemon_status(socket: Option<PathBuf>, json: bool) -> Result<ExitCo
             message: format!("{e:#}"),
         })?;
     let Some(status) = status else {
+        let mut message = format!("no uexec daemon runs for {}", socket.display());
+        if let Some(other) = super::conn::other_daemon(&socket) {
+            message = format!("{message}; {}", other.sentence());
+        }
         return Err(Failure {
             code: EXIT_NO_SESSION,
-            message: format!("no uexec daemon runs for {}", socket.display()),
+            message,
         });
     };
     if json {

@@ -126,7 +126,7 @@ fn spawn_local(
             env
         }
     };
-    let (command, arg0) = spec.command();
+    let (command, arg0) = spec.command_to_exec();
     let program = command
         .first()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty argv"))?;
