@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # uexec as a pod: `uexec serve` (the Codex-compatible exec server) over wss://, with the
-# token and the TLS pair read from mounted files. See deploy/kubernetes/ and the README's
-# "Running on Kubernetes".
+# token and the TLS pair read from mounted files. See deploy/kubernetes/ and the book's
+# "Running on Kubernetes" (docs/src/kubernetes.md).
 #
 #   docker build -t uexec:dev .
 #   docker build --build-arg RUNTIME_IMAGE=my-toolchain:latest -t uexec:mine .

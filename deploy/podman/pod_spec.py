@@ -454,7 +454,7 @@ def make_volumes(pod, volume_root, secrets):
     """Each volume as the kubelet makes it: an emptyDir (or a new claim) is a directory of
     mode 0777, and with fsGroup of that group with the setgid bit; a secret's keys are files
     of defaultMode (or the item's mode), with fsGroup of that group and readable by it.
-    secrets: secret name -> {key: bytes} (what the operator creates, README step 2)."""
+    secrets: secret name -> {key: bytes} (what the operator creates, docs/src/kubernetes.md step 2)."""
     for vol in pod.volumes.values():
         where = volume_root / vol.name
         if vol.kind == "tmpfs":

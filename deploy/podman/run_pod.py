@@ -7,7 +7,7 @@ deploy/podman/run.sh builds the image and calls this with the podman it set up. 
 official MCP Python SDK and PyYAML (deploy/podman/requirements.txt).
 1. pod_spec.py turns the overlay's StatefulSet into `podman run` flags, and fails on any
    field it cannot honour;
-2. the two Secrets of the README's step 2 are made as an operator makes them (a bearer
+2. the two Secrets of step 2 of docs/src/kubernetes.md are made as an operator makes them (a bearer
    token; a CA and a server certificate signed by it, for the pods' DNS names and
    127.0.0.1), and the volumes as the kubelet makes them;
 3. podman runs the pod (NAME-0), detached; the probes' GETs are made from the host
@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from smoke_test import make_tls  # noqa: E402  (deploy/: the same CA and certificate recipe)
 
 DEADLINE_S = 60
-# What the README's step 2 has the certificate name, and the address the host dials.
+# What step 2 of docs/src/kubernetes.md has the certificate name, and the address the host dials.
 SAN = "DNS:*.uexec.uexec.svc,DNS:*.uexec.uexec.svc.cluster.local,IP:127.0.0.1"
 
 

@@ -132,7 +132,7 @@ def codex_command(binary: str, server: str, port: int, tmp: Path, prompt: str) -
         "startup_timeout_sec = 30",
         "tool_timeout_sec = 60",
         # Codex hands an MCP server a few variables only (HOME, PATH...): the run's runtime
-        # directory, where its uexec daemon goes, is passed on by name, as the README says.
+        # directory, where its uexec daemon goes, is passed on by name, as docs/src/mcp.md says.
         'env_vars = ["XDG_RUNTIME_DIR"]',
         "",
     ])

@@ -31,7 +31,10 @@ fn main() -> std::process::ExitCode {
     if let Command::Doctor { json } = cli.command {
         // Before any thread exists: the probes fork and enter namespaces.
         let facilities = uexec_sandbox::doctor::check();
-        return print_whole(uexec_sandbox::doctor::render(&facilities, json).as_bytes());
+        let sandbox = uexec_sandbox::doctor::render(&facilities, json);
+        // Then the daemon: asked on a runtime of its own, which starts no daemon.
+        let daemon = cli::doctor::daemon_facts(None);
+        return print_whole(cli::doctor::doctor(&sandbox, json, &daemon).as_bytes());
     }
     if matches!(cli.command, Command::Policy { .. }) {
         // Needs no daemon, no runtime: files and a string in, a verdict out.
@@ -338,10 +341,10 @@ mod tests {
         assert!(missing.is_empty(), "no help for: {missing:?}");
     }
 
-    /// `uexec mcp --help` groups every flag under a heading, and the README lists the same
-    /// flags under the same headings, in the same order.
+    /// `uexec mcp --help` groups every flag under a heading, and the book's page on `uexec
+    /// mcp` (docs/src/mcp.md) lists the same flags under the same headings, in the same order.
     #[test]
-    fn the_readme_lists_the_mcp_flags_as_help_groups_them() {
+    fn the_book_lists_the_mcp_flags_as_help_groups_them() {
         let cmd = Cli::command();
         let mcp = cmd.find_subcommand("mcp").unwrap();
         let mut help: Vec<(String, Vec<String>)> = Vec::new();
@@ -362,9 +365,8 @@ mod tests {
                 _ => help.push((heading.to_owned(), vec![format!("--{long}")])),
             }
         }
-        let readme =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
-                .unwrap();
+        let page = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/src/mcp.md");
+        let readme = std::fs::read_to_string(page).unwrap();
         let start = readme
             .find("`uexec mcp --help` says what each flag does")
             .unwrap();

@@ -14,7 +14,7 @@ use uexec_protocol::daemon::Linger;
 use super::TranscriptArgs;
 use crate::relay;
 
-/// Arguments of `uexec mcp`, grouped in `--help` by what they set (the README lists them
+/// Arguments of `uexec mcp`, grouped in `--help` by what they set (docs/src/mcp.md lists them
 /// under the same headings, and a test holds the two together).
 #[derive(Debug, Clone, clap::Args)]
 pub struct McpArgs {

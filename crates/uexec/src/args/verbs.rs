@@ -17,7 +17,8 @@ use uexec_cli::cli;
 pub struct Cli {
     /// Write logs to this file instead of stderr (the level comes from UEXEC_LOG, e.g.
     /// `UEXEC_LOG=debug`; default `warn`). Logs never go to stdout.
-    #[arg(long, global = true, value_name = "PATH")]
+    // Shown after each verb's own flags: it matters less than they do.
+    #[arg(long, global = true, value_name = "PATH", display_order = 900)]
     pub log_file: Option<std::path::PathBuf>,
     #[command(subcommand)]
     pub command: Command,
@@ -27,8 +28,8 @@ pub struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Serve the MCP tools (exec_command, write_stdin, list_sessions, terminate_session)
-    /// over stdio, or over streamable HTTP with --http.
+    /// Serve the MCP tools (exec_command, write_stdin, list_sessions, terminate_session,
+    /// read_output, wait) over stdio, or over streamable HTTP with --http.
     #[command(after_help = "Examples:
   uexec mcp                                     stdio, for Codex, Claude Code, Cursor...
   claude mcp add uexec -- /path/to/uexec mcp    register it with Claude Code
@@ -80,7 +81,8 @@ Examples:
   printf 'b\\na\\n' | uexec run -- sort   stdin goes through
   uexec run --tty -- python3             a REPL in this terminal (Ctrl-\\ leaves it running)
   uexec run -d --until-pattern ready -- npm run dev
-                                         returns once it printed `ready`; the server runs on (exit 4)"
+                                         returns once it printed `ready`; the server runs on (exit 4)",
+        mut_arg("socket", |a| a.help(RUN_SOCKET_HELP))
     )]
     Run {
         #[command(flatten)]
@@ -245,7 +247,9 @@ Examples:
         shell: clap_complete::Shell,
     },
     /// Print what this machine supports of the sandbox (Landlock, user, pid, mount and
-    /// network namespaces, seccomp) and whether sessions get a cgroup v2 each; exit 0.
+    /// network namespaces, seccomp), whether sessions get a cgroup v2 each, and this user's
+    /// daemon: running or not, of this build or another, its log, and where transcripts go
+    /// (starts no daemon); exit 0.
     Doctor {
         /// One JSON object instead of text.
         #[arg(long)]
@@ -259,6 +263,9 @@ Examples:
         dir: std::path::PathBuf,
     },
 }
+
+/// `uexec run --socket`'s line: the one verb that starts a daemon when none runs.
+const RUN_SOCKET_HELP: &str = "The daemon's socket (default: $XDG_RUNTIME_DIR/uexec/daemon.sock, else /run/user/<uid>/uexec/daemon.sock when logind made /run/user/<uid>, else a per-user directory under the temp dir). A daemon is started there if none runs";
 
 const CLI_AFTER_HELP: &str = "Exit codes:
   run, wait        the command's own code (124 after --timeout; run: 130 after Ctrl-C)

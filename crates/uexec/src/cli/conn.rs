@@ -20,8 +20,10 @@ pub const MAX_LINE_BYTES: usize = 64 << 20;
 pub struct Target {
     /// The daemon's socket (default: $XDG_RUNTIME_DIR/uexec/daemon.sock, else
     /// /run/user/<uid>/uexec/daemon.sock when logind made /run/user/<uid>, else a per-user
-    /// directory under the temp dir). A daemon is started if none runs.
-    #[arg(long, value_name = "PATH")]
+    /// directory under the temp dir). Where no daemon has run (no socket there), this verb
+    /// starts none.
+    // After each verb's own flags (`uexec run` says it starts a daemon: see its variant).
+    #[arg(long, value_name = "PATH", display_order = 901)]
     pub socket: Option<PathBuf>,
 }
 

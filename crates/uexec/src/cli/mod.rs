@@ -24,6 +24,7 @@ pub mod attach;
 mod common;
 pub mod conn;
 mod daemon_status;
+pub mod doctor;
 mod keep;
 mod kill;
 mod logs;

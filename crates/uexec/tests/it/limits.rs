@@ -3,7 +3,7 @@
 //! and cpu controllers (they are bound to v1): every face refuses a limit flag at start-up,
 //! naming it and saying why, the daemon refuses a client's, and a call's `limits` is
 //! refused, naming the field, with nothing run. What the kernel then does with a limit is
-//! not tried here (see the README: the writes and the OOM report are tested against a
+//! not tried here (see docs/src/cgroups.md: the writes and the OOM report are tested against a
 //! directory shaped like a cgroup, in `uexec-core`).
 
 use std::process::Stdio;

@@ -18,6 +18,8 @@ mod client_gone;
 mod daemon;
 mod daemon_status;
 mod daemon_trust;
+mod docs;
+mod doctor;
 mod front;
 mod fuzz_corpus;
 mod last_will;

@@ -91,7 +91,7 @@ async fn exec_on(client: &Client, env: &str, cmd: &str) -> rmcp::model::CallTool
     .await
 }
 
-/// The self-signed certificate of the README's recipe, made by openssl in `dir` as
+/// The self-signed certificate of the recipe in docs/src/serve.md, made by openssl in `dir` as
 /// `NAME.pem` and `NAME.key`, naming `san` (`DNS:localhost,IP:127.0.0.1`); `None` (and a
 /// message) when openssl is not installed.
 fn openssl_self_signed(dir: &Path, name: &str, san: &str) -> Option<(PathBuf, PathBuf)> {

@@ -1,8 +1,8 @@
-//! The README's "For people" story, walked step by step as a person types it: a bash in a
+//! The book's "For people" walk (docs/src/people.md), walked step by step as a person types it: a bash in a
 //! real terminal (tmux: send-keys types, capture-pane reads the screen) with `uexec` on its
 //! PATH, while an agent's `uexec mcp` (the daemon, by default) shares the daemon. `make` and `npm` are
 //! stand-ins in the person's `~/bin`, which their `~/.profile` puts on the PATH of the login
-//! shell that `uexec run` runs commands in. The steps are numbered as the README's.
+//! shell that `uexec run` runs commands in. The steps are numbered as the book's.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
