@@ -18,7 +18,7 @@ pub fn apply(settings: &Settings, config: &mut StoreConfig) -> Result<(), String
         keep: settings.env_keep.clone(),
         set: settings.env_set.clone(),
         drop: settings.env_drop.clone(),
-        pty_term: None,
+        ..EnvPolicy::default()
     };
     config.hygiene.strip_ansi = settings.strip_ansi;
     config.hygiene.collapse_cr = settings.collapse_cr;
@@ -147,8 +147,10 @@ fn apply_sandbox(settings: &SandboxSettings, sandbox: &mut SandboxConfig) -> Res
 }
 
 /// The store configuration of a daemon client's sessions, over the daemon's `base`: the
-/// client's directory, environment and settings. A person's PTY sessions get a real `TERM`
-/// ([`uexec_core::env::PERSON_PTY_TERM`]): they are for a terminal, not for a model.
+/// client's directory, environment and settings. A person's commands get the person's
+/// environment as it is ([`EnvPolicy::for_person`]: their secrets, which only a person's
+/// CLI sends, to a daemon it checked is theirs, and their colours; their terminal's `TERM`
+/// on a PTY): they are for a terminal, not for a model. An agent's keep the hygiene.
 pub fn store_config(hello: &Hello, base: &StoreConfig) -> Result<StoreConfig, String> {
     let mut config = base.clone();
     config.cwd = hello.cwd.clone();
@@ -158,8 +160,69 @@ pub fn store_config(hello: &Hello, base: &StoreConfig) -> Result<StoreConfig, St
         &config.limits,
         " (the daemon enables the controllers of its own limits when it starts: `uexec daemon --stop`, then `uexec daemon --memory-max BYTES|max ...`)",
     )?;
+    config.decisions =
+        crate::audit::AuditFile::of_this_user().map(|file| file.for_owner(hello.owner.clone()));
     if hello.owner == PERSON {
-        config.env_policy.pty_term = Some(uexec_core::env::PERSON_PTY_TERM.to_owned());
+        config.env_policy = EnvPolicy {
+            set: config.env_policy.set.clone(),
+            drop: config.env_policy.drop.clone(),
+            ..EnvPolicy::for_person()
+        };
     }
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::Engine as _;
+    use std::ffi::OsStr;
+    use uexec_protocol::daemon::{PROTOCOL, VERSION};
+
+    fn hello(owner: &str) -> Hello {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let env = [("GH_TOKEN", "ghp_x"), ("PATH", "/venv/bin:/usr/bin")]
+            .iter()
+            .map(|(k, v)| (b64.encode(k), b64.encode(v)))
+            .collect();
+        Hello {
+            protocol: PROTOCOL.into(),
+            version: VERSION.into(),
+            build: "b".into(),
+            owner: owner.into(),
+            cwd: std::env::temp_dir(),
+            env,
+            settings: Settings {
+                env_set: vec![("SET_BY_FLAG".into(), "1".into())],
+                ..Settings::default()
+            },
+            attach: None,
+            status: false,
+            run: None,
+            metrics: false,
+        }
+    }
+
+    /// A person's commands get their environment whole (their hello carries it); an
+    /// agent's, from the same hello, keep the hygiene; both get their `--env` flags.
+    #[test]
+    fn a_persons_store_gets_their_environment_and_an_agents_the_hygiene() {
+        let base = StoreConfig::default();
+        let person = store_config(&hello(PERSON), &base).expect("person");
+        let agent = store_config(&hello("mcp:agent"), &base).expect("agent");
+        assert!(person.env_policy.person && !agent.env_policy.person);
+        let env = |c: &StoreConfig| {
+            c.env_policy
+                .command_env(c.base_env.clone().expect("the client's"), false)
+        };
+        let (person, agent) = (env(&person), env(&agent));
+        assert_eq!(person[OsStr::new("GH_TOKEN")], "ghp_x");
+        assert!(!person.contains_key(OsStr::new("NO_COLOR")));
+        assert!(!agent.contains_key(OsStr::new("GH_TOKEN")));
+        assert_eq!(agent[OsStr::new("NO_COLOR")], "1");
+        for env in [&person, &agent] {
+            assert_eq!(env[OsStr::new("PATH")], "/venv/bin:/usr/bin");
+            assert_eq!(env[OsStr::new("SET_BY_FLAG")], "1");
+        }
+    }
 }

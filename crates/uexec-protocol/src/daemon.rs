@@ -47,9 +47,11 @@ pub struct Hello {
     /// The client's working directory: the default workdir of its commands.
     pub cwd: PathBuf,
     /// The client's environment, base64 of the raw bytes (names and values need not be
-    /// UTF-8): commands start from it, as they would in the client's own process. Without
-    /// its secret-looking variables (but those of `settings.env_keep`): commands would not
-    /// get them anyway, and a hello must never hand a secret to whoever listens.
+    /// UTF-8): commands start from it, as they would in the client's own process. An
+    /// agent's comes without its secret-looking variables (but those of
+    /// `settings.env_keep`): its commands would not get them anyway. A person's (owner
+    /// [`PERSON`], the CLI) comes whole: their own commands get their environment as it
+    /// is. Either goes only to a daemon the client checked is its user's.
     pub env: Vec<(String, String)>,
     pub settings: Settings,
     /// Instead of MCP: join a person's terminal to a session (`uexec attach`).

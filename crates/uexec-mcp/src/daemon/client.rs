@@ -9,8 +9,10 @@
 //!    daemon started there would be theirs to swap);
 //! 2. the listener at the other end must run as this user ([`check_listener`],
 //!    `SO_PEERCRED`), wherever the socket lies;
-//! 3. only then the hello, which carries no secret-looking variable
-//!    ([`LocalHello::here`], [`hello_env`]).
+//! 3. only then the hello. An agent's carries no secret-looking variable
+//!    ([`LocalHello::here`], [`hello_env`]); a person's (the CLI's) carries their whole
+//!    environment ([`person_env`]), for their own commands, and these checks are what
+//!    keeps it from any daemon but theirs.
 //!
 //! A refusal names the socket and says that nothing was sent.
 
@@ -194,6 +196,16 @@ pub fn hello_env(
     policy
         .inherited(vars)
         .into_iter()
+        .map(|(k, v)| (b64.encode(k.as_bytes()), b64.encode(v.as_bytes())))
+        .collect()
+}
+
+/// The `env` of a person's hello (the CLI's): `vars` as base64 pairs, all of them, secrets
+/// included. A person's own commands get their environment as it is; sent only past the
+/// checks of the module docs, to a daemon of theirs.
+pub fn person_env(vars: impl IntoIterator<Item = (OsString, OsString)>) -> Vec<(String, String)> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    vars.into_iter()
         .map(|(k, v)| (b64.encode(k.as_bytes()), b64.encode(v.as_bytes())))
         .collect()
 }

@@ -161,7 +161,12 @@ impl Conn {
 }
 
 /// The hello of a person (who sees every session) to a daemon of the engine build `build`
-/// (see [`build_id_of`](uexec_mcp::daemon::build_id_of)); `env_set` is `--env`.
+/// (see [`build_id_of`](uexec_mcp::daemon::build_id_of)); `env_set` is `--env`. It carries
+/// the person's whole environment, secrets included ([`person_env`]): their own commands
+/// get it as it is. It is sent only to a daemon checked to be theirs (its socket's
+/// directory, the listener's uid: `client::connect`, and the front's `greet`).
+///
+/// [`person_env`]: uexec_mcp::daemon::client::person_env
 pub fn person_hello(build: String, env_set: Vec<(String, String)>) -> anyhow::Result<Hello> {
     let settings = Settings {
         env_set,
@@ -171,7 +176,9 @@ pub fn person_hello(build: String, env_set: Vec<(String, String)>) -> anyhow::Re
         deterministic_ids: std::env::var("UEXEC_DETERMINISTIC_IDS").is_ok_and(|v| v == "1"),
         ..Settings::default()
     };
-    Ok(Hello::here_for(build, PERSON.to_owned(), settings)?)
+    let mut hello = Hello::here_for(build, PERSON.to_owned(), settings)?;
+    hello.env = uexec_mcp::daemon::client::person_env(std::env::vars_os());
+    Ok(hello)
 }
 
 /// The MCP handshake's two messages, sent with the hello.

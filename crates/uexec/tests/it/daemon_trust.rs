@@ -1,8 +1,9 @@
 //! A client checks the daemon before it says anything: the socket's directory must be this
 //! user's and private, and the listener must run as this user. A socket planted by another
 //! user (in a directory of theirs, or moved into one of ours) hears nothing, not even the
-//! hello; no daemon is started in a directory that fails the check; and the hello a real
-//! daemon gets never carries a secret-looking variable unless `--env-keep` names it.
+//! hello; no daemon is started in a directory that fails the check; and an agent's hello
+//! never carries a secret-looking variable unless `--env-keep` names it, while a person's
+//! (`uexec run`) carries their environment whole, to a listener that passed the checks.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -215,7 +216,7 @@ fn hello_env_names(line: &str) -> Vec<String> {
 }
 
 #[test]
-fn the_hello_carries_no_secret_looking_variable_unless_kept() {
+fn an_agents_hello_carries_no_secret_looking_variable_unless_kept_a_persons_all() {
     let place = Place::new("hello-env");
     let socket = private_dir(&place, "fake").join("daemon.sock");
     let socket_arg = socket.display().to_string();
@@ -248,14 +249,16 @@ fn the_hello_carries_no_secret_looking_variable_unless_kept() {
     for (i, line) in heard.iter().enumerate() {
         let names = hello_env_names(line);
         assert!(names.iter().any(|n| n == "UEXEC_IT_PLAIN"), "{names:?}");
-        assert!(!names.iter().any(|n| n == "FOO_API_KEY"), "{names:?}");
-        assert!(!names.iter().any(|n| n == "GITHUB_PAT"), "{names:?}");
-        // Only `uexec mcp --daemon --env-keep KEPT_TOKEN` (the first) passes it.
+        // The agent's (the first) only what `--env-keep` names; the person's everything:
+        // their own commands get it, and the listener is theirs (checked before).
+        let person = i > 0;
         assert_eq!(
-            names.iter().any(|n| n == "KEPT_TOKEN"),
-            i == 0,
-            "{i}: {names:?}"
+            names.iter().any(|n| n == "FOO_API_KEY"),
+            person,
+            "{names:?}"
         );
+        assert_eq!(names.iter().any(|n| n == "GITHUB_PAT"), person, "{names:?}");
+        assert!(names.iter().any(|n| n == "KEPT_TOKEN"), "{i}: {names:?}");
     }
 }
 
