@@ -4,10 +4,12 @@
 //! 1. overhead: `exec_command` of `true` (login=false, pipes) vs a bare tokio spawn+wait of
 //!    the same argv (`bash -c true`), medians of `UEXEC_BENCH_RUNS` (default 200) each; and
 //!    the same with transcripts kept (the default of `uexec mcp` and the daemon), interleaved;
-//!    and the spawn with its cgroup against without, back to back and *after a pause* (an
-//!    agent's calls come seconds apart; the kernel's cgroup lock is slow to take after an
-//!    idle spell, issue 41): `UEXEC_BENCH_PAUSED_RUNS` (default 40) of each, every timed
-//!    call after `UEXEC_BENCH_PAUSE_MS` (default 100) of sleep, the two interleaved;
+//!    and the spawn with its cgroup against without, back to back (`UEXEC_BENCH_RUNS` of
+//!    each) and *after a pause* (an agent's calls come seconds apart; the kernel's cgroup
+//!    lock is slow to take after an idle spell, issue 41): `UEXEC_BENCH_PAUSED_RUNS`
+//!    (default 40) of each, every timed call after `UEXEC_BENCH_PAUSE_MS` (default 100) of
+//!    sleep; the two in pairs, the order alternating, and beside the ratio of the medians
+//!    the median of the pairs' differences (the load's drift taken out);
 //! 2. flood: 1 GiB through a session (`head -c 1G /dev/zero`, polled to its end) vs the
 //!    same stream into `cat > /dev/null`; peak RSS of this process afterwards;
 //! 3. transcripts: the same flood, and a program's flood (`seq`, ~500 MiB), with every byte
@@ -66,19 +68,11 @@ async fn overhead(
     store: &Arc<SessionStore>,
     kept: &Arc<SessionStore>,
     runs: usize,
-) -> (Duration, Duration, Duration, Duration) {
+) -> (Duration, Duration, Duration) {
     let mut bare = Vec::with_capacity(runs);
     let mut engine = Vec::with_capacity(runs);
     let mut engine_kept = Vec::with_capacity(runs);
-    let mut engine_groups_only = Vec::with_capacity(runs);
     for _ in 0..runs {
-        // The same spawn without its cgroup (where the machine gives sessions one).
-        set_session_cgroups(false);
-        let t = Instant::now();
-        let s = store.exec_command(request("true", 10_000)).await.unwrap();
-        engine_groups_only.push(t.elapsed());
-        set_session_cgroups(true);
-        assert_eq!(s.exit_code(), Some(0));
         let t = Instant::now();
         tokio::process::Command::new(shell())
             .args(["-c", "true"])
@@ -95,27 +89,34 @@ async fn overhead(
         engine_kept.push(t.elapsed());
         assert_eq!(s.exit_code(), Some(0));
     }
-    (
-        median(bare),
-        median(engine),
-        median(engine_kept),
-        median(engine_groups_only),
-    )
+    (median(bare), median(engine), median(engine_kept))
 }
 
-/// The `true` spawn with its cgroup and without, each timed call after a pause (the order
-/// alternating from one pair to the next): medians.
-async fn after_a_pause(
-    store: &Arc<SessionStore>,
-    runs: usize,
-    pause: Duration,
-) -> (Duration, Duration) {
+/// The `true` spawn with its cgroup and without, in pairs (the order alternating from one
+/// pair to the next), each timed call after `pause` (none: back to back).
+struct Paired {
+    with: Duration,
+    without: Duration,
+    /// The median of the pairs' differences (with minus without), in ms: what the cgroup
+    /// costs one call, the load's drift from pair to pair taken out.
+    diff_ms: f64,
+}
+
+impl Paired {
+    fn ratio(&self) -> f64 {
+        self.with.as_secs_f64() / self.without.as_secs_f64()
+    }
+}
+
+async fn cgroup_pairs(store: &Arc<SessionStore>, runs: usize, pause: Duration) -> Paired {
     let mut with = Vec::with_capacity(runs);
     let mut without = Vec::with_capacity(runs);
     for i in 0..runs {
         for cgroup in [i % 2 == 0, i % 2 == 1] {
             set_session_cgroups(cgroup);
-            tokio::time::sleep(pause).await;
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+            }
             let t = Instant::now();
             let s = store.exec_command(request("true", 10_000)).await.unwrap();
             let took = t.elapsed();
@@ -124,7 +125,17 @@ async fn after_a_pause(
         }
     }
     set_session_cgroups(true);
-    (median(with), median(without))
+    let mut diffs: Vec<f64> = with
+        .iter()
+        .zip(&without)
+        .map(|(w, wo)| (w.as_secs_f64() - wo.as_secs_f64()) * 1e3)
+        .collect();
+    diffs.sort_by(f64::total_cmp);
+    Paired {
+        with: median(with),
+        without: median(without),
+        diff_ms: diffs[diffs.len() / 2],
+    }
 }
 
 /// A flood whose output is known: its command and its size.
@@ -224,7 +235,7 @@ async fn main() {
         store.exec_command(request("true", 10_000)).await.unwrap();
         kept.exec_command(request("true", 10_000)).await.unwrap();
     }
-    let (bare, engine, engine_kept, groups_only) = overhead(&store, &kept, runs).await;
+    let (bare, engine, engine_kept) = overhead(&store, &kept, runs).await;
     let env_usize = |name: &str, default: usize| {
         std::env::var(name)
             .ok()
@@ -233,8 +244,8 @@ async fn main() {
     };
     let paused_runs = env_usize("UEXEC_BENCH_PAUSED_RUNS", 40);
     let pause_ms = env_usize("UEXEC_BENCH_PAUSE_MS", 100);
-    let (paused, paused_groups_only) =
-        after_a_pause(&store, paused_runs, Duration::from_millis(pause_ms as u64)).await;
+    let back_to_back = cgroup_pairs(&store, runs, Duration::ZERO).await;
+    let paused = cgroup_pairs(&store, paused_runs, Duration::from_millis(pause_ms as u64)).await;
     let spawn_rows = || {
         println!("| benchmark | baseline | uexec | ratio | goal |");
         println!("|---|---|---|---|---|");
@@ -252,16 +263,18 @@ async fn main() {
             Err(why) => format!("no cgroup here ({why}): both rows alike"),
         };
         println!(
-            "| `true` spawn→exit, {cgroups}, back to back, median of {runs} | {:.2} ms (without) | {:.2} ms | {:.2}x | <= 1.1x |",
-            groups_only.as_secs_f64() * 1e3,
-            engine.as_secs_f64() * 1e3,
-            engine.as_secs_f64() / groups_only.as_secs_f64()
+            "| `true` spawn→exit, {cgroups}, back to back, median of {runs} (paired: {:+.3} ms) | {:.2} ms (without) | {:.2} ms | {:.2}x | <= 1.1x |",
+            back_to_back.diff_ms,
+            back_to_back.without.as_secs_f64() * 1e3,
+            back_to_back.with.as_secs_f64() * 1e3,
+            back_to_back.ratio()
         );
         println!(
-            "| the same, each after a {pause_ms} ms pause, median of {paused_runs} | {:.2} ms (without) | {:.2} ms | {:.2}x | <= 1.1x |",
-            paused_groups_only.as_secs_f64() * 1e3,
-            paused.as_secs_f64() * 1e3,
-            paused.as_secs_f64() / paused_groups_only.as_secs_f64()
+            "| the same, each after a {pause_ms} ms pause, median of {paused_runs} (paired: {:+.3} ms) | {:.2} ms (without) | {:.2} ms | {:.2}x | <= 1.1x |",
+            paused.diff_ms,
+            paused.without.as_secs_f64() * 1e3,
+            paused.with.as_secs_f64() * 1e3,
+            paused.ratio()
         );
     };
     if std::env::var_os("UEXEC_BENCH_SPAWN_ONLY").is_some() {

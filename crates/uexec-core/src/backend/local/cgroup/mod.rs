@@ -19,7 +19,9 @@
 //!    killed and removed when the next uexec of that cgroup makes its own, and logged.
 //! 4. **The end**: a session's cgroup is killed when its process group is swept (after the
 //!    leader's exit) or terminated, then removed once empty (a thread waits for
-//!    `cgroup.events` to say `populated 0` when dying processes still hold it). Its
+//!    `cgroup.events` to say `populated 0` when dying processes still hold it). Made
+//!    ahead and removed behind the call (`keeper`): neither is between a call and its
+//!    result. Its
 //!    figures are read just before (`usage`) and kept, and so is what the leader left
 //!    running (`left`) and which limits it ran into (`limits`): the session's [`Ending`].
 //! 5. **Pause**: `cgroup.freeze` freezes every process of the session at once, and the
@@ -36,6 +38,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use uexec_sys::{CgroupEntry, ChildCgroup};
 
+mod keeper;
 mod place;
 mod removal;
 
@@ -73,6 +76,8 @@ pub struct Tree {
     /// Until a spawn found that this kernel cannot start a child in its cgroup (then its
     /// commands migrate, see the module docs).
     born_inside: AtomicBool,
+    /// The cgroups made ahead, and the thread that makes and removes them.
+    keeper: keeper::Keeper,
 }
 
 /// Where sessions get their cgroups (`…/uexec.<pid>`), or why they live on process groups
@@ -143,6 +148,7 @@ impl Tree {
             root,
             next: AtomicU64::new(1),
             born_inside: AtomicBool::new(true),
+            keeper: keeper::Keeper::default(),
         })
     }
 }
@@ -235,17 +241,14 @@ impl SpareCgroup {
             return None;
         }
         let tree = tree().ok()?;
-        let n = tree.next.fetch_add(1, Ordering::Relaxed);
-        let dir = tree.root.join(format!("s{n}"));
-        match fs::create_dir(&dir).and_then(|()| open_dir(&dir)) {
-            Ok(dir_fd) => Some(Self {
-                dir,
-                dir_fd: Some(dir_fd),
+        match tree.take_cgroup() {
+            Ok(made) => Some(Self {
+                dir: made.dir,
+                dir_fd: Some(made.fd),
                 tree,
             }),
             Err(e) => {
-                let _ = fs::remove_dir(&dir);
-                tracing::debug!("no spare cgroup ({}: {e})", dir.display());
+                tracing::debug!("no spare cgroup ({}: {e})", tree.root.display());
                 None
             }
         }
@@ -314,14 +317,18 @@ impl SessionCgroup {
             }
             _ => return Ok(None),
         };
-        let n = tree.next.fetch_add(1, Ordering::Relaxed);
-        let dir = tree.root.join(format!("s{n}"));
-        let made = fs::create_dir(&dir)
-            .and_then(|()| limits::apply(&dir, &limits))
-            .and_then(|()| open_dir(&dir));
+        let made = tree
+            .take_cgroup()
+            .and_then(|made| match limits::apply(&made.dir, &limits) {
+                Ok(()) => Ok(made),
+                Err(e) => {
+                    let _ = fs::remove_dir(&made.dir);
+                    Err(e)
+                }
+            });
         let entry = tree.entry();
         match made {
-            Ok(dir_fd) => Ok(Some(Self {
+            Ok(keeper::Made { dir, fd: dir_fd }) => Ok(Some(Self {
                 dir,
                 dir_fd,
                 entry,
@@ -334,13 +341,12 @@ impl SessionCgroup {
                 settled: AtomicBool::new(false),
             })),
             Err(e) => {
-                let _ = fs::remove_dir(&dir);
                 if limited {
                     return Err(e);
                 }
                 tracing::warn!(
-                    "no cgroup for this session ({}: {e}); its process group only",
-                    dir.display()
+                    "no cgroup for this session (under {}: {e}); its process group only",
+                    tree.root.display()
                 );
                 Ok(None)
             }
@@ -373,7 +379,7 @@ impl SessionCgroup {
     /// so nothing to read or kill.
     pub(super) fn remove_unused(self) {
         self.removed.store(true, Ordering::Release);
-        let _ = fs::remove_dir(&self.dir);
+        self.tree.remove_later(self.dir.clone(), Arc::default());
     }
 
     /// Where and how the command is to enter the cgroup.
@@ -507,21 +513,17 @@ impl SessionCgroup {
         }
         // What the leader left, before it is killed (as a rule, read at the outcome).
         let _ = self.ending();
-        let keep_last = |dir: &Path, last: &Mutex<Option<Usage>>| {
-            if let Some(usage) = usage::read(dir) {
-                *lock(last) = Some(usage);
-            }
-        };
         if self.settled.load(Ordering::Acquire) {
             let _ = self.usage(); // final: read once, and kept
-            if fs::remove_dir(&self.dir).is_ok() {
-                return;
+        } else {
+            let _ = fs::write(self.dir.join("cgroup.kill"), "1");
+            if let Some(usage) = usage::read(&self.dir) {
+                *lock(&self.last) = Some(usage);
             }
-            // Not empty after all (a process the kernel had not let go of yet): killed below.
         }
-        let _ = fs::write(self.dir.join("cgroup.kill"), "1");
-        keep_last(&self.dir, &self.last);
-        remove_when_empty(self.dir.clone(), self.last.clone());
+        // Removed from the keeper's thread (killed there if it is not empty after all: a
+        // process the kernel had not let go of yet), after the call's result.
+        self.tree.remove_later(self.dir.clone(), self.last.clone());
     }
 }
 

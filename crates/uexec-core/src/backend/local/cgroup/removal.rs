@@ -78,6 +78,20 @@ pub(super) fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
 
 /// Removes the killed cgroup `dir`: now if it is empty, else from a thread that waits until
 /// its processes are gone, reading its figures into `last` just before.
+/// Removes the cgroup `dir` of a session that ended, now if it is empty; else kills what is
+/// in it, keeps its figures in `last` and removes it once empty.
+pub(super) fn remove_or_kill(dir: PathBuf, last: Arc<Mutex<Option<Usage>>>) {
+    match fs::remove_dir(&dir) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {}
+        _ => return, // removed, or gone already
+    }
+    let _ = fs::write(dir.join("cgroup.kill"), "1");
+    if let Some(usage) = usage::read(&dir) {
+        *lock(&last) = Some(usage);
+    }
+    remove_when_empty(dir, last);
+}
+
 pub(super) fn remove_when_empty(dir: PathBuf, last: Arc<Mutex<Option<Usage>>>) {
     if fs::remove_dir(&dir).is_ok() {
         return;

@@ -37,6 +37,7 @@ fn fake_tree() -> &'static Tree {
         root: std::env::temp_dir(),
         next: AtomicU64::new(1),
         born_inside: AtomicBool::new(true),
+        keeper: keeper::Keeper::default(),
     }))
 }
 
@@ -120,4 +121,65 @@ fn a_child_that_migrated_when_asked_to_be_born_makes_the_next_ones_migrate() {
     assert_eq!(cgroup.tree.entry(), CgroupEntry::Migrates);
     drop(cgroup);
     let _ = fs::remove_dir_all(&dir);
+}
+
+/// Waits until `done` holds, at most 5 s.
+fn eventually(what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A session's cgroup is made ahead and removed behind (issue 41): the first is made in
+/// place, then the keeper's thread keeps spares, the next sessions take one (nothing is
+/// made on their way), and an ended session's cgroup is removed by the thread, which tops
+/// the spares up again. Over plain directories: the keeper only makes and removes them.
+#[test]
+fn sessions_cgroups_are_made_ahead_and_removed_behind() {
+    let root = std::env::temp_dir().join(format!(
+        "uexec-fake-tree-{}-{:08x}",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    fs::create_dir_all(&root).expect("fake tree");
+    let tree: &'static Tree = Box::leak(Box::new(Tree {
+        own: std::env::temp_dir(),
+        root: root.clone(),
+        next: AtomicU64::new(1),
+        born_inside: AtomicBool::new(true),
+        keeper: keeper::Keeper::default(),
+    }));
+    let spares = || {
+        let mut names: Vec<String> = fs::read_dir(&root)
+            .expect("the tree")
+            .map(|e| {
+                e.expect("an entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    let first = tree.take_cgroup().expect("made in place");
+    assert_eq!(first.dir, root.join("s1"));
+    eventually("the keeper to make its spares", || {
+        spares() == ["s1", "s2", "s3"]
+    });
+    let second = tree.take_cgroup().expect("a spare");
+    assert!(
+        [root.join("s2"), root.join("s3")].contains(&second.dir),
+        "{} was not made ahead",
+        second.dir.display()
+    );
+    assert_eq!(spares(), ["s1", "s2", "s3"], "nothing made on the way");
+    tree.remove_later(first.dir.clone(), Arc::default());
+    eventually("the first removed and the spares topped up", || {
+        spares() == ["s2", "s3", "s4"]
+    });
+    drop((first, second));
+    let _ = fs::remove_dir_all(&root);
 }
