@@ -65,6 +65,9 @@ pub struct StoreConfig {
     /// The command rules every script is judged by before it runs (`None`: none, every
     /// script runs, as before rules existed).
     pub rules: Option<std::sync::Arc<dyn crate::policy::rules::CommandRules>>,
+    /// Where the front door's decisions are written down (`None`: only counted in
+    /// `metrics`); a face sets one per owner.
+    pub decisions: Option<std::sync::Arc<dyn crate::spawn::DecisionLog>>,
 }
 
 impl Default for StoreConfig {
@@ -88,6 +91,7 @@ impl Default for StoreConfig {
             environments: None,
             metrics: None,
             rules: None,
+            decisions: None,
         }
     }
 }

@@ -193,6 +193,9 @@ pub struct Now {
 pub struct Metrics {
     spawns: AtomicU64,
     spawn_failures: [AtomicU64; 5],
+    /// The front door's decisions: by the decision (allow, prompt, forbidden), then
+    /// admitted or refused.
+    decisions: [[AtomicU64; 2]; 3],
     exits: [AtomicU64; 5],
     output_bytes: AtomicU64,
     /// CPU time of the sessions that ended, in microseconds.
@@ -207,6 +210,7 @@ impl Default for Metrics {
         Self {
             spawns: AtomicU64::new(0),
             spawn_failures: Default::default(),
+            decisions: Default::default(),
             exits: Default::default(),
             output_bytes: AtomicU64::new(0),
             ended_cpu_usec: AtomicU64::new(0),
@@ -236,6 +240,13 @@ impl Metrics {
         if let Some(i) = SpawnFailure::ALL.iter().position(|f| *f == why) {
             self.spawn_failures[i].fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// The front door decided a command: `decision` by the rules (and hooks), then
+    /// `admitted` or refused (a person's no, no answer, a forbidden rule).
+    pub fn decided(&self, decision: crate::policy::rules::Decision, admitted: bool) {
+        let row = &self.decisions[decision as usize];
+        row[usize::from(!admitted)].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Bytes a command printed.
@@ -307,6 +318,21 @@ impl Metrics {
                 why.label(),
                 n.load(Ordering::Relaxed)
             );
+        }
+        family(
+            &mut out,
+            "uexec_decisions_total",
+            "counter",
+            "Commands the front door decided, by the rules' decision (allow, prompt: a person was asked, forbidden) and outcome (admitted, refused).",
+        );
+        for (decision, row) in ["allow", "prompt", "forbidden"].iter().zip(&self.decisions) {
+            for (outcome, n) in ["admitted", "refused"].iter().zip(row) {
+                let _ = writeln!(
+                    out,
+                    "uexec_decisions_total{{decision=\"{decision}\",outcome=\"{outcome}\"}} {}",
+                    n.load(Ordering::Relaxed)
+                );
+            }
         }
         family(
             &mut out,

@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod approve;
+pub mod audit;
 pub mod daemon;
 mod dropped;
 pub mod environments;

@@ -216,6 +216,8 @@ impl McpOptions {
         settings::apply(&self.settings(), &mut config)?;
         settings::check_limits(&config.limits, "")?;
         config.transcripts = self.transcripts.config();
+        config.decisions = crate::audit::AuditFile::of_this_user()
+            .map(|file| file.for_owner(format!("mcp:{} (in-process)", config.cwd.display())));
         Ok(config)
     }
 }

@@ -47,6 +47,9 @@ pub struct ServeOptions {
     pub rules: Vec<PathBuf>,
     /// `--unmatched`: the decision for a start no rule matches (default allow).
     pub unmatched: Option<uexec_core::policy::rules::Decision>,
+    /// Where each start's decision is written down (the binary gives this user's audit
+    /// record); `None`: counted in the metrics only.
+    pub decisions: Option<Arc<dyn uexec_core::spawn::DecisionLog>>,
 }
 
 /// Why `uexec serve` could not serve, or stopped serving.
@@ -101,7 +104,12 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         }
         Arc::new(rules) as Arc<dyn uexec_core::policy::rules::CommandRules>
     });
-    let server = ExecServer::with_rules(config, Arc::new(LocalBackend), rules);
+    let server = ExecServer::with_rules(
+        config,
+        Arc::new(LocalBackend),
+        rules,
+        options.decisions.clone(),
+    );
     let result = tokio::select! {
         result = run(server.clone(), listen, token, &options.listener) => result,
         signal = shutdown_signal() => Ok(signal?),

@@ -29,6 +29,8 @@ pub struct ExecServer {
     pub(crate) metrics: Arc<uexec_core::metrics::Metrics>,
     /// The command rules every `process/start` is judged by (`--rules`); `None`: none.
     pub(crate) rules: Option<Arc<dyn uexec_core::policy::rules::CommandRules>>,
+    /// Where the door's decisions are written down (`uexec audit`); `None`: counted only.
+    pub(crate) decisions: Option<Arc<dyn uexec_core::spawn::DecisionLog>>,
 }
 
 impl std::fmt::Debug for ExecServer {
@@ -43,16 +45,17 @@ impl std::fmt::Debug for ExecServer {
 impl ExecServer {
     /// A server running processes on `backend`.
     pub fn new(config: ServerConfig, backend: Arc<dyn Backend>) -> Arc<Self> {
-        Self::with_rules(config, backend, None)
+        Self::with_rules(config, backend, None, None)
     }
 
     /// A server whose starts are judged by `rules` first: a refusal is a JSON-RPC error
     /// naming the rule, and nothing starts (no person can be asked on this wire: a rule
-    /// that asks for one refuses, saying so).
+    /// that asks for one refuses, saying so); each decision goes to `decisions`.
     pub fn with_rules(
         config: ServerConfig,
         backend: Arc<dyn Backend>,
         rules: Option<Arc<dyn uexec_core::policy::rules::CommandRules>>,
+        decisions: Option<Arc<dyn uexec_core::spawn::DecisionLog>>,
     ) -> Arc<Self> {
         let shell_snapshots = (config.shell_snapshot && backend.placement() == Placement::Local)
             .then(ShellSnapshots::default);
@@ -64,6 +67,7 @@ impl ExecServer {
             environment: crate::environment::detect(),
             metrics: Arc::default(),
             rules,
+            decisions,
         })
     }
 

@@ -258,6 +258,7 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             | Command::Doctor { .. }
             | Command::Man { .. }
             | Command::Policy { .. } => return Ok(std::process::ExitCode::SUCCESS),
+            Command::Audit(args) => cli::audit(args),
             Command::Run { target, args } => cli::run(&target, args).await,
             Command::Ls { target, args } => cli::ls(&target, args).await,
             Command::Logs { target, args } => cli::logs(&target, args).await,

@@ -20,6 +20,7 @@ use crate::policy::rules::{CommandRules, Decision, Verdict};
 use crate::request::ExecRequest;
 
 use super::pre_spawn::{Pending, PreSpawn};
+use super::record::{decided, Decided, DecisionLog};
 
 /// What a person is asked before a held command runs.
 #[derive(Debug, Clone)]
@@ -46,6 +47,11 @@ pub enum Answer {
 /// list of what waits); a call brings its own, since it knows whom to ask.
 pub trait Approver: Send + Sync {
     fn ask(&self, question: Question) -> BoxFuture<'_, Answer>;
+
+    /// Who answers, for the record (`the person (MCP form)`, `the person (uexec approve)`).
+    fn who(&self) -> String {
+        "a person".to_owned()
+    }
 }
 
 /// A spawn that passed every stage: what the backend starts, and the session's side of its
@@ -68,17 +74,92 @@ impl Admitted {
 }
 
 /// Passes `plan` through the stages, in order; `pre_spawn` are the call's hooks, and
-/// `approver` is whom a held command asks.
+/// `approver` is whom a held command asks. Each decision is recorded ([`super::record`]):
+/// a person's own command (`EnvPolicy::person`) is judged for the record only, never held
+/// nor refused (they typed it).
 pub async fn admit(
+    caller: &StoreConfig,
+    plan: Plan,
+    pre_spawn: Option<&dyn PreSpawn>,
+    approver: Option<&dyn Approver>,
+) -> Result<Admitted, ExecError> {
+    let records = Records {
+        metrics: caller.metrics.as_deref(),
+        log: caller.decisions.as_deref(),
+    };
+    let (plan, verdict, updated) = if caller.env_policy.person {
+        let verdict = match caller.rules.as_deref() {
+            Some(rules) => judge(rules, &plan.spec, &plan.command),
+            None => Verdict::allowed(),
+        };
+        let mut decided = decided(&plan.command, &plan.spec.cwd, &verdict);
+        decided.admitted = true;
+        decided.by = PERSONS_OWN.to_owned();
+        records.record(decided);
+        (plan, verdict, None)
+    } else {
+        decide(caller, plan, pre_spawn, approver, records).await?
+    };
+    let mut admitted = confined_and_snapshot(caller, plan, verdict).await?;
+    admitted.updated = updated;
+    Ok(admitted)
+}
+
+/// Who decided a person's own command: no one, it is recorded.
+const PERSONS_OWN: &str = "a person's own command (recorded, not judged)";
+
+/// Where the door's decisions go: the metrics' counts and the log.
+#[derive(Clone, Copy)]
+struct Records<'a> {
+    metrics: Option<&'a crate::metrics::Metrics>,
+    log: Option<&'a dyn DecisionLog>,
+}
+
+impl Records<'_> {
+    fn record(self, decided: Decided) {
+        if let Some(metrics) = self.metrics {
+            metrics.decided(decided.decision, decided.admitted);
+        }
+        if let Some(log) = self.log {
+            log.record(decided);
+        }
+    }
+
+    /// Records the end of `result`: admitted as `admitted` says, or refused with its text.
+    fn outcome<T>(
+        self,
+        mut decided: Decided,
+        result: Result<T, ExecError>,
+    ) -> Result<T, ExecError> {
+        match &result {
+            Ok(_) => decided.admitted = true,
+            Err(e) => {
+                decided.admitted = false;
+                decided.reason = Some(e.to_string());
+            }
+        }
+        self.record(decided);
+        result
+    }
+}
+
+/// Stages 1 to 3: the rules, the pre-hooks, a person's yes; each end recorded.
+async fn decide(
     caller: &StoreConfig,
     mut plan: Plan,
     pre_spawn: Option<&dyn PreSpawn>,
     approver: Option<&dyn Approver>,
-) -> Result<Admitted, ExecError> {
+    records: Records<'_>,
+) -> Result<(Plan, Verdict, Option<ExecRequest>), ExecError> {
     let rules = caller.rules.as_deref();
-    let mut verdict = ruled(rules, &plan.spec, &plan.command)?;
+    let mut verdict = judged(rules, &plan.spec, &plan.command);
+    if verdict.decision == Decision::Forbidden {
+        let d = decided(&plan.command, &plan.spec.cwd, &verdict);
+        return records.outcome(d, Err(refused(&verdict, None)));
+    }
     // 2. pre-hooks: a rewritten request is planned and judged again; the stricter decides.
     let mut updated = None;
+    let mut by_hook = None;
     if let Some(hooks) = pre_spawn {
         let answer = hooks
             .before(Pending {
@@ -89,42 +170,63 @@ pub async fn admit(
             .await;
         if let Some(req) = &answer.updated {
             plan = Plan::new(caller, req, plan.placement.clone())?;
-            verdict = ruled(rules, &plan.spec, &plan.command)?;
+            verdict = judged(rules, &plan.spec, &plan.command);
+            if verdict.decision == Decision::Forbidden {
+                let d = decided(&plan.command, &plan.spec.cwd, &verdict);
+                return records.outcome(d, Err(refused(&verdict, None)));
+            }
         }
         match answer.decision {
             Some(Decision::Forbidden) => {
-                return Err(ExecError::Refused {
+                let mut d = decided(&plan.command, &plan.spec.cwd, &verdict);
+                d.decision = Decision::Forbidden;
+                d.by = answer.by.clone();
+                let refusal = ExecError::Refused {
                     decision: Decision::Forbidden,
                     explanation: answer.denial(),
-                })
+                };
+                return records.outcome(d, Err(refusal));
             }
             Some(Decision::Prompt) if verdict.decision == Decision::Allow => {
                 verdict = answer.held(&plan.command);
+                by_hook = Some(answer.by.clone());
             }
             _ => {}
         }
         updated = answer.updated;
     }
-    let verdict = asked(verdict, &plan.command, &plan.spec.cwd, approver).await?;
-    let mut admitted = confined_and_snapshot(caller, plan, verdict).await?;
-    admitted.updated = updated;
-    Ok(admitted)
+    let mut d = decided(&plan.command, &plan.spec.cwd, &verdict);
+    if let Some(hook) = by_hook {
+        d.by = hook;
+    }
+    let verdict = asked(verdict, &plan.command, &plan.spec.cwd, approver, &mut d).await;
+    let verdict = records.outcome(d, verdict)?;
+    Ok((plan, verdict, updated))
 }
 
 /// A spawn a face built itself (the exec server's `process/start`: its own argv and
-/// environment, no plan): the rules and a person's yes, as for any spawn; then the face
-/// applies its own snapshot and starts it with [`AdmittedSpec::spawn`].
+/// environment, no plan): the rules and a person's yes, as for any spawn, recorded in
+/// `log` and counted in `metrics`; then the face applies its own snapshot and starts it
+/// with [`AdmittedSpec::spawn`].
 pub async fn admit_spec(
     rules: Option<&dyn CommandRules>,
     spec: SpawnSpec,
     approver: Option<&dyn Approver>,
+    metrics: Option<&crate::metrics::Metrics>,
+    log: Option<&dyn DecisionLog>,
 ) -> Result<AdmittedSpec, ExecError> {
+    let records = Records { metrics, log };
     let command = match &spec.program {
         Program::Shell { script, .. } => script.clone(),
         Program::Argv { argv } => shell_words(argv),
     };
-    let verdict = ruled(rules, &spec, &command)?;
-    let verdict = asked(verdict, &command, &spec.cwd, approver).await?;
+    let verdict = judged(rules, &spec, &command);
+    let mut d = decided(&command, &spec.cwd, &verdict);
+    let verdict = match verdict.decision {
+        Decision::Forbidden => Err(refused(&verdict, None)),
+        _ => asked(verdict, &command, &spec.cwd, approver, &mut d).await,
+    };
+    let verdict = records.outcome(d, verdict)?;
     Ok(AdmittedSpec { spec, verdict })
 }
 
@@ -158,19 +260,11 @@ fn shell_words(argv: &[String]) -> String {
         .join(" ")
 }
 
-/// Stage 1: the rules' verdict on the script; `forbidden` is refused here.
-fn ruled(
-    rules: Option<&dyn CommandRules>,
-    spec: &SpawnSpec,
-    command: &str,
-) -> Result<Verdict, ExecError> {
-    let verdict = match rules {
+/// Stage 1: the rules' verdict on the script (every script passes without rules).
+fn judged(rules: Option<&dyn CommandRules>, spec: &SpawnSpec, command: &str) -> Verdict {
+    match rules {
         Some(rules) => judge(rules, spec, command),
         None => Verdict::allowed(),
-    };
-    match verdict.decision {
-        Decision::Forbidden => Err(refused(&verdict, None)),
-        _ => Ok(verdict),
     }
 }
 
@@ -180,12 +274,14 @@ async fn asked(
     command: &str,
     cwd: &std::path::Path,
     approver: Option<&dyn Approver>,
+    decided: &mut Decided,
 ) -> Result<Verdict, ExecError> {
     if verdict.decision != Decision::Prompt {
         return Ok(verdict);
     }
     let answer = match approver {
         Some(approver) => {
+            decided.by = approver.who();
             approver
                 .ask(Question {
                     command: command.to_owned(),
@@ -207,9 +303,15 @@ async fn asked(
             };
             Err(refused(&verdict, Some(said)))
         }
-        Answer::Unanswered { why } => Err(refused(&verdict, Some(format!("no answer: {why}")))),
+        Answer::Unanswered { why } => {
+            decided.by = NO_ONE.to_owned();
+            Err(refused(&verdict, Some(format!("no answer: {why}"))))
+        }
     }
 }
+
+/// Who decided a held command nobody answered.
+const NO_ONE: &str = "no one (no answer)";
 
 /// Stages 4 and 5: the confinement, then the shell snapshot.
 async fn confined_and_snapshot(
@@ -285,224 +387,4 @@ fn refused(verdict: &Verdict, said: Option<String>) -> ExecError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::backend::Placement;
-    use crate::policy::rules::{Part, RuleMatch};
-    use crate::request::ExecRequest;
-
-    /// Rules that decide every script the same way, by a rule named `test.rules:1`.
-    #[derive(Debug)]
-    struct Always(Decision);
-
-    impl CommandRules for Always {
-        fn judge(&self, script: &str, _shell: &str) -> Verdict {
-            Verdict {
-                decision: self.0,
-                parts: vec![Part {
-                    argv: script.split(' ').map(str::to_owned).collect(),
-                    opaque: false,
-                    decision: self.0,
-                    rule: Some(RuleMatch {
-                        source: "test.rules:1".into(),
-                        matched_prefix: vec![script.to_owned()],
-                        decision: self.0,
-                        justification: Some("a test".into()),
-                    }),
-                }],
-            }
-        }
-    }
-
-    /// A person who always answers `answer`, and counts the questions.
-    struct Person {
-        answer: Answer,
-        asked: std::sync::Mutex<Vec<Question>>,
-    }
-
-    impl Approver for Person {
-        fn ask(&self, question: Question) -> BoxFuture<'_, Answer> {
-            self.asked.lock().unwrap().push(question);
-            let answer = self.answer.clone();
-            Box::pin(async move { answer })
-        }
-    }
-
-    fn person(answer: Answer) -> Person {
-        Person {
-            answer,
-            asked: std::sync::Mutex::new(Vec::new()),
-        }
-    }
-
-    fn caller(rules: Option<Decision>) -> StoreConfig {
-        StoreConfig {
-            cwd: std::env::temp_dir(),
-            default_shell: Some("/bin/sh".into()),
-            shell_snapshots: None,
-            rules: rules.map(|d| Arc::new(Always(d)) as Arc<dyn CommandRules>),
-            ..StoreConfig::default()
-        }
-    }
-
-    fn plan(caller: &StoreConfig, req: ExecRequest) -> Plan {
-        Plan::new(caller, &req, Placement::Local).expect("planned")
-    }
-
-    fn ls() -> ExecRequest {
-        ExecRequest {
-            cmd: "git push".into(),
-            login: Some(false),
-            ..ExecRequest::default()
-        }
-    }
-
-    #[tokio::test]
-    async fn without_rules_every_script_passes() {
-        let caller = caller(None);
-        let admitted = admit(&caller, plan(&caller, ls()), None, None)
-            .await
-            .expect("admitted");
-        assert_eq!(admitted.verdict.decision, Decision::Allow);
-    }
-
-    #[tokio::test]
-    async fn a_forbidden_script_is_refused_naming_its_rule_and_no_one_is_asked() {
-        let caller = caller(Some(Decision::Forbidden));
-        let yes = person(Answer::Yes);
-        let Err(ExecError::Refused {
-            decision,
-            explanation,
-        }) = admit(&caller, plan(&caller, ls()), None, Some(&yes)).await
-        else {
-            panic!("refused");
-        };
-        assert_eq!(decision, Decision::Forbidden);
-        assert!(
-            explanation.contains("test.rules:1") && explanation.contains("a test"),
-            "{explanation}"
-        );
-        assert!(yes.asked.lock().unwrap().is_empty(), "no one asked");
-    }
-
-    #[tokio::test]
-    async fn a_held_script_runs_on_a_yes_and_is_refused_on_a_no_or_no_answer() {
-        let caller = caller(Some(Decision::Prompt));
-        let yes = person(Answer::Yes);
-        let admitted = admit(&caller, plan(&caller, ls()), None, Some(&yes))
-            .await
-            .expect("a yes");
-        assert_eq!(admitted.verdict.decision, Decision::Prompt);
-        let asked = yes.asked.lock().unwrap().clone();
-        assert_eq!(asked.len(), 1);
-        assert_eq!(asked[0].command, "git push");
-
-        let no = person(Answer::No {
-            reason: Some("not on a Friday".into()),
-        });
-        let e = admit(&caller, plan(&caller, ls()), None, Some(&no))
-            .await
-            .err()
-            .expect("a no");
-        assert!(e.to_string().contains("not on a Friday"), "{e}");
-        assert!(e.to_string().ends_with("Nothing of the command ran"), "{e}");
-
-        let e = admit(&caller, plan(&caller, ls()), None, None)
-            .await
-            .err()
-            .expect("no one to ask");
-        assert!(e.to_string().contains("no person can be asked"), "{e}");
-    }
-
-    #[tokio::test]
-    async fn a_sandbox_without_a_confinement_is_a_clear_error() {
-        let caller = caller(None);
-        let sandboxed = ExecRequest {
-            sandbox: Some(crate::policy::Profile::ReadOnly),
-            ..ls()
-        };
-        let e = admit(&caller, plan(&caller, sandboxed), None, None)
-            .await
-            .err()
-            .expect("no confinement");
-        assert!(e.to_string().contains("sandbox"), "{e}");
-    }
-
-    /// Hooks that always answer `answer`.
-    struct Hooked(super::super::PreSpawnAnswer);
-
-    impl PreSpawn for Hooked {
-        fn before(&self, _pending: Pending) -> BoxFuture<'_, super::super::PreSpawnAnswer> {
-            let answer = self.0.clone();
-            Box::pin(async move { answer })
-        }
-    }
-
-    fn hook(decision: Option<Decision>, updated: Option<ExecRequest>) -> Hooked {
-        Hooked(super::super::PreSpawnAnswer {
-            decision,
-            reason: Some("said the hook".into()),
-            by: "PreToolUse hook \"check.sh\"".into(),
-            updated,
-        })
-    }
-
-    #[tokio::test]
-    async fn a_hooks_deny_refuses_and_its_ask_goes_to_the_person() {
-        let caller = caller(None);
-        let deny = hook(Some(Decision::Forbidden), None);
-        let e = admit(&caller, plan(&caller, ls()), Some(&deny), None)
-            .await
-            .err()
-            .expect("denied");
-        assert!(
-            e.to_string().contains("check.sh") && e.to_string().contains("said the hook"),
-            "{e}"
-        );
-
-        let ask = hook(Some(Decision::Prompt), None);
-        let yes = person(Answer::Yes);
-        admit(&caller, plan(&caller, ls()), Some(&ask), Some(&yes))
-            .await
-            .expect("a yes");
-        let asked = yes.asked.lock().unwrap().clone();
-        assert!(
-            asked[0].verdict.explain().contains("check.sh"),
-            "{:?}",
-            asked[0]
-        );
-    }
-
-    #[tokio::test]
-    async fn the_rules_forbid_before_any_hook_and_a_hooks_allow_skips_no_person() {
-        let caller = caller(Some(Decision::Forbidden));
-        let allow = hook(Some(Decision::Allow), None);
-        let e = admit(&caller, plan(&caller, ls()), Some(&allow), None)
-            .await
-            .err()
-            .expect("forbidden");
-        assert!(e.to_string().contains("test.rules:1"), "{e}");
-
-        let caller = super::tests::caller(Some(Decision::Prompt));
-        let e = admit(&caller, plan(&caller, ls()), Some(&allow), None)
-            .await
-            .err()
-            .expect("still held");
-        assert!(e.to_string().contains("no person can be asked"), "{e}");
-    }
-
-    #[tokio::test]
-    async fn a_rewritten_request_is_what_runs_and_the_rules_judge_it() {
-        let caller = caller(None);
-        let rewrite = ExecRequest {
-            cmd: "git status".into(),
-            ..ls()
-        };
-        let update = hook(None, Some(rewrite));
-        let admitted = admit(&caller, plan(&caller, ls()), Some(&update), None)
-            .await
-            .expect("admitted");
-        assert_eq!(admitted.plan.command, "git status");
-        assert_eq!(admitted.updated.expect("updated").cmd, "git status");
-    }
-}
+mod tests;

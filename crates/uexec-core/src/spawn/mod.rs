@@ -7,11 +7,15 @@
 //!    rules, the call's pre-spawn hooks ([`PreSpawn`]), a person's yes when they ask for
 //!    one, the confinement, the shell snapshot. The spec is edited there and only there;
 //! 3. [`Admitted::spawn`]: the backend starts it.
+//!
+//! Every decision of step 2 is recorded once ([`DecisionLog`], the metrics' counts).
 
 mod admit;
 mod plan;
 mod pre_spawn;
+mod record;
 
 pub use admit::{admit, admit_spec, Admitted, AdmittedSpec, Answer, Approver, Question};
 pub use plan::{token_budget, Plan, Sandboxing};
 pub use pre_spawn::{Pending, PreSpawn, PreSpawnAnswer};
+pub use record::{masked, Decided, DecisionLog};

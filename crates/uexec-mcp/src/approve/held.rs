@@ -121,6 +121,10 @@ pub struct AtTheDaemon {
 }
 
 impl Approver for AtTheDaemon {
+    fn who(&self) -> String {
+        "the person (uexec approve, or a client's answer_approval)".to_owned()
+    }
+
     fn ask(&self, question: Question) -> BoxFuture<'_, Answer> {
         Box::pin(async move {
             if self.always.covers(&question.verdict) {

@@ -136,6 +136,10 @@ pub struct Eliciting {
 }
 
 impl Approver for Eliciting {
+    fn who(&self) -> String {
+        "the person (the MCP client's form)".to_owned()
+    }
+
     fn ask(&self, question: Question) -> BoxFuture<'_, Answer> {
         Box::pin(async move {
             if self.always.covers(&question.verdict) {

@@ -60,12 +60,18 @@ pub async fn handle(
     let metrics = &conn.server.metrics;
     // The front door's rules (no one can be asked here: a prompt is refused); a refusal is
     // an error naming the rule, and the id is free again.
-    let mut admitted = uexec_core::spawn::admit_spec(conn.server.rules.as_deref(), spec, None)
-        .await
-        .map_err(|e| {
-            metrics.spawn_failed(SpawnFailure::Refused);
-            RpcError::invalid_request(e.to_string()).with_data(json!({"kind": "refused"}))
-        })?;
+    let mut admitted = uexec_core::spawn::admit_spec(
+        conn.server.rules.as_deref(),
+        spec,
+        None,
+        Some(metrics),
+        conn.server.decisions.as_deref(),
+    )
+    .await
+    .map_err(|e| {
+        metrics.spawn_failed(SpawnFailure::Refused);
+        RpcError::invalid_request(e.to_string()).with_data(json!({"kind": "refused"}))
+    })?;
     if let Some(snapshots) = &conn.server.shell_snapshots {
         snapshots.apply(&mut admitted.spec).await;
     }

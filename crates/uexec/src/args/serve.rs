@@ -51,6 +51,8 @@ pub struct ServeArgs {
 
 impl From<ServeArgs> for ServeOptions {
     fn from(args: ServeArgs) -> Self {
+        let decisions = uexec_mcp::audit::AuditFile::of_this_user()
+            .map(|file| file.for_owner(format!("serve:{}", args.listen)));
         Self {
             listen: args.listen,
             token: args.token,
@@ -60,6 +62,7 @@ impl From<ServeArgs> for ServeOptions {
             limits: args.limits.into(),
             rules: args.rules,
             unmatched: args.unmatched,
+            decisions,
         }
     }
 }

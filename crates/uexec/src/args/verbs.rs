@@ -235,6 +235,16 @@ Examples:
         #[command(flatten)]
         args: cli::DenyArgs,
     },
+    /// The command rules' decisions, as every face of yours wrote them down (`uexec mcp`,
+    /// the daemon, `uexec serve`): when, whose, the command (secrets masked), the decision,
+    /// admitted or refused, who decided (the rules, a hook, a person, no one) and by which
+    /// rule. A person's own `uexec run` is recorded, never judged. Reads
+    /// ~/.local/state/uexec/audit.jsonl (8 MiB, then one older file); starts no daemon.
+    /// Exit codes: 0 printed; 2 bad input; 125 uexec failed.
+    #[command(after_help = "Examples:
+  uexec audit --since 1h
+  uexec audit --json | jq 'select(.outcome == \"refused\")'")]
+    Audit(cli::AuditArgs),
     /// Rules files: `uexec policy check` judges a command by them without running it, as
     /// `uexec mcp --rules` would (Codex `.rules` or Claude Code settings JSON).
     Policy {

@@ -62,7 +62,7 @@ pub enum Since {
 }
 
 impl Since {
-    fn time(self) -> std::time::SystemTime {
+    pub(super) fn time(self) -> std::time::SystemTime {
         match self {
             Since::At(t) => t,
             Since::Ago(d) => std::time::SystemTime::now()
@@ -73,7 +73,7 @@ impl Since {
 }
 
 /// `--since`: a duration of numbers with units (`1h30m`, `90s`, `2d`), or an RFC 3339 time.
-fn parse_since(s: &str) -> Result<Since, String> {
+pub(super) fn parse_since(s: &str) -> Result<Since, String> {
     if s.contains(['-', ':']) {
         return uexec_core::rfc3339::parse(s).map(Since::At);
     }

@@ -20,6 +20,7 @@
 //! names the verbs for the engine's dispatch and the front.
 
 mod approvals;
+mod audit;
 pub mod attach;
 mod common;
 pub mod conn;
@@ -40,6 +41,7 @@ mod send;
 mod wait;
 
 pub use approvals::{approvals, approve, deny, ApprovalsArgs, ApproveArgs, DenyArgs};
+pub use audit::{audit, AuditArgs};
 pub use common::{
     parse_session_name, parse_session_ref, Failure, SessionRef, UntilArgs, EXIT_NO_SESSION,
     EXIT_STILL_RUNNING, EXIT_UEXEC,
