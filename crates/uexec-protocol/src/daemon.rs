@@ -134,6 +134,10 @@ pub struct AttachRequest {
     pub write: bool,
     pub rows: u16,
     pub cols: u16,
+    /// Pass another owner's output as it is: clipboard writes, titles and device strings
+    /// too (by default they are dropped, as tmux does).
+    #[serde(default)]
+    pub raw: bool,
 }
 
 /// What an attached client sends, one JSON line each.

@@ -88,6 +88,11 @@ impl KeeperHandle {
         rx.await.ok()
     }
 
+    /// The session's terminal size, as last set.
+    pub fn size(&self) -> (u16, u16) {
+        *self.size.borrow()
+    }
+
     /// The session's terminal was resized.
     pub fn resize(&self, rows: u16, cols: u16) {
         self.size.send_replace((rows.max(1), cols.max(1)));

@@ -1,6 +1,9 @@
 //! A person joined to a session (`uexec attach`): the screen as it is now or the last bytes
 //! printed, then a live feed; with the input lease, their keystrokes go through the one
 //! write path ([`super::write::deliver`]) and the model's writes are refused meanwhile.
+//! The person's terminal size is the session's while they hold the lease; when they let go
+//! the session gets its own size back, so its owner's next result is not drawn for a
+//! terminal it does not have.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +44,14 @@ impl SessionStore {
         } else {
             None
         };
+        // The size to give back when the lease goes: the session's own, before the person's.
+        let own_size = lease.as_ref().map(|_| {
+            session
+                .screen()
+                .map_or((crate::limits::PTY_ROWS, crate::limits::PTY_COLS), |k| {
+                    k.size()
+                })
+        });
         let view = match session.screen() {
             Some(keeper) => keeper.view(size).await,
             None => None,
@@ -53,6 +64,7 @@ impl SessionStore {
             session,
             screen,
             watch,
+            own_size,
             _lease: lease,
         })
     }
@@ -74,7 +86,21 @@ pub struct Attachment {
     pub screen: Option<Vec<u8>>,
     /// The output: a seed to redraw from, then the live feed.
     pub watch: crate::session::OutputWatch,
+    /// With the lease: the session's own terminal size, given back when it is dropped.
+    own_size: Option<(u16, u16)>,
     _lease: Option<crate::session::Lease>,
+}
+
+impl Drop for Attachment {
+    fn drop(&mut self) {
+        if let Some((rows, cols)) = self.own_size {
+            if !self.session.lifecycle().exited() {
+                if let Err(e) = self.session.resize_terminal(rows, cols) {
+                    tracing::debug!(session_id = self.session.id(), "size not given back: {e}");
+                }
+            }
+        }
+    }
 }
 
 impl Attachment {

@@ -130,12 +130,14 @@ enum Event {
     Exited(uexec_core::Outcome),
 }
 
-/// Serves one attached person until they detach, the session ends, or the daemon stops.
+/// Serves one attached person until they detach, the session ends, or the daemon stops;
+/// what the session prints passes `filter` ([`super::escapes`]).
 pub async fn serve(
     mut attachment: Attachment,
     mut from: impl AsyncBufRead + Unpin,
     mut to: impl AsyncWriteExt + Unpin,
     (mut rows, mut cols): (u16, u16),
+    mut filter: super::escapes::EscapeFilter,
 ) -> Result<(), AttachError> {
     let tty = attachment.tty();
     let id = attachment.session_id();
@@ -147,7 +149,7 @@ pub async fn serve(
             ends.terminal_bytes(!tty, &redraw(&seed, rows, cols, tty))
         }
     };
-    to.write_all(&first).await?;
+    to.write_all(&filter.pass(&first)).await?;
     to.flush().await?;
     let exited = attachment.exit_future();
     tokio::pin!(exited);
@@ -173,9 +175,10 @@ pub async fn serve(
                             ends.terminal_bytes(!tty, &redraw(&seed, rows, cols, tty))
                         }
                     };
-                    to.write_all(&screen).await?;
+                    to.write_all(&filter.pass(&screen)).await?;
                 } else {
-                    to.write_all(&ends.terminal_bytes(!tty, &bytes)).await?;
+                    to.write_all(&filter.pass(&ends.terminal_bytes(!tty, &bytes)))
+                        .await?;
                 }
                 to.flush().await?;
             }
@@ -211,7 +214,8 @@ pub async fn serve(
             Event::Exited(outcome) => {
                 // What it printed last, then how it ended.
                 while let Ok(bytes) = attachment.watch.output.try_recv() {
-                    to.write_all(&ends.terminal_bytes(!tty, &bytes)).await?;
+                    to.write_all(&filter.pass(&ends.terminal_bytes(!tty, &bytes)))
+                        .await?;
                 }
                 let how = match (outcome.failure, outcome.exit_code) {
                     (Some(f), _) => format!("failed: {f}"),

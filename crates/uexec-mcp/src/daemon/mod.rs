@@ -28,6 +28,7 @@
 pub mod attach;
 mod build_id;
 pub mod client;
+mod escapes;
 pub mod http;
 mod lease;
 pub mod metrics;
@@ -522,7 +523,7 @@ async fn attach_client(
         .await?;
         return Err(ConnectionError::Refused("attach by an agent".to_owned()));
     }
-    let Some((_, store)) = daemon.owners.find(req.session_id) else {
+    let Some((owner, store)) = daemon.owners.find(req.session_id) else {
         let why = format!("Unknown process id {}", req.session_id);
         write_reply(&mut write, &refuse(why.clone())).await?;
         return Err(ConnectionError::Refused(why));
@@ -543,7 +544,11 @@ async fn attach_client(
         attachment.resize(req.rows.max(1), req.cols.max(1))?;
     }
     write_reply(&mut write, &Reply::ok()).await?;
-    Ok(attach::serve(attachment, read, write, (req.rows.max(1), req.cols.max(1))).await?)
+    // Another owner's output reaches the person's terminal filtered, as tmux does: no
+    // clipboard writes, titles or device strings (`--raw` passes them).
+    let filter = escapes::EscapeFilter::new(req.raw || owner == PERSON);
+    let size = (req.rows.max(1), req.cols.max(1));
+    Ok(attach::serve(attachment, read, write, size, filter).await?)
 }
 
 async fn write_reply(write: &mut (impl AsyncWriteExt + Unpin), reply: &Reply) -> io::Result<()> {

@@ -6,6 +6,13 @@
 //! banner on stderr says which of these apply. With a stdin that is not a terminal (a pipe,
 //! `/dev/null`) it follows read-only, reads no keys, and ends when the session does.
 //!
+//! On leaving (detached, or the session ended) the person's terminal is put back as tmux
+//! leaves it: alternate screen off, keypad and cursor keys normal, cursor shown, mouse and
+//! bracketed paste off, attributes reset ([`RESTORE`]): a full-screen program (vim, top)
+//! would otherwise leave the prompt drawn over its lines. A key typed read-only is not lost
+//! in silence: the bottom line says so. Another owner's output comes filtered of clipboard
+//! writes, titles and device strings (`--raw` passes them; `uexec_mcp::daemon::escapes`).
+//!
 //! What it prints is for a terminal: a PTY session's screen as it is, a pipe session's log
 //! with `\r\n` line ends (the daemon adds the `\r`s; see `uexec_mcp::daemon::attach`), as
 //! `tail -f` would show it. `uexec logs` gives a transcript's bytes as they are.
@@ -32,6 +39,10 @@ pub struct AttachArgs {
     /// Type into the session (takes its input lease; a tty session only).
     #[arg(long)]
     pub write: bool,
+    /// Pass another owner's output as it is: clipboard writes (OSC 52), window titles and
+    /// device strings (DCS) reach this terminal (by default they are dropped, as tmux does).
+    #[arg(long)]
+    pub raw: bool,
     /// The key that detaches: ^X (Ctrl-X) for X one of A-Z, \, ], ^, _ (default ^\).
     #[arg(long, value_name = "KEY", default_value = "^\\", value_parser = parse_key)]
     pub detach_key: u8,
@@ -68,6 +79,21 @@ fn banner(id: i32, write: bool, interactive: bool, detach_key: u8) -> String {
             format!("attached to {id} (--write: keys go to the session; {key} detaches)")
         }
     }
+}
+
+/// What puts the person's terminal back as tmux leaves it on detach: the main screen (a
+/// full-screen program's alternate one off), cursor keys and keypad normal, the cursor
+/// shown, mouse reporting, focus events and bracketed paste off, attributes reset.
+const RESTORE: &[u8] = b"\x1b[?1049l\x1b[?1l\x1b>\x1b[?25h\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1004l\x1b[?2004l\x1b[0m";
+
+/// The one-line status a key typed read-only draws on the bottom row (the cursor saved
+/// and put back), for a terminal of `rows` rows.
+fn read_only_status(rows: u16, detach_key: u8) -> Vec<u8> {
+    format!(
+        "\x1b7\x1b[{rows};1H\x1b[2K\x1b[7mread-only: {} detaches; --write to type\x1b[0m\x1b8",
+        key_name(detach_key)
+    )
+    .into_bytes()
 }
 
 /// Puts the terminal back when dropped.
@@ -108,6 +134,7 @@ pub async fn attach(target: &Target, args: AttachArgs) -> Result<ExitCode, Failu
         write: args.write,
         rows,
         cols,
+        raw: args.raw,
     });
     let connected = uexec_mcp::daemon::client::connect(&socket, &hello, false, &[])
         .await
@@ -169,6 +196,12 @@ pub async fn attach(target: &Target, args: AttachArgs) -> Result<ExitCode, Failu
                     Some(at) => (&keys[..at], true),
                     None => (keys, false),
                 };
+                if !args.write && !before.is_empty() {
+                    let rows = uexec_sys::window_size(std::io::stdout().as_raw_fd())
+                        .map_or(rows, |(r, _)| r.max(1));
+                    stdout.write_all(&read_only_status(rows, args.detach_key)).await.map_err(anyhow::Error::from)?;
+                    stdout.flush().await.map_err(anyhow::Error::from)?;
+                }
                 if args.write && !before.is_empty() {
                     send(&mut to_daemon, &AttachFrame::Input(
                         base64::engine::general_purpose::STANDARD.encode(before),
@@ -185,6 +218,10 @@ pub async fn attach(target: &Target, args: AttachArgs) -> Result<ExitCode, Failu
             }
         }
     };
+    if std::io::stdout().is_terminal() {
+        let _ = stdout.write_all(RESTORE).await;
+        let _ = stdout.flush().await;
+    }
     drop(_raw);
     let _ = to_daemon.shutdown().await;
     let mut err = std::io::stderr();

@@ -7,6 +7,7 @@ mod helpers;
 mod net_support;
 
 mod attach;
+mod attach_terminal;
 mod audit;
 mod cgroup_figures;
 mod cgroups;
@@ -73,6 +74,7 @@ mod sandbox_proxy;
 mod sandbox_warm;
 mod serve_rules;
 mod shell_snapshot;
+mod supervisor;
 mod tmux;
 mod told;
 mod transcripts;
