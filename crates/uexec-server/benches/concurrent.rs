@@ -1,17 +1,21 @@
-//! Many sessions at once (not a test): `CONCURRENT` (64) commands of `true` started together
-//! through one `uexec mcp` (stdio, `exec_command` with `login: false`) and through one
-//! `uexec serve` (WebSocket, `process/start` of `[bash, -c, true]` until every
-//! `process/closed`), against the same spawns made directly with tokio in the same run.
-//! Each figure is the median wall time of `UEXEC_BENCH_ROUNDS` (default 15) rounds, every
-//! round starting all commands at once; the goal (issue 11) is at most 1.3x direct.
+//! Many sessions at once (not a test): N commands of `true` started together through one
+//! `uexec mcp` (stdio, `exec_command` with `login: false`) and through one `uexec serve`
+//! (WebSocket, `process/start` of `[bash, -c, true]` until every `process/closed`),
+//! against, in the same run, the same spawns made directly with tokio and the in-process
+//! limit: N `exec_command`s at once through the engine in this process (a `SessionStore`,
+//! no transport). Each figure is the median wall time of `UEXEC_BENCH_ROUNDS` (default 15)
+//! rounds, every round starting all commands at once, the four interleaved (the order
+//! turning each round). Goals: 64 at once at most 1.3x direct (issue 11); 16 at once at
+//! most 1.25x the in-process limit on both faces (S5, issue 41).
 //!
 //! Run: `cargo build --release -p uexec && cargo bench -p uexec-server --bench concurrent`
 //! (`UEXEC_BIN` picks the uexec binary, default `target/release/uexec`; `UEXEC_CONCURRENT`
-//! the number of commands).
+//! the numbers of commands, default `16,64`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
@@ -39,6 +43,29 @@ async fn direct(n: usize) -> Duration {
         .collect();
     for w in waits {
         assert!(w.await.unwrap().success());
+    }
+    t.elapsed()
+}
+
+/// `n` `exec_command`s of `true` at once through the engine in this process.
+async fn in_process(store: &Arc<uexec_core::SessionStore>, n: usize) -> Duration {
+    let t = Instant::now();
+    let calls: Vec<_> = (0..n)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let request = uexec_core::ExecRequest {
+                    cmd: "true".into(),
+                    login: Some(false),
+                    shell: Some("/bin/bash".into()),
+                    ..uexec_core::ExecRequest::default()
+                };
+                store.exec_command(request).await.unwrap()
+            })
+        })
+        .collect();
+    for call in calls {
+        assert_eq!(call.await.unwrap().exit_code(), Some(0));
     }
     t.elapsed()
 }
@@ -178,12 +205,26 @@ async fn serve_round(ws: &mut Ws, round: usize, n: usize) -> Duration {
     t.elapsed()
 }
 
+/// The four ways of running `n` commands at once, timed by the round.
+#[derive(Default)]
+struct Rows {
+    direct: Vec<Duration>,
+    engine: Vec<Duration>,
+    mcp: Vec<Duration>,
+    serve: Vec<Duration>,
+}
+
 #[tokio::main]
 async fn main() {
-    let n: usize = std::env::var("UEXEC_CONCURRENT")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64);
+    let sizes: Vec<usize> = std::env::var("UEXEC_CONCURRENT")
+        .unwrap_or_else(|_| "16,64".into())
+        .split(',')
+        .map(|n| {
+            n.trim()
+                .parse()
+                .expect("UEXEC_CONCURRENT: numbers, comma-separated")
+        })
+        .collect();
     let rounds: usize = std::env::var("UEXEC_BENCH_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -192,36 +233,71 @@ async fn main() {
     let home = std::env::temp_dir().join(format!("uexec-concurrent-home-{}", std::process::id()));
     std::fs::create_dir_all(&home).unwrap();
 
+    let store = uexec_core::SessionStore::new(
+        Arc::new(uexec_core::LocalBackend),
+        uexec_core::StoreConfig::default(),
+    );
     let mut mcp = Mcp::start(&uexec, &home).await;
     let (mut server, mut ws) = serve_connect(&uexec, &home).await;
-    // Warm-up, then interleaved rounds so background load hits every row alike.
-    direct(n).await;
-    mcp.round(n).await;
-    serve_round(&mut ws, 0, n).await;
-    let (mut d, mut m, mut s) = (Vec::new(), Vec::new(), Vec::new());
-    for r in 1..=rounds {
-        d.push(direct(n).await);
-        m.push(mcp.round(n).await);
-        s.push(serve_round(&mut ws, r, n).await);
+    let mut serve_rounds = 0;
+    let mut rows: Vec<Rows> = sizes.iter().map(|_| Rows::default()).collect();
+    // A warm-up round, then the timed ones, interleaved so background load hits every row
+    // alike.
+    for r in 0..=rounds {
+        for (&n, row) in sizes.iter().zip(&mut rows) {
+            for k in 0..4 {
+                let took = match (r + k) % 4 {
+                    0 => ("direct", direct(n).await),
+                    1 => ("engine", in_process(&store, n).await),
+                    2 => ("mcp", mcp.round(n).await),
+                    _ => {
+                        serve_rounds += 1;
+                        ("serve", serve_round(&mut ws, serve_rounds, n).await)
+                    }
+                };
+                if r == 0 {
+                    continue;
+                }
+                match took {
+                    ("direct", t) => row.direct.push(t),
+                    ("engine", t) => row.engine.push(t),
+                    ("mcp", t) => row.mcp.push(t),
+                    (_, t) => row.serve.push(t),
+                }
+            }
+        }
     }
-    let (d, m, s) = (median(d), median(m), median(s));
     let ms = |x: Duration| x.as_secs_f64() * 1e3;
-    println!("| {n} concurrent `true` (median of {rounds} rounds) | ms | x direct tokio |");
-    println!("|---|---:|---:|");
-    println!(
-        "| direct tokio spawn+wait of `bash -c true` | {:.1} | 1.00 |",
-        ms(d)
-    );
-    println!(
-        "| one `uexec mcp`, exec_command login:false | {:.1} | {:.2} |",
-        ms(m),
-        ms(m) / ms(d)
-    );
-    println!(
-        "| one `uexec serve`, process/start to process/closed | {:.1} | {:.2} |",
-        ms(s),
-        ms(s) / ms(d)
-    );
+    for (n, row) in sizes.iter().zip(rows) {
+        let [d, e, m, s] = [row.direct, row.engine, row.mcp, row.serve].map(median);
+        println!(
+            "| {n} concurrent `true` (median of {rounds} rounds) | ms | x direct tokio | x in-process |"
+        );
+        println!("|---|---:|---:|---:|");
+        println!(
+            "| direct tokio spawn+wait of `bash -c true` | {:.1} | 1.00 | {:.2} |",
+            ms(d),
+            ms(d) / ms(e)
+        );
+        println!(
+            "| the engine in this process, exec_command login:false (the in-process limit) | {:.1} | {:.2} | 1.00 |",
+            ms(e),
+            ms(e) / ms(d)
+        );
+        println!(
+            "| one `uexec mcp`, exec_command login:false | {:.1} | {:.2} | {:.2} |",
+            ms(m),
+            ms(m) / ms(d),
+            ms(m) / ms(e)
+        );
+        println!(
+            "| one `uexec serve`, process/start to process/closed | {:.1} | {:.2} | {:.2} |",
+            ms(s),
+            ms(s) / ms(d),
+            ms(s) / ms(e)
+        );
+        println!();
+    }
     drop(mcp.stdin);
     let _ = mcp.child.wait().await;
     let _ = server.kill();
