@@ -100,11 +100,16 @@ pub struct RunRequest {
     pub arguments: serde_json::Value,
     pub rows: u16,
     pub cols: u16,
+    /// `uexec run -d`: the daemon sends `Started` and follows no further; the session runs
+    /// on as the person's (its end stays for whoever polls or waits).
+    #[serde(default)]
+    pub detach: bool,
 }
 
 /// What the daemon sends a [`RunRequest`]'s client after its [`Reply`], one JSON line each:
 /// `Started` first, then `Output` and `Skipped` in the order of the bytes, and `Ended` last
-/// (unless the client went away first: the session then runs on, as the person's).
+/// (unless the client left first, saying so with [`AttachFrame::Detach`]: the session then
+/// runs on, as the person's; or went away without a word: the session is ended).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum RunFrame {
@@ -152,8 +157,13 @@ pub enum AttachFrame {
     Eof,
     /// `uexec run`: Ctrl-C (SIGINT to a pipe session's process group, `^C` to a terminal).
     Interrupt,
-    /// `uexec run`: the person's `uexec` was told to stop (SIGTERM, SIGHUP): end the session.
+    /// `uexec run`: the person's `uexec` was told to stop (SIGTERM, SIGHUP, a second
+    /// Ctrl-C): end the session.
     Terminate,
+    /// `uexec run`: the person leaves the command running (Ctrl-\); the client hangs up
+    /// next. A run's client that hangs up without it is gone (killed, its terminal
+    /// closed), and its command ends.
+    Detach,
 }
 
 /// The store settings a client brings (`uexec mcp` flags).

@@ -83,6 +83,8 @@ pub fn die_of_signal(signal: i32) {
 pub const SIGHUP: i32 = libc::SIGHUP;
 /// SIGWINCH (the terminal changed size).
 pub const SIGWINCH: i32 = libc::SIGWINCH;
+/// SIGQUIT (Ctrl-\ on a terminal in its usual mode).
+pub const SIGQUIT: i32 = libc::SIGQUIT;
 
 /// Where [`signal_pipe`]'s handler writes (-1: none yet).
 static SIGNAL_PIPE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);

@@ -89,8 +89,10 @@ fn run_here(engine: &Path, socket: Option<PathBuf>, run: &RunArgs) -> Option<c_i
         Some(socket) => socket,
         None => uexec_mcp::daemon::default_socket().ok()?,
     };
-    if !run.windowed() {
-        return foreground_here(engine, &socket, run);
+    match run.mode() {
+        cli::Mode::Follow => return foreground_here(engine, &socket, run),
+        cli::Mode::Detach => return detached_here(engine, &socket, run),
+        cli::Mode::Window => {}
     }
     let hello = conn::person_hello(build_id_of(engine), run.env.clone()).ok()?;
     let call = json!({"name": "exec_command", "arguments": cli::run_call_args(run)});
@@ -117,6 +119,15 @@ fn foreground_here(engine: &Path, socket: &Path, run: &RunArgs) -> Option<c_int>
     let signals = cli::catch_signals(joined).ok()?;
     let (stream, down) = greet(socket, &line)?;
     Some(exit_with(cli::follow(down, &stream, joined, signals)))
+}
+
+/// `uexec run -d` ([`cli::leave_at_spawn`]); None to hand it to the engine (nothing ran).
+fn detached_here(engine: &Path, socket: &Path, run: &RunArgs) -> Option<c_int> {
+    let hello = cli::run_hello(build_id_of(engine), run, cli::Joined::NONE).ok()?;
+    let mut line = serde_json::to_vec(&hello).ok()?;
+    line.push(b'\n');
+    let (stream, down) = greet(socket, &line)?;
+    Some(exit_with(cli::leave_at_spawn(down, &stream, run.json)))
 }
 
 /// Sends `first` (the hello, and what may follow it) to the daemon at `socket` and reads its

@@ -163,6 +163,40 @@ impl SessionStore {
         end_of(&lifecycle)
     }
 
+    /// How remembered session `id` ended (None: not remembered): its outcome, or what is
+    /// known of it once its exit code or failure is in (a terminated session's code comes
+    /// after its entry went: waited for, up to `limit`).
+    pub(super) async fn ended_outcome(
+        &self,
+        id: i32,
+        limit: std::time::Duration,
+    ) -> Option<crate::session::Outcome> {
+        let mut lifecycle = {
+            let inner = lock(&self.inner);
+            inner
+                .ended
+                .iter()
+                .rev()
+                .find(|e| e.id == id)?
+                .lifecycle
+                .clone()
+        };
+        let known = |l: &Lifecycle| {
+            l.outcome().is_some() || l.exit_code().is_some() || l.failure().is_some()
+        };
+        let _ = tokio::time::timeout(limit, lifecycle.wait_for(known)).await;
+        let l = lifecycle.borrow().clone();
+        Some(
+            l.outcome()
+                .cloned()
+                .unwrap_or_else(|| crate::session::Outcome {
+                    exit_code: l.exit_code(),
+                    failure: l.failure().map(str::to_owned),
+                    ..crate::session::Outcome::default()
+                }),
+        )
+    }
+
     /// Sessions gone from the store whose transcript is still on disk (or that have none),
     /// oldest first. Records whose transcript was pruned are dropped here.
     pub fn list_ended(&self) -> Vec<SessionInfo> {

@@ -125,12 +125,20 @@ impl SessionStore {
 
     /// Waits (up to `limit`) for a session's exit without taking its output or its exit
     /// report (people: the owner's next call still gets both). `None` when it still runs.
+    /// A session gone from the store whose end is remembered (its exit was reported, or it
+    /// was terminated: `uexec ls -a` lists it) gives that end, every time it is asked.
     pub async fn await_exit(
         &self,
         id: i32,
         limit: Duration,
     ) -> Result<Option<crate::session::Outcome>, ExecError> {
-        let session = self.touch(id).ok_or(ExecError::UnknownProcess(id))?;
+        let Some(session) = self.touch(id) else {
+            let end = self
+                .ended_outcome(id, limit)
+                .await
+                .ok_or(ExecError::UnknownProcess(id))?;
+            return Ok(Some(end));
+        };
         if !session.wait_exited(limit).await {
             return Ok(None);
         }

@@ -206,7 +206,10 @@ pub async fn serve(
                         (rows, cols) = (r.max(1), c.max(1));
                         attachment.resize(rows, cols)?;
                     }
-                    AttachFrame::Eof | AttachFrame::Interrupt | AttachFrame::Terminate => {
+                    AttachFrame::Eof
+                    | AttachFrame::Interrupt
+                    | AttachFrame::Terminate
+                    | AttachFrame::Detach => {
                         return Err(AttachError::BadFrame("a run's frame in an attach".into()));
                     }
                 }

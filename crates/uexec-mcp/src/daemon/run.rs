@@ -1,8 +1,9 @@
 //! `uexec run` on the daemon's side: start the person's command as a session of theirs and
 //! follow it to its end ([`uexec_core::store::Run`]): every byte it prints goes down as a
 //! [`RunFrame`], and the person's stdin, Ctrl-C and terminal size come up as
-//! [`AttachFrame`]s. A client that goes away leaves the session running (the person's own,
-//! as after `uexec run --detach`).
+//! [`AttachFrame`]s. A client that says it leaves ([`AttachFrame::Detach`]: `uexec run -d`,
+//! Ctrl-\) leaves the session running, the person's own; one that goes away without a word
+//! (its `uexec` killed, its terminal closed) ends it, as a shell's job ends with its shell.
 //!
 //! Input waits for the process to read it, and must not hold up the rest: the output goes
 //! on meanwhile, and so do Ctrl-C and resizes, behind at most [`MAX_QUEUED_INPUT_BYTES`] of
@@ -36,22 +37,29 @@ pub enum RunError {
     Io(#[from] std::io::Error),
 }
 
-/// Follows `run` for its client until it ends, or the client goes away.
+/// Follows `run` for its client until it ends, or the client leaves (the session runs on)
+/// or goes away (the session ends).
 pub async fn serve(
     mut run: Run,
     from: impl AsyncBufRead + Unpin + Send + 'static,
     mut to: impl AsyncWriteExt + Unpin,
 ) -> Result<(), RunError> {
     let id = run.session_id();
-    send(&mut to, &RunFrame::Started { session_id: id }).await?;
+    let detached = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (gone_tx, mut gone) = tokio::sync::oneshot::channel();
     let upstream = tokio::spawn({
         let input = run.input();
+        let detached = detached.clone();
         async move {
-            let why = carry_input(input, from).await;
+            let why = carry_input(input, from, &detached).await;
             let _ = gone_tx.send(why);
         }
     });
+    if let Err(e) = send(&mut to, &RunFrame::Started { session_id: id }).await {
+        upstream.abort();
+        run.input().terminate();
+        return Err(e.into());
+    }
     let b64 = base64::engine::general_purpose::STANDARD;
     let mut ended = false;
     let result = loop {
@@ -79,16 +87,22 @@ pub async fn serve(
     };
     upstream.abort();
     if !ended {
-        tracing::debug!(
-            session_id = id,
-            "run's client went away; the session runs on"
-        );
+        if detached.load(std::sync::atomic::Ordering::SeqCst) {
+            tracing::debug!(session_id = id, "run's client left; the session runs on");
+        } else {
+            tracing::debug!(session_id = id, "run's client went away; the session ends");
+            run.input().terminate();
+        }
     }
     result
 }
 
 /// Reads the client's frames and applies them, until it hangs up (Ok) or breaks the protocol.
-async fn carry_input(input: RunInput, mut from: impl AsyncBufRead + Unpin) -> Result<(), RunError> {
+async fn carry_input(
+    input: RunInput,
+    mut from: impl AsyncBufRead + Unpin,
+    detached: &std::sync::atomic::AtomicBool,
+) -> Result<(), RunError> {
     // The process takes its input in a task of its own, so a process that does not read
     // holds up neither Ctrl-C nor resizes.
     // Unbounded in messages, bounded in bytes: `read_frames` stops reading the client once
@@ -123,7 +137,7 @@ async fn carry_input(input: RunInput, mut from: impl AsyncBufRead + Unpin) -> Re
             }
         }
     });
-    let result = read_frames(&input, &mut from, &writes, &queued, &room).await;
+    let result = read_frames(&input, &mut from, &writes, &queued, &room, detached).await;
     // The writer finishes what it was given (the stdin's end among it) even when the client
     // is gone.
     drop(writes);
@@ -142,6 +156,7 @@ async fn read_frames(
     writes: &mpsc::UnboundedSender<Write>,
     queued: &std::sync::atomic::AtomicUsize,
     room: &tokio::sync::Notify,
+    detached: &std::sync::atomic::AtomicBool,
 ) -> Result<(), RunError> {
     let b64 = base64::engine::general_purpose::STANDARD;
     let mut line = Vec::new();
@@ -179,6 +194,7 @@ async fn read_frames(
                 }
             }
             AttachFrame::Terminate => input.terminate(),
+            AttachFrame::Detach => detached.store(true, std::sync::atomic::Ordering::SeqCst),
             AttachFrame::Resize(rows, cols) => {
                 if let Err(e) = input.resize(rows, cols) {
                     tracing::debug!("run: resize: {e}");
@@ -242,5 +258,11 @@ pub(super) async fn client(
         }
     };
     super::write_reply(&mut write, &Reply::ok()).await?;
+    if req.detach {
+        // Started, and left at once: its end is not this client's to be told.
+        let session_id = run.session_id();
+        send(&mut write, &RunFrame::Started { session_id }).await?;
+        return Ok(());
+    }
     Ok(serve(run, read, write).await?)
 }

@@ -73,15 +73,22 @@ Examples:
     /// in the order it wrote them), stdin passed on, Ctrl-C to interrupt it, and its exit
     /// code. It is a session meanwhile (`uexec ls`, `uexec attach`).
     #[command(
-        after_help = "Exit codes: the command's own (130 after Ctrl-C, 124 after --timeout); 4 when it
-was left running (--detach, or Ctrl-C twice within a second); 2 bad usage; 125 uexec failed.
+        after_help = "Ctrl-C interrupts the command; if it has not stopped, a second Ctrl-C kills it.
+Ctrl-\\ leaves it running as a session, as -d does from the start. If this uexec is killed
+(its terminal closed, SIGKILL), the command ends too.
+
+Exit codes: the command's own (130 after Ctrl-C, 124 after --timeout); with -d, 0 once it
+started; 4 when it was left running otherwise (Ctrl-\\, a window that ran out before its
+--until-* condition); 2 bad usage; 125 uexec failed.
 
 Examples:
   uexec run -- make test                 make's output, live, and its exit code
   printf 'b\\na\\n' | uexec run -- sort   stdin goes through
   uexec run --tty -- python3             a REPL in this terminal (Ctrl-\\ leaves it running)
+  id=$(uexec run -d -- make test)        started; its id on stdout (exit 0); `uexec wait $id` later
   uexec run -d --until-pattern ready -- npm run dev
-                                         returns once it printed `ready`; the server runs on (exit 4)",
+                                         returns once it printed `ready` (exit 0; 4 if it did not
+                                         within the window, 10s unless --yield); the server runs on",
         mut_arg("socket", |a| a.help(RUN_SOCKET_HELP))
     )]
     Run {
@@ -133,8 +140,9 @@ Examples:
     },
     /// Kill sessions (by id or name, or --all of them) and every process they started, or
     /// only send them a signal (--signal TERM). Exit codes: 0 every one done; else that of
-    /// the first that was not (the others are still done): 3 no such session (with
-    /// --signal: or it has exited already), 125 uexec failed; 2 bad usage.
+    /// the first that was not (the others are still done): 3 no such session, 5 it had
+    /// already exited (nothing done; `uexec wait` gives its code), 125 uexec failed; 2 bad
+    /// usage.
     #[command(after_help = "Examples:
   uexec kill 48213 devserver            kill two sessions (SIGKILL to each process group)
   uexec kill --signal TERM devserver    ask it to stop; `uexec ls` then shows how it exited
@@ -278,16 +286,20 @@ Examples:
 const RUN_SOCKET_HELP: &str = "The daemon's socket (default: $XDG_RUNTIME_DIR/uexec/daemon.sock, else /run/user/<uid>/uexec/daemon.sock when logind made /run/user/<uid>, else a per-user directory under the temp dir). A daemon is started there if none runs";
 
 const CLI_AFTER_HELP: &str = "Exit codes:
-  run, wait        the command's own code (124 after --timeout; run: 130 after Ctrl-C)
-  4                run left the command running (--detach, or Ctrl-C twice within a second);
-                   rm found a session running (without --force)
+  run, wait,      the command's own code (124 after --timeout; run: 130 after Ctrl-C)
+  attach
+  4                run left the command running (Ctrl-\\, or a window without -d, or one
+                   whose --until-* condition was not met); rm found a session running
+                   (without --force)
+  5                kill found the session had already exited (nothing done)
   0                success
   2                bad usage (a flag or value; the message names it)
   3                no such session (daemon --status: no daemon runs)
   125              uexec itself failed (the daemon unreachable or refusing, stdout unwritable)
   mcp, serve, daemon: 0 once stopped (stdin EOF, SIGTERM/SIGINT, --idle-timeout), 1 if they cannot start
 
-Units: durations in milliseconds (MS) unless a flag says SECONDS; sizes in BYTES; output budgets in
-TOKENS (4 bytes each). Output is never coloured.
+Units: durations in milliseconds (MS) unless a flag says SECONDS, for a bare number; every
+DURATION takes a unit too (500ms, 10s, 5m, 1h); sizes in BYTES; output budgets in TOKENS (4
+bytes each). Output is never coloured.
 
 `uexec` is a small front: it makes a plain `uexec run` itself and runs `uexec-engine`, installed beside it, for everything else (the daemon runs as `uexec-engine daemon`).";

@@ -139,8 +139,8 @@ pub async fn attach(target: &Target, args: AttachArgs) -> Result<ExitCode, Failu
     let connected = uexec_mcp::daemon::client::connect(&socket, &hello, false, &[])
         .await
         .map_err(|e| {
-            let message = format!("{e:#}");
-            let code = if message.contains("Unknown process id") {
+            let message = super::common::cli_words(&format!("{e:#}"));
+            let code = if message.contains("Unknown session") {
                 super::EXIT_NO_SESSION
             } else {
                 super::EXIT_UEXEC
@@ -233,8 +233,30 @@ pub async fn attach(target: &Target, args: AttachArgs) -> Result<ExitCode, Failu
         );
     }
     let _ = err.flush();
+    // Detached: 0; else the session ended, and this exits with its code, as `wait` does.
+    let code = if detached {
+        0
+    } else {
+        match ended_code(target, id).await {
+            Ok(code) => code,
+            Err(f) => {
+                let _ = writeln!(err, "uexec: {}", f.message);
+                f.code
+            }
+        }
+    };
     // The blocking read of stdin cannot be cancelled: leave without waiting for a key.
-    std::process::exit(0);
+    std::process::exit(i32::from(code));
+}
+
+/// The exit code of session `id`, which has ended (`await_exit` gives a stored one).
+async fn ended_code(target: &Target, id: i32) -> Result<u8, Failure> {
+    let mut conn = Conn::open(target, Vec::new())?;
+    let args = serde_json::json!({"session_id": id, "yield_time_ms": 5_000});
+    let end = super::common::call(&mut conn, "await_exit", args).await?;
+    Ok(super::common::exit_code_of(
+        end.structured["exit_code"].as_i64(),
+    ))
 }
 
 async fn send(

@@ -13,9 +13,13 @@ use uexec_core::until::{MAX_IDLE_MS, MIN_IDLE_MS};
 pub const EXIT_NO_SESSION: u8 = 3;
 /// uexec itself failed.
 pub const EXIT_UEXEC: u8 = 125;
-/// `uexec run` returned while its command still runs, as a session (`--detach`, or a second
-/// Ctrl-C): never 0, so `uexec run -d -- make test && deploy` does not deploy. Also `rm` of
-/// a session that still runs, without `--force` (nothing was done to it).
+/// `kill` of a session that had already exited: nothing was done to it.
+pub const EXIT_ENDED: u8 = 5;
+/// `uexec run` returned while its command still runs, as a session, and nobody asked for
+/// that up front (Ctrl-\, a window without `--detach`, or one whose `--until-*` condition
+/// was not met): not 0, so `uexec run --until-pattern ready -- serve && test` does not test
+/// a server that never got ready. (`run -d` asked for it: 0, as `docker run -d`.) Also `rm`
+/// of a session that still runs, without `--force` (nothing was done to it).
 pub const EXIT_STILL_RUNNING: u8 = 4;
 
 /// Wait conditions of `run` and `poll` (the window stays the cap).
@@ -24,12 +28,18 @@ pub struct UntilArgs {
     /// Return as soon as the output matches this regex.
     #[arg(long, value_name = "REGEX")]
     pub until_pattern: Option<String>,
-    /// Return once the output has been quiet this many ms (10 to 300000; after some output).
-    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(i64).range(MIN_IDLE_MS..=MAX_IDLE_MS))]
+    /// Return once the output has been quiet this long, after some output (10ms to 5m; a
+    /// bare number is ms).
+    #[arg(long, value_name = "DURATION", value_parser = until_idle)]
     pub until_idle: Option<i64>,
     /// Return when the command waits for input (a prompt).
     #[arg(long)]
     pub until_prompt: bool,
+}
+
+/// `--until-idle`, in ms.
+pub fn until_idle(text: &str) -> Result<i64, String> {
+    super::duration::ms_within(text, "ms", MIN_IDLE_MS..=MAX_IDLE_MS)
 }
 
 impl UntilArgs {
@@ -85,18 +95,44 @@ pub(super) fn tool_failure(result: &ToolResult) -> Failure {
     text_failure(&result.text)
 }
 
+/// A tool's error in the CLI's words: without the tool's name (`write_stdin failed: `,
+/// `exec_command: `), "session" where the tools say "process id", and what a person runs
+/// where the tools tell a model what to call.
+pub fn cli_words(text: &str) -> String {
+    let mut rest = text;
+    while let Some((head, after)) = rest.split_once(": ") {
+        let tool = head.strip_suffix(" failed").unwrap_or(head);
+        let is_tool =
+            tool.contains('_') && tool.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+        if !is_tool {
+            break;
+        }
+        rest = after;
+    }
+    rest.replace("Unknown process id", "Unknown session")
+        .replace(
+            "; rerun exec_command with tty=true to keep stdin open",
+            " (it has neither a terminal nor a stdin pipe): `uexec run --tty` starts a command that takes input",
+        )
+        .replace(
+            "poll it (empty chars) to see what happens, and write again once they detach",
+            "send again once they detach",
+        )
+}
+
 /// [`tool_failure`] of a tool error's text (as a daemon's refusal of a run says it).
 pub(super) fn text_failure(text: &str) -> Failure {
     let code = if text.contains("Unknown process id") || text.contains("it has exited") {
         EXIT_NO_SESSION
     } else if text.contains("is still running") {
         EXIT_STILL_RUNNING
-    } else if text.contains("invalid arguments: ") {
+    } else if text.contains("invalid arguments: ") || text.contains("stdin is closed") {
+        // A flag or value, or text sent to a session that takes none.
         2
     } else {
         EXIT_UEXEC
     };
-    let mut message = text.to_owned();
+    let mut message = cli_words(text);
     for (field, flag) in FLAGS_OF_FIELDS {
         message = message.replace(
             &format!("invalid arguments: {field}: "),
@@ -111,7 +147,7 @@ pub(super) fn text_failure(text: &str) -> Failure {
 pub(super) fn no_daemon_for(id: i32) -> Failure {
     Failure {
         code: EXIT_NO_SESSION,
-        message: format!("Unknown process id {id} (no uexec daemon is running)"),
+        message: format!("Unknown session {id} (no uexec daemon is running)"),
     }
 }
 
@@ -251,5 +287,39 @@ pub(super) fn exit_code_of(code: Option<i64>) -> u8 {
     match code {
         Some(c) => u8::try_from(c.clamp(0, 255)).unwrap_or(1),
         None => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_errors_read_in_the_clis_words() {
+        assert_eq!(
+            cli_words("write_stdin failed: Unknown process id 5: session 5 exited (code 5)"),
+            "Unknown session 5: session 5 exited (code 5)"
+        );
+        assert_eq!(
+            cli_words("exec_command: invalid arguments: workdir: /x does not exist"),
+            "invalid arguments: workdir: /x does not exist"
+        );
+        let closed = text_failure(
+            "send_input failed: stdin is closed for this session; rerun exec_command with tty=true to keep stdin open",
+        );
+        assert_eq!(closed.code, 2);
+        assert!(
+            closed.message.contains("uexec run --tty"),
+            "{}",
+            closed.message
+        );
+        for words in ["exec_command", "send_input", "tty=true", "process id"] {
+            assert!(!closed.message.contains(words), "{}", closed.message);
+        }
+        // Not a tool's name: left as it is.
+        assert_eq!(
+            cli_words("session 5 is still running"),
+            "session 5 is still running"
+        );
     }
 }

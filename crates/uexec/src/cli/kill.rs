@@ -4,14 +4,15 @@
 //! every running session (of `--owner`).
 //!
 //! Each session is done in turn; one that cannot be is said on stderr and the others are
-//! still done.
+//! still done. One that had already exited (`await_exit` says so, with its code, for any
+//! session `uexec ls -a` lists) is left as it is, and said so, with [`EXIT_ENDED`].
 
 use std::process::ExitCode;
 
 use serde_json::{json, Value};
 use uexec_core::backend::Signal;
 
-use super::common::{call, parse_session_ref, print_json, Failure, SessionRef};
+use super::common::{call, parse_session_ref, print_json, Failure, SessionRef, EXIT_ENDED};
 use super::conn::{Conn, Target};
 
 /// `uexec kill`.
@@ -106,6 +107,22 @@ async fn kill_one(
         return Err(session.no_daemon());
     }
     let id = session.resolve(conn).await?;
+    let before = call(
+        conn,
+        "await_exit",
+        json!({"session_id": id, "yield_time_ms": 0}),
+    )
+    .await?;
+    if before.structured["exited"] == true {
+        let how = match before.structured["exit_code"].as_i64() {
+            Some(code) => format!("with code {code}"),
+            None => "without a code".to_owned(),
+        };
+        return Err(Failure {
+            code: EXIT_ENDED,
+            message: format!("session {id} had already exited {how}: nothing to kill"),
+        });
+    }
     Ok(match signal {
         None => {
             call(conn, "terminate_session", json!({"session_id": id})).await?;

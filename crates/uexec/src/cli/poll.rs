@@ -18,14 +18,21 @@ pub struct PollArgs {
     /// The session: its id, or its name.
     #[arg(value_name = "SESSION", value_parser = parse_session_ref)]
     pub id: SessionRef,
-    /// How long to wait for output, in ms (5000 to 300000; returns early at the exit).
-    #[arg(long = "yield", value_name = "MS", default_value_t = 5_000, value_parser = clap::value_parser!(i64).range(MIN_EMPTY_POLL_YIELD_TIME_MS as i64..=MAX_EMPTY_POLL_YIELD_TIME_MS as i64))]
+    /// How long to wait for output (5s to 5m, default 5s; a bare number is ms; returns
+    /// early at the exit).
+    #[arg(long = "yield", value_name = "DURATION", default_value = "5s", value_parser = poll_yield)]
     pub yield_ms: i64,
     #[command(flatten)]
     pub until: UntilArgs,
     /// Print the result as JSON (output, exit_code or session_id, reason).
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--yield`, in ms.
+fn poll_yield(text: &str) -> Result<i64, String> {
+    let range = MIN_EMPTY_POLL_YIELD_TIME_MS as i64..=MAX_EMPTY_POLL_YIELD_TIME_MS as i64;
+    super::duration::ms_within(text, "ms", range)
 }
 
 pub async fn poll(target: &Target, args: PollArgs) -> Result<ExitCode, Failure> {

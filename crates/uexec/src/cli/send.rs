@@ -1,14 +1,15 @@
 //! `uexec send ID [TEXT]`: types into a session, as a person at its terminal would.
 //!
 //! Enter is a carriage return on a terminal and a newline on a pipe, and the end of input
-//! is Ctrl-D on a terminal but closing the pipe otherwise: so the session's kind is looked
-//! up first (`list_sessions`) when the text gets an Enter or `--eof`.
+//! is Ctrl-D on a terminal but closing the pipe otherwise: so the session is looked up
+//! first (`list_sessions`): its kind, and whether it has exited (then nothing takes input:
+//! exit 3, as for a session that is not there).
 
 use std::process::ExitCode;
 
 use serde_json::json;
 
-use super::common::{call, parse_session_ref, print_json, Failure, SessionRef};
+use super::common::{call, parse_session_ref, print_json, Failure, SessionRef, EXIT_NO_SESSION};
 use super::conn::{Conn, Target};
 
 /// `uexec send`.
@@ -41,27 +42,38 @@ pub async fn send(target: &Target, args: SendArgs) -> Result<ExitCode, Failure> 
         return Err(args.id.no_daemon());
     }
     let id = args.id.resolve(&mut conn).await?;
+    // Its kind (Enter is a carriage return on a terminal, a newline on a pipe; the end of
+    // input is Ctrl-D on a terminal, closing the pipe otherwise), and whether it still runs.
+    let listed = call(&mut conn, "list_sessions", json!({})).await?;
+    let listed = listed.structured["sessions"]
+        .as_array()
+        .and_then(|all| {
+            all.iter()
+                .find(|s| s["session_id"].as_i64() == Some(i64::from(id)))
+        })
+        .cloned()
+        .unwrap_or_default();
+    if listed["state"] == "exited" {
+        return Err(Failure {
+            code: EXIT_NO_SESSION,
+            message: format!(
+                "session {id} has exited: nothing takes input (`uexec wait {id}` gives its code)"
+            ),
+        });
+    }
+    let tty = listed["tty"] == true;
     let mut eof = args.eof;
     let chars = if args.ctrl_c {
         "\u{3}".to_owned()
     } else {
         let mut text = args.text.clone().unwrap_or_default();
         let enter = !args.no_newline && args.text.is_some();
-        if enter || eof {
-            // Enter is a carriage return on a terminal, a newline on a pipe; the end of
-            // input is Ctrl-D on a terminal, closing the pipe otherwise.
-            let listed = call(&mut conn, "list_sessions", json!({})).await?;
-            let tty = listed.structured["sessions"].as_array().is_some_and(|all| {
-                all.iter()
-                    .any(|s| s["session_id"].as_i64() == Some(i64::from(id)) && s["tty"] == true)
-            });
-            if enter {
-                text.push(if tty { '\r' } else { '\n' });
-            }
-            if eof && tty {
-                text.push('\u{4}');
-                eof = false;
-            }
+        if enter {
+            text.push(if tty { '\r' } else { '\n' });
+        }
+        if eof && tty {
+            text.push('\u{4}');
+            eof = false;
         }
         text
     };

@@ -21,9 +21,10 @@ pub struct WaitArgs {
     /// The session: its id, or its name.
     #[arg(value_name = "SESSION", value_parser = parse_session_ref)]
     pub id: SessionRef,
-    /// Give up after this many seconds (exit 124); default: wait as long as it runs.
-    #[arg(long, value_name = "SECONDS")]
-    pub timeout: Option<u64>,
+    /// Give up after this long (exit 124): 500ms, 10s, 5m, 1h; a bare number is SECONDS.
+    /// Default: wait as long as it runs.
+    #[arg(long, value_name = "DURATION", value_parser = super::duration::seconds)]
+    pub timeout: Option<Duration>,
     /// Print the session's end as JSON (exit_code, exited, exit_notices).
     #[arg(long)]
     pub json: bool,
@@ -35,9 +36,7 @@ pub async fn wait(target: &Target, args: WaitArgs) -> Result<ExitCode, Failure> 
         return Err(args.id.no_daemon());
     }
     let id = args.id.resolve(&mut conn).await?;
-    let deadline = args
-        .timeout
-        .map(|s| tokio::time::Instant::now() + Duration::from_secs(s));
+    let deadline = args.timeout.map(|t| tokio::time::Instant::now() + t);
     loop {
         let chunk = match deadline {
             Some(d) => d
@@ -62,10 +61,11 @@ pub async fn wait(target: &Target, args: WaitArgs) -> Result<ExitCode, Failure> 
             if args.json {
                 print_json(s);
             } else {
+                let waited = args.timeout.unwrap_or_default().as_millis();
                 eprintln!(
-                    "uexec: session {} still runs after {} s",
+                    "uexec: session {} still runs after {}",
                     args.id,
-                    args.timeout.unwrap_or(0)
+                    super::duration::show(i64::try_from(waited).unwrap_or(i64::MAX))
                 );
             }
             return Ok(ExitCode::from(124));

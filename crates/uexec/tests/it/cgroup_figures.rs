@@ -252,7 +252,7 @@ async fn a_paused_session_uses_no_cpu_resumes_and_still_dies_on_kill() {
     wait_all_gone(&[m], "the paused session to die").await;
 
     // Bad input, as the other verbs say it.
-    assert_refused(&place, &["pause", "99999"], 3, "Unknown process id 99999");
+    assert_refused(&place, &["pause", "99999"], 3, "Unknown session 99999");
     assert_refused(
         &place,
         &["resume", "nosuch"],

@@ -65,7 +65,7 @@ fn run_exits_with_the_commands_code_or_leaves_a_session() {
             "echo first; sleep 1; echo second; exit 5",
         ],
     );
-    // Left running: exit 4, never 0 (`uexec run -d -- make test && deploy` must not deploy).
+    // A window (without -d) that left it running: exit 4, not 0.
     assert_eq!(long.status.code(), Some(4), "{}", stderr(&long));
     assert_eq!(stdout(&long), "first\n");
     let err = stderr(&long);
@@ -183,8 +183,8 @@ fn bad_input_is_refused_with_a_clear_error_and_a_meaningful_code() {
         // The engine would wait 5 s for a shorter poll: say so instead.
         (&["poll", "1000", "--yield", "100"], 2, "--yield"),
         (&["send", "1000"], 2, "required"),
-        (&["kill", "99999"], 3, "Unknown process id 99999"),
-        (&["wait", "99999"], 3, "Unknown process id 99999"),
+        (&["kill", "99999"], 3, "Unknown session 99999"),
+        (&["wait", "99999"], 3, "Unknown session 99999"),
     ];
     for (args, code, says) in cases {
         let out = uexec(&place, args);
@@ -219,7 +219,7 @@ fn read_only_verbs_start_no_daemon_to_say_there_is_nothing() {
         let out = uexec(&place, &[verb, "1000"]);
         assert_eq!(out.status.code(), Some(3), "{verb}: {}", stderr(&out));
         assert!(
-            stderr(&out).contains("Unknown process id 1000"),
+            stderr(&out).contains("Unknown session 1000"),
             "{verb}: {}",
             stderr(&out)
         );

@@ -64,7 +64,7 @@ async fn kill_sends_a_signal_kills_several_and_all_of_an_owner() {
         format!("Session {one} terminated\nSession {two} terminated\n")
     );
     assert!(
-        stderr(&both).contains("Unknown process id 99999"),
+        stderr(&both).contains("Unknown session 99999"),
         "{}",
         stderr(&both)
     );

@@ -1,7 +1,7 @@
 //! `uexec run` in the foreground, as a person meets it: the output as it comes, the
 //! command's own exit code, stdin passed on, Ctrl-C that interrupts the command (twice:
-//! leaves it running, and says how to find it), `--tty` joined to this terminal, and nothing
-//! left running by a run that ended.
+//! kills it), Ctrl-\ that leaves it running (and says how to find it), `--tty` joined to
+//! this terminal, and nothing left running by a run that ended.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Output, Stdio};
@@ -189,7 +189,7 @@ fn stdin_goes_through_byte_for_byte_and_the_output_is_not_cut_at_a_models_budget
 }
 
 #[test]
-fn ctrl_c_interrupts_the_command_and_twice_leaves_it_running() {
+fn ctrl_c_interrupts_the_command_twice_kills_it_and_ctrl_backslash_leaves_it_running() {
     let place = Place::new("run");
     for round in 0..2 {
         let child = ready(&place, "echo ready; exec sleep 100");
@@ -203,12 +203,23 @@ fn ctrl_c_interrupts_the_command_and_twice_leaves_it_running() {
         );
         assert_eq!(sessions(&place), Vec::<Value>::new());
     }
-    // A command that ignores Ctrl-C: the second, within a second, leaves it running.
+    // A command that ignores Ctrl-C: the second kills it.
     let child = ready(&place, "trap '' INT; echo ready; exec sleep 100");
     signal(&child, libc::SIGINT);
     // Two signals sent before the first is taken are one: wait until it was.
     taken(&child, libc::SIGINT);
     signal(&child, libc::SIGINT);
+    let out = finish(child);
+    assert_eq!(out.status.code(), Some(137), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("Ctrl-C again: killing session"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(sessions(&place), Vec::<Value>::new());
+    // Ctrl-\ (SIGQUIT) leaves it running, and says where.
+    let child = ready(&place, "echo ready; exec sleep 100");
+    signal(&child, libc::SIGQUIT);
     let out = finish(child);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     let id = session_named(&stderr(&out));
@@ -251,22 +262,35 @@ fn a_run_told_to_stop_or_read_no_more_ends_its_command() {
 }
 
 #[test]
-fn detach_keeps_the_window_and_says_with_its_exit_code_that_the_command_runs_on() {
+fn detach_returns_at_the_spawn_and_a_window_says_with_its_exit_code_whether_it_was_asked() {
     let place = Place::new("run");
+    // -d alone: started, its id on stdout, exit 0 (the command's own code comes from wait).
     let done = place
         .command(&["run", "-d", "--", "exit 3"])
         .output()
         .unwrap();
-    assert_eq!(done.status.code(), Some(3), "{}", stderr(&done));
+    assert_eq!(done.status.code(), Some(0), "{}", stderr(&done));
+    let id = String::from_utf8_lossy(&done.stdout).trim().to_owned();
+    assert!(id.parse::<i32>().is_ok(), "{id:?}");
+    let waited = place.command(&["wait", &id]).output().unwrap();
+    assert_eq!(waited.status.code(), Some(3), "{}", stderr(&waited));
+    // -d with a window: what it printed by then; it runs on, as asked (0).
     let left = place
         .command(&["run", "--detach", "--yield", "250", "--", "exec sleep 30"])
         .output()
         .unwrap();
-    assert_eq!(left.status.code(), Some(4), "{}", stderr(&left));
+    assert_eq!(left.status.code(), Some(0), "{}", stderr(&left));
     let id = session_named(&stderr(&left));
     assert_eq!(sessions(&place).len(), 1);
     kill(&place, &id);
-    // A flag that needs a window implies it: `--until-pattern` returns once it matched.
+    // A window without -d that leaves it running: 4.
+    let left = place
+        .command(&["run", "--yield", "250ms", "--", "exec sleep 30"])
+        .output()
+        .unwrap();
+    assert_eq!(left.status.code(), Some(4), "{}", stderr(&left));
+    kill(&place, &session_named(&stderr(&left)));
+    // `--until-pattern` returns once it matched: what was asked (0)...
     let ready = place
         .command(&[
             "run",
@@ -277,9 +301,24 @@ fn detach_keeps_the_window_and_says_with_its_exit_code_that_the_command_runs_on(
         ])
         .output()
         .unwrap();
-    assert_eq!(ready.status.code(), Some(4), "{}", stderr(&ready));
-    let id = session_named(&stderr(&ready));
-    kill(&place, &id);
+    assert_eq!(ready.status.code(), Some(0), "{}", stderr(&ready));
+    kill(&place, &session_named(&stderr(&ready)));
+    // ...and 4 when the window ran out first, even with -d: it never got ready.
+    let never = place
+        .command(&[
+            "run",
+            "-d",
+            "--yield",
+            "250ms",
+            "--until-pattern",
+            "ready",
+            "--",
+            "exec sleep 30",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(never.status.code(), Some(4), "{}", stderr(&never));
+    kill(&place, &session_named(&stderr(&never)));
     // Bad input names the flag.
     let bad = place
         .command(&["run", "-d=yes", "--", "true"])
@@ -405,7 +444,7 @@ fn a_named_run_is_found_by_its_name() {
         ])
         .output()
         .unwrap();
-    assert_eq!(web.status.code(), Some(4), "{}", stderr(&web));
+    assert_eq!(web.status.code(), Some(0), "{}", stderr(&web));
     let logs = place.command(&["logs", "web"]).output().unwrap();
     assert_eq!(
         String::from_utf8_lossy(&logs.stdout),

@@ -12,6 +12,7 @@ mod audit;
 mod cgroup_figures;
 mod cgroups;
 mod cli;
+mod cli_conventions;
 mod cli_kill;
 mod cli_logs_since;
 mod cli_run;

@@ -6,12 +6,20 @@
 //! frames are read on the calling thread, stdin on a thread of its own, and signals arrive
 //! on a pipe ([`uexec_sys::signal_pipe`]) read by a third.
 //!
-//! - Ctrl-C interrupts the command (SIGINT to its group, or `^C` on its terminal); a second
-//!   within [`SECOND_CTRL_C`] leaves it running and says so ([`EXIT_STILL_RUNNING`]).
+//! - Ctrl-C interrupts the command (SIGINT to its group, or `^C` on its terminal); when it
+//!   has not ended [`HINT_AFTER`] later, the run says how to force it, and a second Ctrl-C
+//!   kills it (SIGKILL to its group), as `docker compose` does.
+//! - Ctrl-\ (SIGQUIT; with `--tty`, the detach key) leaves the command running and says so
+//!   ([`EXIT_STILL_RUNNING`]): the daemon is told ([`AttachFrame::Detach`]) before this
+//!   process hangs up.
 //! - SIGTERM or SIGHUP of this process ends the command (it is this process's job), and the
-//!   run reports how it ended; so does a stdout that nobody reads any more (`| head`).
+//!   run reports how it ended; so does a stdout that nobody reads any more (`| head`), and
+//!   so does this process's death (SIGKILL, the OOM killer): the daemon ends a run whose
+//!   client hangs up without saying it leaves.
 //! - `--tty`: this terminal in raw mode is joined to the command's, as `attach --write`
-//!   is, its size followed; the detach key (Ctrl-\) leaves the command running.
+//!   is, its size followed.
+//!
+//! `uexec run -d` starts the command the same way and leaves at once ([`leave_at_spawn`]).
 //!
 //! [`RunRequest`]: uexec_protocol::daemon::RunRequest
 
@@ -20,15 +28,19 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine as _;
 use uexec_protocol::daemon::{AttachFrame, RunFrame};
 
-use super::super::common::{exit_code_of, Failure, EXIT_STILL_RUNNING, EXIT_UEXEC};
+use super::super::common::{exit_code_of, print_json, Failure, EXIT_STILL_RUNNING, EXIT_UEXEC};
 
-/// A second Ctrl-C this soon after the first leaves the command running.
-pub const SECOND_CTRL_C: Duration = Duration::from_secs(1);
+/// How long after a Ctrl-C a command that has not ended is said to ignore it (and how to
+/// force it: a second Ctrl-C).
+pub const HINT_AFTER: Duration = Duration::from_millis(500);
+
+/// What a run reads from the daemon: what came with its reply, then the connection.
+pub type Down = std::io::BufReader<std::io::Chain<std::io::Cursor<Vec<u8>>, UnixStream>>;
 /// The key that detaches a `--tty` run (Ctrl-\), as for `uexec attach`.
 const DETACH_KEY: u8 = 0x1c;
 
@@ -42,6 +54,12 @@ pub struct Joined {
 }
 
 impl Joined {
+    /// Nothing of this process joined: `uexec run -d`.
+    pub const NONE: Self = Self {
+        interactive: false,
+        stdin: false,
+    };
+
     /// How a run with (`tty`) or without a terminal joins this process's stdin.
     pub fn here(tty: bool) -> Self {
         let terminal = std::io::stdin().is_terminal();
@@ -67,8 +85,9 @@ impl Up {
         (&*stream).write_all(&line)
     }
 
-    /// Leaves the command running: the daemon sees this client go.
-    fn hang_up(&self) {
+    /// Leaves the command running: the daemon is told so, then sees this client go.
+    fn leave(&self) {
+        let _ = self.send(&AttachFrame::Detach);
         if let Ok(stream) = self.0.lock() {
             let _ = stream.shutdown(std::net::Shutdown::Both);
         }
@@ -89,7 +108,12 @@ impl Drop for RawGuard {
 /// Catches the signals a run passes on ([`on_signals`]), before its hello is sent: a Ctrl-C
 /// from then on reaches the command, not this process's default action.
 pub fn catch_signals(joined: Joined) -> Result<std::os::fd::OwnedFd, Failure> {
-    let mut signals = vec![uexec_sys::SIGINT, uexec_sys::SIGTERM, uexec_sys::SIGHUP];
+    let mut signals = vec![
+        uexec_sys::SIGINT,
+        uexec_sys::SIGTERM,
+        uexec_sys::SIGHUP,
+        uexec_sys::SIGQUIT,
+    ];
     if joined.interactive {
         signals.push(uexec_sys::SIGWINCH);
     }
@@ -97,6 +121,46 @@ pub fn catch_signals(joined: Joined) -> Result<std::os::fd::OwnedFd, Failure> {
         code: EXIT_UEXEC,
         message: format!("cannot catch signals: {e}"),
     })
+}
+
+/// The session a run's first frame names.
+fn started(down: &mut impl BufRead) -> Result<i32, Failure> {
+    match read_frame(down).map_err(lost)? {
+        Some(RunFrame::Started { session_id }) => Ok(session_id),
+        other => Err(Failure {
+            code: EXIT_UEXEC,
+            message: format!("the uexec daemon answered the run with {other:?}"),
+        }),
+    }
+}
+
+fn lost(e: std::io::Error) -> Failure {
+    Failure {
+        code: EXIT_UEXEC,
+        message: format!("the uexec daemon closed the connection: {e}"),
+    }
+}
+
+/// `uexec run -d` (a detached [`RunRequest`]: the daemon follows it no further): once the
+/// command started, prints its id (`{session_id}` with `json`), exit 0.
+///
+/// [`RunRequest`]: uexec_protocol::daemon::RunRequest
+pub fn leave_at_spawn(
+    mut down: impl BufRead,
+    stream: &UnixStream,
+    json: bool,
+) -> Result<u8, Failure> {
+    let id = started(&mut down)?;
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+    if json {
+        print_json(&serde_json::json!({ "session_id": id }));
+    } else {
+        println!("{id}");
+    }
+    if std::io::stderr().is_terminal() {
+        eprintln!("uexec: session {id} runs: `uexec logs -f {id}` follows it, `uexec wait {id}` waits for it, `uexec kill {id}` stops it");
+    }
+    Ok(0)
 }
 
 /// Follows a run whose hello the daemon accepted: `down` reads after its reply, `stream` is
@@ -108,24 +172,21 @@ pub fn follow(
     joined: Joined,
     signals: std::os::fd::OwnedFd,
 ) -> Result<u8, Failure> {
-    let lost = |e: std::io::Error| Failure {
-        code: EXIT_UEXEC,
-        message: format!("the uexec daemon closed the connection: {e}"),
-    };
-    let id = match read_frame(&mut down).map_err(lost)? {
-        Some(RunFrame::Started { session_id }) => session_id,
-        other => {
-            return Err(Failure {
-                code: EXIT_UEXEC,
-                message: format!("the uexec daemon answered the run with {other:?}"),
-            })
-        }
-    };
+    let id = started(&mut down)?;
     let up = Up(Arc::new(Mutex::new(stream.try_clone().map_err(lost)?)));
     let left_running = Arc::new(AtomicBool::new(false));
+    let finished = Arc::new(AtomicBool::new(false));
     std::thread::spawn({
-        let (up, left_running) = (up.clone(), left_running.clone());
-        move || on_signals(std::fs::File::from(signals), &up, &left_running)
+        let (up, left_running, finished) = (up.clone(), left_running.clone(), finished.clone());
+        move || {
+            on_signals(
+                std::fs::File::from(signals),
+                &up,
+                id,
+                &left_running,
+                &finished,
+            )
+        }
     });
     let _raw = RawGuard(if joined.interactive {
         let fd = std::io::stdin().as_raw_fd();
@@ -178,6 +239,7 @@ pub fn follow(
             RunFrame::Started { .. } => {}
         }
     };
+    finished.store(true, Ordering::SeqCst);
     let _ = stdout.flush();
     drop(_raw);
     match ended {
@@ -218,21 +280,39 @@ fn read_frame(down: &mut impl BufRead) -> std::io::Result<Option<RunFrame>> {
         .map_err(std::io::Error::other)
 }
 
-/// Signals, as they come: Ctrl-C interrupts (twice within [`SECOND_CTRL_C`]: leaves it
-/// running), SIGTERM and SIGHUP end the command, SIGWINCH passes the size on.
-fn on_signals(mut pipe: std::fs::File, up: &Up, left_running: &AtomicBool) {
-    let mut last_ctrl_c: Option<Instant> = None;
+/// Signals, as they come: Ctrl-C interrupts (and says how to force a command that ignores
+/// it; the second kills it), Ctrl-\ (SIGQUIT) leaves it running, SIGTERM and SIGHUP end
+/// it, SIGWINCH passes the size on.
+fn on_signals(
+    mut pipe: std::fs::File,
+    up: &Up,
+    id: i32,
+    left_running: &AtomicBool,
+    ended: &Arc<AtomicBool>,
+) {
+    let mut interrupted = false;
     let mut byte = [0u8; 1];
     while let Ok(1) = pipe.read(&mut byte) {
         let signal = i32::from(byte[0]);
         let sent = if signal == uexec_sys::SIGINT {
-            if last_ctrl_c.is_some_and(|at| at.elapsed() < SECOND_CTRL_C) {
-                left_running.store(true, Ordering::SeqCst);
-                up.hang_up();
-                return;
+            if interrupted {
+                eprintln!("\r\nuexec: Ctrl-C again: killing session {id}\r");
+                up.send(&AttachFrame::Terminate)
+            } else {
+                interrupted = true;
+                let ended = ended.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(HINT_AFTER);
+                    if !ended.load(Ordering::SeqCst) {
+                        eprintln!("\r\nuexec: session {id} has not stopped on Ctrl-C: Ctrl-C again kills it, Ctrl-\\ leaves it running\r");
+                    }
+                });
+                up.send(&AttachFrame::Interrupt)
             }
-            last_ctrl_c = Some(Instant::now());
-            up.send(&AttachFrame::Interrupt)
+        } else if signal == uexec_sys::SIGQUIT {
+            left_running.store(true, Ordering::SeqCst);
+            up.leave();
+            return;
         } else if signal == uexec_sys::SIGWINCH {
             match uexec_sys::window_size(std::io::stdout().as_raw_fd()) {
                 Ok((rows, cols)) => up.send(&AttachFrame::Resize(rows, cols)),
@@ -273,7 +353,7 @@ fn carry_stdin(up: &Up, interactive: bool, left_running: &AtomicBool) {
         }
         if detach {
             left_running.store(true, Ordering::SeqCst);
-            up.hang_up();
+            up.leave();
             return;
         }
     }

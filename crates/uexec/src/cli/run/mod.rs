@@ -1,8 +1,10 @@
 //! `uexec run [FLAGS] [--] CMD...`: a command in the daemon, as a person runs one in a
 //! shell: its output as it comes, Ctrl-C to interrupt it, stdin passed on, and its own exit
-//! code (see [`follow`]). With `--detach` (or a window: `--yield`, `--until-*`, `--json`)
-//! it is one `exec_command` instead: what the window saw, and [`EXIT_STILL_RUNNING`] when
-//! the command runs on as a session.
+//! code (see [`follow`]). Its [`Mode`]: with `--detach` alone it is started as the
+//! foreground run is and left at once (its id on stdout, exit 0, as `docker run -d`); with
+//! a window (`--yield`, `--until-*`, `--json`) it is one `exec_command`: what the window
+//! saw, and its exit code, or its session when it runs on ([`left_running`] says with what
+//! code).
 //!
 //! The front (`uexec`, without the engine linked in) makes a plain run itself, so this file
 //! holds the run in the two readings that must agree:
@@ -23,13 +25,12 @@ use serde_json::{json, Value};
 pub mod follow;
 
 use super::common::{
-    exit_code_of, parse_session_name, print_json, text_failure, tool_failure, Failure, UntilArgs,
-    EXIT_STILL_RUNNING, EXIT_UEXEC,
+    exit_code_of, parse_session_name, print_json, text_failure, tool_failure, until_idle, Failure,
+    UntilArgs, EXIT_STILL_RUNNING, EXIT_UEXEC,
 };
 use super::conn::{Conn, Target, ToolResult};
 use follow::Joined;
 use uexec_core::limits::{MAX_TIMEOUT_MS, MIN_TIMEOUT_MS};
-use uexec_core::until::{MAX_IDLE_MS, MIN_IDLE_MS};
 
 /// `uexec run --yield`: its default and its bounds, in ms.
 pub const RUN_YIELD_DEFAULT_MS: i64 = 10_000;
@@ -43,14 +44,16 @@ pub struct RunArgs {
     /// Ctrl-\ detaches), as `uexec attach --write` is.
     #[arg(long)]
     pub tty: bool,
-    /// Return after a window (--yield) instead of following the command to its end: what
-    /// it printed by then, and exit code 4 when it still runs (as a session: `uexec ls`).
+    /// Start the command and return at once, leaving it running as a session (`uexec ls`):
+    /// print its id and exit 0, as `docker run -d` does. With --yield or --until-*, return
+    /// after that window instead.
     #[arg(short = 'd', long)]
     pub detach: bool,
-    /// With --detach: how long to watch before returning, in ms (250 to 30000; default
-    /// 10000). Implies --detach.
-    #[arg(long = "yield", value_name = "MS", default_value_t = RUN_YIELD_DEFAULT_MS, value_parser = clap::value_parser!(i64).range(RUN_YIELD_MIN_MS..=RUN_YIELD_MAX_MS))]
-    pub yield_ms: i64,
+    /// Watch the command this long, then return what it printed and its exit code, or, if it
+    /// still runs, leave it running (exit 0 with --detach, else 4): 250ms to 30s; a bare
+    /// number is ms.
+    #[arg(long = "yield", value_name = "DURATION", value_parser = run_yield)]
+    pub yield_ms: Option<i64>,
     /// Name the session (1 to 32 of A-Z a-z 0-9 . _ -, not all digits; unique among your
     /// running sessions): `attach`, `logs`, `send`, `kill`, `wait` then take it for the id.
     #[arg(long, value_name = "NAME", value_parser = parse_session_name)]
@@ -66,11 +69,12 @@ pub struct RunArgs {
     pub no_login: bool,
     #[command(flatten)]
     pub until: UntilArgs,
-    /// Hard timeout in ms (100 to 86400000): SIGTERM, then SIGKILL 2 s later; exit code 124.
-    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(i64).range(MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS))]
+    /// Hard timeout (100ms to 24h; a bare number is ms): SIGTERM, then SIGKILL 2 s later;
+    /// exit code 124.
+    #[arg(long, value_name = "DURATION", value_parser = run_timeout)]
     pub timeout: Option<i64>,
-    /// Print the result as JSON ({output, exit_code} or {output, session_id}). Implies
-    /// --detach.
+    /// Print the result as JSON: {output, exit_code} or {output, session_id} after a window
+    /// (10s unless --yield); with --detach alone, {session_id} at once.
     #[arg(long)]
     pub json: bool,
     /// The command and its arguments (one argument is taken as a shell command line). A
@@ -78,6 +82,16 @@ pub struct RunArgs {
     /// put `--` before a command that starts with `-`.
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// `--yield`, in ms.
+pub fn run_yield(text: &str) -> Result<i64, String> {
+    super::duration::ms_within(text, "ms", RUN_YIELD_MIN_MS..=RUN_YIELD_MAX_MS)
+}
+
+/// `--timeout`, in ms.
+pub fn run_timeout(text: &str) -> Result<i64, String> {
+    super::duration::ms_within(text, "ms", MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS)
 }
 
 /// `--env NAME=VALUE`.
@@ -108,36 +122,69 @@ fn command_line(args: &[String]) -> String {
         .join(" ")
 }
 
+/// How a `uexec run` goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Followed to its end, in the foreground: its output, Ctrl-C, its exit code.
+    Follow,
+    /// `--detach`: started, its id said, left running (exit 0).
+    Detach,
+    /// A window (`--yield`, `--until-*`, `--json`): what it printed by then, and its exit
+    /// code or its session.
+    Window,
+}
+
 impl RunArgs {
-    /// Whether this run returns after a window (`--detach`, or a flag that needs one)
-    /// instead of following the command to its end.
-    pub fn windowed(&self) -> bool {
-        self.detach
-            || self.json
-            || self.yield_ms != RUN_YIELD_DEFAULT_MS
-            || self.until.json().is_some()
+    /// How this run goes: a window when a flag asks for one, else detached at the spawn
+    /// (`--detach`), else followed.
+    pub fn mode(&self) -> Mode {
+        if self.yield_ms.is_some() || self.until.json().is_some() {
+            Mode::Window
+        } else if self.detach {
+            Mode::Detach
+        } else if self.json {
+            Mode::Window
+        } else {
+            Mode::Follow
+        }
     }
 }
 
 pub async fn run(target: &Target, args: RunArgs) -> Result<ExitCode, Failure> {
-    if !args.windowed() {
-        return foreground(target, args).await.map(ExitCode::from);
+    match args.mode() {
+        Mode::Follow => foreground(target, args).await.map(ExitCode::from),
+        Mode::Detach => detached(target, args).await.map(ExitCode::from),
+        Mode::Window => {
+            let mut conn = Conn::open(target, args.env.clone())?;
+            let result = conn.call("exec_command", run_call_args(&args)).await?;
+            finish_run(&args, &result).map(ExitCode::from)
+        }
     }
-    let mut conn = Conn::open(target, args.env.clone())?;
-    let result = conn.call("exec_command", run_call_args(&args)).await?;
-    finish_run(&args, &result).map(ExitCode::from)
 }
 
-/// The hello of a foreground run: the person's, with the command (see [`run_hello`]).
-async fn foreground(target: &Target, args: RunArgs) -> Result<u8, Failure> {
-    let joined = Joined::here(args.tty);
-    let hello = run_hello(uexec_mcp::daemon::build_id(), &args, joined)?;
+/// `uexec run -d`: the run's hello, without stdin; the id once it started.
+async fn detached(target: &Target, args: RunArgs) -> Result<u8, Failure> {
+    let hello = run_hello(uexec_mcp::daemon::build_id(), &args, Joined::NONE)?;
+    let (down, stream) = connect_run(target, &hello).await?;
+    tokio::task::spawn_blocking(move || follow::leave_at_spawn(down, &stream, args.json))
+        .await
+        .map_err(|e| Failure {
+            code: EXIT_UEXEC,
+            message: format!("the run's follower failed: {e}"),
+        })?
+}
+
+/// The connection of a run's `hello` (the daemon started if none runs), as a blocking
+/// stream and what came after the reply.
+async fn connect_run(
+    target: &Target,
+    hello: &uexec_protocol::daemon::Hello,
+) -> Result<(follow::Down, std::os::unix::net::UnixStream), Failure> {
     let socket = match &target.socket {
         Some(path) => path.clone(),
         None => uexec_mcp::daemon::default_socket().map_err(anyhow::Error::from)?,
     };
-    let signals = follow::catch_signals(joined)?;
-    let connected = uexec_mcp::daemon::client::connect(&socket, &hello, true, &[])
+    let connected = uexec_mcp::daemon::client::connect(&socket, hello, true, &[])
         .await
         .map_err(|e| match e.kind() {
             uexec_mcp::daemon::client::ClientErrorKind::Refused { error, .. } => {
@@ -150,19 +197,25 @@ async fn foreground(target: &Target, args: RunArgs) -> Result<u8, Failure> {
         .into_std()
         .and_then(|s| s.set_nonblocking(false).map(|()| s))
         .map_err(anyhow::Error::from)?;
-    let after = connected.after;
-    tokio::task::spawn_blocking(move || {
-        let down = std::io::BufReader::new(std::io::Read::chain(
-            std::io::Cursor::new(after),
-            stream.try_clone().map_err(anyhow::Error::from)?,
-        ));
-        follow::follow(down, &stream, joined, signals)
-    })
-    .await
-    .map_err(|e| Failure {
-        code: EXIT_UEXEC,
-        message: format!("the run's follower failed: {e}"),
-    })?
+    let down = std::io::BufReader::new(std::io::Read::chain(
+        std::io::Cursor::new(connected.after),
+        stream.try_clone().map_err(anyhow::Error::from)?,
+    ));
+    Ok((down, stream))
+}
+
+/// The hello of a foreground run: the person's, with the command (see [`run_hello`]).
+async fn foreground(target: &Target, args: RunArgs) -> Result<u8, Failure> {
+    let joined = Joined::here(args.tty);
+    let hello = run_hello(uexec_mcp::daemon::build_id(), &args, joined)?;
+    let signals = follow::catch_signals(joined)?;
+    let (down, stream) = connect_run(target, &hello).await?;
+    tokio::task::spawn_blocking(move || follow::follow(down, &stream, joined, signals))
+        .await
+        .map_err(|e| Failure {
+            code: EXIT_UEXEC,
+            message: format!("the run's follower failed: {e}"),
+        })?
 }
 
 /// A person's hello that starts `args` in the foreground, for the engine build `build`.
@@ -187,6 +240,7 @@ pub fn run_hello(
         arguments,
         rows,
         cols,
+        detach: args.mode() == Mode::Detach,
     });
     Ok(hello)
 }
@@ -204,7 +258,7 @@ pub fn plain_run(args: &[OsString]) -> Option<(Option<PathBuf>, RunArgs)> {
         tty: false,
         detach: false,
         name: None,
-        yield_ms: RUN_YIELD_DEFAULT_MS,
+        yield_ms: None,
         cwd: None,
         env: Vec::new(),
         no_login: false,
@@ -251,17 +305,13 @@ pub fn plain_run(args: &[OsString]) -> Option<(Option<PathBuf>, RunArgs)> {
                     return None;
                 }
                 match name {
-                    "--yield" => run.yield_ms = ms_in(value, RUN_YIELD_MIN_MS..=RUN_YIELD_MAX_MS)?,
+                    "--yield" => run.yield_ms = Some(run_yield(value).ok()?),
                     "--cwd" => run.cwd = Some(value.to_owned()),
                     "--name" => run.name = Some(parse_session_name(value).ok()?),
                     "--env" => run.env.push(parse_assignment(value).ok()?),
-                    "--timeout" => {
-                        run.timeout = Some(ms_in(value, MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS)?)
-                    }
+                    "--timeout" => run.timeout = Some(run_timeout(value).ok()?),
                     "--until-pattern" => run.until.until_pattern = Some(value.to_owned()),
-                    "--until-idle" => {
-                        run.until.until_idle = Some(ms_in(value, MIN_IDLE_MS..=MAX_IDLE_MS)?)
-                    }
+                    "--until-idle" => run.until.until_idle = Some(until_idle(value).ok()?),
                     "--socket" => socket = Some(PathBuf::from(value)),
                     _ => return None,
                 }
@@ -279,19 +329,12 @@ pub fn plain_run(args: &[OsString]) -> Option<(Option<PathBuf>, RunArgs)> {
     Some((socket, run))
 }
 
-/// `value` in ms if it is within `range`, as clap checks it for the engine (None: the
-/// engine says why).
-fn ms_in(value: &str, range: std::ops::RangeInclusive<i64>) -> Option<i64> {
-    let ms = value.parse().ok()?;
-    range.contains(&ms).then_some(ms)
-}
-
 /// The `exec_command` arguments of a `uexec run`.
 pub fn run_call_args(args: &RunArgs) -> Value {
     let mut call_args = json!({
         "cmd": command_line(&args.command),
         "tty": args.tty,
-        "yield_time_ms": args.yield_ms,
+        "yield_time_ms": args.yield_ms.unwrap_or(RUN_YIELD_DEFAULT_MS),
         "login": !args.no_login,
     });
     if let Some(cwd) = &args.cwd {
@@ -325,9 +368,26 @@ pub fn finish_run(args: &RunArgs, result: &ToolResult) -> Result<u8, Failure> {
         if !args.json {
             eprintln!("uexec: still running as session {id}: `uexec logs -f {id}` follows it, `uexec wait {id}` waits for it, `uexec kill {id}` stops it");
         }
-        return Ok(EXIT_STILL_RUNNING);
+        return Ok(left_running(args, s["reason"].as_str()));
     }
     Ok(exit_code_of(s["exit_code"].as_i64()))
+}
+
+/// What a window that left its command running exits with: 0 when that was asked for (an
+/// `--until-*` condition met; without one, `--detach`), else [`EXIT_STILL_RUNNING`] (the
+/// window ran out before the condition, or nobody asked to leave it running).
+fn left_running(args: &RunArgs, reason: Option<&str>) -> u8 {
+    let met = matches!(reason, Some("matched" | "idle" | "prompt"));
+    let asked = if args.until.json().is_some() {
+        met
+    } else {
+        args.detach
+    };
+    if asked {
+        0
+    } else {
+        EXIT_STILL_RUNNING
+    }
 }
 
 #[cfg(test)]
@@ -382,6 +442,9 @@ mod tests {
             "300",
             "--yield=250",
             "30001",
+            "2s",
+            "500ms",
+            "5parsecs",
             "--env",
             "A=1",
             "--env=B=",
@@ -439,6 +502,15 @@ mod tests {
             &["--", "true"][..],
             &["make", "test"],
             &["--tty", "--yield", "2000", "--", "python3"],
+            &[
+                "--yield",
+                "2s",
+                "--timeout=10m",
+                "--until-idle",
+                "500ms",
+                "--",
+                "make",
+            ],
             &["-d", "--name", "web", "--", "npm run dev"],
             &[
                 "--json", "--env", "A=1", "--cwd=/", "--", "sh", "-c", "echo $A",
