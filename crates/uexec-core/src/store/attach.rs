@@ -45,12 +45,13 @@ impl SessionStore {
             None
         };
         // The size to give back when the lease goes: the session's own, before the person's.
-        let own_size = lease.as_ref().map(|_| {
-            session
+        let own_size = lease.as_ref().map(|_| SizeBack {
+            session: session.clone(),
+            size: session
                 .screen()
                 .map_or((crate::limits::PTY_ROWS, crate::limits::PTY_COLS), |k| {
                     k.size()
-                })
+                }),
         });
         let view = match session.screen() {
             Some(keeper) => keeper.view(size).await,
@@ -64,7 +65,7 @@ impl SessionStore {
             session,
             screen,
             watch,
-            own_size,
+            _own_size: own_size,
             _lease: lease,
         })
     }
@@ -87,18 +88,24 @@ pub struct Attachment {
     /// The output: a seed to redraw from, then the live feed.
     pub watch: crate::session::OutputWatch,
     /// With the lease: the session's own terminal size, given back when it is dropped.
-    own_size: Option<(u16, u16)>,
+    _own_size: Option<SizeBack>,
     _lease: Option<crate::session::Lease>,
 }
 
-impl Drop for Attachment {
+/// Gives a session its own terminal size back when dropped (a person let go of its input).
+struct SizeBack {
+    session: Arc<Session>,
+    size: (u16, u16),
+}
+
+impl Drop for SizeBack {
     fn drop(&mut self) {
-        if let Some((rows, cols)) = self.own_size {
-            if !self.session.lifecycle().exited() {
-                if let Err(e) = self.session.resize_terminal(rows, cols) {
-                    tracing::debug!(session_id = self.session.id(), "size not given back: {e}");
-                }
-            }
+        if self.session.lifecycle().exited() {
+            return;
+        }
+        let (rows, cols) = self.size;
+        if let Err(e) = self.session.resize_terminal(rows, cols) {
+            tracing::debug!(session_id = self.session.id(), "size not given back: {e}");
         }
     }
 }
