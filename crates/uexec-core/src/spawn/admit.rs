@@ -48,7 +48,8 @@ pub enum Answer {
 pub trait Approver: Send + Sync {
     fn ask(&self, question: Question) -> BoxFuture<'_, Answer>;
 
-    /// Who answers, for the record (`the person (MCP form)`, `the person (uexec approve)`).
+    /// Who answered the last question, for the record (`the person (MCP form)`, `the
+    /// person (uexec approve)`, a hook); asked after the answer.
     fn who(&self) -> String {
         "a person".to_owned()
     }
@@ -281,14 +282,15 @@ async fn asked(
     }
     let answer = match approver {
         Some(approver) => {
-            decided.by = approver.who();
-            approver
+            let answer = approver
                 .ask(Question {
                     command: command.to_owned(),
                     cwd: cwd.to_path_buf(),
                     verdict: verdict.clone(),
                 })
-                .await
+                .await;
+            decided.by = approver.who();
+            answer
         }
         None => Answer::Unanswered {
             why: "no person can be asked here".to_owned(),

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Value};
 use uexec_core::SessionStore;
 
+use super::failure::Failure;
 use super::post::{self, PostToolUse, Returned, Watch};
 use super::pre::{tool_input, PreToolUse};
 use super::{Event, Hooks};
@@ -16,6 +17,12 @@ use crate::tools::parse::Dialect;
 pub struct CallHooks {
     pre: Option<Arc<PreToolUse>>,
     post: Option<Watch>,
+    failure: Option<Failure>,
+    /// The PermissionRequest hooks, and the call's input and id they are given.
+    permission: Vec<super::HookCommand>,
+    input: Value,
+    call_id: String,
+    dir: std::path::PathBuf,
     notes: Arc<Mutex<Vec<String>>>,
 }
 
@@ -55,7 +62,23 @@ impl CallHooks {
                 },
             )
         });
-        Self { pre, post, notes }
+        let failure = hooks.matching(Event::PostToolUseFailure);
+        let failure = (!failure.is_empty()).then(|| Failure {
+            hooks: failure,
+            input: tool_input(&arguments),
+            call_id: call_id.to_owned(),
+            dir: dir.to_path_buf(),
+        });
+        Self {
+            pre,
+            post,
+            failure,
+            permission: hooks.matching(Event::PermissionRequest),
+            input: tool_input(&arguments),
+            call_id: call_id.to_owned(),
+            dir: dir.to_path_buf(),
+            notes,
+        }
     }
 
     /// The door's pre-spawn stage, when PreToolUse hooks match.
@@ -65,14 +88,35 @@ impl CallHooks {
             .map(|p| p as Arc<dyn uexec_core::spawn::PreSpawn>)
     }
 
-    /// The call returned: `ran` is `None` when nothing ran, else whether the command is
-    /// still running. What the hooks said, for the result (PostToolUse's only when the
-    /// command ended in the window: it has run by then).
-    pub async fn finish(self, ran: Option<bool>) -> Vec<String> {
-        let how = match ran {
-            None => Returned::Refused,
-            Some(true) => Returned::Running,
-            Some(false) => Returned::Exited,
+    /// Whom the door asks about a held command: the PermissionRequest hooks, when some
+    /// match, in front of `person`; else `person`.
+    pub fn approver(
+        &self,
+        person: Option<Arc<dyn uexec_core::spawn::Approver>>,
+    ) -> Option<Arc<dyn uexec_core::spawn::Approver>> {
+        if self.permission.is_empty() {
+            return person;
+        }
+        Some(Arc::new(super::permission::PermissionRequest {
+            hooks: self.permission.clone(),
+            input: self.input.clone(),
+            call_id: self.call_id.clone(),
+            dir: self.dir.clone(),
+            person,
+            answered_by: Mutex::new(None),
+            notes: self.notes.clone(),
+        }))
+    }
+
+    /// The call returned: `ran` is `Err(the tool's error)` when nothing ran, else whether
+    /// the command is still running. What the hooks said, for the result (PostToolUse's
+    /// only when the command ended in the window: it has run by then; PostToolUseFailure's
+    /// when the call failed).
+    pub async fn finish(self, ran: Result<bool, String>) -> Vec<String> {
+        let how = match &ran {
+            Err(_) => Returned::Refused,
+            Ok(true) => Returned::Running,
+            Ok(false) => Returned::Exited,
         };
         let mut notes = std::mem::take(
             &mut *self
@@ -82,6 +126,9 @@ impl CallHooks {
         );
         if let Some(post) = self.post {
             notes.extend(post.returned(how).await);
+        }
+        if let (Some(failure), Err(error)) = (&self.failure, &ran) {
+            notes.extend(failure.fire(error).await);
         }
         notes
     }

@@ -1,6 +1,8 @@
 //! A hooks file: Claude Code's settings JSON, read for its `hooks` key alone (a settings
 //! file with permissions, env and the rest is fine). Every event Claude Code names is known;
-//! uexec runs `PreToolUse` and `PostToolUse` and says once that it ignores the others. An
+//! uexec runs `PreToolUse`, `PermissionRequest`, `PostToolUse` and `PostToolUseFailure`
+//! (Codex names the same events and reads the same answers) and says once that it ignores
+//! the others. An
 //! unknown event, a hook type other than `command`, a matcher that is no regex or a file
 //! that is no JSON is an error naming the file, line and column: never a hook silently
 //! dropped.
@@ -31,9 +33,9 @@ struct EventsShape {
     #[serde(rename = "PostToolUse", default)]
     post_tool_use: Vec<GroupShape>,
     #[serde(rename = "PostToolUseFailure", default)]
-    post_tool_use_failure: Option<IgnoredAny>,
+    post_tool_use_failure: Vec<GroupShape>,
     #[serde(rename = "PermissionRequest", default)]
-    permission_request: Option<IgnoredAny>,
+    permission_request: Vec<GroupShape>,
     #[serde(rename = "Notification", default)]
     notification: Option<IgnoredAny>,
     #[serde(rename = "UserPromptSubmit", default)]
@@ -56,8 +58,6 @@ impl EventsShape {
     /// The events of Claude Code present in the file that uexec does not run.
     fn ignored(&self) -> Vec<&'static str> {
         [
-            (self.post_tool_use_failure.is_some(), "PostToolUseFailure"),
-            (self.permission_request.is_some(), "PermissionRequest"),
             (self.notification.is_some(), "Notification"),
             (self.user_prompt_submit.is_some(), "UserPromptSubmit"),
             (self.stop.is_some(), "Stop"),
@@ -97,10 +97,13 @@ enum HookKind {
     Command,
 }
 
-/// What one file holds: its PreToolUse and PostToolUse groups, and what it ignores.
+/// What one file holds: its PreToolUse, PostToolUse and PostToolUseFailure groups, and what
+/// it ignores.
 pub(super) struct Read {
     pub pre: Vec<Group>,
     pub post: Vec<Group>,
+    pub failure: Vec<Group>,
+    pub permission: Vec<Group>,
     pub ignored: Vec<&'static str>,
 }
 
@@ -113,6 +116,8 @@ pub(super) fn read(path: &Path) -> Result<Read, String> {
         return Ok(Read {
             pre: Vec::new(),
             post: Vec::new(),
+            failure: Vec::new(),
+            permission: Vec::new(),
             ignored: Vec::new(),
         });
     };
@@ -137,6 +142,8 @@ pub(super) fn read(path: &Path) -> Result<Read, String> {
     Ok(Read {
         pre: groups(&events.pre_tool_use)?,
         post: groups(&events.post_tool_use)?,
+        failure: groups(&events.post_tool_use_failure)?,
+        permission: groups(&events.permission_request)?,
         ignored: events.ignored(),
     })
 }

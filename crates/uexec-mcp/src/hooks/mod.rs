@@ -1,4 +1,5 @@
-//! Hooks (`--hooks FILE`, issue 39 §3): Claude Code's `PreToolUse` and `PostToolUse` command
+//! Hooks (`--hooks FILE`, issue 39 §3): Claude Code's (and Codex's) `PreToolUse`,
+//! `PermissionRequest`, `PostToolUse` and `PostToolUseFailure` command
 //! hooks around `exec_command`, run by this face (core runs no process of its own: it asks
 //! the [`PreSpawn`](uexec_core::spawn::PreSpawn) seam a call brings, and publishes the End
 //! of each session once).
@@ -6,17 +7,23 @@
 //! 1. [`file`] reads the files at start: a bad one stops uexec naming file, line, column.
 //! 2. A call of `exec_command` makes a [`CallHooks`] ([`call`]): its PreToolUse hooks are the
 //!    door's pre-spawn stage ([`pre`]): after the rules, before a person;
+//!    A command held for a person asks its PermissionRequest hooks first ([`permission`]):
+//!    they may allow or deny for the person;
 //! 3. its PostToolUse hooks ([`post`]) wait for the End of the call's own session on the
 //!    store's event stream, subscribed before the spawn: the End is published once per
 //!    session, when its process exits, whoever polls it or not. A command that ended in its
 //!    window has them run before the call answers (what they say is in the result); one
 //!    still running has them run at its exit, in this process (the daemon's, through it),
 //!    whether or not the client is still there.
-//! 4. Every hook runs with its `timeout` ([`run`]); one that hangs, crashes or prints bad
+//! 4. a call that failed as a tool (refused, a spawn that failed, bad input) runs its
+//!    PostToolUseFailure hooks ([`failure`]) with the error, before it answers;
+//! 5. Every hook runs with its `timeout` ([`run`]); one that hangs, crashes or prints bad
 //!    JSON is said in the result and the log, and the call goes on.
 
 mod call;
+mod failure;
 mod file;
+mod permission;
 mod post;
 mod pre;
 mod run;
@@ -37,6 +44,8 @@ pub const TOOL_NAMES: [&str; 3] = ["exec_command", "Bash", "mcp__uexec__exec_com
 pub struct Hooks {
     pre: Vec<Group>,
     post: Vec<Group>,
+    failure: Vec<Group>,
+    permission: Vec<Group>,
 }
 
 /// A matcher and the hooks it runs.
@@ -91,6 +100,8 @@ impl Matcher {
 pub(crate) enum Event {
     PreToolUse,
     PostToolUse,
+    PostToolUseFailure,
+    PermissionRequest,
 }
 
 impl Hooks {
@@ -105,13 +116,15 @@ impl Hooks {
             let read = file::read(path).map_err(|e| format!("--hooks: {e}"))?;
             if !read.ignored.is_empty() {
                 tracing::warn!(
-                    "--hooks {}: uexec runs PreToolUse and PostToolUse hooks only; it ignores {}",
+                    "--hooks {}: uexec runs PreToolUse, PermissionRequest, PostToolUse and PostToolUseFailure hooks only; it ignores {}",
                     path.display(),
                     read.ignored.join(", ")
                 );
             }
             hooks.pre.extend(read.pre);
             hooks.post.extend(read.post);
+            hooks.failure.extend(read.failure);
+            hooks.permission.extend(read.permission);
         }
         Ok(Some(Arc::new(hooks)))
     }
@@ -121,6 +134,8 @@ impl Hooks {
         let groups = match event {
             Event::PreToolUse => &self.pre,
             Event::PostToolUse => &self.post,
+            Event::PostToolUseFailure => &self.failure,
+            Event::PermissionRequest => &self.permission,
         };
         let mut found: Vec<HookCommand> = Vec::new();
         for group in groups {

@@ -214,9 +214,14 @@ async fn fire(post: &PostToolUse, end: &Event, in_window: bool) -> Vec<String> {
     notes
 }
 
-/// What a PostToolUse hook that ran says to the model: its stderr on exit 2, its JSON's
-/// `reason` (with `decision: block`) and `additionalContext`.
-fn said(hook: &HookCommand, ran: &Ran) -> Vec<String> {
+/// What a PostToolUse (or PostToolUseFailure) hook that ran says to the model: its stderr
+/// on exit 2, its JSON's `reason` (with `decision: block`) and `additionalContext`.
+pub(super) fn said(hook: &HookCommand, ran: &Ran) -> Vec<String> {
+    said_as("PostToolUse", hook, ran)
+}
+
+/// [`said`], for a hook of `event`.
+pub(super) fn said_as(event: &str, hook: &HookCommand, ran: &Ran) -> Vec<String> {
     let Ran::Exited {
         code: Some(code),
         stdout,
@@ -225,7 +230,7 @@ fn said(hook: &HookCommand, ran: &Ran) -> Vec<String> {
     else {
         return Vec::new();
     };
-    let who = format!("PostToolUse hook {:?}", hook.command);
+    let who = format!("{event} hook {:?}", hook.command);
     if *code == 2 {
         return vec![format!("{who}: {}", stderr.trim())];
     }

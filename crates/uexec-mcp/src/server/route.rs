@@ -60,6 +60,10 @@ impl UexecServer {
                     let dir = &config.cwd;
                     crate::hooks::CallHooks::new(hooks, store, arguments, &call_id, dialect, dir)
                 });
+                let approver = match &hooks {
+                    Some(hooks) => hooks.approver(approver),
+                    None => approver,
+                };
                 let with = uexec_core::CallWith {
                     approver,
                     pre_spawn: hooks.as_ref().and_then(crate::hooks::CallHooks::pre_spawn),
@@ -68,7 +72,10 @@ impl UexecServer {
                 let window =
                     exec_command::run(store, config, arguments, dialect, call_id, with).await;
                 if let Some(hooks) = hooks {
-                    let ran = window.as_ref().ok().map(|w| w.session_id().is_some());
+                    let ran = match &window {
+                        Ok(w) => Ok(w.session_id().is_some()),
+                        Err(e) => Err(e.clone()),
+                    };
                     hooks_said = hooks.finish(ran).await;
                 }
                 window.map(|window| match window.session_id() {

@@ -4,7 +4,9 @@
 //! `permissionDecision: deny` blocks, its `updatedInput` changes the command; a PostToolUse
 //! hook runs once per exec_command: at the return of a quick command, at the exit of one
 //! that outlives its window (no poll), never for write_stdin; a hook that hangs past its
-//! timeout, or prints bad JSON, is said and the call goes on; a bad file stops uexec.
+//! timeout, or prints bad JSON, is said and the call goes on; a call that fails as a tool
+//! runs PostToolUseFailure; a PermissionRequest hook answers for the person about a held
+//! command; a bad file stops uexec.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -226,6 +228,126 @@ async fn post_tool_use_fires_once_per_exec_command_at_return_or_at_the_exit_neve
     assert!(events.iter().all(|e| e["tool_name"] == "exec_command"));
     assert_eq!(events[2]["tool_response"]["exit_code"], 4);
     client.cancel().await.unwrap();
+}
+
+/// A call that fails as a tool (here blocked by a PreToolUse hook) runs PostToolUseFailure
+/// with the call's id, input and error; what it says reaches the model; PostToolUse does
+/// not fire, since nothing ran.
+#[tokio::test]
+async fn a_failed_call_runs_post_tool_use_failure_not_post_tool_use() {
+    let dir = place("hooks-failure");
+    let pre = hook(
+        &dir,
+        "pre",
+        "case \"$input\" in *deploy*) echo 'not in this repo' >&2; exit 2 ;; esac",
+    );
+    let post = hook(&dir, "post", "");
+    let failure = hook(
+        &dir,
+        "failure",
+        r#"echo '{"hookSpecificOutput": {"hookEventName": "PostToolUseFailure", "additionalContext": "try make check instead"}}'"#,
+    );
+    let client = server(
+        &dir,
+        json!({
+            "PreToolUse": command_hook("Bash", &pre, 10),
+            "PostToolUse": command_hook("", &post, 10),
+            "PostToolUseFailure": command_hook("exec_command", &failure, 10),
+        }),
+    )
+    .await;
+    let (failed, said) = exec(&client, "make deploy").await;
+    assert!(failed, "{said}");
+    assert!(said.contains("try make check instead"), "{said}");
+    let events = logged(&dir, "failure");
+    assert_eq!(events.len(), 1, "{events:?}");
+    let event = &events[0];
+    assert_eq!(event["hook_event_name"], "PostToolUseFailure");
+    assert_eq!(event["tool_name"], "exec_command");
+    assert_eq!(event["tool_input"]["cmd"], "make deploy");
+    assert!(
+        event["error"]
+            .as_str()
+            .unwrap()
+            .contains("not in this repo"),
+        "{event}"
+    );
+    assert_eq!(
+        event["tool_use_id"], logged(&dir, "pre")[0]["tool_use_id"],
+        "the same call"
+    );
+    assert!(
+        logged(&dir, "post").is_empty(),
+        "PostToolUse fired for nothing run"
+    );
+    // A command that ran and failed is no tool failure: PostToolUse, not this.
+    let (failed, said) = exec(&client, "exit 3").await;
+    assert!(!failed, "{said}");
+    assert_eq!(logged(&dir, "failure").len(), 1);
+    assert_eq!(logged(&dir, "post").len(), 1);
+    client.cancel().await.unwrap();
+}
+
+/// A command a `prompt` rule holds asks the PermissionRequest hooks first (Claude Code's and
+/// Codex's event): an allow runs it with no one asked, a deny refuses it with the hook's
+/// message; the record says which hook decided.
+#[tokio::test]
+async fn a_permission_request_hook_answers_for_the_person() {
+    let dir = place("hooks-permission");
+    std::fs::write(
+        dir.join("team.rules"),
+        "prefix_rule(pattern = [\"touch\"], decision = \"prompt\", justification = \"it writes\")\n",
+    )
+    .unwrap();
+    let answer = hook(
+        &dir,
+        "permission",
+        r#"case "$input" in
+  *allowed*) echo '{"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "allow"}}}' ;;
+  *) echo '{"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {"behavior": "deny", "message": "only allowed files"}}}' ;;
+esac"#,
+    );
+    let settings = json!({"hooks": {"PermissionRequest": command_hook("", &answer, 10)}});
+    std::fs::write(dir.join("hooks.json"), settings.to_string()).unwrap();
+    let mut cmd = tokio::process::Command::new(UEXEC);
+    cmd.args(["mcp", "--in-process", "--hooks"])
+        .arg(dir.join("hooks.json"))
+        .arg("--rules")
+        .arg(dir.join("team.rules"))
+        .current_dir(&dir)
+        .env("HOME", dir.join("home"))
+        .env_remove("XDG_STATE_HOME");
+    let client = Recorder::default()
+        .serve(TokioChildProcess::new(cmd).unwrap())
+        .await
+        .unwrap();
+    let (failed, said) = exec(&client, "touch allowed").await;
+    assert!(!failed, "{said}");
+    assert!(dir.join("allowed").exists());
+    let (failed, said) = exec(&client, "touch other").await;
+    assert!(failed && said.contains("only allowed files"), "{said}");
+    assert!(!dir.join("other").exists());
+    let events = logged(&dir, "permission");
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[0]["hook_event_name"], "PermissionRequest");
+    assert_eq!(events[0]["tool_input"]["cmd"], "touch allowed");
+    assert!(events[0]["reason"].as_str().unwrap().contains("it writes"));
+    client.cancel().await.unwrap();
+    let record = std::fs::read_to_string(dir.join("home/.local/state/uexec/audit.jsonl")).unwrap();
+    let by: Vec<String> = record
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["by"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(by.len(), 2, "{record}");
+    assert!(
+        by.iter().all(|b| b.starts_with("PermissionRequest hook")),
+        "{by:?}"
+    );
 }
 
 #[tokio::test]
