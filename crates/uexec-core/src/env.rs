@@ -4,8 +4,8 @@
 //! ([`EnvPolicy::person`]).
 //!
 //! A login shell keeps the caller's PATH across its profile (which may reset it: Debian's
-//! `/etc/profile` does): the caller's entries first, then those the profile added
-//! ([`merge_path`]). The planned environment carries the caller's PATH in
+//! `/etc/profile` does): the caller's entries in their order, and what the profile added
+//! where it put it ([`merge_path`]). The planned environment carries the caller's PATH in
 //! [`CALLER_PATH_VAR`]; a snapshot's replay merges it in Rust, and a real login shell runs
 //! [`after_login_profile`]'s line before the command, which merges it after the profile and
 //! unsets the variable.
@@ -182,20 +182,44 @@ impl EnvPolicy {
 /// its profile has run ([`after_login_profile`], or a snapshot's replay).
 pub const CALLER_PATH_VAR: &str = "UEXEC_CALLER_PATH";
 
-/// The PATH of a login shell: the caller's entries first, then those of `profile` (the
-/// PATH its profile left) that the caller's lack; each entry once, in its first place,
-/// and no empty entry (which would mean the working directory).
+/// The PATH of a login shell, from the caller's and the one its profile left: the caller's
+/// entries in the caller's order, and those the profile added where the profile put them,
+/// each just before the first entry the caller also has that follows it in the profile's
+/// PATH, else at the end. So the caller's tools (a venv, `~/.cargo/bin`, `PATH=/opt/x:$PATH`)
+/// stay ahead of whatever a profile that resets PATH puts back, and what it adds in front of
+/// the system's (`PATH=$HOME/bin:$PATH`, pyenv's shims) stays in front of it. Each entry once,
+/// in its first place; no empty entry (which would mean the working directory).
 pub fn merge_path(caller: &OsStr, profile: &OsStr) -> OsString {
-    let mut seen: Vec<&[u8]> = Vec::new();
-    for entry in [caller, profile]
-        .iter()
-        .flat_map(|p| p.as_bytes().split(|&b| b == b':'))
-    {
-        if !entry.is_empty() && !seen.contains(&entry) {
+    let (caller, profile) = (path_entries(caller), path_entries(profile));
+    let shared = |e: &&[u8]| caller.contains(e);
+    // What the profile added before its entry `at`: since the shared entry before it.
+    let added_before = |at: usize| {
+        let from = profile[..at].iter().rposition(shared).map_or(0, |i| i + 1);
+        &profile[from..at]
+    };
+    let mut out: Vec<&[u8]> = Vec::new();
+    for entry in &caller {
+        if let Some(at) = profile.iter().position(|p| p == entry) {
+            out.extend_from_slice(added_before(at));
+        }
+        out.push(entry);
+    }
+    out.extend_from_slice(added_before(profile.len()));
+    let mut seen: Vec<&[u8]> = Vec::with_capacity(out.len());
+    for entry in out {
+        if !seen.contains(&entry) {
             seen.push(entry);
         }
     }
     OsStr::from_bytes(&seen.join(&b':')).to_owned()
+}
+
+/// A PATH's entries, without the empty ones.
+fn path_entries(path: &OsStr) -> Vec<&[u8]> {
+    path.as_bytes()
+        .split(|&b| b == b':')
+        .filter(|e| !e.is_empty())
+        .collect()
 }
 
 /// Shells that read the POSIX line of [`after_login_profile`] (by name: `/usr/bin/zsh` is
@@ -223,18 +247,36 @@ pub fn keep_caller_path(env: &mut Environment, shell: &str) {
 }
 
 /// The line a real login shell runs after its profile and before `script`: PATH becomes
-/// [`merge_path`] of [`CALLER_PATH_VAR`] and the profile's, and the variable (and the
-/// line's own) are unset. One line, joined to the script's first by `;`: the script's
-/// lines keep their numbers and its aliases expand as they would. POSIX, braced (zsh reads
-/// `$a:b` as a modifier), silent under `set -eu`.
+/// [`merge_path`] of [`CALLER_PATH_VAR`] (which [`keep_caller_path`] made: no empty entry,
+/// none twice) and the profile's, and the variable (and the line's own) are unset. One
+/// line, joined to the script's first by `;`: the script's lines keep their numbers and its
+/// aliases expand as they would. POSIX, braced (zsh reads `$a:b` as a modifier), silent
+/// under `set -eu`. It gathers, for each caller's entry, what the profile added before it
+/// (`since`) and the entry, then what the profile added last, and keeps each entry once.
 pub fn after_login_profile(script: &str) -> String {
     const LINE: &str = "if [ -n \"${UEXEC_CALLER_PATH+x}\" ]; then \
-        __uexec_rest=\"${PATH-}:\"; PATH=\"${UEXEC_CALLER_PATH}\"; \
-        while [ -n \"${__uexec_rest}\" ]; do \
-        __uexec_entry=\"${__uexec_rest%%:*}\"; __uexec_rest=\"${__uexec_rest#*:}\"; \
-        case \":${PATH}:\" in *\":${__uexec_entry}:\"*) ;; \
-        *) [ -z \"${__uexec_entry}\" ] || PATH=\"${PATH}:${__uexec_entry}\" ;; esac; \
-        done; export PATH; unset UEXEC_CALLER_PATH __uexec_rest __uexec_entry; fi; ";
+        __uexec_all=; __uexec_c=\"${UEXEC_CALLER_PATH}:\"; \
+        while [ -n \"${__uexec_c}\" ]; do \
+        __uexec_e=\"${__uexec_c%%:*}\"; __uexec_c=\"${__uexec_c#*:}\"; __uexec_since=; \
+        case \":${PATH-}:\" in *\":${__uexec_e}:\"*) __uexec_p=\"${PATH-}:\"; \
+        while [ -n \"${__uexec_p}\" ]; do \
+        __uexec_f=\"${__uexec_p%%:*}\"; __uexec_p=\"${__uexec_p#*:}\"; \
+        [ \"${__uexec_f}\" != \"${__uexec_e}\" ] || break; \
+        case \":${UEXEC_CALLER_PATH}:\" in *\":${__uexec_f}:\"*) __uexec_since= ;; \
+        *) __uexec_since=\"${__uexec_since}:${__uexec_f}\" ;; esac; done ;; esac; \
+        __uexec_all=\"${__uexec_all}${__uexec_since}:${__uexec_e}\"; done; \
+        __uexec_since=; __uexec_p=\"${PATH-}:\"; \
+        while [ -n \"${__uexec_p}\" ]; do \
+        __uexec_f=\"${__uexec_p%%:*}\"; __uexec_p=\"${__uexec_p#*:}\"; \
+        case \":${UEXEC_CALLER_PATH}:\" in *\":${__uexec_f}:\"*) __uexec_since= ;; \
+        *) __uexec_since=\"${__uexec_since}:${__uexec_f}\" ;; esac; done; \
+        __uexec_all=\"${__uexec_all}${__uexec_since}:\"; PATH=; \
+        while [ -n \"${__uexec_all}\" ]; do \
+        __uexec_f=\"${__uexec_all%%:*}\"; __uexec_all=\"${__uexec_all#*:}\"; \
+        case \"${__uexec_f}\" in \"\") ;; *) case \":${PATH}:\" in *\":${__uexec_f}:\"*) ;; \
+        *) PATH=\"${PATH:+${PATH}:}${__uexec_f}\" ;; esac ;; esac; done; \
+        export PATH; unset UEXEC_CALLER_PATH __uexec_all __uexec_c __uexec_e \
+        __uexec_since __uexec_p __uexec_f; fi; ";
     format!("{LINE}{script}")
 }
 
@@ -388,20 +430,59 @@ mod tests {
         assert_eq!(get(&env, "PAGER"), Some("cat"));
     }
 
+    /// (caller, profile, merged): the cases of issue 42 and the corners of the rule.
+    const MERGES: &[(&str, &str, &str)] = &[
+        // A venv (or ~/.cargo/bin, nix, conda) the profile's reset forgot: still first.
+        (
+            "/venv/bin:/usr/bin:/bin",
+            "/usr/local/bin:/usr/bin:/bin:/usr/games",
+            "/venv/bin:/usr/local/bin:/usr/bin:/bin:/usr/games",
+        ),
+        // `PATH=/opt/x:$PATH` first, `PATH=$PATH:/opt/y` last, as the caller had them.
+        (
+            "/opt/x:/usr/bin:/bin:/opt/y",
+            "/usr/local/bin:/usr/bin:/bin",
+            "/opt/x:/usr/local/bin:/usr/bin:/bin:/opt/y",
+        ),
+        // What the profile puts in front of the system's (`$HOME/bin`, pyenv's shims)
+        // stays in front of it, behind the caller's own.
+        (
+            "/venv/bin:/usr/bin:/bin",
+            "/h/bin:/h/.pyenv/shims:/usr/bin:/bin",
+            "/venv/bin:/h/bin:/h/.pyenv/shims:/usr/bin:/bin",
+        ),
+        // A profile that only resets: the caller's, then the rest of the profile's.
+        ("/tools", "/usr/bin:/bin", "/tools:/usr/bin:/bin"),
+        // The caller's order wins where the two disagree.
+        (
+            "/bin:/usr/bin",
+            "/usr/bin:/h/bin:/bin",
+            "/h/bin:/bin:/usr/bin",
+        ),
+        // Each entry once, in its first place; no empty entry anywhere.
+        ("/a:/b:/a", "/b:/c:/c", "/a:/b:/c"),
+        ("/a:/b:/a", "/b:/c:/c:/a", "/c:/a:/b"),
+        (":/a::/b:", "::/c:", "/a:/b:/c"),
+        ("", "/usr/bin", "/usr/bin"),
+        ("/a", "", "/a"),
+        ("", "", ""),
+        // Odd names: spaces, glob characters.
+        (
+            "/my tools/bin:/x*",
+            "/[a]:/usr/bin",
+            "/my tools/bin:/x*:/[a]:/usr/bin",
+        ),
+    ];
+
     #[test]
-    fn a_login_path_is_the_callers_first_then_the_profiles_each_entry_once() {
-        let merge = |c: &str, p: &str| merge_path(OsStr::new(c), OsStr::new(p));
-        assert_eq!(
-            merge("/venv/bin:/usr/bin:/bin", "/usr/local/bin:/usr/bin:/bin"),
-            "/venv/bin:/usr/bin:/bin:/usr/local/bin"
-        );
-        // Duplicates within either go, each entry keeps its first place.
-        assert_eq!(merge("/a:/b:/a", "/b:/c:/c:/a"), "/a:/b:/c");
-        // Empty entries (the working directory) go, wherever they are.
-        assert_eq!(merge(":/a::/b:", "::/c:"), "/a:/b:/c");
-        assert_eq!(merge("", "/usr/bin"), "/usr/bin");
-        assert_eq!(merge("/a", ""), "/a");
-        assert_eq!(merge("", ""), "");
+    fn a_login_path_keeps_the_callers_order_and_the_profiles_additions_where_it_put_them() {
+        for (caller, profile, merged) in MERGES {
+            assert_eq!(
+                merge_path(OsStr::new(caller), OsStr::new(profile)),
+                *merged,
+                "{caller} + {profile}"
+            );
+        }
         // Bytes, not text.
         let odd = merge_path(OsStr::from_bytes(b"/caf\xe9"), OsStr::new("/bin"));
         assert_eq!(odd.as_bytes(), b"/caf\xe9:/bin");
@@ -428,39 +509,46 @@ mod tests {
         assert_eq!(marked("bash", Some("::")), None);
     }
 
-    /// The line a real login runs, in the shells at hand: a profile that reset PATH (and
-    /// added to it) and `set -eu` leave the caller's PATH first, the line's variables gone.
+    /// The line a real login runs, in the shells at hand, after a profile that set PATH
+    /// (and `set -eu`): PATH is [`merge_path`]'s, the line's variables are gone.
     #[test]
-    fn the_line_after_a_profile_takes_the_callers_path_back() {
-        for shell in ["/bin/sh", "/bin/bash", "/bin/dash", "/usr/bin/zsh"] {
-            if !std::path::Path::new(shell).exists() {
-                continue;
+    fn the_line_after_a_profile_merges_as_merge_path_does() {
+        let shells = [
+            "/bin/sh",
+            "/bin/bash",
+            "/bin/dash",
+            "/usr/bin/zsh",
+            "/bin/ksh",
+        ];
+        for shell in shells.iter().filter(|s| std::path::Path::new(s).exists()) {
+            for (caller, profile, merged) in MERGES {
+                let mut env = Environment::from([("PATH".into(), OsString::from(caller))]);
+                keep_caller_path(&mut env, shell);
+                let marked = env.remove(OsStr::new(CALLER_PATH_VAR));
+                let script = after_login_profile(
+                    "echo \"$PATH\"; echo \"${UEXEC_CALLER_PATH-}${__uexec_all-}${__uexec_c-}\
+                     ${__uexec_e-}${__uexec_since-}${__uexec_p-}${__uexec_f-}gone\"",
+                );
+                let out = std::process::Command::new(shell)
+                    .arg("-c")
+                    .arg(format!("set -eu; PATH='{profile}'; {script}"))
+                    .env_clear()
+                    .envs(marked.map(|m| (CALLER_PATH_VAR, m)))
+                    .output()
+                    .expect("runs");
+                // Without a caller's PATH, the line does nothing.
+                let merged = if caller.split(':').all(str::is_empty) {
+                    profile
+                } else {
+                    merged
+                };
+                assert_eq!(
+                    String::from_utf8_lossy(&out.stdout),
+                    format!("{merged}\ngone\n"),
+                    "{shell}: {caller} + {profile}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
             }
-            let profile = "set -eu; PATH=/usr/local/bin:/usr/bin:/bin:/usr/bin; ";
-            let command = "echo \"$PATH\"; echo \"${UEXEC_CALLER_PATH-gone}${__uexec_rest-}${__uexec_entry-}\"";
-            let script = after_login_profile(command);
-            let out = std::process::Command::new(shell)
-                .arg("-c")
-                .arg(format!("{profile}{script}"))
-                .env_clear()
-                .env(CALLER_PATH_VAR, "/my tools/bin:/usr/bin:/*")
-                .output()
-                .expect("runs");
-            assert_eq!(
-                String::from_utf8_lossy(&out.stdout),
-                "/my tools/bin:/usr/bin:/*:/usr/local/bin:/bin\ngone\n",
-                "{shell}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            assert!(out.stderr.is_empty(), "{shell}");
-            // Without the variable, the line does nothing.
-            let out = std::process::Command::new(shell)
-                .arg("-c")
-                .arg(format!("PATH=/p; {}", after_login_profile("echo $PATH")))
-                .env_clear()
-                .output()
-                .expect("runs");
-            assert_eq!(String::from_utf8_lossy(&out.stdout), "/p\n", "{shell}");
         }
     }
 

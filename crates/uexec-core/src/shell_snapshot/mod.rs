@@ -41,9 +41,9 @@
 //!    [`ShellSnapshotOptions::retry_after`].
 //!
 //! The caller's PATH survives a profile that resets it: a planned login carries it in
-//! [`crate::env::CALLER_PATH_VAR`], and the replay's PATH is the caller's entries first,
-//! then those the profile added ([`crate::env::merge_path`]), as a real login's first line
-//! makes it ([`crate::env::after_login_profile`]).
+//! [`crate::env::CALLER_PATH_VAR`], and the replay's PATH is the caller's entries in their
+//! order with what the profile added where it put it ([`crate::env::merge_path`]), as a real
+//! login's first line makes it ([`crate::env::after_login_profile`]).
 //!
 //! Known differences from a real login: `shopt login_shell` is off; shell variables the
 //! profile did not export (`PS1`, `HISTSIZE`) are not carried; secret-looking variables it
@@ -342,8 +342,8 @@ fn use_snapshot(built: &Built, spec: &mut SpawnSpec) {
             env.insert(k.clone(), v.clone());
         }
     }
-    // The caller's PATH first, then what the profile added (`crate::env::merge_path`), as
-    // a real login's first line does; the marker goes, whatever the build's dump held.
+    // The caller's PATH with what the profile added (`crate::env::merge_path`), as a real
+    // login's first line makes it; the marker goes, whatever the build's dump held.
     env.remove(OsStr::new(CALLER_PATH_VAR));
     if let Some(caller) = spec.env.get(OsStr::new(CALLER_PATH_VAR)) {
         let profile = env.get(OsStr::new("PATH")).cloned().unwrap_or_default();

@@ -238,7 +238,8 @@ async fn dash_gets_the_environment_of_its_profile_once() {
 }
 
 /// A profile that resets PATH (as Debian's `/etc/profile` does) and adds to it: the
-/// caller's PATH comes first, then what the profile added, from a snapshot and from a real
+/// caller's entries keep their order, what the profile added comes where the profile put it
+/// (`$HOME/bin` before `/bin`, which the caller has too), from a snapshot and from a real
 /// login alike (issue 42), and the variable that carried it is gone.
 #[tokio::test]
 async fn the_callers_path_outlives_a_profile_that_resets_it() {
@@ -250,7 +251,7 @@ async fn the_callers_path_outlives_a_profile_that_resets_it() {
         let snap = home.store_sharing(shell, Some(home.snapshots(Default::default())), &caller);
         let real = home.store_sharing(shell, None, &caller);
         let expected = format!(
-            "/caller/bin:/bin:{}/bin:/usr/bin\ngone\n",
+            "/caller/bin:{}/bin:/usr/bin:/bin\ngone\n",
             home.dir.display()
         );
         let cmd = "echo \"$PATH\"; echo \"${UEXEC_CALLER_PATH-gone}\"";
