@@ -138,6 +138,28 @@ fn every_figure_of_the_readme_is_on_its_page_beside_its_command() {
     }
 }
 
+/// The index of the benchmarks page: each command is on the page it links to.
+#[test]
+fn the_benchmarks_index_names_commands_that_are_on_their_pages() {
+    let index = read("docs/src/benchmarks.md");
+    let table = &index[index.find("## Figures on other pages").expect("the index")..];
+    let rows: Vec<&str> = table
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| figures"))
+        .collect();
+    assert!(rows.len() >= 5, "{table}");
+    for row in rows {
+        let cells: Vec<&str> = row.trim_matches('|').split(" | ").map(str::trim).collect();
+        let [_, command, page] = cells[..] else {
+            panic!("{row}");
+        };
+        let link = &page[page.find("](").unwrap() + 2..page.len() - 1];
+        let text = read(&format!("docs/src/{link}"));
+        let command = command.trim_matches('`');
+        assert!(text.contains(command), "`{command}` not in docs/src/{link}");
+    }
+}
+
 #[test]
 fn the_readmes_recipes_are_the_books_and_the_harness_runs_them() {
     let plug = section("Plug it into Claude Code and Codex");
