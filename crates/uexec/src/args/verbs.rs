@@ -77,6 +77,12 @@ Examples:
 Ctrl-\\ leaves it running as a session, as -d does from the start. If this uexec is killed
 (its terminal closed, SIGKILL), the command ends too.
 
+The command gets your environment as it is: your tokens (GH_TOKEN, AWS_*), colours, pager,
+locale and TERM, and your PATH even where a login profile resets it (your entries in your
+order, what the profile adds where it puts it). It goes only to your own daemon (its
+socket's directory and its uid are checked first). The hygiene is for agents' commands
+(`uexec mcp`): secret-looking variables dropped, NO_COLOR=1, PAGER=cat, TERM=dumb.
+
 Exit codes: the command's own (130 after Ctrl-C, 124 after --timeout); with -d, 0 once it
 started; 4 when it was left running otherwise (Ctrl-\\, a window that ran out before its
 --until-* condition); 2 bad usage; 125 uexec failed.

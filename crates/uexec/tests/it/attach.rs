@@ -302,22 +302,26 @@ async fn attach_with_a_stdin_that_is_not_a_terminal_follows_until_the_session_en
 }
 
 #[tokio::test]
-async fn a_persons_pty_sessions_get_a_real_term_and_pipes_and_agents_a_dumb_one() {
+async fn a_persons_sessions_get_their_terminals_term_and_agents_a_dumb_one() {
     let place = Place::new();
-    // A person's PTY session: what full-screen programs need to draw.
-    // (The pane stays after the run: `sleep` holds it.)
+    // A person's PTY session: their terminal's TERM (tmux's, here), what full-screen
+    // programs need to draw. (The pane stays after the run: `sleep` holds it.)
     place.in_tmux("run --tty -- sh -c 'echo term=$TERM.'; exec sleep 600");
-    place.screen_shows("term=xterm-256color.").await;
+    let theirs = place.tmux(&["show-options", "-gv", "default-terminal"]);
+    place
+        .screen_shows(&format!("term={}.", theirs.trim()))
+        .await;
     place.tmux(&["kill-session", "-t", "t"]);
     // Unless the person said otherwise.
-    place.in_tmux("run --tty --env TERM=screen -- sh -c 'echo term=$TERM.'; exec sleep 600");
-    place.screen_shows("term=screen.").await;
-    // A person's pipe session stays as the SPEC says (§9).
+    place.in_tmux("run --tty --env TERM=vt100 -- sh -c 'echo term=$TERM.'; exec sleep 600");
+    place.screen_shows("term=vt100.").await;
+    // A person's pipe session: their environment as it is (SPEC §9), TERM included.
     let out = place
         .command(&["run", "--", "sh", "-c", "echo term=$TERM."])
+        .env("TERM", "xterm-kitty")
         .output()
         .unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "term=dumb.\n");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "term=xterm-kitty.\n");
     // So do an agent's PTY sessions: TERM=dumb, as Codex gives them.
     let agent = place.agent().await;
     let r = call(

@@ -60,6 +60,7 @@ mod metrics;
 mod net_hardening;
 mod net_peer_user;
 mod net_tls;
+mod people_env;
 mod people_story;
 mod place;
 mod raw_mcp;
