@@ -422,7 +422,8 @@ fn a_run_killed_with_sigkill_takes_its_command_with_it() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let out = uexec(&place, &["ls", "-a", "--json"]);
-    let all: Value = serde_json::from_slice(&out.stdout).expect(&stderr(&out));
+    let all: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", stderr(&out)));
     let mine: Vec<&Value> = all["sessions"]
         .as_array()
         .unwrap()

@@ -25,10 +25,14 @@ async fn kill_sends_a_signal_kills_several_and_all_of_an_owner() {
     );
     assert_eq!(wait_listed_exited(&place, trapped)["exit_code"], 9);
     assert!(stdout(&uexec(&place, &["logs", &trapped.to_string()])).contains("got-term"));
-    // A session that has exited takes no signal.
+    // A session that has exited takes no signal: said so, with a code of its own.
     let late = uexec(&place, &["kill", "-s", "TERM", &trapped.to_string()]);
-    assert_eq!(late.status.code(), Some(3), "{}", stderr(&late));
-    assert!(stderr(&late).contains("it has exited"), "{}", stderr(&late));
+    assert_eq!(late.status.code(), Some(5), "{}", stderr(&late));
+    assert!(
+        stderr(&late).contains(&format!("session {trapped} had already exited with code 9")),
+        "{}",
+        stderr(&late)
+    );
     // Names as `kill` takes them: int, SIGINT, 2.
     let m = marker();
     let interrupted = start(&place, &format!("exec sleep {m}")).expect("running");

@@ -281,7 +281,12 @@ fn detach_returns_at_the_spawn_and_a_window_says_with_its_exit_code_whether_it_w
         .unwrap();
     assert_eq!(left.status.code(), Some(0), "{}", stderr(&left));
     let id = session_named(&stderr(&left));
-    assert_eq!(sessions(&place).len(), 1);
+    let running: Vec<Value> = sessions(&place)
+        .into_iter()
+        .filter(|s| s["state"] == "running")
+        .collect();
+    assert_eq!(running.len(), 1, "{running:?}");
+    assert_eq!(running[0]["session_id"].to_string(), id);
     kill(&place, &id);
     // A window without -d that leaves it running: 4.
     let left = place

@@ -229,12 +229,12 @@ async fn the_readmes_story_for_people_in_a_real_terminal() {
     let (_, code) = term.ends(&typed).await;
     assert_eq!(code, 130);
 
-    // 2. A dev server left running, named: back at the ready line, exit code 4, and where
-    // it is.
+    // 2. A dev server left running, named: back at the ready line, exit code 0 (it got
+    // ready, as asked), and where it is.
     let out = term
         .run(
             "uexec run -d --name web --until-pattern 'ready on :[0-9]+' -- npm run dev",
-            4,
+            0,
         )
         .await;
     assert!(out.starts_with("> dev\nready on :5173\n"), "{out}");
