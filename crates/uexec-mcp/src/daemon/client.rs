@@ -456,10 +456,13 @@ fn start_error(stderr: &[u8]) -> String {
     said[cut..].to_owned()
 }
 
-/// `daemon.log` in uexec's state directory.
+/// `daemon.log` in uexec's state directory, made 0700 if it is new: the audit record
+/// (audit.rs) goes there too, and refuses a directory others can read.
 fn log_path() -> Option<PathBuf> {
     let state = uexec_core::transcript::state_dir()?;
-    std::fs::create_dir_all(&state).ok()?;
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+        .create(&state)
+        .ok()?;
     Some(state.join("daemon.log"))
 }
 
