@@ -5,7 +5,7 @@
 # (Node 22, the harness's npm packages, Codex), then runs harness.py in a network namespace
 # where only loopback is up, when the machine allows one. Exit 0 only if every check passed.
 #   bash crates/uexec-mcp/agents/run.sh [--server "PATH/uexec mcp ..."]
-#        [--agent claude|codex|claude-interactive|inspector|all] [--transport stdio|http] [--variant FLAG]...
+#        [--agent claude|codex|claude-interactive|inspector|ts-sdk|all] [--transport stdio|http] [--variant FLAG]...
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../../.." && pwd)"
@@ -28,7 +28,7 @@ for arg in "$@"; do
   case "$prev=$arg" in
     --agent=claude | *=--agent=claude | --agent=claude-interactive | *=--agent=claude-interactive) want_codex=0 ;;
     --agent=codex | *=--agent=codex) want_claude=0 ;;
-    --agent=inspector | *=--agent=inspector) want_codex=0 want_claude=0 ;;
+    --agent=inspector | *=--agent=inspector | --agent=ts-sdk | *=--agent=ts-sdk) want_codex=0 want_claude=0 ;;
   esac
   prev="$arg"
 done

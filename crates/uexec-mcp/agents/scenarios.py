@@ -22,6 +22,7 @@ import re
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from agents import ScreenStep
@@ -201,6 +202,18 @@ class Scenario:
     claude_tools: list[str] | None = None
     # Checks of the tool names the agent offered the model in its first request.
     offered_checks: list[Callable[[list[str]], "str | None"]] = field(default_factory=list)
+    # Files the scenario's server reads (rules, hooks), written into `directory` before the
+    # agent starts (approval.py), and the flags added to the server's command for them.
+    files: dict[str, str] = field(default_factory=dict)
+    server_flags: list[str] = field(default_factory=list)
+    directory: Path | None = None
+    # Checks once the agent ended: (directory, the run's HOME, the uexec binary) -> problem.
+    after: list[Callable[[Path, Path, str], "str | None"]] = field(default_factory=list)
+    # A known gap in uexec, said in words: the scenario runs and its failures are shown as
+    # XFAIL, not counted; should it pass, that fails the run (XPASS) until the mark goes.
+    expected_failure: str | None = None
+    # Seconds this scenario's agent run may take, when less than --timeout.
+    timeout: float | None = None
 
 
 # A person answering uexec's form in Claude Code 2.1.332 ("MCP server “uexec” requests your

@@ -9,6 +9,7 @@ import unittest
 
 sys.dont_write_bytecode = True
 
+from approval import refused_naming, rows_match  # noqa: E402
 from mock_model import Record, Call  # noqa: E402
 from scenarios import (exit_stated, has_line, names_no_session, task_started, plain_text, result_of_notification,  # noqa: E402
                        session_named, session_stated, task_notification, terminated, transcript_named, unknown_session_error,
@@ -138,6 +139,29 @@ class Tasks(unittest.TestCase):
     def test_terminated_in_words(self):
         self.assertIsNone(terminated("Session 51007 was terminated"))
         self.assertIsNotNone(terminated(TEXT_RUNNING))
+
+
+# uexec's refusal of a held command no one could be asked about (the TS SDK on 2026-07-28).
+REFUSED_PROMPT = ('exec_command failed: refused: prompt by rule /tmp/x/team.rules:1 (prefix "touch"): "it writes files", '
+                  "matched by touch made; no answer: no person can be asked here. Nothing of the command ran")
+
+
+class Approval(unittest.TestCase):
+    def test_a_refusal_must_name_each_thing_and_say_nothing_ran(self):
+        self.assertIsNone(refused_naming("team.rules", 'prefix "touch"', "it writes files")(REFUSED_PROMPT))
+        self.assertIsNotNone(refused_naming("pushing is for people")(REFUSED_PROMPT))
+        self.assertIsNotNone(refused_naming()(REFUSED_PROMPT.replace(" Nothing of the command ran", "")))
+        self.assertIsNotNone(refused_naming()(TEXT_EXITED))
+
+    def test_the_record_must_hold_each_decision_in_order(self):
+        rows = [{"decision": "forbidden", "outcome": "refused", "by": "rules"},
+                {"decision": "allow", "outcome": "admitted", "by": "no rule"}]
+        want = [("forbidden", "refused", "^rules$"), ("allow", "admitted", "no rule")]
+        self.assertIsNone(rows_match(rows, want))
+        self.assertIsNotNone(rows_match(rows[:1], want))
+        self.assertIsNotNone(rows_match(rows[::-1], want))
+        self.assertIsNotNone(rows_match([{**rows[0], "outcome": "admitted"}, rows[1]], want))
+        self.assertIsNotNone(rows_match([{**rows[0], "by": "the person"}, rows[1]], want))
 
 
 if __name__ == "__main__":
