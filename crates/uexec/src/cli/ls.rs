@@ -30,7 +30,9 @@ pub struct LsArgs {
     /// started_at, ended_at?, cpu_seconds?, memory_bytes?, ...}]}; times in RFC 3339;
     /// state running, paused or exited, kept: true when a person kept it; waiting: password,
     /// input or approval when it waits for a person; stopped: pruned, client_gone or by
-    /// when uexec ended it; the figures only where the session has a cgroup).
+    /// when uexec ended it; the figures only where the session has a cgroup), and the
+    /// commands held for a person's yes ({approvals: [{id, owner, command, cwd, why,
+    /// since}]}, as `uexec approvals --json`).
     #[arg(long, conflicts_with = "quiet")]
     pub json: bool,
     /// Only the ids, one a line (for scripts and shell completion).
@@ -69,8 +71,21 @@ pub async fn ls(target: &Target, args: LsArgs) -> Result<ExitCode, Failure> {
         .filter(|s| !args.running || s["state"] != "exited")
         .filter(|s| args.owner.as_deref().is_none_or(|o| owner_is(s, o)))
         .collect();
+    // Commands held for a person's yes have no session yet: they are listed after them.
+    let approvals: Vec<Value> = if conn.daemon_may_run() && !args.quiet {
+        // A daemon that holds no question (another build) lists the sessions all the same.
+        let result = call(&mut conn, "list_approvals", json!({})).await.ok();
+        result
+            .and_then(|r| r.structured["approvals"].as_array().cloned())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|a| args.owner.as_deref().is_none_or(|o| owner_is(a, o)))
+            .collect()
+    } else {
+        Vec::new()
+    };
     if args.json {
-        print_json(&json!({ "sessions": sessions }));
+        print_json(&json!({ "sessions": sessions, "approvals": approvals }));
         return Ok(ExitCode::SUCCESS);
     }
     if args.quiet {
@@ -81,6 +96,7 @@ pub async fn ls(target: &Target, args: LsArgs) -> Result<ExitCode, Failure> {
     }
     if sessions.is_empty() {
         println!("no sessions");
+        print!("{}", waiting_for_approval(&approvals));
         if target.socket.is_none() {
             if let Some(other) = super::conn::other_daemon(conn.socket()) {
                 println!("{}", other.sentence());
@@ -88,8 +104,34 @@ pub async fn ls(target: &Target, args: LsArgs) -> Result<ExitCode, Failure> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    print!("{}", table(&sessions, std::time::SystemTime::now(), width()));
+    print!(
+        "{}",
+        table(&sessions, std::time::SystemTime::now(), width())
+    );
+    print!("{}", waiting_for_approval(&approvals));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The commands held for a person's yes, a line each (no session yet: the approval's id),
+/// with the verbs that answer them.
+fn waiting_for_approval(approvals: &[Value]) -> String {
+    let mut out = String::new();
+    for a in approvals {
+        let id = a["id"].as_u64().unwrap_or_default();
+        out.push_str(&format!(
+            "approval {id}  {}  waiting for approval: {}  (uexec approve {id} | uexec deny {id})\n",
+            clip_owner(a["owner"].as_str().unwrap_or("-"), 24),
+            clip(&one_line(a["command"].as_str().unwrap_or("")), 60),
+        ));
+    }
+    out
+}
+
+/// `s` on one line: control characters as spaces.
+fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 /// Whether session `s` is `owner`'s: its full name, or the end of it after `/` or `:`.
@@ -130,13 +172,21 @@ fn table(sessions: &[Value], now: std::time::SystemTime, width: Option<usize>) -
     let mut t = Table::default();
     t.push(Column::left("ID", 0, cells(&|s| s["session_id"].to_string())).essential());
     t.push(
-        Column::left("NAME", 16, cells(&|s| clip(s["name"].as_str().unwrap_or("-"), 16)))
-            .priority(if named { 5 } else { 1 }),
+        Column::left(
+            "NAME",
+            16,
+            cells(&|s| clip(s["name"].as_str().unwrap_or("-"), 16)),
+        )
+        .priority(if named { 5 } else { 1 }),
     );
     t.push(
-        Column::left("OWNER", 24, cells(&|s| s["owner"].as_str().unwrap_or("").to_owned()))
-            .essential()
-            .narrow(12, clip_owner),
+        Column::left(
+            "OWNER",
+            24,
+            cells(&|s| s["owner"].as_str().unwrap_or("").to_owned()),
+        )
+        .essential()
+        .narrow(12, clip_owner),
     );
     t.push(Column::left("STATE", 30, cells(&|s| state(s))).essential());
     t.push(Column::right("ENDED", 11, cells(&|s| ended(s, now))).priority(3));
@@ -172,7 +222,11 @@ fn table(sessions: &[Value], now: std::time::SystemTime, width: Option<usize>) -
         Column::left(
             "LAST LINE",
             60,
-            cells(&|s| s["last_line"].as_str().unwrap_or("").to_owned()),
+            // `-` for none, as every other column says it: a row never ends short.
+            cells(&|s| {
+                let line = s["last_line"].as_str().unwrap_or("");
+                if line.trim().is_empty() { "-" } else { line }.to_owned()
+            }),
         )
         .priority(0)
         .flex(16),
@@ -321,6 +375,9 @@ mod tests {
         assert_eq!(w("password"), "waiting (password)");
         assert_eq!(w("input"), "waiting (input)");
         assert_eq!(w("approval"), "waiting for approval");
-        assert_eq!(state(&row(1, "a", "running", json!({"kept": true}))), "kept");
+        assert_eq!(
+            state(&row(1, "a", "running", json!({"kept": true}))),
+            "kept"
+        );
     }
 }

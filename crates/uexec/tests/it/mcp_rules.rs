@@ -250,7 +250,8 @@ async fn the_daemons_rules_and_a_clients_own_both_hold() {
 }
 
 /// A headless agent's held command waits at the daemon: `uexec approvals` lists it, `uexec
-/// approve` runs it, `uexec deny --reason` refuses it with the reason the agent reads.
+/// approve` runs it, `uexec deny --reason` refuses it with the reason the agent reads; `uexec
+/// ls` shows it as waiting for approval meanwhile.
 #[tokio::test]
 async fn a_person_answers_a_headless_agents_held_command_at_the_daemon() {
     use crate::helpers::{call, eventually};
@@ -303,6 +304,18 @@ async fn a_person_answers_a_headless_agents_held_command_at_the_daemon() {
             "{held:?}"
         );
         let id = held[0]["id"].to_string();
+        // `uexec ls` shows it too: no session yet, the approval's id and how to answer.
+        let (code, ls) = cli(&["ls"]);
+        assert_eq!(code, Some(0), "{ls}");
+        assert!(
+            ls.contains(&format!("approval {id}"))
+                && ls.contains("waiting for approval: touch ")
+                && ls.contains(&format!("uexec approve {id}")),
+            "{ls}"
+        );
+        let (_, ls) = cli(&["ls", "--json"]);
+        let ls: Value = serde_json::from_str(&ls).unwrap();
+        assert_eq!(ls["approvals"][0]["id"].to_string(), id, "{ls}");
         let mut args = answer.to_vec();
         args.insert(1, &id);
         let (code, out) = cli(&args);
