@@ -67,7 +67,7 @@ pub struct StoreConfig {
     pub rules: Option<std::sync::Arc<dyn crate::policy::rules::CommandRules>>,
     /// Where the front door's decisions are written down (`None`: only counted in
     /// `metrics`); a face sets one per owner.
-    pub decisions: Option<std::sync::Arc<dyn crate::spawn::DecisionLog>>,
+    pub decisions: Option<std::sync::Arc<dyn crate::policy::decisions::DecisionLog>>,
 }
 
 impl Default for StoreConfig {

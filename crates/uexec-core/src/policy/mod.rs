@@ -16,6 +16,7 @@
 
 mod allow;
 mod ceiling;
+pub mod decisions;
 mod limits;
 mod monitor;
 pub mod rules;

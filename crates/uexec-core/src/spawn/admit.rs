@@ -20,7 +20,7 @@ use crate::policy::rules::{CommandRules, Decision, Verdict};
 use crate::request::ExecRequest;
 
 use super::pre_spawn::{Pending, PreSpawn};
-use super::record::{decided, Decided, DecisionLog};
+use crate::policy::decisions::{decided, Decided, DecisionLog};
 
 /// What a person is asked before a held command runs.
 #[derive(Debug, Clone)]

@@ -13,9 +13,8 @@
 mod admit;
 mod plan;
 mod pre_spawn;
-mod record;
 
 pub use admit::{admit, admit_spec, Admitted, AdmittedSpec, Answer, Approver, Question};
 pub use plan::{token_budget, Plan, Sandboxing};
 pub use pre_spawn::{Pending, PreSpawn, PreSpawnAnswer};
-pub use record::{masked, Decided, DecisionLog};
+pub use crate::policy::decisions::{masked, Decided, DecisionLog};

@@ -1,11 +1,13 @@
-//! The door's record: every decision it takes (admitted or refused, and by whom) is told to
-//! the store's [`DecisionLog`] and counted in its metrics, once, whatever face asked. The
-//! log is a seam: the faces write it (`uexec audit` reads it); core keeps no file.
+//! The record of the front door (`crate::spawn`): every decision it takes (admitted or
+//! refused, and by whom) is told to the store's [`DecisionLog`] and counted in its metrics,
+//! once, whatever face asked. The log is a seam: the faces write it (`uexec audit` reads it);
+//! core keeps no file. Here, beside the rules, so that the store's config names it without
+//! a circle through the door.
 
 use std::path::PathBuf;
 use std::time::SystemTime;
 
-use crate::policy::rules::{Decision, RuleMatch, Verdict};
+use super::rules::{Decision, RuleMatch, Verdict};
 
 /// One decision of the door.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +41,7 @@ pub trait DecisionLog: Send + Sync + std::fmt::Debug {
 }
 
 /// A decision on `command` by `verdict`, to be completed by the stage that took it.
-pub(super) fn decided(command: &str, cwd: &std::path::Path, verdict: &Verdict) -> Decided {
+pub(crate) fn decided(command: &str, cwd: &std::path::Path, verdict: &Verdict) -> Decided {
     let deciding = verdict.deciding();
     Decided {
         at: SystemTime::now(),
