@@ -175,9 +175,9 @@ def approval_scenarios(files: Path) -> list[Scenario]:
         ], agents=("claude-tty",), screen_steps=FORM_RUN_ONCE,
             files={"team.rules": f'prefix_rule(\n    pattern = ["touch"],\n    decision = "prompt",\n'
                                  f'    justification = "{TOUCH_JUSTIFICATION}",\n)\n'},
-            server_flags=["--rules", str(prompt / "team.rules"), "--approval-timeout", "10s"], directory=prompt,
+            server_flags=["--rules", str(prompt / "team.rules"), "--approval-timeout", "5s"], directory=prompt,
             after=[present("made"), audited(("prompt", "admitted", r"(?i)person"))],
-            expected_failure=MODERN_ERA_GAP, timeout=35),
+            expected_failure=MODERN_ERA_GAP, timeout=20),
     ]
 
 

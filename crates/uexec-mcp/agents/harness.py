@@ -418,6 +418,8 @@ def main() -> int:
                 runs.append(info)
                 continue
             if agent.startswith("inspector/"):
+                if args.scenario and "exec_poll_kill" not in args.scenario:
+                    continue
                 r, info = play_inspector(agent, binaries[agent], server, marker, args)
                 print(f"{agent}{f' ({server})' if si else ''}: {info['seconds']} s, "
                       f"{'ok' if not any(x.failures for x in r) else 'FAILED'}", file=sys.stderr, flush=True)
