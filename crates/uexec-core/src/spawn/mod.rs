@@ -14,7 +14,7 @@ mod admit;
 mod plan;
 mod pre_spawn;
 
+pub use crate::policy::decisions::{masked, Decided, DecisionLog};
 pub use admit::{admit, admit_spec, Admitted, AdmittedSpec, Answer, Approver, Question};
 pub use plan::{token_budget, Plan, Sandboxing};
 pub use pre_spawn::{Pending, PreSpawn, PreSpawnAnswer};
-pub use crate::policy::decisions::{masked, Decided, DecisionLog};

@@ -273,7 +273,8 @@ async fn a_failed_call_runs_post_tool_use_failure_not_post_tool_use() {
         "{event}"
     );
     assert_eq!(
-        event["tool_use_id"], logged(&dir, "pre")[0]["tool_use_id"],
+        event["tool_use_id"],
+        logged(&dir, "pre")[0]["tool_use_id"],
         "the same call"
     );
     assert!(
