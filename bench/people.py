@@ -3,7 +3,7 @@
   * `uexec run --no-login -- true` end to end (CLI -> daemon -> process -> back) against a
     spawn+wait of `bash -c true` from this process; goal <= 2x; beside it the same run made
     by the engine's own CLI (`uexec-engine run`, what `uexec` was before the front), and the
-    windowed exchange (`uexec run -d`: hello, initialize, exec_command; a foreground run is a
+    windowed exchange (`uexec run --until-*`: hello, initialize, exec_command; a foreground run is a
     run hello instead, one message less) made by bench/minimal_client.rs (built here with rustc: it sends request
     bytes prepared by this script and reads the answer, nothing else), the floor of any
     small client; all four interleaved, run by run;
@@ -241,7 +241,7 @@ async def main() -> None:
         bare = statistics.median(samples["bare"])
         print(f"| `true` end to end, sessions without cgroups | {bash:.2f} ms | {bare:.2f} ms (a daemon with the cgroup mount hidden) | {bare / bash:.2f}x | |")
     if minimal is not None:
-        print(f"| `true` end to end, floor of a small client | {bash:.2f} ms | {minimal:.2f} ms (bench/minimal_client.rs, the windowed exchange of `run -d`) | {minimal / bash:.2f}x | |")
+        print(f"| `true` end to end, floor of a small client | {bash:.2f} ms | {minimal:.2f} ms (bench/minimal_client.rs, the windowed exchange of `run --until-*`) | {minimal / bash:.2f}x | |")
     print(f"| exec_command `true`, MCP round trip | {inproc:.2f} ms (`uexec mcp --in-process`) | {daemon:.2f} ms (`uexec mcp`, the daemon) | {daemon / inproc:.2f}x | <= 1.2x |")
     if a.pause_ms:
         p_bash, p_run = (statistics.median(paused[n]) for n in ("bash", "run"))
