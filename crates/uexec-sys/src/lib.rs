@@ -36,6 +36,7 @@
 //! - The API is flat (`uexec_sys::spawn_child`); the modules split it by concern.
 
 mod clone3;
+mod exec_notify;
 mod fd;
 mod ns;
 mod proc;
@@ -46,6 +47,7 @@ mod term;
 mod user;
 
 pub use clone3::probe_spawn_into_cgroup;
+pub use exec_notify::*;
 pub use fd::*;
 pub use ns::*;
 pub use proc::*;
