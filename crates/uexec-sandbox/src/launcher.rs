@@ -33,7 +33,7 @@ use std::path::PathBuf;
 use super::protect::{Mount, READ_ONLY_FLAG, WRITABLE_FLAG};
 use uexec_core::policy::Layer;
 
-use super::{namespaces, FAULT_ENV, LAUNCHER_FAILED_EXIT_CODE};
+use super::{namespaces, EXEC_NOTIFY_FLAG, FAULT_ENV, LAUNCHER_FAILED_EXIT_CODE};
 
 /// Exit code when the command cannot be executed (as a shell says for "not found").
 const EXEC_FAILED_EXIT_CODE: i32 = 127;
@@ -49,6 +49,9 @@ struct Launch {
     /// uexec's end of the proxy hand-over (`--proxy-fd`, inherited): where the listener of
     /// 127.0.0.1:PROXY_PORT in the namespace goes.
     proxy: Option<OwnedFd>,
+    /// uexec's end of the exec hand-over (`--exec-notify-fd`, inherited): where the listener
+    /// of the exec-notify filter goes (every exec below is then judged by uexec's rules).
+    exec_notify: Option<OwnedFd>,
     arg0: Option<OsString>,
     argv: Vec<OsString>,
 }
@@ -123,17 +126,17 @@ fn parse(args: Vec<OsString>) -> Result<Launch, String> {
             Some("--arg0") => launch.arg0 = Some(value("--arg0")?),
             Some("--proxy-fd") => {
                 let fd = value("--proxy-fd")?;
-                let fd = fd
-                    .to_str()
-                    .and_then(|n| n.parse::<RawFd>().ok())
-                    .filter(|n| *n > 2)
-                    .ok_or_else(|| format!("--proxy-fd takes a descriptor above 2, not {fd:?}"))?;
                 if launch.proxy.is_some() {
                     return Err("--proxy-fd given twice".to_owned());
                 }
-                let socket = uexec_sys::adopt_inherited_unix_socket(fd)
-                    .map_err(|e| format!("--proxy-fd {fd}: {e}"))?;
-                launch.proxy = Some(socket);
+                launch.proxy = Some(inherited_socket("--proxy-fd", &fd)?);
+            }
+            Some(EXEC_NOTIFY_FLAG) => {
+                let fd = value(EXEC_NOTIFY_FLAG)?;
+                if launch.exec_notify.is_some() {
+                    return Err(format!("{EXEC_NOTIFY_FLAG} given twice"));
+                }
+                launch.exec_notify = Some(inherited_socket(EXEC_NOTIFY_FLAG, &fd)?);
             }
             Some("--network-off") => launch.network_off = true,
             Some("--") => {
@@ -147,6 +150,16 @@ fn parse(args: Vec<OsString>) -> Result<Launch, String> {
         return Err("no command after --".to_owned());
     }
     Ok(launch)
+}
+
+/// The Unix stream socket inherited at descriptor `fd` (a number above 2), for `flag`.
+fn inherited_socket(flag: &str, fd: &OsString) -> Result<OwnedFd, String> {
+    let fd = fd
+        .to_str()
+        .and_then(|n| n.parse::<RawFd>().ok())
+        .filter(|n| *n > 2)
+        .ok_or_else(|| format!("{flag} takes a descriptor above 2, not {fd:?}"))?;
+    uexec_sys::adopt_inherited_unix_socket(fd).map_err(|e| format!("{flag} {fd}: {e}"))
 }
 
 /// Layers whose set-up is made to fail (tests of refusal and fallback).
@@ -208,6 +221,11 @@ fn apply(launch: &mut Launch) -> Result<i32, (Layer, String)> {
         injected(Layer::Seccomp).map_err(|e| (Layer::Seccomp, e.to_string()))?;
         super::seccomp::install(launch.network_off, has(Layer::Landlock))
             .map_err(|e| (Layer::Seccomp, e))?;
+    }
+    // Last of the filters: one installed before it that refused `seccomp` itself would make
+    // this fail. From here on every exec below (the command's first) waits for uexec.
+    if let Some(socket) = launch.exec_notify.take() {
+        hand_over_exec_listener(socket).map_err(|e| (Layer::Seccomp, e))?;
     }
     if !namespaced {
         return Ok(exec(launch));
@@ -364,4 +382,14 @@ fn hand_over_proxy_port(uexec: OwnedFd) -> Result<(), String> {
             .map_err(|e| format!("the proxy's port: {e}"))?;
     uexec_sys::send_fd(uexec.as_raw_fd(), listener.as_raw_fd())
         .map_err(|e| format!("handing the proxy's port to uexec: {e}"))
+}
+
+/// Installs the exec-notify filter ([`uexec_sys::ExecListener`]) and hands its listener to
+/// uexec over the inherited end of its socket pair; this process keeps no copy, so when
+/// uexec's copy closes, every exec below fails (`ENOSYS`) rather than going unjudged.
+fn hand_over_exec_listener(uexec: OwnedFd) -> Result<(), String> {
+    let listener = uexec_sys::ExecListener::install()
+        .map_err(|e| format!("the exec-notify filter (seccomp user notification): {e}"))?;
+    uexec_sys::send_fd(uexec.as_raw_fd(), listener.as_raw_fd())
+        .map_err(|e| format!("handing the exec listener to uexec: {e}"))
 }

@@ -76,6 +76,9 @@ pub use exe::Launcher;
 
 /// The hidden subcommand of the `uexec` binary that runs the launcher.
 pub const LAUNCHER_SUBCOMMAND: &str = "__sandbox-exec";
+/// The launcher's flag that installs the exec-notify filter last and hands its listener to
+/// uexec over the Unix socket inherited at the descriptor given (rules judged at each exec).
+pub const EXEC_NOTIFY_FLAG: &str = "--exec-notify-fd";
 /// Exit code of the launcher when a layer it was asked for could not be applied.
 pub const LAUNCHER_FAILED_EXIT_CODE: i32 = 126;
 /// Environment variable read only by the launcher: a comma-separated list of layers whose

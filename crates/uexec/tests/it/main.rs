@@ -64,6 +64,7 @@ mod people_env;
 mod people_story;
 mod place;
 mod raw_mcp;
+mod rules_at_exec_launcher;
 mod sandbox;
 mod sandbox_attacks;
 mod sandbox_ceiling;
