@@ -17,6 +17,7 @@
 mod allow;
 mod ceiling;
 pub mod decisions;
+pub mod exec_rules;
 mod limits;
 mod monitor;
 pub mod rules;

@@ -1,0 +1,226 @@
+//! Command rules judged at each exec (issue 40): what an exec the kernel handed over
+//! (`uexec_sys::ExecCall`: the program's absolute path and its argv) is, as a command the
+//! same [`CommandRules`] judge as they judge a script's parts.
+//!
+//! The command is the program's basename and the arguments after `argv[0]` (the kernel's
+//! arguments, not a script's text: `$(echo deploy) prod`, `eval`, `make`, `xargs` and
+//! `find -exec` all end in an exec of the real words). An interpreter run on a script file
+//! (`bash deploy.sh x`, `python3 -u tool.py`) is judged as that script (`deploy.sh x`); an
+//! interpreter given code on its command line (`sh -c`, `python3 -c`) is judged as itself
+//! with `-c` only: whatever that code runs is exec'd, hence judged, in its turn.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use super::rules::{CommandRules, Decision, Verdict};
+
+/// Programs that run their first operand as a script (options before it skipped).
+const INTERPRETERS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "fish", "python", "python3", "perl", "ruby", "node",
+];
+
+/// The options with which `interpreter` runs code given on its command line.
+fn code_flags(interpreter: &str) -> &'static [&'static str] {
+    match interpreter {
+        "perl" => &["-e", "-E"],
+        "ruby" => &["-e"],
+        "node" => &["-e", "--eval", "-p", "--print"],
+        _ => &["-c"],
+    }
+}
+
+/// The words of the command an exec runs, as rules judge them (module docs).
+pub fn exec_words(program: &Path, argv: &[OsString]) -> Vec<String> {
+    let name = |p: &Path| {
+        p.file_name()
+            .map_or_else(|| p.to_string_lossy(), |n| n.to_string_lossy())
+            .into_owned()
+    };
+    let program = name(program);
+    let args: Vec<String> = argv
+        .iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    if !INTERPRETERS.contains(&program.as_str()) {
+        return std::iter::once(program).chain(args).collect();
+    }
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            code if code_flags(&program).contains(&code) => return vec![program, arg.clone()],
+            "-m" => return rest.cloned().collect(),
+            "--" => break,
+            option if option.starts_with('-') => continue,
+            script => {
+                let words = std::iter::once(name(Path::new(script)));
+                return words.chain(rest.cloned()).collect();
+            }
+        }
+    }
+    match rest.next() {
+        Some(script) => std::iter::once(name(Path::new(script)))
+            .chain(rest.cloned())
+            .collect(),
+        // An interactive interpreter, or one reading its script from stdin.
+        None => vec![program],
+    }
+}
+
+/// `words` as one line of `sh`, each quoted where the shell would split or expand it.
+pub fn shell_line(words: &[String]) -> String {
+    let plain = |w: &str| {
+        !w.is_empty()
+            && w.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b))
+    };
+    let quoted: Vec<String> = words
+        .iter()
+        .map(|w| {
+            if plain(w) {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', r"'\''"))
+            }
+        })
+        .collect();
+    quoted.join(" ")
+}
+
+/// The verdict of `rules` on the exec of `program` with `argv`.
+pub fn judge_exec(rules: &dyn CommandRules, program: &Path, argv: &[OsString]) -> Verdict {
+    rules.judge(&shell_line(&exec_words(program, argv)), "sh")
+}
+
+/// The line a session's output shows for an exec refused (or left unanswered):
+/// `refused at exec: /usr/bin/git push origin (forbidden by rule team.rules:2 …)`.
+pub fn refused_at_exec(program: &Path, argv: &[OsString], verdict: &Verdict) -> String {
+    let args: Vec<String> = argv
+        .iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let mut command = program.to_string_lossy().into_owned();
+    if !args.is_empty() {
+        command.push(' ');
+        command.push_str(&shell_line(&args));
+    }
+    let verb = match verdict.decision {
+        Decision::Prompt => "not run (no one said yes)",
+        _ => "refused",
+    };
+    format!(
+        "{verb} at exec: {} ({})",
+        super::decisions::masked(&command),
+        verdict.explain()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::rules::{Part, RuleMatch};
+    use super::*;
+
+    fn words(program: &str, argv: &[&str]) -> Vec<String> {
+        let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
+        exec_words(Path::new(program), &argv)
+    }
+
+    #[test]
+    fn a_program_is_its_basename_and_its_arguments() {
+        assert_eq!(
+            words("/usr/bin/git", &["git", "push", "origin"]),
+            ["git", "push", "origin"]
+        );
+        // argv[0] is the caller's to choose: the program's path decides.
+        assert_eq!(
+            words("/usr/bin/git", &["innocent", "push"]),
+            ["git", "push"]
+        );
+        assert_eq!(words("/opt/x/deploy", &[]), ["deploy"]);
+    }
+
+    #[test]
+    fn an_interpreter_is_judged_as_its_script_and_code_as_itself() {
+        assert_eq!(
+            words("/bin/bash", &["bash", "-e", "./scripts/deploy.sh", "prod"]),
+            ["deploy.sh", "prod"]
+        );
+        assert_eq!(
+            words("/usr/bin/python3", &["python3", "-u", "tool.py", "--x"]),
+            ["tool.py", "--x"]
+        );
+        assert_eq!(
+            words("/bin/sh", &["sh", "-c", "git push", "sh"]),
+            ["sh", "-c"]
+        );
+        assert_eq!(
+            words("/usr/bin/python3", &["python3", "-m", "pip", "install"]),
+            ["pip", "install"]
+        );
+        assert_eq!(words("/bin/bash", &["bash"]), ["bash"]);
+        assert_eq!(
+            words("/usr/bin/perl", &["perl", "-e", "system 1"]),
+            ["perl", "-e"]
+        );
+        assert_eq!(
+            words("/bin/bash", &["bash", "--", "-weird.sh"]),
+            ["-weird.sh"]
+        );
+    }
+
+    #[test]
+    fn words_are_quoted_as_sh_reads_them() {
+        let line = shell_line(&["echo".into(), "a b".into(), "it's".into(), "".into()]);
+        assert_eq!(line, r"echo 'a b' 'it'\''s' ''");
+        assert_eq!(shell_line(&["git".into(), "push".into()]), "git push");
+    }
+
+    #[derive(Debug)]
+    struct NoPush;
+
+    impl CommandRules for NoPush {
+        fn judge(&self, script: &str, shell: &str) -> Verdict {
+            assert_eq!(shell, "sh");
+            let forbidden = script.starts_with("git push");
+            let decision = if forbidden {
+                Decision::Forbidden
+            } else {
+                Decision::Allow
+            };
+            let rule = forbidden.then(|| RuleMatch {
+                source: "team.rules:2".into(),
+                matched_prefix: vec!["git".into(), "push".into()],
+                decision,
+                justification: Some("pushing is for people".into()),
+            });
+            Verdict {
+                decision,
+                parts: vec![Part {
+                    argv: script.split(' ').map(str::to_owned).collect(),
+                    opaque: false,
+                    decision,
+                    rule,
+                }],
+            }
+        }
+    }
+
+    #[test]
+    fn an_exec_is_judged_by_the_same_rules_and_its_refusal_names_the_rule() {
+        let argv: Vec<OsString> = ["git", "push", "origin"].map(OsString::from).to_vec();
+        let verdict = judge_exec(&NoPush, Path::new("/usr/bin/git"), &argv);
+        assert_eq!(verdict.decision, Decision::Forbidden);
+        let line = refused_at_exec(Path::new("/usr/bin/git"), &argv, &verdict);
+        assert!(
+            line.starts_with(
+                "refused at exec: /usr/bin/git push origin (forbidden by rule team.rules:2"
+            ),
+            "{line}"
+        );
+        assert!(line.contains("pushing is for people"), "{line}");
+        let status: Vec<OsString> = ["git", "status"].map(OsString::from).to_vec();
+        let verdict = judge_exec(&NoPush, Path::new("/usr/bin/git"), &status);
+        assert_eq!(verdict.decision, Decision::Allow);
+    }
+}
