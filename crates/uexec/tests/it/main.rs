@@ -62,6 +62,7 @@ mod net_peer_user;
 mod net_tls;
 mod people_env;
 mod people_story;
+mod people_table;
 mod place;
 mod raw_mcp;
 mod rules_at_exec_launcher;

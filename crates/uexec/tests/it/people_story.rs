@@ -42,18 +42,18 @@ esac
 const PROMPT: &str = "(exit $?) $ ";
 
 /// A person's terminal: bash in tmux, in the place's working directory.
-struct Terminal {
+pub(crate) struct Terminal {
     tmux: Tmux,
 }
 
 /// A line typed at the prompt: its `nth` echo on the screen starts its output.
-struct Typed {
+pub(crate) struct Typed {
     line: String,
     nth: usize,
 }
 
 impl Terminal {
-    fn new(place: &DaemonPlace) -> Self {
+    pub(crate) fn new(place: &DaemonPlace) -> Self {
         let home = place.cwd.join("home");
         let bin = home.join("bin");
         std::fs::create_dir_all(&bin).unwrap();
@@ -90,7 +90,7 @@ impl Terminal {
     }
 
     /// The whole screen and its history, wrapped lines joined.
-    fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         self.tmux(&["capture-pane", "-p", "-J", "-S", "-", "-t", "t"])
     }
 
@@ -99,7 +99,7 @@ impl Terminal {
     }
 
     /// Types `line` and Enter at the prompt.
-    fn type_line(&self, line: &str) -> Typed {
+    pub(crate) fn type_line(&self, line: &str) -> Typed {
         let nth = self.screen().matches(&Self::echo_of(line)).count();
         self.tmux(&["send-keys", "-t", "t", "-l", line]);
         self.tmux(&["send-keys", "-t", "t", "Enter"]);
@@ -110,7 +110,7 @@ impl Terminal {
     }
 
     /// Presses keys (tmux names: `C-c`, `Enter`) or types words.
-    fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         self.tmux.keys(keys);
     }
 
@@ -123,7 +123,7 @@ impl Terminal {
     }
 
     /// What `typed` has printed once it shows `what`.
-    async fn shows(&self, typed: &Typed, what: &str) -> String {
+    pub(crate) async fn shows(&self, typed: &Typed, what: &str) -> String {
         self.until(typed, what, |out| {
             out.contains(what).then(|| out.to_owned())
         })
@@ -131,7 +131,7 @@ impl Terminal {
     }
 
     /// What `typed` printed, and its exit code, once the next prompt came.
-    async fn ends(&self, typed: &Typed) -> (String, i32) {
+    pub(crate) async fn ends(&self, typed: &Typed) -> (String, i32) {
         self.until(typed, "the next prompt", |out| {
             let at = out.find("(exit ")?;
             let code = out[at + 6..].split(')').next()?.parse().ok()?;
@@ -164,7 +164,7 @@ impl Terminal {
     }
 
     /// Types `line`, which must end with `code`; what it printed.
-    async fn run(&self, line: &str, code: i32) -> String {
+    pub(crate) async fn run(&self, line: &str, code: i32) -> String {
         let typed = self.type_line(line);
         let (out, got) = self.ends(&typed).await;
         assert_eq!(got, code, "`{line}` printed:\n{out}");
@@ -318,14 +318,15 @@ async fn the_readmes_story_for_people_in_a_real_terminal() {
     let id = asked.to_string();
     let table = term.run("uexec ls", 0).await;
     let line = row(&table, &id).unwrap_or_else(|| panic!("{table}"));
-    // Its owner: `mcp:` and the agent's working directory (cut to the column's width).
+    // Its owner: `mcp:` and the agent's working directory, cut from the left to the
+    // column's width (where directories differ); its state says it waits for the person.
     let owner = line.split_whitespace().nth(2).unwrap_or_default();
     let agents = format!("mcp:{}", place.cwd.display());
     assert!(
-        owner.starts_with("mcp:") && agents.starts_with(owner.trim_end_matches('…')),
+        owner == agents || agents.ends_with(owner.trim_start_matches('…')),
         "{owner}: {table}"
     );
-    assert!(line.contains("running"), "{table}");
+    assert!(line.contains("waiting (input)"), "{table}");
     let answer = term.type_line(&format!("uexec attach {id} --write"));
     term.shows(&answer, "Overwrite config.toml? [y/N]").await;
     term.keys(&["y", "Enter"]);

@@ -100,6 +100,25 @@ impl DaemonPlace {
             .unwrap()
     }
 
+    /// An MCP client at the running daemon as the person (owner `@person`, the hello the
+    /// CLI's verbs send), as no `uexec mcp` config line can be: its owner is an agent's.
+    pub async fn person_client(&self) -> Client {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+        let engine = std::path::Path::new(UEXEC).with_file_name("uexec-engine");
+        let build = uexec_mcp::daemon::build_id_of(&engine);
+        let hello = uexec_cli::cli::conn::person_hello(build, Vec::new()).unwrap();
+        let stream = tokio::net::UnixStream::connect(self.socket()).await.unwrap();
+        let (read, mut write) = stream.into_split();
+        let mut line = serde_json::to_vec(&hello).unwrap();
+        line.push(b'\n');
+        write.write_all(&line).await.unwrap();
+        let mut read = tokio::io::BufReader::new(read);
+        let mut reply = String::new();
+        read.read_line(&mut reply).await.unwrap();
+        assert!(reply.contains("\"ok\":true"), "the daemon refused the person: {reply}");
+        Recorder::default().serve((read, write)).await.unwrap()
+    }
+
     pub fn daemon_pid(&self) -> Option<u32> {
         std::fs::read_to_string(self.runtime.join("uexec").join("daemon.pid"))
             .ok()?

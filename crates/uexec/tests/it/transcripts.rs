@@ -480,7 +480,7 @@ async fn a_person_at_the_daemon_reads_any_owners_transcript_and_an_agent_only_it
     let place = DaemonPlace::new("transcripts");
     let one = place.client(&["--owner", "agent-1", "--structured"]).await;
     let two = place.client(&["--owner", "agent-2", "--structured"]).await;
-    let person = place.client(&["--owner", "@person", "--structured"]).await;
+    let person = place.person_client().await;
     let done = call(
         &one,
         "exec_command",
