@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 mod args;
+mod complete;
 mod last_will;
 mod relay;
 
@@ -48,9 +49,7 @@ fn main() -> std::process::ExitCode {
     }
     if let Command::Completions { shell } = &cli.command {
         let mut command = <Cli as clap::CommandFactory>::command();
-        let mut script = Vec::new();
-        clap_complete::generate(*shell, &mut command, "uexec", &mut script);
-        return print_whole(&script);
+        return print_whole(&complete::script(*shell, &mut command, "uexec"));
     }
     match run_face(cli) {
         Ok(code) => code,

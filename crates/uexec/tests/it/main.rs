@@ -18,6 +18,7 @@ mod cli_logs_since;
 mod cli_run;
 mod cli_sessions;
 mod client_gone;
+mod completion;
 mod daemon;
 mod daemon_status;
 mod daemon_trust;
