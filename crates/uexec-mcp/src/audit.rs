@@ -1,5 +1,6 @@
 //! The record of the front door's decisions, as `uexec audit` reads it: one JSON object per
-//! line in `$XDG_STATE_HOME/uexec/audit.jsonl` (else `~/.local/state/uexec/`), appended by
+//! line in `$XDG_STATE_HOME/uexec/audit/audit.jsonl` (else `~/.local/state/uexec/audit/`: a
+//! directory of its own, 0700, whatever the state directory's mode), appended by
 //! every face of this user (in-process `uexec mcp`, the daemon, `uexec serve`).
 //!
 //! - Bounded: a line keeps at most [`COMMAND_MAX_BYTES`] of its command; past
@@ -20,7 +21,8 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 use uexec_core::spawn::{Decided, DecisionLog};
 
-/// The record's file name in uexec's state directory.
+/// The record's directory in uexec's state directory, and its file there.
+pub const DIR_NAME: &str = "audit";
 pub const FILE_NAME: &str = "audit.jsonl";
 /// Past this size the file is rotated.
 pub const ROTATE_BYTES: u64 = 8 * 1024 * 1024;
@@ -115,7 +117,7 @@ impl AuditFile {
 
     /// This user's record (`None`: no state directory, neither `XDG_STATE_HOME` nor `HOME`).
     pub fn default_path() -> Option<PathBuf> {
-        uexec_core::fs::state_dir().map(|d| d.join(FILE_NAME))
+        uexec_core::fs::state_dir().map(|d| d.join(DIR_NAME).join(FILE_NAME))
     }
 
     /// This user's record, if it has a place.

@@ -253,7 +253,7 @@ Examples:
     /// the daemon, `uexec serve`): when, whose, the command (secrets masked), the decision,
     /// admitted or refused, who decided (the rules, a hook, a person, no one) and by which
     /// rule. A person's own `uexec run` is recorded, never judged. Reads
-    /// ~/.local/state/uexec/audit.jsonl (8 MiB, then one older file); starts no daemon.
+    /// ~/.local/state/uexec/audit/audit.jsonl (8 MiB, then one older file); starts no daemon.
     /// Exit codes: 0 printed; 2 bad input; 125 uexec failed.
     #[command(after_help = "Examples:
   uexec audit --since 1h

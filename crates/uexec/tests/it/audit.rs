@@ -43,7 +43,11 @@ fn entries(home: &Path) -> Vec<Value> {
 async fn an_agents_decisions_are_recorded_and_read_back_with_who_decided() {
     let dir = scratch_dir("audit-mcp");
     let home = dir.join("home");
-    std::fs::create_dir_all(&home).unwrap();
+    // A state directory an older uexec (or another tool) made 0755: the record has a
+    // directory of its own, and is written all the same.
+    let state = home.join(".local/state/uexec");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::set_permissions(&state, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     std::fs::write(dir.join("team.rules"), RULES).unwrap();
     let mut cmd = tokio::process::Command::new(UEXEC);
     cmd.args(["mcp", "--in-process", "--rules"])
@@ -99,7 +103,7 @@ async fn an_agents_decisions_are_recorded_and_read_back_with_who_decided() {
         pushed["command"],
         "GH_TOKEN=*** timeout 5 git push origin main"
     );
-    let file = home.join(".local/state/uexec/audit.jsonl");
+    let file = home.join(".local/state/uexec/audit/audit.jsonl");
     let raw = std::fs::read_to_string(&file).unwrap();
     assert!(!raw.contains("ghp_hush"), "a secret reached the record");
 

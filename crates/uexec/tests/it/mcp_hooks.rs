@@ -334,7 +334,8 @@ esac"#,
     assert_eq!(events[0]["tool_input"]["cmd"], "touch allowed");
     assert!(events[0]["reason"].as_str().unwrap().contains("it writes"));
     client.cancel().await.unwrap();
-    let record = std::fs::read_to_string(dir.join("home/.local/state/uexec/audit.jsonl")).unwrap();
+    let record =
+        std::fs::read_to_string(dir.join("home/.local/state/uexec/audit/audit.jsonl")).unwrap();
     let by: Vec<String> = record
         .lines()
         .map(|l| {
