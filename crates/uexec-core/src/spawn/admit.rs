@@ -41,6 +41,11 @@ pub enum Answer {
     No { reason: Option<String> },
     /// No answer came (no one could be asked, or the time ran out): a refusal that says so.
     Unanswered { why: String },
+    /// The question went back to the client, to be answered on its retry of the same call
+    /// (MCP's input-required round): no decision yet. The door neither records nor counts
+    /// it, and refuses this call saying so (the face replaces that refusal with the
+    /// question); the retry's answer is the decision.
+    Later { why: String },
 }
 
 /// The seam of a person's yes or no, implemented by a face (MCP elicitation, the daemon's
@@ -200,8 +205,7 @@ async fn decide(
     if let Some(hook) = by_hook {
         d.by = hook;
     }
-    let verdict = asked(verdict, &plan.command, &plan.spec.cwd, approver, &mut d).await;
-    let verdict = records.outcome(d, verdict)?;
+    let verdict = asked(verdict, &plan.command, &plan.spec.cwd, approver, d, records).await?;
     Ok((plan, verdict, updated))
 }
 
@@ -222,12 +226,11 @@ pub async fn admit_spec(
         Program::Argv { argv } => shell_words(argv),
     };
     let verdict = judged(rules, &spec, &command);
-    let mut d = decided(&command, &spec.cwd, &verdict);
+    let d = decided(&command, &spec.cwd, &verdict);
     let verdict = match verdict.decision {
-        Decision::Forbidden => Err(refused(&verdict, None)),
-        _ => asked(verdict, &command, &spec.cwd, approver, &mut d).await,
+        Decision::Forbidden => records.outcome(d, Err(refused(&verdict, None)))?,
+        _ => asked(verdict, &command, &spec.cwd, approver, d, records).await?,
     };
-    let verdict = records.outcome(d, verdict)?;
     Ok(AdmittedSpec { spec, verdict })
 }
 
@@ -269,16 +272,19 @@ fn judged(rules: Option<&dyn CommandRules>, spec: &SpawnSpec, command: &str) -> 
     }
 }
 
-/// Stage 3: a person's yes, when the rules or the hooks hold the script.
+/// Stage 3: a person's yes, when the rules or the hooks hold the script; the end of the
+/// decision, recorded in `records` (unless the question went back to the client: no
+/// decision yet).
 async fn asked(
     verdict: Verdict,
     command: &str,
     cwd: &std::path::Path,
     approver: Option<&dyn Approver>,
-    decided: &mut Decided,
+    mut decided: Decided,
+    records: Records<'_>,
 ) -> Result<Verdict, ExecError> {
     if verdict.decision != Decision::Prompt {
-        return Ok(verdict);
+        return records.outcome(decided, Ok(verdict));
     }
     let answer = match approver {
         Some(approver) => {
@@ -296,7 +302,7 @@ async fn asked(
             why: "no person can be asked here".to_owned(),
         },
     };
-    match answer {
+    let result = match answer {
         Answer::Yes => Ok(verdict),
         Answer::No { reason } => {
             let said = match reason {
@@ -309,7 +315,12 @@ async fn asked(
             decided.by = NO_ONE.to_owned();
             Err(refused(&verdict, Some(format!("no answer: {why}"))))
         }
-    }
+        // Not recorded: the retry's answer is the decision.
+        Answer::Later { why } => {
+            return Err(refused(&verdict, Some(format!("no decision yet: {why}"))))
+        }
+    };
+    records.outcome(decided, result)
 }
 
 /// Who decided a held command nobody answered.

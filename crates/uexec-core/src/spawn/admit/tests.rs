@@ -356,3 +356,33 @@ async fn a_secret_in_the_command_line_is_masked_in_the_record() {
     let all = kept.0.lock().unwrap().clone();
     assert_eq!(all[0].command, "GH_TOKEN=*** gh pr list");
 }
+
+#[tokio::test]
+async fn a_question_sent_back_to_the_client_is_refused_for_now_and_neither_recorded_nor_counted() {
+    let (config, kept, metrics) = recorded(Some(Decision::Prompt));
+    let mut later = person(Answer::Later {
+        why: "the question went to the client's form".into(),
+    });
+    let refused = admit(&config, plan(&config, ls()), None, Some(&later))
+        .await
+        .err()
+        .expect("refused for now");
+    assert!(
+        refused.to_string().contains("no decision yet")
+            && refused.to_string().contains("the client's form"),
+        "{refused}"
+    );
+    assert!(decisions(&kept).is_empty(), "{:?}", decisions(&kept));
+    // The retry's answer is the one decision recorded.
+    later.answer = Answer::Yes;
+    admit(&config, plan(&config, ls()), None, Some(&later))
+        .await
+        .unwrap();
+    assert_eq!(
+        decisions(&kept),
+        [(Decision::Prompt, true, "a person".to_owned())]
+    );
+    let text = metrics.render(&crate::metrics::Now::default());
+    assert!(!text.contains("outcome=\"refused\"} 1"), "{text}");
+    assert!(text.contains("uexec_decisions_total{decision=\"prompt\",outcome=\"admitted\"} 1"));
+}
