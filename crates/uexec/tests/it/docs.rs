@@ -220,3 +220,42 @@ fn every_page_of_the_book_is_in_its_summary() {
         .collect();
     assert_eq!(listed, pages);
 }
+
+/// Every test the book names by its function (`a_second_ctrl_c_forces_the_end_...`) is a
+/// function of the workspace: a renamed or removed test leaves no sentence citing nothing.
+#[test]
+fn every_test_the_book_names_is_a_function_of_the_workspace() {
+    fn sources(dir: &Path, into: &mut String) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                sources(&path, into);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                into.push_str(&std::fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
+    let mut code = String::new();
+    sources(&root().join("crates"), &mut code);
+    let mut named = 0;
+    for page in std::fs::read_dir(root().join("docs/src")).unwrap() {
+        let page = page.unwrap().path();
+        let text = std::fs::read_to_string(&page).unwrap();
+        for word in quoted(&text) {
+            let test_like = word.matches('_').count() >= 4
+                && !word.contains("__")
+                && word
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            if test_like {
+                named += 1;
+                assert!(
+                    code.contains(&format!("fn {word}(")),
+                    "{}: no fn {word} in crates/",
+                    page.display()
+                );
+            }
+        }
+    }
+    assert!(named >= 20, "{named}");
+}
