@@ -6,7 +6,9 @@
 //! way for the rest of this connection ("always", remembered here, never wider than the
 //! prefix asked about, and never for a prefix that would admit anything: a shell with `-c`,
 //! `env`, `sudo`, an interpreter with `-c`/`-e`), or deny, with a reason the model reads.
-//! No answer within the timeout is a refusal that says so.
+//! No answer within the timeout is a refusal that says so. A client on MCP 2026-07-28 or
+//! later, which a server may not send requests, gets the same form as the call's answer
+//! and brings the person's in its retry ([`rounds`]).
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -18,6 +20,7 @@ use uexec_core::policy::rules::{Decision, Verdict};
 use uexec_core::spawn::{Answer, Approver, Question};
 
 pub mod held;
+pub mod rounds;
 
 /// How long a question waits for its answer by default (`--approval-timeout`).
 pub const DEFAULT_APPROVAL_TIMEOUT: Duration = Duration::from_secs(600);

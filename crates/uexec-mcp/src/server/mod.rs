@@ -60,6 +60,9 @@ pub struct UexecServer {
     input_ended: CancellationToken,
     /// The command prefixes this connection's person said "always" to.
     always: crate::approve::Always,
+    /// The questions sent back to clients as input-required rounds, shared by every
+    /// connection (over HTTP, each call of MCP 2026-07-28 is a connection of its own).
+    rounds: crate::approve::rounds::Rounds,
     /// In the daemon: the commands held for a person who answers there (`uexec approve`),
     /// and the owner this connection's are held as.
     held: Option<(Arc<crate::approve::held::Held>, String)>,
@@ -113,6 +116,7 @@ impl UexecServer {
             client_gone: CancellationToken::new(),
             input_ended: CancellationToken::new(),
             always: crate::approve::Always::default(),
+            rounds: crate::approve::rounds::Rounds::default(),
             held: None,
         }
     }
@@ -171,6 +175,7 @@ impl UexecServer {
             self.options.clone(),
         );
         server.tasks = self.tasks.clone();
+        server.rounds = self.rounds.clone();
         server.held = self.held.clone();
         server
     }
@@ -319,29 +324,16 @@ impl ServerHandler for UexecServer {
             .peer_info()
             .is_some_and(|info| info.client_info.name.starts_with("codex"));
         let dialect = self.dialect(wrapped);
-        // Whom a command the rules hold asks: the person at this client, when it declared
-        // form elicitation and has a connection to be asked on (the initialize handshake).
-        let elicits = context.peer.peer_info().is_some()
-            && context
-                .client_capabilities()
-                .and_then(|c| c.elicitation)
-                .is_some_and(|e| e.form.is_some() || e.url.is_none());
-        let approver: Option<Arc<dyn uexec_core::spawn::Approver>> = if elicits {
-            Some(Arc::new(crate::approve::Eliciting {
-                peer: context.peer.clone(),
-                timeout: self.options.approval_timeout,
-                always: self.always.clone(),
-            }))
-        } else {
-            // Else the person answers at the daemon, if this is one.
-            self.held.as_ref().map(|(held, owner)| {
-                Arc::new(crate::approve::held::AtTheDaemon {
-                    held: held.clone(),
-                    owner: owner.clone(),
-                    timeout: self.options.approval_timeout,
-                    always: self.always.clone(),
-                }) as Arc<dyn uexec_core::spawn::Approver>
-            })
+        // Whom a command the rules hold asks (`route`); a retry that answers no question
+        // held here is refused at once.
+        let (approver, rounding) = match self.approver(&context, &request) {
+            Ok(chosen) => chosen,
+            Err(refusal) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                    "{name} failed: {refusal}"
+                ))])
+                .into())
+            }
         };
         let as_task = self.options.extended
             && self.options.tasks
@@ -368,6 +360,10 @@ impl ServerHandler for UexecServer {
         };
         if let Some(f) = forwarder {
             f.finish().await;
+        }
+        // A held command whose question went back to the client: nothing ran.
+        if let Some(question) = rounding.and_then(|r| r.question()) {
+            return Ok(CallToolResponse::InputRequired(question));
         }
         match unfinished {
             None => Ok(result.into()),

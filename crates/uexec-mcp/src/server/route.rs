@@ -4,11 +4,14 @@
 
 use std::sync::Arc;
 
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, ProtocolVersion};
+use rmcp::service::RequestContext;
+use rmcp::RoleServer;
 use serde_json::{Map, Value};
 use uexec_core::SessionStore;
 
 use super::UexecServer;
+use crate::approve::rounds::Rounding;
 use crate::tasks::Unfinished;
 use crate::tools::parse::Dialect;
 use crate::tools::render::{attach_exit_notices, snapshot_result, Answer};
@@ -26,7 +29,52 @@ pub(super) struct Call {
     pub approver: Option<Arc<dyn uexec_core::spawn::Approver>>,
 }
 
+/// Whom a call's held command asks.
+type Approver = Option<Arc<dyn uexec_core::spawn::Approver>>;
+
 impl UexecServer {
+    /// Whom a command the rules hold asks: the person at this client, when it declared form
+    /// elicitation; on MCP 2026-07-28 or later (no request to the client) by sending the
+    /// question back as the call's answer, the retry bringing theirs (the [`Rounding`] the
+    /// call reads it from after); before, on the connection the initialize handshake opened;
+    /// else at the daemon, if this is one. `Err`: a retry that answers no question held
+    /// here, or another call's.
+    pub(super) fn approver(
+        &self,
+        context: &RequestContext<RoleServer>,
+        request: &CallToolRequestParams,
+    ) -> Result<(Approver, Option<Arc<Rounding>>), String> {
+        let (timeout, always) = (self.options.approval_timeout, self.always.clone());
+        let forms = context
+            .client_capabilities()
+            .and_then(|c| c.elicitation)
+            .is_some_and(|e| e.form.is_some() || e.url.is_none());
+        let rounds = context
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        if forms && rounds {
+            let rounding = Arc::new(Rounding::for_call(&self.rounds, request, timeout, always)?);
+            return Ok((Some(rounding.clone()), Some(rounding)));
+        }
+        let approver: Approver = if forms && context.peer.peer_info().is_some() {
+            Some(Arc::new(crate::approve::Eliciting {
+                peer: context.peer.clone(),
+                timeout,
+                always,
+            }))
+        } else {
+            self.held.as_ref().map(|(held, owner)| {
+                Arc::new(crate::approve::held::AtTheDaemon {
+                    held: held.clone(),
+                    owner: owner.clone(),
+                    timeout,
+                    always,
+                }) as Arc<dyn uexec_core::spawn::Approver>
+            })
+        };
+        Ok((approver, None))
+    }
+
     /// Routes a call to its tool; an error becomes `{name} failed: {why}`, and exit notices
     /// are added (extended dialect, and `wait` always). With `tasks`, what a task would
     /// follow on: the session a snapshot names as running, or the sessions a `wait` left

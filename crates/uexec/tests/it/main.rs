@@ -48,6 +48,7 @@ mod mcp_output;
 mod mcp_progress;
 mod mcp_protocol;
 mod mcp_rules;
+mod mcp_rules_rounds;
 mod mcp_stdio;
 mod mcp_tasks;
 mod mcp_tasks_page;
