@@ -68,6 +68,8 @@ pub struct StoreConfig {
     /// Where the front door's decisions are written down (`None`: only counted in
     /// `metrics`); a face sets one per owner.
     pub decisions: Option<std::sync::Arc<dyn crate::policy::decisions::DecisionLog>>,
+    /// Where `rules` judge: the script's text only, or every exec too (issue 40).
+    pub rules_at: crate::policy::exec_rules::RulesAt,
 }
 
 impl Default for StoreConfig {
@@ -92,6 +94,7 @@ impl Default for StoreConfig {
             metrics: None,
             rules: None,
             decisions: None,
+            rules_at: crate::policy::exec_rules::RulesAt::Text,
         }
     }
 }

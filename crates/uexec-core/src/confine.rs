@@ -72,6 +72,15 @@ pub trait Confinement: std::fmt::Debug + Send + Sync + 'static {
         policy: Confine<'_>,
         spec: &mut SpawnSpec,
     ) -> Result<Arc<dyn Confined>, ExecError>;
+
+    /// Hands every exec of `spec`'s processes to uexec (`RulesAt::Exec`): gives `spec` a
+    /// launcher that installs the exec-notify filter (after the sandbox's layers, when
+    /// [`Self::confine`] gave it one) and returns uexec's end of the socket its listener
+    /// comes on. `Err(why)` when it cannot; the script's text was judged all the same.
+    fn judge_execs(&self, spec: &mut SpawnSpec) -> Result<std::os::fd::OwnedFd, String> {
+        let _ = spec;
+        Err("this confinement cannot hand execs over".to_owned())
+    }
 }
 
 /// A confined session's side of its sandbox; dropped with the session (its private tmp

@@ -52,6 +52,8 @@ pub struct McpOptions {
     pub rules: Vec<PathBuf>,
     /// `--unmatched`: the decision for a command no rule matches (default allow).
     pub unmatched: Option<uexec_core::policy::rules::Decision>,
+    /// `--rules-at`: where the rules judge (the script's text, or every exec too).
+    pub rules_at: Option<uexec_core::policy::exec_rules::RulesAt>,
     /// `--hooks`: Claude Code hooks files (PreToolUse, PostToolUse around exec_command).
     pub hooks: Vec<PathBuf>,
     /// `--strip-ansi`: the calls' default.
@@ -129,6 +131,7 @@ impl Default for McpOptions {
             approval_timeout: crate::approve::DEFAULT_APPROVAL_TIMEOUT,
             rules: Vec::new(),
             unmatched: None,
+            rules_at: None,
             hooks: Vec::new(),
             strip_ansi: false,
             collapse_cr: false,
@@ -177,6 +180,7 @@ impl McpOptions {
             approval_timeout_ms: u64::try_from(self.approval_timeout.as_millis()).ok(),
             rules: self.rules.clone(),
             unmatched: self.unmatched.map(|d| d.as_str().to_owned()),
+            rules_at: self.rules_at.map(|r| r.as_str().to_owned()),
             hooks: self.hooks.clone(),
             allow_secret_input: self.allow_secret_input,
             sandbox: SandboxSettings {

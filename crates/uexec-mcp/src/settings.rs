@@ -35,17 +35,31 @@ pub fn apply(settings: &Settings, config: &mut StoreConfig) -> Result<(), String
 /// `--rules` and `--unmatched`: the files read (an error names the file, line and column),
 /// what they ignore said once in the log.
 fn apply_rules(settings: &Settings, config: &mut StoreConfig) -> Result<(), String> {
+    use uexec_core::policy::exec_rules::{self, RulesAt};
     use uexec_core::policy::rules::Decision;
     let unmatched = match settings.unmatched.as_deref() {
         None => Decision::Allow,
         Some(word) => word.parse().map_err(|e| format!("--unmatched: {e}"))?,
     };
+    let rules_at = match settings.rules_at.as_deref() {
+        None => RulesAt::Text,
+        Some(word) => RulesAt::parse(word)
+            .ok_or_else(|| format!("--rules-at: {word:?} is neither text nor exec"))?,
+    };
     if settings.rules.is_empty() {
         if settings.unmatched.is_some() {
             return Err("--unmatched: needs --rules (with no rules, every command runs)".into());
         }
+        if settings.rules_at.is_some() {
+            return Err("--rules-at: needs --rules (with no rules, every command runs)".into());
+        }
         return Ok(());
     }
+    config.rules_at = match rules_at {
+        // Where the kernel cannot hand execs over, the text alone (said once, at start).
+        RulesAt::Exec if exec_rules::exec_support().is_err() => RulesAt::Text,
+        other => other,
+    };
     let rules = uexec_rules::Rules::load(&settings.rules, unmatched)
         .map_err(|e| format!("--rules: {e}"))?;
     for warning in rules.warnings() {

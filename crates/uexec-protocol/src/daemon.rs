@@ -196,6 +196,10 @@ pub struct Settings {
     /// `forbidden`); `None`: allow.
     #[serde(default)]
     pub unmatched: Option<String>,
+    /// `--rules-at`: where the rules judge, `text` or `exec` (`None`: text; sent only when
+    /// given, so that a daemon that cannot judge at exec refuses the hello, never ignores it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules_at: Option<String>,
     /// `--hooks`: the client's hooks files (Claude Code's hooks JSON; the daemon reads them
     /// and runs the hooks, so a PostToolUse fires at a command's exit whoever is connected).
     #[serde(default)]

@@ -49,6 +49,7 @@
 pub mod doctor;
 mod evidence;
 mod exe;
+mod exec_launch;
 mod git;
 #[cfg(target_os = "linux")]
 mod landlock;
@@ -201,6 +202,10 @@ impl Launch for SandboxLaunch {
 }
 
 impl Confinement for Sandbox {
+    fn judge_execs(&self, spec: &mut SpawnSpec) -> Result<std::os::fd::OwnedFd, String> {
+        exec_launch::judge_execs(self, spec)
+    }
+
     /// Checks the policy's layers against what this machine supports and gives `spec` its
     /// launcher (step 1 of the crate docs).
     fn confine(

@@ -212,6 +212,14 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             Command::Mcp(args) => {
                 let (mut options, place) = args.into_options();
                 options.confinement = confinement();
+                if options.rules_at == Some(uexec_core::policy::exec_rules::RulesAt::Exec) {
+                    if let Err(why) = uexec_core::policy::exec_rules::exec_support() {
+                        eprintln!(
+                            "uexec mcp: --rules-at exec: {why}; the rules judge each script's \
+                             text only, not each exec (see `uexec doctor`)"
+                        );
+                    }
+                }
                 let served = match place {
                     args::mcp::Place::Daemon { target, asked } => {
                         match relay::run(target, options.clone()).await? {

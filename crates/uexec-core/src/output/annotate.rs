@@ -72,6 +72,10 @@ impl Snapshot {
             extra.push_str(SILENT_PIPE_LINE);
             extra.push('\n');
         }
+        for notice in &self.notices {
+            extra.push_str(notice);
+            extra.push('\n');
+        }
         if let Some(denial) = self.sandbox.as_ref().and_then(|s| s.denial_text()) {
             extra.push_str(&denial);
             extra.push('\n');

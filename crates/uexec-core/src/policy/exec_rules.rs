@@ -14,10 +14,66 @@ use std::path::Path;
 
 use super::rules::{CommandRules, Decision, Verdict};
 
+/// Where a store's command rules judge (`--rules-at`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RulesAt {
+    /// The script's text, part by part, before it runs (the default).
+    #[default]
+    Text,
+    /// The script's text, and every exec of every process the session starts (where the
+    /// kernel can hand them over; else the text alone, said at start).
+    Exec,
+}
+
+impl RulesAt {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "text" => Some(Self::Text),
+            "exec" => Some(Self::Exec),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Exec => "exec",
+        }
+    }
+}
+
+/// The environment variable that makes [`exec_support`] fail (`fail`), as on a kernel
+/// without seccomp user notification: tests of the fallback.
+pub const EXEC_SUPPORT_TEST_ENV: &str = "UEXEC_TEST_EXEC_NOTIFY";
+
+/// Whether this machine can hand every exec to uexec (`uexec_sys::probe_exec_notify`, asked
+/// once per process): `Err(why)` when not (a kernel before 5.0, another supervisor's filter
+/// that forbids a new one: `EBUSY`), and the rules then judge the script's text only.
+pub fn exec_support() -> Result<(), String> {
+    static SUPPORT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    SUPPORT
+        .get_or_init(|| {
+            let result = if std::env::var(EXEC_SUPPORT_TEST_ENV).is_ok_and(|v| v == "fail") {
+                Err(format!(
+                    "seccomp user notification is unavailable ({EXEC_SUPPORT_TEST_ENV}=fail)"
+                ))
+            } else {
+                uexec_sys::probe_exec_notify()
+                    .map_err(|e| format!("seccomp user notification is unavailable: {e}"))
+            };
+            result
+        })
+        .clone()
+}
+
 /// Programs that run their first operand as a script (options before it skipped).
 const INTERPRETERS: &[&str] = &[
     "sh", "bash", "dash", "zsh", "ksh", "fish", "python", "python3", "perl", "ruby", "node",
 ];
+
+fn is_shell(program: &str) -> bool {
+    matches!(program, "sh" | "bash" | "dash" | "zsh" | "ksh" | "fish")
+}
 
 /// The options with which `interpreter` runs code given on its command line.
 fn code_flags(interpreter: &str) -> &'static [&'static str] {
@@ -49,6 +105,14 @@ pub fn exec_words(program: &Path, argv: &[OsString]) -> Vec<String> {
     while let Some(arg) = rest.next() {
         match arg.as_str() {
             code if code_flags(&program).contains(&code) => return vec![program, arg.clone()],
+            // A shell's short flags together (`bash -lc`, `sh -ec`): code when `c` is one.
+            code if is_shell(&program)
+                && code.starts_with('-')
+                && !code.starts_with("--")
+                && code.contains('c') =>
+            {
+                return vec![program, arg.clone()]
+            }
             "-m" => return rest.cloned().collect(),
             "--" => break,
             option if option.starts_with('-') => continue,

@@ -20,6 +20,8 @@ pub trait Monitored: Send + Sync + 'static {
     fn fail_and_terminate(&self, message: String);
     /// Records `message` as a verdict and lets the process run on.
     fn record_verdict(&self, message: String);
+    /// Tells the command's next result `message` (a line of its own), changing nothing else.
+    fn notice(&self, message: String);
     /// Resolves once the process has exited (holding no reference to the session).
     fn exited(&self) -> BoxFuture<'static, ()>;
 }
@@ -47,6 +49,14 @@ impl MonitorHandle {
     pub fn record_verdict(&self, message: impl Into<String>) {
         if let Some(s) = self.session.upgrade() {
             s.record_verdict(message.into());
+        }
+    }
+
+    /// Tells the command's next result `message`, changing nothing else: an exec refused
+    /// by the rules, which the command itself saw fail.
+    pub fn notice(&self, message: impl Into<String>) {
+        if let Some(s) = self.session.upgrade() {
+            s.notice(message.into());
         }
     }
 

@@ -62,9 +62,17 @@ pub(crate) struct Lifecycle {
     /// snapshot has reported.
     verdicts: Vec<String>,
     verdicts_reported: usize,
+    /// What a monitor told the command's results, in order (at most
+    /// [`MAX_NOTICES`], then only counted), and how many a snapshot has reported.
+    notices: Vec<String>,
+    notices_reported: usize,
+    notices_dropped: u64,
     /// Fixed once, when the exit is first reported, so a call and the End never disagree.
     outcome: Option<Outcome>,
 }
+
+/// Notices a session keeps for its results; past them, they are counted.
+pub const MAX_NOTICES: usize = 64;
 
 impl Lifecycle {
     /// A running process watched by `monitors` policy monitors.
@@ -181,6 +189,30 @@ impl Lifecycle {
     pub fn record_verdict(&mut self, message: String) -> bool {
         self.verdicts.push(message);
         true
+    }
+
+    /// A monitor's notice for the next result (the process runs on, its outcome unchanged).
+    pub fn notice(&mut self, message: String) -> bool {
+        if self.notices.len() < MAX_NOTICES {
+            self.notices.push(message);
+        } else {
+            self.notices_dropped += 1;
+        }
+        true
+    }
+
+    /// The notices recorded since the last call (each returned once), and a line for those
+    /// past [`MAX_NOTICES`].
+    pub fn take_new_notices(&mut self) -> Vec<String> {
+        let mut new = self.notices[self.notices_reported..].to_vec();
+        self.notices_reported = self.notices.len();
+        if self.notices_dropped > 0 {
+            new.push(format!(
+                "… and {} more (the first {MAX_NOTICES} are shown)",
+                std::mem::take(&mut self.notices_dropped)
+            ));
+        }
+        new
     }
 
     /// The verdicts recorded since the last call (each is returned once). Nobody waits on

@@ -240,6 +240,16 @@ impl Session {
         self.terminate();
     }
 
+    /// The notices recorded since the last call to this (each is returned once).
+    pub fn take_new_notices(&self) -> Vec<String> {
+        let mut new = Vec::new();
+        self.state.send_if_modified(|s| {
+            new = s.take_new_notices();
+            false
+        });
+        new
+    }
+
     /// The verdicts recorded since the last call to this (each is returned once).
     pub fn take_new_verdicts(&self) -> Vec<String> {
         let mut new = Vec::new();

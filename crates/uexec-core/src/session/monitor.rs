@@ -17,6 +17,10 @@ impl Monitored for Session {
         self.state.send_if_modified(|s| s.record_verdict(message));
     }
 
+    fn notice(&self, message: String) {
+        self.state.send_if_modified(|s| s.notice(message));
+    }
+
     fn exited(&self) -> BoxFuture<'static, ()> {
         let mut rx = self.state.subscribe();
         async move {

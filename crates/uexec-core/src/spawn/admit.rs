@@ -16,6 +16,7 @@ use crate::backend::{Backend, BackendError, Program, SpawnSpec, SpawnedProcess};
 use crate::config::StoreConfig;
 use crate::confine::{Confine, Confined};
 use crate::error::ExecError;
+use crate::policy::exec_rules::RulesAt;
 use crate::policy::rules::{CommandRules, Decision, Verdict};
 use crate::request::ExecRequest;
 
@@ -70,6 +71,9 @@ pub struct Admitted {
     pub verdict: Verdict,
     /// The request as a pre-spawn hook rewrote it, when one did: what runs.
     pub updated: Option<ExecRequest>,
+    /// With `RulesAt::Exec`: uexec's end of the socket the launcher hands the exec
+    /// listener over on, or why execs are not handed over (the text alone was judged).
+    pub exec_socket: Option<Result<std::os::fd::OwnedFd, String>>,
 }
 
 impl Admitted {
@@ -365,6 +369,20 @@ async fn confined_and_snapshot(
             Some(confinement.confine(confine, &mut plan.spec)?)
         }
     };
+    // 4b. every exec handed over, when the rules judge there too (a person's own command
+    // is never held nor refused).
+    let exec_socket = match (&caller.rules, caller.rules_at) {
+        (Some(_), RulesAt::Exec)
+            if !caller.env_policy.person
+                && matches!(plan.placement, crate::backend::Placement::Local) =>
+        {
+            Some(match caller.sandbox.confinement.as_ref() {
+                Some(confinement) => confinement.judge_execs(&mut plan.spec),
+                None => Err("this uexec has no launcher to hand execs over".to_owned()),
+            })
+        }
+        _ => None,
+    };
     // 5. snapshot: a local login command runs from its shell's snapshot when the config has
     // them and one is ready (or can be built in time); see `crate::shell_snapshot`.
     if let (true, Some(snapshots)) = (plan.local_login, &caller.shell_snapshots) {
@@ -375,6 +393,7 @@ async fn confined_and_snapshot(
         confined,
         verdict,
         updated: None,
+        exec_socket,
     })
 }
 

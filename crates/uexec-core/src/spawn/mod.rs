@@ -11,10 +11,12 @@
 //! Every decision of step 2 is recorded once ([`DecisionLog`], the metrics' counts).
 
 mod admit;
+mod exec_watch;
 mod plan;
 mod pre_spawn;
 
 pub use crate::policy::decisions::{masked, Decided, DecisionLog};
 pub use admit::{admit, admit_spec, Admitted, AdmittedSpec, Answer, Approver, Question};
+pub use exec_watch::ExecWatch;
 pub use plan::{token_budget, Plan, Sandboxing};
 pub use pre_spawn::{Pending, PreSpawn, PreSpawnAnswer};

@@ -82,13 +82,10 @@ impl SessionStore {
                 silent_pipe: !session.info.tty && session.printed() == 0,
                 ..observed(running, window_start.elapsed(), output_at)
             };
-            return Ok(Snapshot::build(
-                &drained,
-                max_output_tokens,
-                hygiene,
-                observed,
-                judge,
-            ));
+            let mut snapshot =
+                Snapshot::build(&drained, max_output_tokens, hygiene, observed, judge);
+            snapshot.notices = session.take_new_notices();
+            return Ok(snapshot);
         }
         let outcome = session
             .settle(Duration::from_millis(POST_EXIT_CLOSE_WAIT_MS))
@@ -117,13 +114,9 @@ impl SessionStore {
             ending: outcome.ending,
             ..observed(exited, wall_time, output_at)
         };
-        Ok(Snapshot::build(
-            &drained,
-            max_output_tokens,
-            hygiene,
-            observed,
-            judge,
-        ))
+        let mut snapshot = Snapshot::build(&drained, max_output_tokens, hygiene, observed, judge);
+        snapshot.notices = session.take_new_notices();
+        Ok(snapshot)
     }
 
     /// A session whose exit was just reported (its report claimed): no notice says it again,

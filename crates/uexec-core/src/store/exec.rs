@@ -161,6 +161,15 @@ impl SessionStore {
         monitors.extend(admitted.confined.as_ref().and_then(|s| s.take_monitor()));
         let reservation = self.reserve_id(req.name.as_deref())?;
         let id = reservation.id;
+        if let (Some(socket), Some(rules)) = (admitted.exec_socket.take(), &caller.rules) {
+            monitors.push(Box::new(crate::spawn::ExecWatch::new(
+                socket,
+                rules.clone(),
+                caller.decisions.clone(),
+                with.approver.clone(),
+                id,
+            )));
+        }
         let call_id = req.call_id.clone().unwrap_or_else(new_call_id);
         let (argv, _) = admitted.plan.spec.command();
         let cwd = admitted.plan.spec.cwd.clone();

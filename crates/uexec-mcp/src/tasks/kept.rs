@@ -148,6 +148,7 @@ mod tests {
                 sandbox: None,
                 usage: None,
                 ending: Default::default(),
+                notices: Vec::new(),
             })
         };
         kept.add(snapshot("abcdef"));

@@ -252,6 +252,15 @@ pub struct McpArgs {
     /// text (`eval`, `$(...)` as a command): allow (the default), prompt or forbidden.
     #[arg(help_heading = "Rules", long, value_name = "DECISION", value_parser = parse_decision, requires = "rules")]
     pub unmatched: Option<uexec_core::policy::rules::Decision>,
+    /// Where the rules judge: text (the default: each script's text, before it runs) or
+    /// exec (the text, and every exec of every process the command starts, at any depth:
+    /// `$(echo git) push`, `eval`, `make`, `sh -c` are judged by what they really run; a
+    /// forbidden exec fails with EACCES, which the command sees, and the result names the
+    /// rule; a prompt holds the exec while the person is asked). Linux, seccomp user
+    /// notification (5.0+); where it is missing, the text alone, said at start and in
+    /// `uexec doctor`. A policy that tells a model no, not a wall: the sandbox is the wall.
+    #[arg(help_heading = "Rules", long, value_name = "text|exec", value_parser = parse_rules_at, requires = "rules")]
+    pub rules_at: Option<uexec_core::policy::exec_rules::RulesAt>,
     /// How long a command held for a person's yes waits for the answer: 500ms, 10s, 5m, 1h
     /// (a bare number is seconds; default 10m). No answer by then is a refusal that says so.
     #[arg(help_heading = "Rules", long, value_name = "DURATION", value_parser = super::duration::seconds)]
@@ -459,6 +468,7 @@ impl McpArgs {
                 .unwrap_or(uexec_mcp::approve::DEFAULT_APPROVAL_TIMEOUT),
             rules: self.rules,
             unmatched: self.unmatched,
+            rules_at: self.rules_at,
             hooks: self.hooks,
             strip_ansi: self.strip_ansi,
             collapse_cr: self.collapse_cr,
@@ -520,6 +530,12 @@ fn parse_origin(s: &str) -> Result<String, String> {
         Some(p) if p.parse::<u16>().is_ok_and(|p| p > 0) => Ok(s.to_owned()),
         Some(_) => Err(bad()),
     }
+}
+
+/// `--rules-at`'s value: text or exec.
+fn parse_rules_at(text: &str) -> Result<uexec_core::policy::exec_rules::RulesAt, String> {
+    uexec_core::policy::exec_rules::RulesAt::parse(text)
+        .ok_or_else(|| format!("{text:?} is neither text nor exec"))
 }
 
 /// `--unmatched`'s value: allow, prompt or forbidden.

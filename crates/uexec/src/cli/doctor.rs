@@ -146,8 +146,10 @@ impl DaemonFacts {
     }
 }
 
-/// `uexec doctor`'s whole output: the sandbox's `rendered` part, then the daemon's.
+/// `uexec doctor`'s whole output: the sandbox's `rendered` part, then the daemon's, then
+/// whether the rules can judge each exec (`--rules-at exec`).
 pub fn doctor(rendered_sandbox: &str, json: bool, daemon: &DaemonFacts) -> String {
+    let exec = uexec_core::policy::exec_rules::exec_support();
     if json {
         let object = rendered_sandbox.trim_end();
         let inner = object
@@ -155,9 +157,34 @@ pub fn doctor(rendered_sandbox: &str, json: bool, daemon: &DaemonFacts) -> Strin
             .and_then(|o| o.strip_suffix('}'))
             .unwrap_or(object);
         let comma = if inner.is_empty() { "" } else { "," };
-        return format!("{{{inner}{comma}\"daemon\":{}}}\n", daemon.json());
+        let exec = json!({"available": exec.is_ok(), "error": exec.err()});
+        return format!(
+            "{{{inner}{comma}\"daemon\":{},\"rules_at_exec\":{exec}}}\n",
+            daemon.json()
+        );
     }
-    format!("{rendered_sandbox}\n{}", daemon.text())
+    format!(
+        "{rendered_sandbox}\n{}{}",
+        daemon.text(),
+        rules_at_exec_text(&exec)
+    )
+}
+
+/// The lines on `--rules-at exec`: whether this machine hands every exec over.
+fn rules_at_exec_text(support: &Result<(), String>) -> String {
+    let mut out = String::from("rules at each exec (uexec mcp --rules-at exec):\n");
+    match support {
+        Ok(()) => out.push_str(
+            "  available: yes (seccomp user notification); a policy that tells a model no, \
+             not a wall: a multi-threaded program can change its arguments after they are \
+             read, and the sandbox stays the wall\n",
+        ),
+        Err(why) => out.push_str(&format!(
+            "  available: NO ({why}); with --rules-at exec the rules judge each script's text \
+             only\n"
+        )),
+    }
+    out
 }
 
 #[cfg(test)]

@@ -64,6 +64,9 @@ pub struct Snapshot {
     /// What an exited session's command left running (killed with it) and the limits its
     /// processes ran into, where its backend can tell.
     pub ending: crate::usage::Ending,
+    /// What the session's monitors said since the last result (an exec the rules refused),
+    /// one line each.
+    pub notices: Vec<String>,
 }
 
 /// A result says one thing about its process: running (with the id to poll), or exited
@@ -182,6 +185,7 @@ impl Snapshot {
             sandbox,
             usage: observed.usage,
             ending: observed.ending,
+            notices: Vec::new(),
         }
     }
 

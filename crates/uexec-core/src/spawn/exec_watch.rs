@@ -1,0 +1,273 @@
+//! The rules judged at each exec of a session (issue 40, `RulesAt::Exec`): a policy monitor
+//! that takes the exec-notify listener the launcher hands over, then judges every exec of
+//! every process the session starts with the store's [`CommandRules`]
+//! ([`crate::policy::exec_rules`]):
+//! - `allow`: the exec goes on;
+//! - `forbidden`: it fails with `EACCES` (the command's own error handling sees an ordinary
+//!   "Permission denied") and the session's next result names the program, the rule and its
+//!   justification;
+//! - `prompt`: the exec is held while the call's [`Approver`] asks (the rest of the session
+//!   runs on); no approver, no answer, or a no: refused as above.
+//!
+//! Each judged exec is written to the store's [`DecisionLog`]. An exec that cannot be read
+//! is refused. The listener lives as long as this monitor: should it go, every exec still
+//! to come fails (`ENOSYS`), so nothing runs unjudged.
+
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use uexec_sys::{ExecCall, ExecListener, ExecNotification, ListenerState};
+
+use super::admit::{Answer, Approver, Question};
+use crate::policy::decisions::{decided, DecisionLog};
+use crate::policy::exec_rules::{exec_words, judge_exec, refused_at_exec, shell_line};
+use crate::policy::rules::{CommandRules, Decision, Verdict};
+use crate::policy::{MonitorHandle, PolicyMonitor};
+
+/// How long one wait for an exec lasts before the watch looks again (ms).
+const WAIT_MS: i32 = 100;
+/// How often a held exec's process is checked while its person is asked.
+const HELD_CHECK: Duration = Duration::from_millis(100);
+
+/// A session's judge of execs ([`crate::policy::exec_rules`]).
+pub struct ExecWatch {
+    socket: Result<OwnedFd, String>,
+    rules: Arc<dyn CommandRules>,
+    log: Option<Arc<dyn DecisionLog>>,
+    approver: Option<Arc<dyn Approver>>,
+    /// The session the decisions are recorded under.
+    session_id: i32,
+}
+
+impl ExecWatch {
+    /// The watch of session `session_id`, on `socket` (from [`super::Admitted::exec_socket`]:
+    /// an `Err` is said in the session's first result, and only the text was judged).
+    pub fn new(
+        socket: Result<OwnedFd, String>,
+        rules: Arc<dyn CommandRules>,
+        log: Option<Arc<dyn DecisionLog>>,
+        approver: Option<Arc<dyn Approver>>,
+        session_id: i32,
+    ) -> Self {
+        Self {
+            socket,
+            rules,
+            log,
+            approver,
+            session_id,
+        }
+    }
+}
+
+impl PolicyMonitor for ExecWatch {
+    fn watch(self: Box<Self>, session: MonitorHandle) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let socket = match self.socket {
+                Ok(socket) => socket,
+                Err(why) => {
+                    session.notice(format!(
+                        "rules judged on the script's text only, not at each exec: {why}"
+                    ));
+                    return;
+                }
+            };
+            // The launcher sends the listener before its command's exec, or closes its end
+            // having failed (and said why on the session's output).
+            let received =
+                tokio::task::spawn_blocking(move || uexec_sys::recv_fd(socket.as_raw_fd())).await;
+            let listener = match received {
+                Ok(Ok(fd)) => Arc::new(ExecListener::from(fd)),
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return,
+                Ok(Err(e)) => {
+                    session.fail_and_terminate(format!(
+                        "the rules at exec could not start: the launcher's listener: {e}"
+                    ));
+                    return;
+                }
+                Err(_) => return,
+            };
+            let judge = Judge {
+                listener,
+                rules: self.rules,
+                log: self.log,
+                approver: self.approver,
+                session_id: self.session_id,
+                session,
+                runtime: tokio::runtime::Handle::current(),
+                last_said: std::cell::RefCell::new(None),
+            };
+            let _ = tokio::task::spawn_blocking(move || judge.run()).await;
+        })
+    }
+}
+
+struct Judge {
+    listener: Arc<ExecListener>,
+    rules: Arc<dyn CommandRules>,
+    log: Option<Arc<dyn DecisionLog>>,
+    approver: Option<Arc<dyn Approver>>,
+    session_id: i32,
+    session: MonitorHandle,
+    runtime: tokio::runtime::Handle,
+    /// The process and words of the last refusal said: a process that looks further down
+    /// its PATH after it (execvp does on EACCES) is refused again, not said again.
+    last_said: std::cell::RefCell<Option<(u32, Vec<String>)>>,
+}
+
+impl Judge {
+    /// Judges execs until no process runs under the filter.
+    fn run(self) {
+        loop {
+            match self.listener.wait(WAIT_MS) {
+                Ok(ListenerState::Ready) => {}
+                Ok(ListenerState::Idle) => continue,
+                Ok(ListenerState::Gone) => return,
+                Err(e) => {
+                    self.session
+                        .notice(format!("the rules at exec stopped: {e}; later execs fail"));
+                    return;
+                }
+            }
+            let n = match self.listener.recv() {
+                Ok(n) => n,
+                // Its process was killed between the wait and the take.
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+                Err(_) => continue,
+            };
+            self.one(n);
+        }
+    }
+
+    fn one(&self, n: ExecNotification) {
+        let call = match self.listener.read_exec(&n) {
+            Ok(call) => call,
+            // Gone meanwhile: nothing to answer.
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return,
+            Err(e) => {
+                let _ = self.listener.respond_error(n.id, libc::EACCES);
+                self.session.notice(format!(
+                    "refused at exec: an exec uexec could not read ({e}), in process {}",
+                    n.pid
+                ));
+                return;
+            }
+        };
+        let verdict = judge_exec(self.rules.as_ref(), &call.program, &call.argv);
+        let cwd = std::fs::read_link(format!("/proc/{}/cwd", n.pid)).unwrap_or_default();
+        match verdict.decision {
+            Decision::Allow => {
+                let _ = self.listener.respond_continue(n.id);
+                self.record(&call, &cwd, &verdict, true, None);
+            }
+            Decision::Forbidden => {
+                let _ = self.listener.respond_error(n.id, libc::EACCES);
+                self.record(&call, &cwd, &verdict, false, None);
+                let said = Some((n.pid, exec_words(&call.program, &call.argv)));
+                if *self.last_said.borrow() != said {
+                    self.session
+                        .notice(refused_at_exec(&call.program, &call.argv, &verdict));
+                    *self.last_said.borrow_mut() = said;
+                }
+            }
+            Decision::Prompt => self.held(n, call, cwd, verdict),
+        }
+    }
+
+    /// A `prompt`: the exec waits while the person is asked, and the watch goes on.
+    fn held(&self, n: ExecNotification, call: ExecCall, cwd: PathBuf, verdict: Verdict) {
+        let Some(approver) = self.approver.clone() else {
+            let _ = self.listener.respond_error(n.id, libc::EACCES);
+            let why = "no person can be asked here";
+            self.record(&call, &cwd, &verdict, false, Some(why.to_owned()));
+            self.session.notice(format!(
+                "{}; {why}",
+                refused_at_exec(&call.program, &call.argv, &verdict)
+            ));
+            return;
+        };
+        let listener = self.listener.clone();
+        let record = self.recorder();
+        let session = self.session.clone();
+        self.runtime.spawn(async move {
+            let question = Question {
+                command: command_line(&call.program, &call.argv),
+                cwd: cwd.clone(),
+                verdict: verdict.clone(),
+            };
+            let gone = {
+                let listener = listener.clone();
+                async move {
+                    while listener.id_valid(n.id) {
+                        tokio::time::sleep(HELD_CHECK).await;
+                    }
+                }
+            };
+            let answer = tokio::select! {
+                answer = approver.ask(question) => answer,
+                // Killed while held: nothing to answer, nothing left behind.
+                () = gone => return,
+            };
+            let by = approver.who();
+            let said = match answer {
+                Answer::Yes => {
+                    let _ = listener.respond_continue(n.id);
+                    record(&call, &cwd, &verdict, true, None, by);
+                    return;
+                }
+                Answer::No { reason: Some(r) } => format!("the person said no: {r}"),
+                Answer::No { reason: None } => "the person said no".to_owned(),
+                Answer::Unanswered { why } | Answer::Later { why } => format!("no answer: {why}"),
+            };
+            let _ = listener.respond_error(n.id, libc::EACCES);
+            record(&call, &cwd, &verdict, false, Some(said.clone()), by);
+            session.notice(format!(
+                "{}; {said}",
+                refused_at_exec(&call.program, &call.argv, &verdict)
+            ));
+        });
+    }
+
+    fn record(
+        &self,
+        call: &ExecCall,
+        cwd: &Path,
+        verdict: &Verdict,
+        admitted: bool,
+        reason: Option<String>,
+    ) {
+        (self.recorder())(call, cwd, verdict, admitted, reason, String::new());
+    }
+
+    /// Writes one judged exec down, under the session.
+    #[allow(clippy::type_complexity)]
+    fn recorder(
+        &self,
+    ) -> impl Fn(&ExecCall, &Path, &Verdict, bool, Option<String>, String) + Send + 'static {
+        let log = self.log.clone();
+        let session_id = self.session_id;
+        move |call, cwd, verdict, admitted, reason, by| {
+            let Some(log) = &log else { return };
+            let mut d = decided(&command_line(&call.program, &call.argv), cwd, verdict);
+            d.admitted = admitted;
+            d.reason = reason;
+            let who = if by.is_empty() { d.by.clone() } else { by };
+            d.by = format!("{who}, at exec in session {session_id}");
+            log.record(d);
+        }
+    }
+}
+
+/// The exec as one line: the program's path and its arguments after `argv[0]`.
+fn command_line(program: &Path, argv: &[OsString]) -> String {
+    let mut words = vec![program.to_string_lossy().into_owned()];
+    words.extend(
+        argv.iter()
+            .skip(1)
+            .map(|a| a.to_string_lossy().into_owned()),
+    );
+    shell_line(&words)
+}

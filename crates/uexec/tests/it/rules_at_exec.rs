@@ -1,0 +1,331 @@
+//! The rules judged at every exec of a real session (issue 40): `uexec mcp --in-process
+//! --rules FILE --rules-at exec` driven by an rmcp client. What walks around a rule on the
+//! script's text (`$(echo git) push`, `eval`, `sh -c` inside a script file) is refused at
+//! its exec, with the rule named in the result, while the script's allowed parts ran and its
+//! own `|| echo` saw the failure; a held exec is answered by the client's form; a kernel
+//! without the feature (a failing probe) falls back to the text and says so.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationAction,
+};
+use rmcp::service::{RequestContext, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
+use serde_json::{json, Value};
+
+use crate::helpers::{args, scratch_dir, text, UEXEC};
+
+const RULES: &str = r#"
+prefix_rule(
+    pattern = ["git", "push"],
+    decision = "forbidden",
+    justification = "pushing is for people",
+)
+prefix_rule(
+    pattern = ["touch"],
+    decision = "prompt",
+    justification = "it writes",
+)
+"#;
+
+/// A `git` of the test's own (first on PATH): it says what it was asked.
+const FAKE_GIT: &str = "#!/bin/sh\necho \"git ran $*\"\n";
+
+#[derive(Clone)]
+struct Person {
+    /// The form's answer; `None`: a client without elicitation.
+    answer: Option<Value>,
+    asked: Arc<Mutex<Vec<String>>>,
+    /// How long the person takes to answer.
+    thinks: Duration,
+}
+
+impl ClientHandler for Person {
+    fn get_info(&self) -> ClientConfig {
+        let mut info = ClientConfig::default();
+        if self.answer.is_some() {
+            info.capabilities = ClientCapabilities::default();
+            info.capabilities.elicitation = serde_json::from_value(json!({"form": {}})).ok();
+        }
+        info
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
+            self.asked.lock().unwrap().push(message);
+        }
+        tokio::time::sleep(self.thinks).await;
+        let mut result = ElicitResult::new(ElicitationAction::Accept);
+        result.content = self.answer.clone();
+        Ok(result)
+    }
+}
+
+struct Server {
+    client: RunningService<RoleClient, Person>,
+    person: Person,
+    dir: PathBuf,
+}
+
+/// A scratch directory with the rules, a fake `git` on PATH and an empty HOME.
+fn place(name: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch_dir(name);
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    std::fs::create_dir_all(dir.join("bin")).unwrap();
+    std::fs::write(dir.join("team.rules"), RULES).unwrap();
+    let git = dir.join("bin/git");
+    std::fs::write(&git, FAKE_GIT).unwrap();
+    std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+fn path_with(dir: &Path) -> String {
+    format!(
+        "{}:{}",
+        dir.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+async fn server(name: &str, person: Person, env: &[(&str, &str)]) -> Server {
+    let dir = place(name);
+    let mut cmd = tokio::process::Command::new(UEXEC);
+    cmd.args(["mcp", "--in-process", "--rules"])
+        .arg(dir.join("team.rules"))
+        .args(["--rules-at", "exec"])
+        .current_dir(&dir)
+        .env("HOME", dir.join("home"))
+        .env("PATH", path_with(&dir));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(std::fs::File::create(dir.join("stderr")).unwrap())
+        .spawn()
+        .unwrap();
+    let client = person.clone().serve(transport).await.unwrap();
+    Server {
+        client,
+        person,
+        dir,
+    }
+}
+
+fn nobody() -> Person {
+    Person {
+        answer: None,
+        asked: Arc::default(),
+        thinks: Duration::ZERO,
+    }
+}
+
+async fn exec(client: &RunningService<RoleClient, Person>, arguments: Value) -> (bool, String) {
+    let r = client
+        .call_tool(CallToolRequestParams::new("exec_command").with_arguments(args(arguments)))
+        .await
+        .unwrap();
+    (r.is_error == Some(true), text(&r))
+}
+
+/// The `refused at exec` line of `git push` by the rule, in `said`.
+fn names_the_push(said: &str) -> bool {
+    said.lines().any(|l| {
+        l.starts_with("refused at exec: ")
+            && l.contains("/bin/git push")
+            && l.contains("team.rules")
+            && l.contains("pushing is for people")
+    })
+}
+
+#[tokio::test]
+async fn walk_arounds_are_refused_at_their_exec_while_the_rest_runs() {
+    let s = server("exec-walk", nobody(), &[]).await;
+    // A script file, run by bash: each walk-around's exec is refused, and its own error
+    // handling sees an ordinary failure.
+    std::fs::write(
+        s.dir.join("walk.sh"),
+        "echo before\n\
+         $(echo git) push origin main || echo \"failed 1\"\n\
+         eval \"git push --force\" || echo \"failed 2\"\n\
+         sh -c 'git push' || echo \"failed 3\"\n\
+         git status\n\
+         echo after\n",
+    )
+    .unwrap();
+    let (failed, said) = exec(
+        &s.client,
+        json!({"cmd": "bash walk.sh", "login": false, "yield_time_ms": 10000}),
+    )
+    .await;
+    assert!(!failed, "{said}");
+    for line in [
+        "before",
+        "failed 1",
+        "failed 2",
+        "failed 3",
+        "git ran status",
+        "after",
+    ] {
+        assert!(said.contains(line), "{line:?} missing: {said}");
+    }
+    assert!(!said.contains("git ran push"), "a push ran: {said}");
+    assert!(said.contains("Permission denied"), "{said}");
+    assert!(names_the_push(&said), "{said}");
+    // One line per refused command: `sh` looking further down PATH after the refusal
+    // (execvp does on EACCES) is judged each time, and said once.
+    let refused = said
+        .lines()
+        .filter(|l| l.starts_with("refused at exec: "))
+        .count();
+    assert_eq!(refused, 3, "{said}");
+    // Straight on the command line, past the text's judgement (which sees `$(...)`).
+    let (failed, said) = exec(
+        &s.client,
+        json!({"cmd": "$(echo git) push origin || echo failed; echo done", "login": false}),
+    )
+    .await;
+    assert!(!failed, "{said}");
+    assert!(
+        said.contains("failed") && said.contains("done") && !said.contains("git ran"),
+        "{said}"
+    );
+    assert!(names_the_push(&said), "{said}");
+    // A command with nothing forbidden says nothing more.
+    let (failed, said) = exec(
+        &s.client,
+        json!({"cmd": "git log; echo ok", "login": false}),
+    )
+    .await;
+    assert!(!failed && said.contains("git ran log"), "{said}");
+    assert!(!said.contains("at exec"), "{said}");
+    s.client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_held_exec_with_no_one_to_ask_is_refused_saying_so() {
+    let s = server("exec-nobody", nobody(), &[]).await;
+    let (failed, said) = exec(
+        &s.client,
+        json!({"cmd": "$(echo touch) made || echo failed", "login": false}),
+    )
+    .await;
+    assert!(!failed, "{said}");
+    assert!(!s.dir.join("made").exists(), "{said}");
+    assert!(
+        said.contains("failed")
+            && said.contains("at exec")
+            && said.contains("it writes")
+            && said.contains("no person can be asked"),
+        "{said}"
+    );
+    s.client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_held_exec_runs_on_the_persons_yes_through_the_form() {
+    let person = Person {
+        answer: Some(json!({"answer": "run once"})),
+        asked: Arc::default(),
+        thinks: Duration::ZERO,
+    };
+    let s = server("exec-yes", person, &[]).await;
+    let (failed, said) = exec(
+        &s.client,
+        json!({"cmd": "$(echo touch) made && echo made it", "login": false, "yield_time_ms": 10000}),
+    )
+    .await;
+    assert!(!failed, "{said}");
+    assert!(s.dir.join("made").exists(), "{said}");
+    assert!(said.contains("made it"), "{said}");
+    let asked = s.person.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        asked[0].contains("touch made") && asked[0].contains("it writes"),
+        "{}",
+        asked[0]
+    );
+    s.client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn without_the_kernels_help_the_text_is_judged_and_that_is_said() {
+    let s = server(
+        "exec-fallback",
+        nobody(),
+        &[("UEXEC_TEST_EXEC_NOTIFY", "fail")],
+    )
+    .await;
+    // The text still judges: a plain push is refused before anything runs.
+    let (failed, said) = exec(&s.client, json!({"cmd": "git push", "login": false})).await;
+    assert!(failed && said.contains("pushing is for people"), "{said}");
+    // A walk-around is not caught (the text cannot see it): honest about the limit.
+    let (failed, said) = exec(
+        &s.client,
+        json!({"cmd": "$(echo git) push origin", "login": false}),
+    )
+    .await;
+    assert!(!failed && said.contains("git ran push origin"), "{said}");
+    s.client.cancel().await.unwrap();
+    let stderr = std::fs::read_to_string(s.dir.join("stderr")).unwrap();
+    assert!(
+        stderr.contains("--rules-at exec")
+            && stderr.contains("UEXEC_TEST_EXEC_NOTIFY=fail")
+            && stderr.contains("text only"),
+        "{stderr}"
+    );
+    // uexec doctor says the same, in text and in JSON.
+    let doctor = |json: bool| {
+        let mut cmd = std::process::Command::new(UEXEC);
+        cmd.arg("doctor")
+            .env("HOME", s.dir.join("home"))
+            .env("UEXEC_TEST_EXEC_NOTIFY", "fail");
+        if json {
+            cmd.arg("--json");
+        }
+        String::from_utf8(cmd.output().unwrap().stdout).unwrap()
+    };
+    let text = doctor(false);
+    assert!(
+        text.contains("rules at each exec") && text.contains("available: NO"),
+        "{text}"
+    );
+    let facts: Value = serde_json::from_str(&doctor(true)).unwrap();
+    assert_eq!(facts["rules_at_exec"]["available"], json!(false), "{facts}");
+}
+
+#[test]
+fn rules_at_without_rules_or_with_a_bad_word_is_a_usage_error() {
+    let dir = place("exec-usage");
+    for (flags, names) in [
+        (&["--rules-at", "exec"][..], "--rules"),
+        (
+            &["--rules", "team.rules", "--rules-at", "always"][..],
+            "always",
+        ),
+    ] {
+        let out = std::process::Command::new(UEXEC)
+            .args(["mcp", "--in-process"])
+            .args(flags)
+            .current_dir(&dir)
+            .env("HOME", dir.join("home"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(
+            stderr.contains("--rules-at") && stderr.contains(names),
+            "{stderr}"
+        );
+    }
+}
