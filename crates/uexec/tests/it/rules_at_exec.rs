@@ -43,6 +43,8 @@ struct Person {
     asked: Arc<Mutex<Vec<String>>>,
     /// How long the person takes to answer.
     thinks: Duration,
+    /// How many answers went back.
+    answered: Arc<Mutex<usize>>,
 }
 
 impl ClientHandler for Person {
@@ -64,6 +66,7 @@ impl ClientHandler for Person {
             self.asked.lock().unwrap().push(message);
         }
         tokio::time::sleep(self.thinks).await;
+        *self.answered.lock().unwrap() += 1;
         let mut result = ElicitResult::new(ElicitationAction::Accept);
         result.content = self.answer.clone();
         Ok(result)
@@ -98,11 +101,16 @@ fn path_with(dir: &Path) -> String {
 }
 
 async fn server(name: &str, person: Person, env: &[(&str, &str)]) -> Server {
+    server_with(name, person, env, &[]).await
+}
+
+async fn server_with(name: &str, person: Person, env: &[(&str, &str)], extra: &[&str]) -> Server {
     let dir = place(name);
     let mut cmd = tokio::process::Command::new(UEXEC);
     cmd.args(["mcp", "--in-process", "--rules"])
         .arg(dir.join("team.rules"))
         .args(["--rules-at", "exec"])
+        .args(extra)
         .current_dir(&dir)
         .env("HOME", dir.join("home"))
         .env("PATH", path_with(&dir));
@@ -126,6 +134,7 @@ fn nobody() -> Person {
         answer: None,
         asked: Arc::default(),
         thinks: Duration::ZERO,
+        answered: Arc::default(),
     }
 }
 
@@ -200,6 +209,24 @@ async fn walk_arounds_are_refused_at_their_exec_while_the_rest_runs() {
         "{said}"
     );
     assert!(names_the_push(&said), "{said}");
+    // Each exec is in the record, under its session: the refused pushes and the rest.
+    let record = recorded(&s.dir.join("home"));
+    let at_exec: Vec<_> = record
+        .iter()
+        .filter(|(_, _, by)| by.contains("at exec in session"))
+        .collect();
+    assert!(
+        at_exec
+            .iter()
+            .any(|(d, o, _)| d == "forbidden" && o != "admitted"),
+        "{record:?}"
+    );
+    assert!(
+        at_exec
+            .iter()
+            .any(|(d, o, _)| d == "allow" && o == "admitted"),
+        "{record:?}"
+    );
     // A command with nothing forbidden says nothing more.
     let (failed, said) = exec(
         &s.client,
@@ -237,6 +264,7 @@ async fn a_held_exec_runs_on_the_persons_yes_through_the_form() {
         answer: Some(json!({"answer": "run once"})),
         asked: Arc::default(),
         thinks: Duration::ZERO,
+        answered: Arc::default(),
     };
     let s = server("exec-yes", person, &[]).await;
     let (failed, said) = exec(
@@ -328,4 +356,143 @@ fn rules_at_without_rules_or_with_a_bad_word_is_a_usage_error() {
             "{stderr}"
         );
     }
+}
+
+/// What `uexec audit` recorded under `home`: (decision, outcome, by).
+fn recorded(home: &Path) -> Vec<(String, String, String)> {
+    let out = std::process::Command::new(UEXEC)
+        .args(["audit", "--json"])
+        .env("HOME", home)
+        .env_remove("XDG_STATE_HOME")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let e: Value = serde_json::from_str(l).unwrap();
+            let field = |k: &str| e[k].as_str().unwrap_or_default().to_owned();
+            (field("decision"), field("outcome"), field("by"))
+        })
+        .collect()
+}
+
+/// The session id a running result names.
+fn running_id(said: &str) -> i64 {
+    let at = said.find("session ID ").expect(said) + "session ID ".len();
+    said[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .expect(said)
+}
+
+#[tokio::test]
+async fn a_session_killed_while_an_exec_is_held_leaves_nothing_behind() {
+    use crate::helpers::{eventually, proc_stat};
+    // The person takes their time, and says yes: too late.
+    let person = Person {
+        answer: Some(json!({"answer": "run once"})),
+        asked: Arc::default(),
+        thinks: Duration::from_secs(2),
+        answered: Arc::default(),
+    };
+    let s = server("exec-held-kill", person, &[]).await;
+    let (failed, said) = exec(
+        &s.client,
+        json!({
+            "cmd": "sh -c 'echo $$ > held.pid; exec $(echo touch) made'; echo after > after",
+            "login": false,
+            "yield_time_ms": 300,
+        }),
+    )
+    .await;
+    assert!(!failed, "{said}");
+    let id = running_id(&said);
+    let asked = s.person.asked.clone();
+    eventually("the question", Duration::from_secs(10), || {
+        !asked.lock().unwrap().is_empty()
+    })
+    .await;
+    let held: u32 = std::fs::read_to_string(s.dir.join("held.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(proc_stat(held).is_some(), "the held exec's process waits");
+    let r = s
+        .client
+        .call_tool(
+            CallToolRequestParams::new("terminate_session")
+                .with_arguments(args(json!({"session_id": id}))),
+        )
+        .await
+        .unwrap();
+    assert!(r.is_error != Some(true), "{}", text(&r));
+    eventually("the held process gone", Duration::from_secs(5), || {
+        proc_stat(held).is_none()
+    })
+    .await;
+    // The yes comes after the end: nothing runs on it.
+    let answered = s.person.answered.clone();
+    eventually("the person's answer", Duration::from_secs(10), || {
+        *answered.lock().unwrap() == 1
+    })
+    .await;
+    let (failed, said) = exec(&s.client, json!({"cmd": "echo still here", "login": false})).await;
+    assert!(!failed && said.contains("still here"), "{said}");
+    assert!(!s.dir.join("made").exists() && !s.dir.join("after").exists());
+    s.client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn under_the_sandbox_and_on_a_terminal_the_execs_are_judged_too() {
+    let s = server_with(
+        "exec-sandboxed",
+        nobody(),
+        &[],
+        &["--sandbox", "workspace-write"],
+    )
+    .await;
+    for tty in [false, true] {
+        let (failed, said) = exec(
+            &s.client,
+            json!({
+                "cmd": "$(echo git) push || echo failed; git status",
+                "login": false,
+                "tty": tty,
+                "yield_time_ms": 10000,
+            }),
+        )
+        .await;
+        assert!(!failed, "tty {tty}: {said}");
+        assert!(
+            said.contains("failed") && said.contains("git ran status") && names_the_push(&said),
+            "tty {tty}: {said}"
+        );
+        assert!(!said.contains("git ran push"), "tty {tty}: {said}");
+    }
+    s.client.cancel().await.unwrap();
+    // With a network allowlist the launcher's one hand-over is the proxy's: the text alone
+    // is judged, and the result says so.
+    let s = server_with(
+        "exec-proxied",
+        nobody(),
+        &[],
+        &[
+            "--sandbox",
+            "workspace-write",
+            "--network-allow",
+            "example.com",
+        ],
+    )
+    .await;
+    let (failed, said) = exec(&s.client, json!({"cmd": "echo hi", "login": false})).await;
+    assert!(!failed && said.contains("hi"), "{said}");
+    assert!(
+        said.contains("rules judged on the script's text only") && said.contains("proxy"),
+        "{said}"
+    );
+    s.client.cancel().await.unwrap();
 }
