@@ -25,8 +25,8 @@
 //! names the verbs for the engine's dispatch and the front.
 
 mod approvals;
-mod audit;
 pub mod attach;
+mod audit;
 mod common;
 pub mod conn;
 mod daemon_status;
@@ -44,6 +44,7 @@ mod prune;
 mod rm;
 mod run;
 mod send;
+mod table;
 mod wait;
 
 pub use approvals::{approvals, approve, deny, ApprovalsArgs, ApproveArgs, DenyArgs};

@@ -107,7 +107,9 @@ impl DaemonPlace {
         let engine = std::path::Path::new(UEXEC).with_file_name("uexec-engine");
         let build = uexec_mcp::daemon::build_id_of(&engine);
         let hello = uexec_cli::cli::conn::person_hello(build, Vec::new()).unwrap();
-        let stream = tokio::net::UnixStream::connect(self.socket()).await.unwrap();
+        let stream = tokio::net::UnixStream::connect(self.socket())
+            .await
+            .unwrap();
         let (read, mut write) = stream.into_split();
         let mut line = serde_json::to_vec(&hello).unwrap();
         line.push(b'\n');
@@ -115,7 +117,10 @@ impl DaemonPlace {
         let mut read = tokio::io::BufReader::new(read);
         let mut reply = String::new();
         read.read_line(&mut reply).await.unwrap();
-        assert!(reply.contains("\"ok\":true"), "the daemon refused the person: {reply}");
+        assert!(
+            reply.contains("\"ok\":true"),
+            "the daemon refused the person: {reply}"
+        );
         Recorder::default().serve((read, write)).await.unwrap()
     }
 
