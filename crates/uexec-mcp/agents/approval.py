@@ -7,7 +7,8 @@
   stderr when the command holds `rm -rf`: the model reads the message and nothing of the
   command ran; the next command passes the hook and runs.
 - `rules_prompt` (interactive Claude Code): a `prompt` rule holds `touch`; uexec asks through
-  Claude Code's form, the person picks "run once" and the command runs.
+  Claude Code's form (on 2026-07-28, the call's input_required round), the person picks
+  "run once" and the command runs; the record holds that one decision.
 
 Each scenario's files (rules, hooks and their script) are written into a directory of its
 own before the agent starts, and the flags naming them added to the server's command. After
@@ -113,21 +114,18 @@ def hook_saw(n: int) -> After:
     return check
 
 
-# Why `rules_prompt` fails today (seen with d901e00): Claude Code 2.1.332 speaks the
-# 2026-07-28 protocol to uexec (server/discover; its debug log: "protocolEra":"modern"), where
-# a server gets a person's input by answering tools/call with an `input_required` result
-# (SEP-2322), which Claude Code fulfils. uexec asks only by a server-to-client
-# `elicitation/create`, and only on a connection that made the 2025 `initialize` handshake:
-# here the command is held at the daemon for `uexec approve` until --approval-timeout, and
-# no form is shown.
-MODERN_ERA_GAP = ("uexec asks a held command's person only by elicitation/create after a 2025 initialize; "
-                  "Claude Code speaks 2026-07-28, where that takes an input_required result (MRTR)")
-
-# Claude Code 2.1.332's form for uexec's question: the message, then the required `answer`
-# (an enum: run once / always (this prefix, this connection) / deny) and the optional reason.
-# Not yet seen on a screen (see MODERN_ERA_GAP): the keys are a guess from the text form's.
+# Claude Code 2.1.332 speaks the 2026-07-28 protocol to uexec (its debug log:
+# "protocolEra":"modern"): the held call is answered with an input_required result carrying
+# uexec's form (SEP-2322), Claude Code shows it, and its retry brings the person's answer.
+# Claude Code 2.1.332's form for uexec's question (seen on its screen: the message, then
+# "❯ * answer: ▸ not set" / "reason: not set" / "Accept  Decline", and "→ to expand"): → opens
+# the answer's choices, Enter picks the first (run once), ↓ moves on to Accept (through the
+# reason, left empty), Enter accepts.
 FORM_RUN_ONCE = [
-    ScreenStep(r"requests your input", "\r", "the form asks: Enter opens the answer's choices", shows=r"run once"),
+    ScreenStep(r"requests your input", "\x1b[C", "→ opens the answer's choices", shows=r"run once"),
+    ScreenStep(r"run once", "\r", "Enter picks run once", shows=r"answer: run once"),
+    ScreenStep(r"answer: run once", "\x1b[B", "↓ to Accept", shows=r"❯ Accept"),
+    ScreenStep(r"❯ Accept", "\r", "Enter on Accept", gone=r"requests your input"),
 ]
 
 
@@ -176,8 +174,7 @@ def approval_scenarios(files: Path) -> list[Scenario]:
             files={"team.rules": f'prefix_rule(\n    pattern = ["touch"],\n    decision = "prompt",\n'
                                  f'    justification = "{TOUCH_JUSTIFICATION}",\n)\n'},
             server_flags=["--rules", str(prompt / "team.rules"), "--approval-timeout", "5s"], directory=prompt,
-            after=[present("made"), audited(("prompt", "admitted", r"(?i)person"))],
-            expected_failure=MODERN_ERA_GAP, timeout=20),
+            after=[present("made"), audited(("prompt", "admitted", r"(?i)person"))], timeout=20),
     ]
 
 
