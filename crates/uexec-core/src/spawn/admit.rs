@@ -49,6 +49,10 @@ pub enum Answer {
     Later { why: String },
 }
 
+/// What the refusal of an [`Answer::Later`] round says: the face that sent the question
+/// back knows its refusal by it (no hook of a failed call runs for it; nothing failed).
+pub const NO_DECISION_YET: &str = "no decision yet";
+
 /// The seam of a person's yes or no, implemented by a face (MCP elicitation, the daemon's
 /// list of what waits); a call brings its own, since it knows whom to ask.
 pub trait Approver: Send + Sync {
@@ -321,7 +325,7 @@ async fn asked(
         }
         // Not recorded: the retry's answer is the decision.
         Answer::Later { why } => {
-            return Err(refused(&verdict, Some(format!("no decision yet: {why}"))))
+            return Err(refused(&verdict, Some(format!("{NO_DECISION_YET}: {why}"))))
         }
     };
     records.outcome(decided, result)

@@ -16,7 +16,9 @@ mod plan;
 mod pre_spawn;
 
 pub use crate::policy::decisions::{masked, Decided, DecisionLog};
-pub use admit::{admit, admit_spec, Admitted, AdmittedSpec, Answer, Approver, Question};
+pub use admit::{
+    admit, admit_spec, Admitted, AdmittedSpec, Answer, Approver, Question, NO_DECISION_YET,
+};
 pub use exec_watch::ExecWatch;
 pub use plan::{token_budget, Plan, Sandboxing};
 pub use pre_spawn::{Pending, PreSpawn, PreSpawnAnswer};

@@ -127,8 +127,11 @@ impl CallHooks {
         if let Some(post) = self.post {
             notes.extend(post.returned(how).await);
         }
+        // A question sent back to the client (its retry decides) is no failure of the call.
         if let (Some(failure), Err(error)) = (&self.failure, &ran) {
-            notes.extend(failure.fire(error).await);
+            if !error.contains(uexec_core::spawn::NO_DECISION_YET) {
+                notes.extend(failure.fire(error).await);
+            }
         }
         notes
     }

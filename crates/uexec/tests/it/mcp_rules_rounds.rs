@@ -63,8 +63,16 @@ async fn server(answer: Value) -> (Client, Person, PathBuf) {
     let dir = scratch_dir("rules-rounds");
     std::fs::create_dir_all(dir.join("home")).unwrap();
     std::fs::write(dir.join("team.rules"), RULES).unwrap();
+    // A PostToolUseFailure hook that logs each failed call: a round that went back to the
+    // client is none.
+    let log = dir.join("failure.log");
+    let hook = format!("cat >> '{}'; echo >> '{}'", log.display(), log.display());
+    let hooks = json!({"hooks": {"PostToolUseFailure": [{"hooks": [{"type": "command", "command": hook}]}]}});
+    std::fs::write(dir.join("hooks.json"), hooks.to_string()).unwrap();
     let mut cmd = tokio::process::Command::new(UEXEC);
-    cmd.args(["mcp", "--in-process", "--rules"])
+    cmd.args(["mcp", "--in-process", "--hooks"])
+        .arg(dir.join("hooks.json"))
+        .arg("--rules")
         .arg(dir.join("team.rules"))
         .current_dir(&dir)
         .env("HOME", dir.join("home"))
@@ -131,6 +139,10 @@ async fn the_question_goes_back_to_the_client_and_its_retry_runs_the_command_onc
         asked[0]
     );
     client.cancel().await.unwrap();
+    assert!(
+        !dir.join("failure.log").exists(),
+        "a PostToolUseFailure hook ran for the round that went back to the client"
+    );
     // One decision: the person's, not a refusal for the first round.
     assert_eq!(
         recorded(&dir.join("home")),
@@ -149,6 +161,10 @@ async fn a_deny_is_refused_with_the_persons_reason() {
     assert!(failed && said.contains("use the staging dir"), "{said}");
     assert!(!dir.join("made").exists());
     client.cancel().await.unwrap();
+    // The refusal is a failed call: its PostToolUseFailure hook ran, once.
+    let log = std::fs::read_to_string(dir.join("failure.log")).unwrap_or_default();
+    assert_eq!(log.matches("PostToolUseFailure").count(), 1, "{log}");
+    assert!(log.contains("use the staging dir"), "{log}");
 }
 
 #[tokio::test]
