@@ -23,7 +23,7 @@ use futures::future::BoxFuture;
 use uexec_sys::{ExecCall, ExecListener, ExecNotification, ListenerState};
 
 use super::admit::{Answer, Approver, Question};
-use crate::policy::decisions::{decided, DecisionLog};
+use crate::policy::decisions::{decided, Decided, DecisionLog};
 use crate::policy::exec_rules::{exec_words, judge_exec, refused_at_exec, shell_line};
 use crate::policy::rules::{CommandRules, Decision, Verdict};
 use crate::policy::{MonitorHandle, PolicyMonitor};
@@ -93,7 +93,7 @@ impl PolicyMonitor for ExecWatch {
             let judge = Judge {
                 listener,
                 rules: self.rules,
-                log: self.log,
+                log: self.log.map(writer),
                 approver: self.approver,
                 session_id: self.session_id,
                 session,
@@ -108,7 +108,8 @@ impl PolicyMonitor for ExecWatch {
 struct Judge {
     listener: Arc<ExecListener>,
     rules: Arc<dyn CommandRules>,
-    log: Option<Arc<dyn DecisionLog>>,
+    /// Where judged execs go to be written down, off the judging thread.
+    log: Option<std::sync::mpsc::SyncSender<Decided>>,
     approver: Option<Arc<dyn Approver>>,
     session_id: i32,
     session: MonitorHandle,
@@ -157,12 +158,16 @@ impl Judge {
             }
         };
         let verdict = judge_exec(self.rules.as_ref(), &call.program, &call.argv);
-        let cwd = std::fs::read_link(format!("/proc/{}/cwd", n.pid)).unwrap_or_default();
+        // Its directory outlives its exec: read after the answer, for the record.
+        let cwd = || std::fs::read_link(format!("/proc/{}/cwd", n.pid)).unwrap_or_default();
+        if verdict.decision == Decision::Allow {
+            let _ = self.listener.respond_continue(n.id);
+            self.record(&call, &cwd(), &verdict, true, None);
+            return;
+        }
+        let cwd = cwd();
         match verdict.decision {
-            Decision::Allow => {
-                let _ = self.listener.respond_continue(n.id);
-                self.record(&call, &cwd, &verdict, true, None);
-            }
+            Decision::Allow => {}
             Decision::Forbidden => {
                 let _ = self.listener.respond_error(n.id, libc::EACCES);
                 self.record(&call, &cwd, &verdict, false, None);
@@ -256,7 +261,7 @@ impl Judge {
             d.reason = reason;
             let who = if by.is_empty() { d.by.clone() } else { by };
             d.by = format!("{who}, at exec in session {session_id}");
-            log.record(d);
+            let _ = log.send(d);
         }
     }
 }
@@ -271,3 +276,24 @@ fn command_line(program: &Path, argv: &[OsString]) -> String {
     );
     shell_line(&words)
 }
+
+/// Judged execs in the record: written by a thread of their own, so that an exec waits for
+/// its judgement, never for the disk (a loop of execs keeps its pace); at most
+/// [`RECORD_QUEUE`] wait, then the judging waits too (nothing is left out of the record).
+fn writer(log: Arc<dyn DecisionLog>) -> std::sync::mpsc::SyncSender<Decided> {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Decided>(RECORD_QUEUE);
+    let spawned = std::thread::Builder::new()
+        .name("uexec-exec-record".to_owned())
+        .spawn(move || {
+            for decided in rx {
+                log.record(decided);
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("judged execs go unrecorded: no thread to write them: {e}");
+    }
+    tx
+}
+
+/// Judged execs waiting to be written down, per session.
+const RECORD_QUEUE: usize = 1024;
