@@ -271,9 +271,12 @@ pub struct McpArgs {
     /// `permissionDecision` allow / deny / ask, `updatedInput` rewrites the call, which the
     /// rules judge again); `PostToolUse` runs once per exec_command, at its return or, for a
     /// command that outlives its window, at its exit without a poll (its `tool_response`
-    /// has the exit code, duration, output tail and transcript path). A matcher is a regex
-    /// on the tool name, tried on `exec_command` and `Bash`: a hook written for Claude
-    /// Code's Bash guards uexec's commands too. `timeout` per hook in seconds (default 60);
+    /// has the exit code, duration, output tail and transcript path); `PermissionRequest`
+    /// answers for the person about a held command before anyone is asked (exit 2 or
+    /// `decision.behavior: deny` refuses, `allow` runs); `PostToolUseFailure` runs for a call
+    /// that failed as a tool (refused, not started). Codex names the same events. A matcher
+    /// is a regex on the tool name, tried on `exec_command` and `Bash`: a hook written for
+    /// Claude Code's Bash guards uexec's commands too. `timeout` per hook in seconds (default 60);
     /// a hook that hangs, crashes or prints bad JSON is said in the result and the call
     /// goes on. A bad file, or an unknown event, stops uexec at start.
     #[arg(help_heading = "Rules", long, value_name = "FILE")]
