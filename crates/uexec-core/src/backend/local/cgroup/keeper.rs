@@ -10,7 +10,8 @@
 //!    empty, as before (`removal::remove_or_kill`).
 //!
 //! A spare is a cgroup as a session's is made (`s<N>` under `uexec.<pid>`): nothing ran in
-//! it, so its figures start from nothing. Spares left at exit go with uexec's subtree (the
+//! it, so its figures start from nothing. A spare holds no descriptor (it is opened when a
+//! spawn takes it, a few µs): between calls uexec holds as many fds as it did before. Spares left at exit go with uexec's subtree (the
 //! last will removes it, or the next uexec of that cgroup).
 
 use std::fs;
@@ -48,7 +49,7 @@ enum Job {
 /// The spares and the thread's queue, one per [`Tree`].
 #[derive(Debug, Default)]
 pub(super) struct Keeper {
-    spares: Mutex<Vec<Made>>,
+    spares: Mutex<Vec<PathBuf>>,
     /// Set by the first spawn that asked for a cgroup: from then on the thread keeps spares.
     wanted: AtomicBool,
     /// The thread's queue, started on first use (`None`: it could not be started; then
@@ -60,19 +61,32 @@ impl Tree {
     /// A new cgroup directory for a session: a spare made ahead, else made now.
     pub(super) fn take_cgroup(&'static self) -> io::Result<Made> {
         self.keeper.wanted.store(true, Ordering::Relaxed);
-        if let Some(made) = lock(&self.keeper.spares).pop() {
-            return Ok(made);
+        let spare = lock(&self.keeper.spares).pop();
+        if let Some(dir) = spare {
+            match open_dir(&dir) {
+                Ok(fd) => return Ok(Made { dir, fd }),
+                // Gone or unreadable (another uexec swept it): made now, as without one.
+                Err(_) => {
+                    let _ = fs::remove_dir(&dir);
+                }
+            }
         }
         let made = self.make_cgroup();
         self.send(Job::Replenish);
         made
     }
 
-    /// Makes `s<N>` under the subtree and opens it.
-    pub(super) fn make_cgroup(&self) -> io::Result<Made> {
+    /// Makes `s<N>` under the subtree.
+    fn make_dir(&self) -> io::Result<PathBuf> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let dir = self.root.join(format!("s{n}"));
         fs::create_dir(&dir)?;
+        Ok(dir)
+    }
+
+    /// Makes `s<N>` under the subtree and opens it.
+    pub(super) fn make_cgroup(&self) -> io::Result<Made> {
+        let dir = self.make_dir()?;
         match open_dir(&dir) {
             Ok(fd) => Ok(Made { dir, fd }),
             Err(e) => {
@@ -121,8 +135,8 @@ impl Tree {
                 continue;
             }
             while lock(&self.keeper.spares).len() < SPARES {
-                match self.make_cgroup() {
-                    Ok(made) => lock(&self.keeper.spares).push(made),
+                match self.make_dir() {
+                    Ok(dir) => lock(&self.keeper.spares).push(dir),
                     Err(e) => {
                         tracing::debug!("no spare cgroup: {e}");
                         break;
