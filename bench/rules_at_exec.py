@@ -35,12 +35,16 @@ async def main() -> None:
     ap.add_argument("--uexec", required=True, help="the uexec binary")
     ap.add_argument("--execs", type=int, default=1000, help="execs of /bin/true per call")
     ap.add_argument("--runs", type=int, default=15, help="pairs")
+    ap.add_argument("--no-record", action="store_true", help="make the audit record unwritable (what the record costs)")
     a = ap.parse_args()
     a.uexec = os.path.abspath(a.uexec)
     home = tempfile.mkdtemp(prefix="uexec-exec-rules-bench-")
     rules = os.path.join(home, "bench.rules")
     with open(rules, "w") as f:
         f.write(RULES)
+    if a.no_record:
+        os.makedirs(os.path.join(home, ".local/state/uexec"))
+        open(os.path.join(home, ".local/state/uexec/audit"), "w").close()
     env = {**os.environ, "HOME": home}
     env.pop("XDG_STATE_HOME", None)
     base = ["mcp", "--in-process", "--rules", rules]

@@ -36,6 +36,7 @@
 //! - The API is flat (`uexec_sys::spawn_child`); the modules split it by concern.
 
 mod clone3;
+mod exec_memory;
 mod exec_notify;
 mod fd;
 mod ns;

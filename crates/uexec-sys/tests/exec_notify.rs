@@ -135,6 +135,11 @@ struct Run {
 fn supervise(script: &str, allow: fn(&ExecCall) -> bool) -> Run {
     let child = start(script);
     let listener = child.listener;
+    // Judged as on a kernel of its own: with the synchronous wake-up where there is one.
+    let synced = listener.sync_wake_up();
+    if kernel_at_least(6, 6) {
+        synced.expect("SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP on Linux 6.6+");
+    }
     let supervisor = std::thread::spawn(move || {
         let started = Instant::now();
         let mut judged = Vec::new();
@@ -166,6 +171,16 @@ fn supervise(script: &str, allow: fn(&ExecCall) -> bool) -> Run {
         stderr: child.stderr.join().unwrap(),
         status,
     }
+}
+
+/// Whether the running kernel is `major.minor` or later.
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release
+        .trim()
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (major, minor)
 }
 
 fn args(call: &ExecCall) -> Vec<&str> {

@@ -80,7 +80,12 @@ impl PolicyMonitor for ExecWatch {
             let received =
                 tokio::task::spawn_blocking(move || uexec_sys::recv_fd(socket.as_raw_fd())).await;
             let listener = match received {
-                Ok(Ok(fd)) => Arc::new(ExecListener::from(fd)),
+                Ok(Ok(fd)) => {
+                    let listener = ExecListener::from(fd);
+                    // Older kernels lack it, and answer all the same.
+                    let _ = listener.sync_wake_up();
+                    Arc::new(listener)
+                }
                 Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return,
                 Ok(Err(e)) => {
                     session.fail_and_terminate(format!(
@@ -93,7 +98,8 @@ impl PolicyMonitor for ExecWatch {
             let judge = Judge {
                 listener,
                 rules: self.rules,
-                log: self.log.map(writer),
+                log: self.log,
+                pending: std::cell::RefCell::new(Vec::new()),
                 approver: self.approver,
                 session_id: self.session_id,
                 session,
@@ -108,8 +114,10 @@ impl PolicyMonitor for ExecWatch {
 struct Judge {
     listener: Arc<ExecListener>,
     rules: Arc<dyn CommandRules>,
-    /// Where judged execs go to be written down, off the judging thread.
-    log: Option<std::sync::mpsc::SyncSender<Decided>>,
+    log: Option<Arc<dyn DecisionLog>>,
+    /// Judged execs not yet written down: written together when the execs pause, or when
+    /// [`RECORD_BATCH`] wait (an exec waits for its judgement, not for the disk).
+    pending: std::cell::RefCell<Vec<Decided>>,
     approver: Option<Arc<dyn Approver>>,
     session_id: i32,
     session: MonitorHandle,
@@ -122,10 +130,18 @@ struct Judge {
 impl Judge {
     /// Judges execs until no process runs under the filter.
     fn run(self) {
+        self.judge_all();
+        self.flush();
+    }
+
+    fn judge_all(&self) {
         loop {
             match self.listener.wait(WAIT_MS) {
                 Ok(ListenerState::Ready) => {}
-                Ok(ListenerState::Idle) => continue,
+                Ok(ListenerState::Idle) => {
+                    self.flush();
+                    continue;
+                }
                 Ok(ListenerState::Gone) => return,
                 Err(e) => {
                     self.session
@@ -219,16 +235,17 @@ impl Judge {
             let by = approver.who();
             let said = match answer {
                 Answer::Yes => {
-                    let _ = listener.respond_continue(n.id);
+                    // Written before the exec goes on: the watch may end once it has.
                     record(&call, &cwd, &verdict, true, None, by);
+                    let _ = listener.respond_continue(n.id);
                     return;
                 }
                 Answer::No { reason: Some(r) } => format!("the person said no: {r}"),
                 Answer::No { reason: None } => "the person said no".to_owned(),
                 Answer::Unanswered { why } | Answer::Later { why } => format!("no answer: {why}"),
             };
-            let _ = listener.respond_error(n.id, libc::EACCES);
             record(&call, &cwd, &verdict, false, Some(said.clone()), by);
+            let _ = listener.respond_error(n.id, libc::EACCES);
             session.notice(format!(
                 "{}; {said}",
                 refused_at_exec(&call.program, &call.argv, &verdict)
@@ -244,10 +261,37 @@ impl Judge {
         admitted: bool,
         reason: Option<String>,
     ) {
-        (self.recorder())(call, cwd, verdict, admitted, reason, String::new());
+        if self.log.is_none() {
+            return;
+        }
+        let d = entry(
+            self.session_id,
+            call,
+            cwd,
+            verdict,
+            admitted,
+            reason,
+            String::new(),
+        );
+        let full = {
+            let mut pending = self.pending.borrow_mut();
+            pending.push(d);
+            pending.len() >= RECORD_BATCH
+        };
+        if full {
+            self.flush();
+        }
     }
 
-    /// Writes one judged exec down, under the session.
+    /// Writes down the judged execs that wait.
+    fn flush(&self) {
+        let Some(log) = &self.log else { return };
+        for d in self.pending.borrow_mut().drain(..) {
+            log.record(d);
+        }
+    }
+
+    /// Writes one judged exec down at once, under the session (a held exec's).
     #[allow(clippy::type_complexity)]
     fn recorder(
         &self,
@@ -255,13 +299,9 @@ impl Judge {
         let log = self.log.clone();
         let session_id = self.session_id;
         move |call, cwd, verdict, admitted, reason, by| {
-            let Some(log) = &log else { return };
-            let mut d = decided(&command_line(&call.program, &call.argv), cwd, verdict);
-            d.admitted = admitted;
-            d.reason = reason;
-            let who = if by.is_empty() { d.by.clone() } else { by };
-            d.by = format!("{who}, at exec in session {session_id}");
-            let _ = log.send(d);
+            if let Some(log) = &log {
+                log.record(entry(session_id, call, cwd, verdict, admitted, reason, by));
+            }
         }
     }
 }
@@ -277,23 +317,24 @@ fn command_line(program: &Path, argv: &[OsString]) -> String {
     shell_line(&words)
 }
 
-/// Judged execs in the record: written by a thread of their own, so that an exec waits for
-/// its judgement, never for the disk (a loop of execs keeps its pace); at most
-/// [`RECORD_QUEUE`] wait, then the judging waits too (nothing is left out of the record).
-fn writer(log: Arc<dyn DecisionLog>) -> std::sync::mpsc::SyncSender<Decided> {
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Decided>(RECORD_QUEUE);
-    let spawned = std::thread::Builder::new()
-        .name("uexec-exec-record".to_owned())
-        .spawn(move || {
-            for decided in rx {
-                log.record(decided);
-            }
-        });
-    if let Err(e) = spawned {
-        tracing::warn!("judged execs go unrecorded: no thread to write them: {e}");
-    }
-    tx
-}
+/// Judged execs written down together, at most.
+const RECORD_BATCH: usize = 256;
 
-/// Judged execs waiting to be written down, per session.
-const RECORD_QUEUE: usize = 1024;
+/// The record of one judged exec of session `session_id`, decided by `by` (the rules when
+/// empty).
+fn entry(
+    session_id: i32,
+    call: &ExecCall,
+    cwd: &Path,
+    verdict: &Verdict,
+    admitted: bool,
+    reason: Option<String>,
+    by: String,
+) -> Decided {
+    let mut d = decided(&command_line(&call.program, &call.argv), cwd, verdict);
+    d.admitted = admitted;
+    d.reason = reason;
+    let who = if by.is_empty() { d.by.clone() } else { by };
+    d.by = format!("{who}, at exec in session {session_id}");
+    d
+}
