@@ -223,6 +223,12 @@ mod tests {
             ["pip", "install"]
         );
         assert_eq!(words("/bin/bash", &["bash"]), ["bash"]);
+        // A login shell's flags together: code, not a script named by the code.
+        assert_eq!(
+            words("/bin/bash", &["bash", "-lc", "git push"]),
+            ["bash", "-lc"]
+        );
+        assert_eq!(words("/bin/sh", &["sh", "-ec", "x"]), ["sh", "-ec"]);
         assert_eq!(
             words("/usr/bin/perl", &["perl", "-e", "system 1"]),
             ["perl", "-e"]

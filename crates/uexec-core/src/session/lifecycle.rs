@@ -62,10 +62,9 @@ pub(crate) struct Lifecycle {
     /// snapshot has reported.
     verdicts: Vec<String>,
     verdicts_reported: usize,
-    /// What a monitor told the command's results, in order (at most
-    /// [`MAX_NOTICES`], then only counted), and how many a snapshot has reported.
+    /// What a monitor told the command's next result, in order (at most [`MAX_NOTICES`]
+    /// waiting, the rest only counted).
     notices: Vec<String>,
-    notices_reported: usize,
     notices_dropped: u64,
     /// Fixed once, when the exit is first reported, so a call and the End never disagree.
     outcome: Option<Outcome>,
@@ -204,8 +203,7 @@ impl Lifecycle {
     /// The notices recorded since the last call (each returned once), and a line for those
     /// past [`MAX_NOTICES`].
     pub fn take_new_notices(&mut self) -> Vec<String> {
-        let mut new = self.notices[self.notices_reported..].to_vec();
-        self.notices_reported = self.notices.len();
+        let mut new = std::mem::take(&mut self.notices);
         if self.notices_dropped > 0 {
             new.push(format!(
                 "… and {} more (the first {MAX_NOTICES} are shown)",
@@ -396,6 +394,25 @@ mod tests {
         l.record_verdict("b".into());
         assert_eq!(l.take_new_verdicts(), vec!["b".to_owned()]);
         assert_eq!(fixed(l).verdicts, vec!["a".to_owned(), "b".to_owned()]);
+    }
+
+    #[test]
+    fn notices_are_taken_once_and_those_past_the_bound_are_counted() {
+        let mut l = Lifecycle::new(1);
+        for i in 0..MAX_NOTICES + 3 {
+            l.notice(format!("n{i}"));
+        }
+        let taken = l.take_new_notices();
+        assert_eq!(taken.len(), MAX_NOTICES + 1);
+        assert_eq!(taken[0], "n0");
+        assert_eq!(
+            taken[MAX_NOTICES],
+            format!("… and 3 more (the first {MAX_NOTICES} are shown)")
+        );
+        assert!(l.take_new_notices().is_empty());
+        // Taken, they make room for the next ones.
+        l.notice("later".into());
+        assert_eq!(l.take_new_notices(), vec!["later".to_owned()]);
     }
 
     #[test]
