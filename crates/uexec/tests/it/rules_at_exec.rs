@@ -209,6 +209,14 @@ async fn walk_arounds_are_refused_at_their_exec_while_the_rest_runs() {
         "{said}"
     );
     assert!(names_the_push(&said), "{said}");
+    // A login shell (run from its profile's snapshot) on a PTY is judged the same way.
+    let (failed, said) = exec(
+        &s.client,
+        json!({"cmd": "$(echo git) push || echo failed", "login": true, "tty": true}),
+    )
+    .await;
+    assert!(!failed && said.contains("failed"), "{said}");
+    assert!(names_the_push(&said) && !said.contains("git ran"), "{said}");
     // Each exec is in the record, under its session: the refused pushes and the rest (the
     // record is written beside the judging, so it is waited for).
     let home = s.dir.join("home");
