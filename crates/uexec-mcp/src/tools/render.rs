@@ -123,6 +123,9 @@ pub(crate) fn snapshot_fields(s: &Snapshot, extended: bool) -> Map<String, Value
                 }),
             );
         }
+        if !s.notices.is_empty() {
+            structured.insert("notices".into(), json!(s.notices));
+        }
     }
     structured
 }

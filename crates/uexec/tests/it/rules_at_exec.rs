@@ -536,3 +536,32 @@ async fn through_the_daemon_the_execs_are_judged_too() {
     client.cancel().await.unwrap();
     place.stop();
 }
+
+#[tokio::test]
+async fn a_structured_result_carries_the_refusals_as_notices() {
+    let s = server_with("exec-structured", nobody(), &[], &["--structured"]).await;
+    let r = s
+        .client
+        .call_tool(
+            CallToolRequestParams::new("exec_command").with_arguments(args(
+                json!({"cmd": "$(echo git) push || echo failed", "login": false}),
+            )),
+        )
+        .await
+        .unwrap();
+    let facts = r.structured_content.clone().unwrap_or_default();
+    let notices = facts["notices"].as_array().cloned().unwrap_or_default();
+    assert_eq!(notices.len(), 1, "{facts}");
+    assert!(
+        names_the_push(notices[0].as_str().unwrap_or_default()),
+        "{facts}"
+    );
+    assert!(
+        facts["output"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("failed"),
+        "{facts}"
+    );
+    s.client.cancel().await.unwrap();
+}
