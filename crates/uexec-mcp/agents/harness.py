@@ -335,7 +335,12 @@ def play_ts_sdk(server: str, args: argparse.Namespace) -> tuple[list[Row], dict]
     """The TypeScript SDK's Client as the person's side of uexec's form (ts_elicitation.mjs):
     a row per case (run once, deny with a reason, run once through the daemon)."""
     t0 = time.monotonic()
-    argv = [find_node(), str(HERE / "ts_elicitation.mjs"), "--server", server, "--json"]
+    # The script runs in this directory: a server path relative to the caller's (CI's
+    # `target/release/uexec mcp`) is made absolute first.
+    words = server.split()
+    if words and os.sep in words[0] and not os.path.isabs(words[0]):
+        words[0] = os.path.abspath(words[0])
+    argv = [find_node(), str(HERE / "ts_elicitation.mjs"), "--server", " ".join(words), "--json"]
     info = {"agent": "ts-sdk", "server": server, "scenario": "elicitation", "rc": None, "timed_out": False,
             "stderr_tail": ""}
     try:
