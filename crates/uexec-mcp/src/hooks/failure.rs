@@ -8,8 +8,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use super::post::said_as;
-use super::run::{run, trouble};
+use super::post::run_all;
 use super::{HookCommand, TOOL_NAMES};
 
 const EVENT: &str = "PostToolUseFailure";
@@ -36,17 +35,6 @@ impl Failure {
             "is_interrupt": false,
             "cwd": self.dir,
         });
-        let runs = self.hooks.iter().map(|h| run(h, &event, &self.dir));
-        let ran = futures::future::join_all(runs).await;
-        let mut notes = Vec::new();
-        for (hook, ran) in self.hooks.iter().zip(ran) {
-            if let Some(trouble) = trouble(EVENT, hook, &ran) {
-                tracing::warn!(call_id = %self.call_id, "{trouble}");
-                notes.push(trouble);
-                continue;
-            }
-            notes.extend(said_as(EVENT, hook, &ran));
-        }
-        notes
+        run_all(EVENT, &self.hooks, &event, &self.dir, &self.call_id).await
     }
 }

@@ -200,28 +200,34 @@ async fn fire(post: &PostToolUse, end: &Event, in_window: bool) -> Vec<String> {
         "tool_response": response,
         "cwd": post.dir,
     });
-    let runs = post.hooks.iter().map(|h| run(h, &event, &post.dir));
-    let ran = futures::future::join_all(runs).await;
+    run_all("PostToolUse", &post.hooks, &event, &post.dir, &post.call_id).await
+}
+
+/// Runs every hook of `name` on `event` at once, each with its timeout: what they said for
+/// the model ([`said_as`]), every trouble logged and said too.
+pub(super) async fn run_all(
+    name: &str,
+    hooks: &[HookCommand],
+    event: &Value,
+    dir: &std::path::Path,
+    call_id: &str,
+) -> Vec<String> {
+    let ran = futures::future::join_all(hooks.iter().map(|h| run(h, event, dir))).await;
     let mut notes = Vec::new();
-    for (hook, ran) in post.hooks.iter().zip(ran) {
-        if let Some(trouble) = trouble("PostToolUse", hook, &ran) {
-            tracing::warn!(call_id = %post.call_id, "{trouble}");
+    for (hook, ran) in hooks.iter().zip(ran) {
+        if let Some(trouble) = trouble(name, hook, &ran) {
+            tracing::warn!(call_id = %call_id, "{trouble}");
             notes.push(trouble);
             continue;
         }
-        notes.extend(said(hook, &ran));
+        notes.extend(said_as(name, hook, &ran));
     }
     notes
 }
 
-/// What a PostToolUse (or PostToolUseFailure) hook that ran says to the model: its stderr
-/// on exit 2, its JSON's `reason` (with `decision: block`) and `additionalContext`.
-pub(super) fn said(hook: &HookCommand, ran: &Ran) -> Vec<String> {
-    said_as("PostToolUse", hook, ran)
-}
-
-/// [`said`], for a hook of `event`.
-pub(super) fn said_as(event: &str, hook: &HookCommand, ran: &Ran) -> Vec<String> {
+/// What a PostToolUse (or PostToolUseFailure) hook of `event` that ran says to the model: its
+/// stderr on exit 2, its JSON's `reason` (with `decision: block`) and `additionalContext`.
+fn said_as(event: &str, hook: &HookCommand, ran: &Ran) -> Vec<String> {
     let Ran::Exited {
         code: Some(code),
         stdout,

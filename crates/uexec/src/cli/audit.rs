@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use super::common::{Failure, EXIT_UEXEC};
 use super::logs::{parse_since, Since};
+use super::table::one_line as one;
 
 /// `uexec audit`.
 #[derive(Debug, Clone, clap::Args)]
@@ -67,13 +68,6 @@ pub fn audit(args: AuditArgs) -> Result<ExitCode, Failure> {
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// `s` on one line: control characters (newlines, escapes a command held) as spaces.
-fn one(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
 }
 
 /// One decision on one line: `TIME  OUTCOME  DECISION  OWNER  COMMAND  — by BY (RULE: WHY)`.

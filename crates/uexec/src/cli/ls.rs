@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 use super::common::{call, print_json, Failure};
 use super::conn::{Conn, Target};
-use super::table::{clip, clip_owner, clip_start, Column, Table};
+use super::table::{clip, clip_owner, clip_start, one_line, Column, Table};
 
 /// `uexec ls`.
 #[derive(Debug, Clone, clap::Args)]
@@ -125,13 +125,6 @@ fn waiting_for_approval(approvals: &[Value]) -> String {
         ));
     }
     out
-}
-
-/// `s` on one line: control characters as spaces.
-fn one_line(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
 }
 
 /// Whether session `s` is `owner`'s: its full name, or the end of it after `/` or `:`.

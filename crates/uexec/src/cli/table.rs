@@ -198,7 +198,7 @@ impl Table {
 }
 
 /// `s` on one line: control characters shown as spaces.
-fn one_line(s: &str) -> String {
+pub(super) fn one_line(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect()
