@@ -1,5 +1,6 @@
 //! Another process's memory, read for the supervisor of execs ([`crate::exec_notify`]):
-//! `process_vm_readv`, or `/proc/PID/mem` where that call is refused.
+//! `process_vm_readv`, or `/proc/PID/mem` where that call is refused; and its place in the
+//! process tree (`/proc/PID/status`).
 
 use std::io;
 
@@ -86,4 +87,25 @@ impl Memory {
         }
         Ok(None)
     }
+}
+
+/// The process of thread `tid` and that process's parent (`Tgid` and `PPid` of
+/// `/proc/TID/status`, in the reader's pid namespace): a thread's exec becomes its process's.
+/// Read while the exec is held; the caller then asks whether it still is, since the pid may
+/// have been reused meanwhile.
+pub(crate) fn process_and_parent(tid: u32) -> io::Result<(u32, u32)> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status"))?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse::<u32>().ok())
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("no {name} in /proc/{tid}/status"),
+                )
+            })
+    };
+    Ok((field("Tgid:")?, field("PPid:")?))
 }

@@ -30,7 +30,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::exec_memory::Memory;
+use crate::exec_memory::{process_and_parent, Memory};
 use crate::*;
 
 /// `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP` (linux/seccomp.h, 6.6; not in `libc` yet).
@@ -177,6 +177,10 @@ pub struct ExecCall {
     pub program: PathBuf,
     /// The arguments, `argv[0]` first (empty when the process passed none).
     pub argv: Vec<OsString>,
+    /// The process that execs (a thread's exec is its process's: it keeps this pid) and its
+    /// parent, in the supervisor's pid namespace.
+    pub pid: u32,
+    pub ppid: u32,
 }
 
 /// What [`ExecListener::wait`] saw.
@@ -366,15 +370,16 @@ impl ExecListener {
         }
     }
 
-    /// What held exec `n` asks to run, read from its process's memory, then `id_valid`
-    /// asked again so that what was read is known to be that process's (`ESRCH` if it is
-    /// gone). `InvalidData` when a bound is passed or the memory cannot be read as an exec.
+    /// What held exec `n` asks to run, read from its process's memory (and its process and
+    /// parent from `/proc`), then `id_valid` asked again so that what was read is known to
+    /// be that process's (`ESRCH` if it is gone, whether or not the reading failed).
+    /// `InvalidData` when a bound is passed or the memory cannot be read as an exec.
     pub fn read_exec(&self, n: &ExecNotification) -> io::Result<ExecCall> {
-        let call = read_exec_call(n)?;
+        let call = read_exec_call(n);
         if !self.id_valid(n.id) {
             return Err(io::Error::from_raw_os_error(libc::ESRCH));
         }
-        Ok(call)
+        call
     }
 }
 
@@ -448,7 +453,13 @@ fn read_exec_call(n: &ExecNotification) -> io::Result<ExecCall> {
             argv.push(OsString::from_vec(arg));
         }
     }
-    Ok(ExecCall { program, argv })
+    let (pid, ppid) = process_and_parent(n.pid)?;
+    Ok(ExecCall {
+        program,
+        argv,
+        pid,
+        ppid,
+    })
 }
 
 /// The absolute program path of an exec of `path` relative to `dirfd` (`execveat`'s

@@ -230,6 +230,26 @@ fn a_tree_of_200_execs_is_judged_once_each() {
 }
 
 #[test]
+fn each_exec_names_its_process_and_that_process_s_parent() {
+    // The shell execs once (its pid is the child's), forks a shell that execs `true` and
+    // then, with `exec`, `echo`: one process, two execs, one parent.
+    let run = supervise("sh -c '/bin/true; exec /bin/echo x'; :", |_| true);
+    assert!(run.status.success(), "{:?} {}", run.status, run.stderr);
+    let tree: Vec<(&str, u32, u32)> = run
+        .judged
+        .iter()
+        .map(|(c, _)| (c.program.to_str().unwrap(), c.pid, c.ppid))
+        .collect();
+    let [(_, top, _), (_, inner, inner_parent), (_, t, t_parent), (_, e, e_parent)] = tree[..]
+    else {
+        panic!("{tree:?}");
+    };
+    assert_eq!(inner_parent, top, "{tree:?}");
+    assert_eq!((t_parent, e, e_parent), (inner, inner, top), "{tree:?}");
+    assert_ne!(t, inner, "{tree:?}");
+}
+
+#[test]
 fn relative_paths_and_fexecve_are_read_as_the_files_they_name() {
     let script = "cd /usr/bin && ./true relative && exec python3 -c \"import os; \
                   os.execve(os.open('/usr/bin/true', os.O_RDONLY), ['by-fd', 'x'], {})\"";
