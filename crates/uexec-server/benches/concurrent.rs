@@ -4,9 +4,13 @@
 //! against, in the same run, the same spawns made directly with tokio and the in-process
 //! limit: N `exec_command`s at once through the engine in this process (a `SessionStore`,
 //! no transport). Each figure is the median wall time of `UEXEC_BENCH_ROUNDS` (default 15)
-//! rounds, every round starting all commands at once, the four interleaved (the order
+//! rounds, every round starting all commands at once, the five interleaved (the order
 //! turning each round). Goals: 64 at once at most 1.3x direct (issue 11); 16 at once at
-//! most 1.25x the in-process limit on both faces (S5, issue 41).
+//! most 1.25x the in-process limit on both faces (S5, issue 41). Each face is also held
+//! against the engine doing the same work as the face does by default: `uexec mcp` keeps
+//! every session's transcript on disk (a directory and three files each, on the machine's
+//! disk), `uexec serve` keeps none; so the engine runs once more with transcripts kept, and
+//! the last column divides each face by its own like (what the transport and the door cost).
 //!
 //! Run: `cargo build --release -p uexec && cargo bench -p uexec-server --bench concurrent`
 //! (`UEXEC_BIN` picks the uexec binary, default `target/release/uexec`; `UEXEC_CONCURRENT`
@@ -210,6 +214,7 @@ async fn serve_round(ws: &mut Ws, round: usize, n: usize) -> Duration {
 struct Rows {
     direct: Vec<Duration>,
     engine: Vec<Duration>,
+    kept: Vec<Duration>,
     mcp: Vec<Duration>,
     serve: Vec<Duration>,
 }
@@ -237,6 +242,17 @@ async fn main() {
         Arc::new(uexec_core::LocalBackend),
         uexec_core::StoreConfig::default(),
     );
+    // The engine as `uexec mcp` runs it by default: transcripts kept, in the same place
+    // (`~/.local/state/uexec/sessions` of this bench's HOME).
+    let kept = uexec_core::SessionStore::new(
+        Arc::new(uexec_core::LocalBackend),
+        uexec_core::StoreConfig {
+            transcripts: Some(uexec_core::transcript::TranscriptConfig::at(
+                home.join(".local/state/uexec/engine-sessions"),
+            )),
+            ..uexec_core::StoreConfig::default()
+        },
+    );
     let mut mcp = Mcp::start(&uexec, &home).await;
     let (mut server, mut ws) = serve_connect(&uexec, &home).await;
     let mut serve_rounds = 0;
@@ -245,10 +261,11 @@ async fn main() {
     // alike.
     for r in 0..=rounds {
         for (&n, row) in sizes.iter().zip(&mut rows) {
-            for k in 0..4 {
-                let took = match (r + k) % 4 {
+            for k in 0..5 {
+                let took = match (r + k) % 5 {
                     0 => ("direct", direct(n).await),
                     1 => ("engine", in_process(&store, n).await),
+                    4 => ("kept", in_process(&kept, n).await),
                     2 => ("mcp", mcp.round(n).await),
                     _ => {
                         serve_rounds += 1;
@@ -261,6 +278,7 @@ async fn main() {
                 match took {
                     ("direct", t) => row.direct.push(t),
                     ("engine", t) => row.engine.push(t),
+                    ("kept", t) => row.kept.push(t),
                     ("mcp", t) => row.mcp.push(t),
                     (_, t) => row.serve.push(t),
                 }
@@ -269,31 +287,39 @@ async fn main() {
     }
     let ms = |x: Duration| x.as_secs_f64() * 1e3;
     for (n, row) in sizes.iter().zip(rows) {
-        let [d, e, m, s] = [row.direct, row.engine, row.mcp, row.serve].map(median);
+        let [d, e, k, m, s] = [row.direct, row.engine, row.kept, row.mcp, row.serve].map(median);
         println!(
-            "| {n} concurrent `true` (median of {rounds} rounds) | ms | x direct tokio | x in-process |"
+            "| {n} concurrent `true` (median of {rounds} rounds) | ms | x direct tokio | x in-process | x the engine as the face runs it |"
         );
-        println!("|---|---:|---:|---:|");
+        println!("|---|---:|---:|---:|---:|");
         println!(
-            "| direct tokio spawn+wait of `bash -c true` | {:.1} | 1.00 | {:.2} |",
+            "| direct tokio spawn+wait of `bash -c true` | {:.1} | 1.00 | {:.2} | |",
             ms(d),
             ms(d) / ms(e)
         );
         println!(
-            "| the engine in this process, exec_command login:false (the in-process limit) | {:.1} | {:.2} | 1.00 |",
+            "| the engine in this process, exec_command login:false (the in-process limit) | {:.1} | {:.2} | 1.00 | |",
             ms(e),
             ms(e) / ms(d)
         );
         println!(
-            "| one `uexec mcp`, exec_command login:false | {:.1} | {:.2} | {:.2} |",
-            ms(m),
-            ms(m) / ms(d),
-            ms(m) / ms(e)
+            "| the same, every transcript kept (as `uexec mcp` by default) | {:.1} | {:.2} | {:.2} | |",
+            ms(k),
+            ms(k) / ms(d),
+            ms(k) / ms(e)
         );
         println!(
-            "| one `uexec serve`, process/start to process/closed | {:.1} | {:.2} | {:.2} |",
+            "| one `uexec mcp`, exec_command login:false | {:.1} | {:.2} | {:.2} | {:.2} (transcripts kept) |",
+            ms(m),
+            ms(m) / ms(d),
+            ms(m) / ms(e),
+            ms(m) / ms(k)
+        );
+        println!(
+            "| one `uexec serve`, process/start to process/closed | {:.1} | {:.2} | {:.2} | {:.2} (none kept) |",
             ms(s),
             ms(s) / ms(d),
+            ms(s) / ms(e),
             ms(s) / ms(e)
         );
         println!();
