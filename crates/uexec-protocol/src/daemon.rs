@@ -89,6 +89,13 @@ pub struct Status {
     /// (Absent from the status of a daemon older than this field.)
     #[serde(default)]
     pub clients: BTreeMap<String, usize>,
+    /// Whether it keeps its sessions' transcripts (`uexec daemon --no-transcripts` keeps
+    /// none), and where (`transcripts_dir`). Absent from the status of a daemon older than
+    /// these fields.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcripts_kept: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcripts_dir: Option<PathBuf>,
 }
 
 /// A person's foreground `uexec run`: the command, as `exec_command`'s arguments (its window

@@ -231,6 +231,11 @@ pub async fn run(args: DaemonOptions) -> Result<(), DaemonError> {
     base.rules = rules;
     let figures = Arc::new(uexec_core::metrics::Metrics::default());
     base.metrics = Some(figures.clone());
+    let daemon_transcripts = base
+        .transcripts
+        .as_ref()
+        .map(|t| std::path::absolute(&t.root))
+        .transpose()?;
     let daemon = Arc::new(Daemon {
         ids: Arc::default(),
         base,
@@ -248,6 +253,7 @@ pub async fn run(args: DaemonOptions) -> Result<(), DaemonError> {
                 .as_deref()
                 .map(std::path::absolute)
                 .transpose()?,
+            transcripts: daemon_transcripts,
         },
     });
     tracing::info!(socket = %socket.display(), "uexec daemon listening");

@@ -28,6 +28,8 @@ pub(super) struct Facts {
     pub started: Instant,
     pub socket: PathBuf,
     pub log_file: Option<PathBuf>,
+    /// Where it keeps transcripts; `None`: it keeps none.
+    pub transcripts: Option<PathBuf>,
 }
 
 impl Facts {
@@ -48,6 +50,8 @@ impl Facts {
             log_file: self.log_file.clone(),
             sessions,
             clients: leases.connections(),
+            transcripts_kept: Some(self.transcripts.is_some()),
+            transcripts_dir: self.transcripts.clone(),
         }
     }
 }

@@ -95,6 +95,8 @@ mod tests {
                 .into_iter()
                 .collect(),
             clients: [("mcp:\x1b]0;x".to_owned(), 1)].into_iter().collect(),
+            transcripts_kept: Some(true),
+            transcripts_dir: None,
         }
     }
 

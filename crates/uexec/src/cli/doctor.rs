@@ -69,6 +69,37 @@ impl DaemonFacts {
         }
     }
 
+    /// Where transcripts go: the running daemon's, as its status says (it may have been
+    /// started with `--transcripts-dir` or `--no-transcripts`), else the default.
+    fn transcripts_line(&self) -> String {
+        match self.daemons_transcripts() {
+            Some(Some(dir)) => format!("  transcripts: {} (the running daemon's)\n", dir.display()),
+            Some(None) => {
+                "  transcripts: none (the running daemon was started with --no-transcripts)\n"
+                    .to_owned()
+            }
+            None => format!(
+                "  transcripts: {} (unless --transcripts-dir says otherwise)\n",
+                self.transcripts
+                    .as_ref()
+                    .map_or_else(|| "unknown".to_owned(), |p| p.display().to_string())
+            ),
+        }
+    }
+
+    /// The running daemon's transcripts, as its status says (`Some(None)`: it keeps none);
+    /// `None` when no daemon runs or it predates saying so.
+    fn daemons_transcripts(&self) -> Option<Option<&PathBuf>> {
+        match &self.status {
+            Ok(Some(s)) => match (s.transcripts_kept, &s.transcripts_dir) {
+                (Some(true), Some(dir)) => Some(Some(dir)),
+                (Some(false), _) => Some(None),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// The lines `uexec doctor` prints after the sandbox's.
     pub fn text(&self) -> String {
         let path = |p: &Option<PathBuf>| {
@@ -112,10 +143,7 @@ impl DaemonFacts {
                 out.push_str(&format!("  running: unknown ({why})\n"));
             }
         }
-        out.push_str(&format!(
-            "  transcripts: {} (unless --transcripts-dir says otherwise)\n",
-            path(&self.transcripts)
-        ));
+        out.push_str(&self.transcripts_line());
         out
     }
 
@@ -140,7 +168,7 @@ impl DaemonFacts {
             "this_build": self.ours,
             "same_build": self.same_build(),
             "log_file": log,
-            "transcripts_dir": self.transcripts,
+            "transcripts_dir": self.daemons_transcripts().unwrap_or(self.transcripts.as_ref()),
             "error": error,
         })
     }
@@ -211,7 +239,42 @@ mod tests {
             log_file: Some("/var/log/d.log".into()),
             sessions: Default::default(),
             clients: Default::default(),
+            transcripts_kept: None,
+            transcripts_dir: None,
         }
+    }
+
+    #[test]
+    fn the_transcripts_are_the_running_daemons_where_it_says_them() {
+        // An older daemon says nothing: the default, with its caveat.
+        let old = facts(Ok(Some(status("1:2:3:4")))).text();
+        assert!(
+            old.contains("transcripts: /home/u/.local/state/uexec/sessions (unless"),
+            "{old}"
+        );
+        let mut own = status("1:2:3:4");
+        own.transcripts_kept = Some(true);
+        own.transcripts_dir = Some("/srv/t".into());
+        let with_dir = facts(Ok(Some(own.clone())));
+        assert!(
+            with_dir
+                .text()
+                .contains("transcripts: /srv/t (the running daemon's)"),
+            "{}",
+            with_dir.text()
+        );
+        assert_eq!(with_dir.json()["transcripts_dir"], "/srv/t");
+        own.transcripts_kept = Some(false);
+        own.transcripts_dir = None;
+        let none = facts(Ok(Some(own)));
+        assert!(
+            none.text().contains(
+                "transcripts: none (the running daemon was started with --no-transcripts)"
+            ),
+            "{}",
+            none.text()
+        );
+        assert_eq!(none.json()["transcripts_dir"], Value::Null);
     }
 
     #[test]

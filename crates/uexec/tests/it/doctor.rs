@@ -124,3 +124,32 @@ async fn doctor_says_whether_the_daemon_runs_of_which_build_its_log_and_the_tran
     agent.cancel().await.unwrap();
     place.stop();
 }
+
+/// A daemon a person started with its own `--transcripts-dir`: doctor names that directory,
+/// the one the running daemon writes, not the default.
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_names_the_running_daemons_own_transcripts_dir() {
+    let place = DaemonPlace::new("doctor-transcripts");
+    let own = place.cwd.join("kept-here");
+    let mut daemon = place
+        .command(&["daemon", "--transcripts-dir", own.to_str().unwrap()])
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let socket = place.socket();
+    crate::helpers::eventually(
+        "the daemon to listen",
+        std::time::Duration::from_secs(10),
+        || socket.exists(),
+    )
+    .await;
+    let text = doctor(&place, crate::helpers::UEXEC, &[]);
+    has_line(
+        &text,
+        &format!("  transcripts: {} (the running daemon's)", own.display()),
+    );
+    let json: Value = serde_json::from_str(&doctor(&place, ENGINE, &["--json"])).unwrap();
+    assert_eq!(json["daemon"]["transcripts_dir"], own.display().to_string());
+    place.stop();
+    let _ = daemon.wait();
+}
