@@ -19,10 +19,12 @@
 //!    [`Connection`](connection::Connection) on the shared [`ExecServer`];
 //! 2. `initialize` opens (or resumes) a [`Session`](session::Session) in the
 //!    [`Registry`](registry::Registry); `initialized` completes the handshake;
-//! 3. `process/start` spawns through a `uexec_core` [`Backend`](uexec_core::Backend) and hands
-//!    the process to its *pump* task, which numbers output, exit and close events on one seq
-//!    counter, retains the newest 1 MiB of output and pushes notifications to whichever
-//!    connection the session is attached to;
+//! 3. `process/start` is judged by the rules (`--rules`; with `--rules-at exec`, each of
+//!    its execs too: `exec_rules`), then spawns through a `uexec_core`
+//!    [`Backend`](uexec_core::Backend) and hands the process to its *pump* task, which
+//!    numbers output, exit and close events on one seq counter, retains the newest 1 MiB
+//!    of output and pushes notifications to whichever connection the session is attached
+//!    to;
 //! 4. `process/read|write|signal|terminate` act through a cheap
 //!    [`ProcessHandle`](process::ProcessHandle); long polls and stdin writes are answered
 //!    from tasks so they never block the connection;
@@ -40,6 +42,7 @@ pub mod config;
 pub mod connection;
 pub mod env_policy;
 pub mod environment;
+mod exec_rules;
 mod handlers;
 pub mod outbound;
 pub mod process;

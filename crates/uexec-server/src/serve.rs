@@ -47,6 +47,13 @@ pub struct ServeOptions {
     pub rules: Vec<PathBuf>,
     /// `--unmatched`: the decision for a start no rule matches (default allow).
     pub unmatched: Option<uexec_core::policy::rules::Decision>,
+    /// `--rules-at`: the text of each start only (default), or every exec of its processes
+    /// too, where this machine can hand them over (`exec_rules::exec_support`) and
+    /// `confinement` has the launcher; else the text alone (the binary says so at start).
+    pub rules_at: uexec_core::policy::exec_rules::RulesAt,
+    /// What gives a spawn the launcher that hands its execs over (`uexec-sandbox`'s, from
+    /// the binary); needed by `--rules-at exec` only.
+    pub confinement: Option<Arc<dyn uexec_core::confine::Confinement>>,
     /// Where each start's decision is written down (the binary gives this user's audit
     /// record); `None`: counted in the metrics only.
     pub decisions: Option<Arc<dyn uexec_core::spawn::DecisionLog>>,
@@ -104,11 +111,13 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         }
         Arc::new(rules) as Arc<dyn uexec_core::policy::rules::CommandRules>
     });
+    let at_exec = at_exec(&options, rules.is_some());
     let server = ExecServer::with_rules(
         config,
         Arc::new(LocalBackend),
         rules,
         options.decisions.clone(),
+        at_exec,
     );
     let result = tokio::select! {
         result = run(server.clone(), listen, token, &options.listener) => result,
@@ -116,6 +125,25 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
     };
     server.shutdown();
     result
+}
+
+/// The launcher that hands each process's execs over, when the rules judge at exec and
+/// this machine can (the binary says at start when it cannot); `None`: the text alone.
+fn at_exec(
+    options: &ServeOptions,
+    has_rules: bool,
+) -> Option<Arc<dyn uexec_core::confine::Confinement>> {
+    use uexec_core::policy::exec_rules::{exec_support, RulesAt};
+    if options.rules_at != RulesAt::Exec || !has_rules || exec_support().is_err() {
+        return None;
+    }
+    if options.confinement.is_none() {
+        tracing::warn!(
+            "--rules-at exec: this uexec has no launcher to hand execs over; the rules judge \
+             each process/start's text only"
+        );
+    }
+    options.confinement.clone()
 }
 
 async fn run(

@@ -31,6 +31,9 @@ pub struct ExecServer {
     pub(crate) rules: Option<Arc<dyn uexec_core::policy::rules::CommandRules>>,
     /// Where the door's decisions are written down (`uexec audit`); `None`: counted only.
     pub(crate) decisions: Option<Arc<dyn uexec_core::spawn::DecisionLog>>,
+    /// With `--rules-at exec`: the judge of every exec of each process (`None`: the text
+    /// of each start only).
+    pub(crate) at_exec: Option<crate::exec_rules::ExecJudge>,
 }
 
 impl std::fmt::Debug for ExecServer {
@@ -45,20 +48,31 @@ impl std::fmt::Debug for ExecServer {
 impl ExecServer {
     /// A server running processes on `backend`.
     pub fn new(config: ServerConfig, backend: Arc<dyn Backend>) -> Arc<Self> {
-        Self::with_rules(config, backend, None, None)
+        Self::with_rules(config, backend, None, None, None)
     }
 
     /// A server whose starts are judged by `rules` first: a refusal is a JSON-RPC error
     /// naming the rule, and nothing starts (no person can be asked on this wire: a rule
-    /// that asks for one refuses, saying so); each decision goes to `decisions`.
+    /// that asks for one refuses, saying so); each decision goes to `decisions`. With
+    /// `at_exec` (the launcher that hands execs over) and a local backend, every exec of
+    /// each process is judged by the same rules too ([`crate::exec_rules`]).
     pub fn with_rules(
         config: ServerConfig,
         backend: Arc<dyn Backend>,
         rules: Option<Arc<dyn uexec_core::policy::rules::CommandRules>>,
         decisions: Option<Arc<dyn uexec_core::spawn::DecisionLog>>,
+        at_exec: Option<Arc<dyn uexec_core::confine::Confinement>>,
     ) -> Arc<Self> {
-        let shell_snapshots = (config.shell_snapshot && backend.placement() == Placement::Local)
-            .then(ShellSnapshots::default);
+        let local = backend.placement() == Placement::Local;
+        let shell_snapshots = (config.shell_snapshot && local).then(ShellSnapshots::default);
+        let at_exec = match (at_exec, &rules) {
+            (Some(launcher), Some(rules)) if local => Some(crate::exec_rules::ExecJudge::new(
+                launcher,
+                rules.clone(),
+                decisions.clone(),
+            )),
+            _ => None,
+        };
         Arc::new(Self {
             registry: Arc::new(Registry::new(config.detached_session_ttl)),
             shell_snapshots,
@@ -68,6 +82,7 @@ impl ExecServer {
             metrics: Arc::default(),
             rules,
             decisions,
+            at_exec,
         })
     }
 

@@ -242,10 +242,20 @@ fn run_face(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
                 return served.map(|()| std::process::ExitCode::SUCCESS);
             }
             Command::Serve(args) => {
-                return uexec_server::serve(args.into())
+                let mut options: uexec_server::ServeOptions = args.into();
+                if options.rules_at == uexec_core::policy::exec_rules::RulesAt::Exec {
+                    options.confinement = confinement();
+                    if let Err(why) = uexec_core::policy::exec_rules::exec_support() {
+                        eprintln!(
+                            "uexec serve: --rules-at exec: {why}; the rules judge each \
+                             process/start's text only, not each exec (see `uexec doctor`)"
+                        );
+                    }
+                }
+                return uexec_server::serve(options)
                     .await
                     .map(|()| std::process::ExitCode::SUCCESS)
-                    .map_err(anyhow::Error::from)
+                    .map_err(anyhow::Error::from);
             }
             Command::Daemon(args) if args.status => {
                 cli::daemon_status(args.socket, args.json).await

@@ -10,6 +10,8 @@
 //!    that forks). A failure frees the id and is `-32603`, with `data.kind = "spawnNotFound"`
 //!    when the program or the directory does not exist and `"spawnPermissionDenied"` when the
 //!    program is not executable (as Codex).
+//!    With `--rules-at exec`, the spawn gets the launcher that hands its execs over, and
+//!    a judge of its execs starts beside it (`crate::exec_rules`).
 //! 4. Start the process's pump (held at a gate until the answer is queued) and its stdin
 //!    writer (TTY or `pipeStdin` only), and put the handle under the reserved id.
 
@@ -75,6 +77,13 @@ pub async fn handle(
     if let Some(snapshots) = &conn.server.shell_snapshots {
         snapshots.apply(&mut admitted.spec).await;
     }
+    // With `--rules-at exec`: the launcher that hands every exec over (after the snapshot,
+    // which a launched spawn would not get).
+    let exec_socket = conn
+        .server
+        .at_exec
+        .as_ref()
+        .map(|judge| judge.hand_over(&mut admitted.spec));
     let spawned = admitted
         .spawn(conn.server.backend.as_ref())
         .await
@@ -127,6 +136,9 @@ pub async fn handle(
         pump_config,
         metrics.clone(),
     ));
+    if let (Some(judge), Some(socket)) = (&conn.server.at_exec, exec_socket) {
+        judge.watch(socket, handle.clone(), session.id());
+    }
     reservation.commit(handle);
     tracing::debug!(session = session.id(), process = params.process_id, pid = ?spawned.pid, "started");
     Ok((

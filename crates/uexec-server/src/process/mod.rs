@@ -82,6 +82,14 @@ impl ProcessHandle {
         self.0.state.borrow().has_exited()
     }
 
+    /// Resolves once the process has exited (at once when it has, or when its pump is gone).
+    pub fn exited(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut changes = self.0.state.subscribe();
+        async move {
+            let _ = changes.wait_for(ProcessState::has_exited).await;
+        }
+    }
+
     /// Answers `process/read`: at once when there is news after `after_seq` (or no wait was
     /// asked), else when news arrives or `wait` has passed, whichever comes first.
     pub async fn read(&self, after_seq: u64, max_bytes: Option<u64>, wait: Duration) -> ReadResult {

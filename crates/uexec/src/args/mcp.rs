@@ -536,7 +536,9 @@ fn parse_origin(s: &str) -> Result<String, String> {
 }
 
 /// `--rules-at`'s value: text or exec.
-fn parse_rules_at(text: &str) -> Result<uexec_core::policy::exec_rules::RulesAt, String> {
+pub(super) fn parse_rules_at(
+    text: &str,
+) -> Result<uexec_core::policy::exec_rules::RulesAt, String> {
     uexec_core::policy::exec_rules::RulesAt::parse(text)
         .ok_or_else(|| format!("{text:?} is neither text nor exec"))
 }

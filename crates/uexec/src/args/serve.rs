@@ -47,6 +47,15 @@ pub struct ServeArgs {
     /// The decision for a start no rule matches: allow (default), prompt or forbidden.
     #[arg(help_heading = "Rules", long, value_name = "DECISION", value_parser = |s: &str| s.parse::<uexec_core::policy::rules::Decision>(), requires = "rules")]
     pub unmatched: Option<uexec_core::policy::rules::Decision>,
+    /// Where the rules judge: `text` (default: each start's argv or script, before it
+    /// starts) or `exec` (also every exec of every process a start leads to: `cmd=git; $cmd
+    /// push`, `eval`, `make`, `sh -c` are judged by what they really run; a forbidden exec
+    /// fails with EACCES, which the process's own shell reports, and a `prompt` is refused,
+    /// no person being there to ask; each judged exec is in `uexec audit`). Linux, seccomp
+    /// user notification (5.0+); where it is missing, the text alone, said at start. A
+    /// policy that tells a model no, not a wall: the sandbox is the wall.
+    #[arg(help_heading = "Rules", long, value_name = "text|exec", value_parser = super::mcp::parse_rules_at, requires = "rules")]
+    pub rules_at: Option<uexec_core::policy::exec_rules::RulesAt>,
 }
 
 impl From<ServeArgs> for ServeOptions {
@@ -62,6 +71,9 @@ impl From<ServeArgs> for ServeOptions {
             limits: args.limits.into(),
             rules: args.rules,
             unmatched: args.unmatched,
+            rules_at: args.rules_at.unwrap_or_default(),
+            // The engine hands the launcher over, when the rules judge at exec.
+            confinement: None,
             decisions,
         }
     }

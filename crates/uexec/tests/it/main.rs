@@ -80,6 +80,7 @@ mod sandbox_network;
 mod sandbox_proxy;
 mod sandbox_warm;
 mod serve_rules;
+mod serve_rules_at_exec;
 mod shell_snapshot;
 mod supervisor;
 mod tmux;

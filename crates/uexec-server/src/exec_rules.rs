@@ -1,0 +1,126 @@
+//! `--rules-at exec` on the exec server (issue 40): every exec of every process a
+//! `process/start` leads to is judged by the server's rules, as `uexec mcp --rules-at exec`
+//! judges a session's.
+//!
+//! 1. Before the spawn, [`ExecJudge::hand_over`] gives the spec the launcher that installs
+//!    the exec-notify filter (`Confinement::judge_execs`: `uexec-sandbox`'s launcher, alone,
+//!    with no sandbox layer) and keeps uexec's end of the socket its listener comes on.
+//! 2. After it, [`ExecJudge::watch`] runs the engine's judge of execs
+//!    (`uexec_core::spawn::ExecWatch`) on that socket: `allow` goes on; `forbidden` fails the
+//!    exec with `EACCES`, which the process itself reports; `prompt` is refused, as at the
+//!    door, since no person can be asked on this wire. Each judged exec is written to the
+//!    server's decision log (`uexec audit`).
+//!
+//! The wire has no place for what the judge says beside the process's own output (the
+//! refusals, a process whose execs could not be handed over): it goes to the server's log.
+
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use uexec_core::backend::SpawnSpec;
+use uexec_core::confine::Confinement;
+use uexec_core::policy::rules::CommandRules;
+use uexec_core::policy::{MonitorHandle, Monitored, PolicyMonitor};
+use uexec_core::spawn::{DecisionLog, ExecWatch};
+
+use crate::process::ProcessHandle;
+
+/// The judge of every exec of the server's processes.
+pub(crate) struct ExecJudge {
+    launcher: Arc<dyn Confinement>,
+    rules: Arc<dyn CommandRules>,
+    decisions: Option<Arc<dyn DecisionLog>>,
+    /// The number the next watched process's execs are recorded under (`at exec in
+    /// session N`), counted from 1 for the server's life.
+    next: AtomicI32,
+}
+
+impl ExecJudge {
+    pub(crate) fn new(
+        launcher: Arc<dyn Confinement>,
+        rules: Arc<dyn CommandRules>,
+        decisions: Option<Arc<dyn DecisionLog>>,
+    ) -> Self {
+        Self {
+            launcher,
+            rules,
+            decisions,
+            next: AtomicI32::new(1),
+        }
+    }
+
+    /// Step 1: `spec` gets the launcher that hands its execs over; uexec's end of the
+    /// socket, or why not (the start's text was judged all the same).
+    pub(crate) fn hand_over(&self, spec: &mut SpawnSpec) -> Result<OwnedFd, String> {
+        self.launcher.judge_execs(spec)
+    }
+
+    /// Step 2: judges the execs of `process` (of session `session`), spawned with the
+    /// launcher `socket` came from, until none of its processes is left under the filter.
+    pub(crate) fn watch(
+        &self,
+        socket: Result<OwnedFd, String>,
+        process: ProcessHandle,
+        session: &str,
+    ) {
+        let number = self.next.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(
+            session,
+            process = process.id(),
+            "its execs are judged, recorded as at exec in session {number}"
+        );
+        let watch = Box::new(ExecWatch::new(
+            socket,
+            self.rules.clone(),
+            self.decisions.clone(),
+            // No person can be asked on this wire: a held exec is refused, saying so.
+            None,
+            number,
+        ));
+        let watched: Arc<dyn Monitored> = Arc::new(Watched {
+            process,
+            session: session.to_owned(),
+        });
+        let handle = MonitorHandle::new(Arc::downgrade(&watched));
+        tokio::spawn(async move {
+            watch.watch(handle).await;
+            drop(watched);
+        });
+    }
+}
+
+/// A process as the judge of its execs sees it: what the judge says goes to the log, with
+/// the session and process it is about.
+struct Watched {
+    process: ProcessHandle,
+    session: String,
+}
+
+impl Monitored for Watched {
+    fn fail_and_terminate(&self, message: String) {
+        tracing::warn!(
+            session = self.session,
+            process = self.process.id(),
+            "{message}; the process is killed"
+        );
+        self.process.kill();
+    }
+
+    fn record_verdict(&self, message: String) {
+        self.notice(message);
+    }
+
+    fn notice(&self, message: String) {
+        tracing::warn!(
+            session = self.session,
+            process = self.process.id(),
+            "{message}"
+        );
+    }
+
+    fn exited(&self) -> BoxFuture<'static, ()> {
+        Box::pin(self.process.exited())
+    }
+}
