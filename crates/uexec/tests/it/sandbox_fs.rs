@@ -265,9 +265,15 @@ async fn uexecs_directories_stay_read_only_when_the_temp_dir_lies_in_the_workspa
 
     let state = dir.join("home/.local/state/uexec");
     let config = dir.join("home/.config/uexec");
+    // The record of decisions (`uexec audit`): every call so far was written there, and a
+    // sandboxed command may not forge, truncate or remove a line of it.
+    let audit = state.join("audit/audit.jsonl");
+    let record = std::fs::read(&audit).expect("the calls so far are in the record");
     let cmd = format!(
         "echo 'touch {pwned}' >> {snapshot}; touch {runtime}/planted; touch {other}/planted; \
          touch {state}/planted; mkdir {config}/planted; touch {logs}/planted; \
+         echo '{{\"decision\":\"allow\",\"command\":\"forged\"}}' >> {audit}; : > {audit}; \
+         rm -f {audit}; mv {state}/audit {state}/audit.moved; \
          mv {runtime} {runtime}.moved; mv {tmp} {tmp}.moved; mv {home}/.local {home}/.local.moved; \
          touch \"$TMPDIR/mine\" && echo own-tmp-ok; touch {dir}/mine && echo workspace-ok",
         pwned = dir.join("pwned").display(),
@@ -280,9 +286,20 @@ async fn uexecs_directories_stay_read_only_when_the_temp_dir_lies_in_the_workspa
         tmp = tmp.display(),
         home = dir.join("home").display(),
         dir = dir.display(),
+        audit = audit.display(),
     );
     let r = exec(&client, json!({"cmd": cmd, "sandbox": "workspace-write"})).await;
     let out = text(&r);
+    let after = std::fs::read(&audit).expect("the record is still there");
+    // It grew by this call's own decision (whose command names the forgery), nothing else.
+    assert!(after.starts_with(&record), "the record was cut: {out}");
+    assert!(
+        !String::from_utf8_lossy(&after)
+            .lines()
+            .any(|l| l == r#"{"decision":"allow","command":"forged"}"#),
+        "a line was forged into the record from inside the sandbox: {out}"
+    );
+    assert!(!state.join("audit.moved").exists(), "{out}");
     assert!(out.contains("own-tmp-ok"), "{out}");
     assert!(out.contains("workspace-ok"), "{out}");
     assert_eq!(
