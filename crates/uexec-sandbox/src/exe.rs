@@ -112,7 +112,7 @@ impl Launcher {
             cwd: c(b"/")?,
             stdio: [null.as_raw_fd(), write.as_raw_fd(), null.as_raw_fd()],
             controlling_tty: false,
-            passed_fd: None,
+            passed_fds: Vec::new(),
             program_fd: self.program_fd(),
             cgroup: None,
         })?;

@@ -1,29 +1,24 @@
 //! Every exec of a session handed to uexec (issue 40, `RulesAt::Exec`): the launcher runs
 //! with `--exec-notify-fd` ([`super::EXEC_NOTIFY_FLAG`]), after the sandbox's layers when
 //! the session has a sandbox, alone when it has none, and sends the listener of its
-//! exec-notify filter over the socket pair's end it inherits at fd 3.
+//! exec-notify filter over the socket pair's end it inherits at the descriptor the flag
+//! names (3, or 4 after the allowlist proxy's hand-over at 3).
 
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 
-use uexec_core::backend::{Launch, PassedFd, SpawnSpec, Started};
+use uexec_core::backend::{Launch, SpawnSpec, Started};
 
 use super::{Sandbox, SandboxLaunch, EXEC_NOTIFY_FLAG, LAUNCHER_SUBCOMMAND};
 
-/// Gives `spec` the launcher's exec hand-over; uexec's end of the pair comes back.
+/// Gives `spec` the launcher's exec hand-over, passed after any other (the allowlist
+/// proxy's: fd 3, this one fd 4); uexec's end of the pair comes back.
 pub(super) fn judge_execs(sandbox: &Sandbox, spec: &mut SpawnSpec) -> Result<OwnedFd, String> {
-    if spec.passed_fd.is_some() {
-        // The launcher inherits one descriptor, and the allowlist's proxy has it.
-        return Err("the network allowlist's proxy holds the launcher's one hand-over".to_owned());
-    }
     let (ours, theirs) =
         UnixStream::pair().map_err(|e| format!("cannot make the exec hand-over's socket: {e}"))?;
-    spec.passed_fd = Some(PassedFd::new(theirs.into()));
-    let flags = vec![
-        EXEC_NOTIFY_FLAG.to_owned(),
-        uexec_sys::PASSED_FD.to_string(),
-    ];
+    let fd = spec.pass_fd(theirs.into())?;
+    let flags = vec![EXEC_NOTIFY_FLAG.to_owned(), fd.to_string()];
     spec.launcher = Some(match spec.launcher.take() {
         Some(inner) => Arc::new(AlsoExecs { inner, flags }),
         None => {

@@ -68,7 +68,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use uexec_core::backend::{Launch, PassedFd, SpawnSpec, Started};
+use uexec_core::backend::{Launch, SpawnSpec, Started};
 use uexec_core::confine::{Confine, Confined, Confinement};
 use uexec_core::policy::{Denied, Fallback, Layer, Network, Profile, SandboxReport};
 use uexec_core::{ExecError, PolicyMonitor};
@@ -302,9 +302,9 @@ impl Confinement for Sandbox {
                     .map_err(|e| {
                         ExecError::Spawn(format!("cannot start the network proxy: {e}"))
                     })?;
+                let fd = spec.pass_fd(launcher_end).map_err(ExecError::Spawn)?;
                 flags.push("--proxy-fd".to_owned());
-                flags.push(uexec_sys::PASSED_FD.to_string());
-                spec.passed_fd = Some(PassedFd::new(launcher_end));
+                flags.push(fd.to_string());
                 for (name, value) in proxy::proxy_env(allow) {
                     spec.env.insert(name.into(), value.into());
                 }

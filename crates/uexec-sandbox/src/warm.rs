@@ -14,8 +14,9 @@
 //! 1. takes the waiting launcher and sends it the rest of the launch: the launcher's
 //!    arguments, the command's environment and working directory, and its stdio
 //!    descriptors (`SCM_RIGHTS`: the three pipe ends, or the PTY slave), then the passed
-//!    one when there is one (the proxy hand-over's socket, fd 3 of a cold spawn);
-//! 2. the launcher moves the descriptors onto 0, 1 and 2 (and 3), makes a PTY its controlling
+//!    ones in order (the hand-overs' sockets, the allowlist proxy's and the exec listener's:
+//!    fds 3, 4, ... of a cold spawn);
+//! 2. the launcher moves the descriptors onto 0, 1 and 2 (and 3, 4, ...), makes a PTY its controlling
 //!    terminal, changes directory, takes the environment and answers with the 8-byte report
 //!    a spawning child gives (`(stage, errno)`, zero when all is well), so a bad working
 //!    directory fails the spawn exactly as it does cold;
@@ -49,9 +50,11 @@ use super::Launcher;
 /// The launcher's first argument in warm mode.
 pub const WARM_FLAG: &str = "--warm";
 /// First bytes of a launch message (and its version).
-const MAGIC: [u8; 4] = *b"UXW1";
+const MAGIC: [u8; 4] = *b"UXW2";
 /// How long the engine waits for a launcher to take a launch and answer.
 const HAND_OVER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+/// The first descriptor past every passed one's place: where the launcher keeps its own.
+const PASSED_END: RawFd = uexec_sys::PASSED_FD + uexec_sys::MAX_PASSED_FDS as RawFd;
 /// Largest message body accepted (arguments and environment; the kernel's own limit on an
 /// exec's strings is lower).
 const MAX_BODY: usize = 16 << 20;
@@ -66,21 +69,21 @@ pub struct Launch {
     pub cwd: OsString,
     /// One descriptor (the PTY slave) instead of three.
     pub tty: bool,
-    /// One more descriptor follows stdio, for fd [`uexec_sys::PASSED_FD`].
-    pub passed: bool,
+    /// How many descriptors follow stdio, for fds [`uexec_sys::PASSED_FD`], +1, ... in order
+    /// (at most [`uexec_sys::MAX_PASSED_FDS`]).
+    pub passed: usize,
 }
 
 /// Bits of a message's flags byte.
 const FLAG_TTY: u8 = 1;
-const FLAG_PASSED: u8 = 2;
 
-/// The message: magic, body length (u32 LE), then the body: flags (u8: [`FLAG_TTY`],
-/// [`FLAG_PASSED`]), the counts of arguments and environment strings (u32 LE each), and
-/// NUL-terminated strings: the working directory, the arguments, the environment (none can
-/// hold a NUL: they are C strings).
-fn encode(args: &[&[u8]], env: &[&[u8]], cwd: &[u8], tty: bool, passed: bool) -> Vec<u8> {
-    let flags = if tty { FLAG_TTY } else { 0 } | if passed { FLAG_PASSED } else { 0 };
-    let mut body = vec![flags];
+/// The message: magic, body length (u32 LE), then the body: flags (u8: [`FLAG_TTY`]), the
+/// count of passed descriptors (u8), the counts of arguments and environment strings (u32 LE
+/// each), and NUL-terminated strings: the working directory, the arguments, the environment
+/// (none can hold a NUL: they are C strings).
+fn encode(args: &[&[u8]], env: &[&[u8]], cwd: &[u8], tty: bool, passed: u8) -> Vec<u8> {
+    let flags = if tty { FLAG_TTY } else { 0 };
+    let mut body = vec![flags, passed];
     body.extend((args.len() as u32).to_le_bytes());
     body.extend((env.len() as u32).to_le_bytes());
     for s in std::iter::once(&cwd).chain(args).chain(env) {
@@ -98,14 +101,16 @@ fn decode(body: &[u8]) -> Result<Launch, String> {
         let bytes = body.get(at..at + 4).ok_or("a truncated launch message")?;
         Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize)
     };
-    let (tty, passed) = match body.first() {
-        Some(&flags) if flags & !(FLAG_TTY | FLAG_PASSED) == 0 => {
-            (flags & FLAG_TTY != 0, flags & FLAG_PASSED != 0)
-        }
+    let tty = match body.first() {
+        Some(&flags) if flags & !FLAG_TTY == 0 => flags & FLAG_TTY != 0,
         _ => return Err("a launch message without its flags".to_owned()),
     };
-    let (nargs, nenv) = (count(1)?, count(5)?);
-    let strings = &body[9..];
+    let passed = match body.get(1) {
+        Some(&n) if usize::from(n) <= uexec_sys::MAX_PASSED_FDS => usize::from(n),
+        _ => return Err("a launch message with too many descriptors passed".to_owned()),
+    };
+    let (nargs, nenv) = (count(2)?, count(6)?);
+    let strings = &body[10..];
     // Every string is NUL-terminated: as many NULs as strings, the last byte one of them.
     let terminated = strings.last() == Some(&0);
     let found = strings.iter().filter(|b| **b == 0).count();
@@ -137,10 +142,8 @@ fn decode(body: &[u8]) -> Result<Launch, String> {
 pub fn receive() -> Result<Option<Launch>, i32> {
     const FAILED: i32 = super::LAUNCHER_FAILED_EXIT_CODE;
     // Our own copy of stdin (close-on-exec), which the launch's stdio will replace, clear of
-    // the passed descriptor's place.
-    let Ok(control) =
-        uexec_sys::dup_at_least(std::io::stdin().as_raw_fd(), uexec_sys::PASSED_FD + 1)
-    else {
+    // the passed descriptors' places.
+    let Ok(control) = uexec_sys::dup_at_least(std::io::stdin().as_raw_fd(), PASSED_END) else {
         return Err(FAILED);
     };
     let control = UnixStream::from(control);
@@ -173,7 +176,7 @@ pub fn receive() -> Result<Option<Launch>, i32> {
     }
     let stdio_fds = |launch: &Launch| if launch.tty { 1 } else { 3 };
     let launch = match decode(&body) {
-        Ok(launch) if fds.len() == stdio_fds(&launch) + usize::from(launch.passed) => launch,
+        Ok(launch) if fds.len() == stdio_fds(&launch) + launch.passed => launch,
         _ => {
             reply(uexec_sys::STAGE_SETUP, libc::EPROTO);
             return Err(FAILED);
@@ -184,15 +187,19 @@ pub fn receive() -> Result<Option<Launch>, i32> {
     } else {
         [fds[0].as_raw_fd(), fds[1].as_raw_fd(), fds[2].as_raw_fd()]
     };
-    let passed = launch.passed.then(|| fds[stdio_fds(&launch)].as_raw_fd());
-    if let Err((stage, errno)) = take(&launch, stdio, passed) {
+    let passed: Vec<RawFd> = fds[stdio_fds(&launch)..]
+        .iter()
+        .map(AsRawFd::as_raw_fd)
+        .collect();
+    if let Err((stage, errno)) = take(&launch, stdio, &passed) {
         reply(stage, errno);
         return Err(FAILED);
     }
+    let places = uexec_sys::PASSED_FD..uexec_sys::PASSED_FD + passed.len() as RawFd;
     for fd in fds {
-        // What now sits at the passed descriptor's place is the launcher's to adopt (see
+        // What now sits at the passed descriptors' places is the launcher's to adopt (see
         // `launcher`): not closed here. The rest were copied where they belong.
-        if passed.is_some() && fd.as_raw_fd() == uexec_sys::PASSED_FD {
+        if places.contains(&fd.as_raw_fd()) {
             let _ = fd.into_raw_fd();
         }
     }
@@ -211,19 +218,27 @@ pub fn receive() -> Result<Option<Launch>, i32> {
     Ok(Some(launch))
 }
 
-/// Steps of [`receive`] as a spawning child makes them: stdio, the passed descriptor (onto
-/// fd 3, once stdio no longer needs what sat there), controlling terminal, working
-/// directory. `Err((stage, errno))`.
-fn take(launch: &Launch, stdio: [RawFd; 3], passed: Option<RawFd>) -> Result<(), (u32, i32)> {
+/// Steps of [`receive`] as a spawning child makes them: stdio, the passed descriptors (onto
+/// fds 3, 4, ... in order, once stdio no longer needs what sat there), controlling terminal,
+/// working directory. `Err((stage, errno))`.
+fn take(launch: &Launch, stdio: [RawFd; 3], passed: &[RawFd]) -> Result<(), (u32, i32)> {
     let errno = |e: io::Error| e.raw_os_error().unwrap_or(libc::EIO);
     let setup = |e| (uexec_sys::STAGE_SETUP, errno(e));
     for (target, source) in stdio.into_iter().enumerate() {
         uexec_sys::dup_onto(source, target as RawFd).map_err(setup)?;
     }
-    // Close-on-exec (as it came): only the launcher's `--proxy-fd` adopts it, nothing it
-    // runs inherits it.
-    if let Some(source) = passed.filter(|fd| *fd != uexec_sys::PASSED_FD) {
-        uexec_sys::dup_onto_cloexec(source, uexec_sys::PASSED_FD).map_err(setup)?;
+    // The received descriptors sit wherever the kernel put them, some on another's place:
+    // each is copied clear of those places first, then onto its own. Close-on-exec (as they
+    // came): only the launcher's flags (`--proxy-fd`, `--exec-notify-fd`) adopt them,
+    // nothing it runs inherits them.
+    let clear: Vec<OwnedFd> = passed
+        .iter()
+        .map(|fd| uexec_sys::dup_at_least(*fd, PASSED_END))
+        .collect::<io::Result<_>>()
+        .map_err(setup)?;
+    for (i, source) in clear.iter().enumerate() {
+        let target = uexec_sys::PASSED_FD + i as RawFd;
+        uexec_sys::dup_onto_cloexec(source.as_raw_fd(), target).map_err(setup)?;
     }
     if launch.tty {
         uexec_sys::take_stdin_as_controlling_terminal().map_err(setup)?;
@@ -350,6 +365,8 @@ impl Pool {
         launcher: &Launcher,
         spec: &uexec_sys::ChildSpec,
     ) -> io::Result<Started> {
+        // A list that cannot be passed fails here, warm or cold, before any hand-over.
+        uexec_sys::check_passed_fds(&spec.passed_fds)?;
         if self.warm {
             if let Some(started) = self.launch_warm(launcher, spec)? {
                 return Ok(started);
@@ -388,14 +405,14 @@ impl Pool {
             &env,
             spec.cwd.as_bytes(),
             spec.controlling_tty,
-            spec.passed_fd.is_some(),
+            spec.passed_fds.len() as u8,
         );
         let stdio: &[RawFd] = if spec.controlling_tty {
             &spec.stdio[..1]
         } else {
             &spec.stdio
         };
-        let fds: Vec<RawFd> = stdio.iter().copied().chain(spec.passed_fd).collect();
+        let fds: Vec<RawFd> = stdio.iter().chain(&spec.passed_fds).copied().collect();
         match hand_over(&w.control, &message, &fds) {
             Ok(None) => Ok(Some(Started {
                 child: w.child,
@@ -472,7 +489,7 @@ fn start(launcher: &Launcher, generation: u64) -> io::Result<Waiting> {
         cwd: CString::new("/").map_err(io::Error::other)?,
         stdio: [theirs.as_raw_fd(), null.as_raw_fd(), null.as_raw_fd()],
         controlling_tty: false,
-        passed_fd: None,
+        passed_fds: Vec::new(),
         program_fd: launcher.program_fd(),
         cgroup: cgroup.as_ref().and_then(SpareCgroup::child_cgroup),
     })?;
@@ -506,7 +523,7 @@ mod tests {
             &[b"A=1", b"EMPTY=", b"X=a=b"],
             b"/work dir",
             true,
-            true,
+            2,
         );
         assert_eq!(message[..4], MAGIC);
         let body = &message[8..];
@@ -524,21 +541,21 @@ mod tests {
                 env: ["A=1", "EMPTY=", "X=a=b"].map(OsString::from).to_vec(),
                 cwd: "/work dir".into(),
                 tty: true,
-                passed: true,
+                passed: 2,
             }
         );
-        let empty = encode(&[], &[], b"/", false, false);
+        let empty = encode(&[], &[], b"/", false, 0);
         assert_eq!(decode(&empty[8..]).unwrap().args, Vec::<OsString>::new());
     }
 
     #[test]
     fn malformed_messages_are_refused() {
-        let good = encode(&[b"a", b"b"], &[b"E=1"], b"/", false, false);
+        let good = encode(&[b"a", b"b"], &[b"E=1"], b"/", false, 1);
         let body = &good[8..];
         for (bad, why) in [
             (&body[..body.len() - 1], "last string unterminated"),
             (&body[..body.len() - 4], "a string missing"),
-            (&body[..5], "counts truncated"),
+            (&body[..6], "counts truncated"),
             (&[][..], "empty"),
         ] {
             assert!(decode(bad).is_err(), "{why}");
@@ -549,5 +566,8 @@ mod tests {
         let mut flag = body.to_vec();
         flag[0] = 7;
         assert!(decode(&flag).is_err(), "an unknown flag");
+        let mut many = body.to_vec();
+        many[1] = uexec_sys::MAX_PASSED_FDS as u8 + 1;
+        assert!(decode(&many).is_err(), "too many descriptors");
     }
 }

@@ -11,9 +11,10 @@
 //!    live as long as the runtime, never on short-lived blocking threads.
 //! 4. Default dispositions for every signal and an empty mask: a server started in the
 //!    background ignores SIGINT, and ignored signals survive `exec`.
-//! 5. Nothing but stdio survives the `exec`, except one descriptor the spawn may pass
-//!    ([`ChildSpec::passed_fd`], moved to fd 3): the sandbox launcher's end of its proxy
-//!    hand-over, a socket pair no other process can find (a socket *file* could be swapped).
+//! 5. Nothing but stdio survives the `exec`, except the few descriptors the spawn may pass
+//!    ([`ChildSpec::passed_fds`], moved to fds 3, 4, ... in order): the sandbox launcher's
+//!    ends of its hand-overs (the allowlist proxy's, the exec listener's), socket pairs no
+//!    other process can find (a socket *file* could be swapped).
 //!
 //! The child is started like `posix_spawn` starts one (shared memory, parent suspended until
 //! `exec`), not with `fork`: no page tables are copied and the busy parent takes no

@@ -20,21 +20,51 @@ pub struct ChildSpec {
     pub stdio: [RawFd; 3],
     /// Make stdin (a PTY slave) the controlling terminal.
     pub controlling_tty: bool,
-    /// Becomes fd [`PASSED_FD`] of the child, the one descriptor besides stdio that stays
-    /// open across the exec (the sandbox launcher's end of its proxy hand-over).
-    pub passed_fd: Option<RawFd>,
+    /// Become fds [`PASSED_FD`], `PASSED_FD + 1`, ... of the child, in this order: the
+    /// descriptors besides stdio that stay open across the exec (the sandbox launcher's ends
+    /// of its hand-overs: the allowlist proxy's, the exec listener's). At most
+    /// [`MAX_PASSED_FDS`], none twice ([`check_passed_fds`]).
+    pub passed_fds: Vec<RawFd>,
     /// The descriptor `program` names the file through (`/proc/self/fd/N`), left open
     /// across the exec so that an interpreter (`#!`) can open it too; never below
-    /// [`PROGRAM_FD_LOWEST`], so that neither stdio nor [`PASSED_FD`] lands on it.
+    /// [`PROGRAM_FD_LOWEST`], so that neither stdio nor a passed descriptor lands on it.
     pub program_fd: Option<RawFd>,
     /// The cgroup the child starts in, so that no descendant of it can start outside.
     pub cgroup: Option<ChildCgroup>,
 }
 
-/// Where [`ChildSpec::passed_fd`] lands in the child: the first descriptor after stdio.
+/// Where the first of [`ChildSpec::passed_fds`] lands in the child: the first descriptor
+/// after stdio (the next ones follow it).
 pub const PASSED_FD: RawFd = 3;
+/// How many descriptors one child may be passed ([`ChildSpec::passed_fds`]).
+pub const MAX_PASSED_FDS: usize = 4;
 /// The lowest number a [`ChildSpec::program_fd`] may have.
 pub const PROGRAM_FD_LOWEST: RawFd = 10;
+const _: () = assert!(PASSED_FD + MAX_PASSED_FDS as RawFd <= PROGRAM_FD_LOWEST);
+
+/// Refuses a list of descriptors to pass ([`ChildSpec::passed_fds`]) that cannot be: longer
+/// than [`MAX_PASSED_FDS`], a negative number, or one descriptor twice (it cannot be two of
+/// the child's). Checked before a child exists.
+pub fn check_passed_fds(fds: &[RawFd]) -> io::Result<()> {
+    let refuse = |why: String| Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+    if fds.len() > MAX_PASSED_FDS {
+        return refuse(format!(
+            "{} descriptors passed to one child: at most {MAX_PASSED_FDS}",
+            fds.len()
+        ));
+    }
+    for (i, fd) in fds.iter().enumerate() {
+        if *fd < 0 {
+            return refuse(format!(
+                "descriptor {fd} passed to a child: not a descriptor"
+            ));
+        }
+        if fds[..i].contains(fd) {
+            return refuse(format!("descriptor {fd} passed twice to one child"));
+        }
+    }
+    Ok(())
+}
 
 /// The cgroup a child starts in ([`ChildSpec::cgroup`]).
 #[derive(Clone, Copy, Debug)]
@@ -73,8 +103,10 @@ pub(crate) const CHILD_STACK_BYTES: usize = 64 * 1024;
 
 pub(crate) struct ChildArgs<'a> {
     spec: &'a ChildSpec,
-    /// `spec.passed_fd`, or where the parent moved it (off the stdio slots).
-    passed_fd: Option<RawFd>,
+    /// `spec.passed_fds` (the first `passed_count`), each where the parent moved it when it
+    /// sat where the child's set-up replaces it before its turn.
+    passed: [RawFd; MAX_PASSED_FDS],
+    passed_count: usize,
     argv: &'a [*const libc::c_char],
     envp: &'a [*const libc::c_char],
     parent_pid: libc::pid_t,
@@ -101,25 +133,33 @@ pub fn spawn_child(spec: &ChildSpec) -> io::Result<SpawnedChild> {
         .map(|a| a.as_ptr())
         .chain(std::iter::once(std::ptr::null()))
         .collect();
+    check_passed_fds(&spec.passed_fds)?;
     let (error_read, mut error_write) = pipe_cloexec()?;
-    // With a descriptor passed, fd 3 of the child is that one: the error pipe may not sit
-    // there, and the passed one may not sit on a stdio slot the child replaces first.
-    let mut moved_passed = None;
-    if let Some(passed) = spec.passed_fd {
-        if error_write.as_raw_fd() <= PASSED_FD {
-            error_write = dup_at_least(error_write.as_raw_fd(), PASSED_FD + 1)?;
-        }
-        if passed < PASSED_FD {
-            moved_passed = Some(dup_at_least(passed, PASSED_FD + 1)?);
-        }
+    // With descriptors passed, fds 3.. of the child are those: the error pipe may not sit
+    // there, and a passed one may not sit where the child puts something else first (a
+    // stdio slot, or an earlier passed one's). Moved copies close on exec, and here once
+    // the child has its own.
+    let count = spec.passed_fds.len();
+    let end = PASSED_FD + count as RawFd;
+    let mut passed = [-1; MAX_PASSED_FDS];
+    let mut moved = Vec::new();
+    if count > 0 && error_write.as_raw_fd() < end {
+        error_write = dup_at_least(error_write.as_raw_fd(), end)?;
     }
-    let passed_fd = moved_passed
-        .as_ref()
-        .map(|fd| fd.as_raw_fd())
-        .or(spec.passed_fd);
+    for (i, &fd) in spec.passed_fds.iter().enumerate() {
+        passed[i] = if fd < end && fd != PASSED_FD + i as RawFd {
+            let copy = dup_at_least(fd, end)?;
+            let raw = copy.as_raw_fd();
+            moved.push(copy);
+            raw
+        } else {
+            fd
+        };
+    }
     let mut args = ChildArgs {
         spec,
-        passed_fd,
+        passed,
+        passed_count: count,
         argv: &argv,
         envp: &envp,
         parent_pid: current_pid(),
@@ -139,7 +179,7 @@ pub fn spawn_child(spec: &ChildSpec) -> io::Result<SpawnedChild> {
         },
     };
     drop(error_write);
-    drop(moved_passed);
+    drop(moved);
     let mut report = [0u8; 8];
     let n = read_fd(error_read.as_raw_fd(), &mut report)?;
     if n == report.len() {
@@ -297,19 +337,21 @@ pub(crate) extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
         if args.spec.controlling_tty && libc::ioctl(0, libc::TIOCSCTTY as _, 0) < 0 {
             fail(STAGE_SETUP);
         }
-        // The passed descriptor goes to fd 3 (stdio is in place: a source there is done).
-        let mut first_closed = PASSED_FD as u32;
-        if let Some(source) = args.passed_fd {
-            if source == PASSED_FD {
+        // The passed descriptors go to fds 3, 4, ... in order (stdio is in place: a source
+        // there is done; the parent moved any source an earlier one's slot would replace).
+        let passed = &args.passed[..args.passed_count];
+        for (i, &source) in passed.iter().enumerate() {
+            let target = PASSED_FD + i as RawFd;
+            if source == target {
                 if libc::fcntl(source, libc::F_SETFD, 0) < 0 {
                     fail(STAGE_SETUP);
                 }
-            } else if libc::dup2(source, PASSED_FD) < 0 {
+            } else if libc::dup2(source, target) < 0 {
                 fail(STAGE_SETUP);
             }
-            first_closed += 1;
         }
-        // Nothing of ours but stdio (and the passed descriptor) reaches the command: every
+        let first_closed = (PASSED_FD as usize + passed.len()) as u32;
+        // Nothing of ours but stdio (and the passed descriptors) reaches the command: every
         // other fd (inherited by uexec from its own parent, or opened without O_CLOEXEC by
         // a library) closes at exec. CLOSE_RANGE_CLOEXEC keeps the error pipe usable until
         // then; kernels older than 5.11 close the range around it instead.
@@ -338,7 +380,7 @@ pub(crate) extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
             libc::syscall(libc::SYS_close_range, from, u32::MAX, 0u32);
         }
         // The launcher's file, named `/proc/self/fd/N`, stays open across the exec (it is
-        // never a stdio slot nor fd 3: `Launcher::open` keeps it higher).
+        // never a stdio slot nor a passed one's: `Launcher::open` keeps it higher).
         if let Some(fd) = args.spec.program_fd {
             if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
                 fail(STAGE_SETUP);

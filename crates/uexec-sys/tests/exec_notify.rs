@@ -100,7 +100,7 @@ fn start(script: &str) -> Child {
             err_write.as_raw_fd(),
         ],
         controlling_tty: false,
-        passed_fd: Some(theirs.as_raw_fd()),
+        passed_fds: vec![theirs.as_raw_fd()],
         program_fd: None,
         cgroup: None,
     };

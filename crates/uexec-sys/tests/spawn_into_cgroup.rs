@@ -91,7 +91,7 @@ fn cat_own_cgroup(cgroup: ChildCgroup) -> std::io::Result<(String, Option<Cgroup
         cwd: c("/"),
         stdio: [null.as_raw_fd(), write.as_raw_fd(), null.as_raw_fd()],
         controlling_tty: false,
-        passed_fd: None,
+        passed_fds: Vec::new(),
         program_fd: None,
         cgroup: Some(cgroup),
     })?;

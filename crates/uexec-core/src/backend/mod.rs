@@ -94,8 +94,9 @@ pub struct SpawnSpec {
     /// Pipe mode only: stdout and stderr are one pipe, as on a terminal (their order is the
     /// program's); the local backend only, a remote one keeps its two streams.
     pub one_stream: bool,
-    /// A descriptor the process gets as fd 3 (local backend only: the sandbox launcher's end
-    /// of its proxy hand-over).
+    /// Descriptors the process gets as fds 3, 4, ... in order (local backend only: the
+    /// sandbox launcher's ends of its hand-overs, the allowlist proxy's and the exec
+    /// listener's; [`PassedFd::push`] says where each lands).
     pub passed_fd: Option<PassedFd>,
     /// What starts the program (local backend only: a sandbox's launcher); `None`: the
     /// backend spawns the program itself.
@@ -132,6 +133,18 @@ impl SpawnSpec {
         }
     }
 
+    /// Passes `fd` to the process after those passed already ([`Self::passed_fd`]): the
+    /// descriptor number it gets there, for the argument that tells it which is which.
+    pub fn pass_fd(&mut self, fd: std::os::fd::OwnedFd) -> Result<std::os::fd::RawFd, String> {
+        match &self.passed_fd {
+            Some(passed) => passed.push(fd),
+            None => {
+                self.passed_fd = Some(PassedFd::new(fd));
+                Ok(uexec_sys::PASSED_FD)
+            }
+        }
+    }
+
     fn render(&self, argv: Vec<String>) -> (Vec<String>, Option<String>) {
         match &self.launcher {
             Some(launcher) => launcher.render(argv, self.arg0.clone()),
@@ -164,23 +177,45 @@ impl PartialEq for SpawnSpec {
 
 impl Eq for SpawnSpec {}
 
-/// A descriptor for one process to inherit, taken by the spawn that passes it: once passed,
-/// the engine holds no copy (its peer sees the end of the stream when that process closes
-/// it), and clones of the spec share the one descriptor.
+/// The descriptors for one process to inherit (at fds 3, 4, ... in order), taken together by
+/// the spawn that passes them: once passed, the engine holds no copy (each peer sees the end
+/// of its stream when that process closes it), and clones of the spec share them.
 #[derive(Debug, Clone)]
-pub struct PassedFd(Arc<std::sync::Mutex<Option<std::os::fd::OwnedFd>>>);
+pub struct PassedFd(Arc<std::sync::Mutex<Option<Vec<std::os::fd::OwnedFd>>>>);
 
 impl PassedFd {
+    /// One descriptor, for fd 3.
     pub fn new(fd: std::os::fd::OwnedFd) -> Self {
-        Self(Arc::new(std::sync::Mutex::new(Some(fd))))
+        Self(Arc::new(std::sync::Mutex::new(Some(vec![fd]))))
     }
 
-    /// The descriptor, unless a spawn took it already.
-    pub fn take(&self) -> Option<std::os::fd::OwnedFd> {
+    fn held(&self) -> std::sync::MutexGuard<'_, Option<Vec<std::os::fd::OwnedFd>>> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
+    }
+
+    /// Adds `fd` after the others: the descriptor number the process gets it at. `Err` when
+    /// a spawn took them already, or there would be more than one process may be passed
+    /// ([`uexec_sys::MAX_PASSED_FDS`]).
+    pub fn push(&self, fd: std::os::fd::OwnedFd) -> Result<std::os::fd::RawFd, String> {
+        let mut held = self.held();
+        let fds = held
+            .as_mut()
+            .ok_or("the descriptors for this spawn were passed to an earlier one")?;
+        if fds.len() >= uexec_sys::MAX_PASSED_FDS {
+            return Err(format!(
+                "a process may be passed {} descriptors at most",
+                uexec_sys::MAX_PASSED_FDS
+            ));
+        }
+        fds.push(fd);
+        Ok(uexec_sys::PASSED_FD + fds.len() as std::os::fd::RawFd - 1)
+    }
+
+    /// The descriptors, in order, unless a spawn took them already.
+    pub fn take(&self) -> Option<Vec<std::os::fd::OwnedFd>> {
+        self.held().take()
     }
 }
 

@@ -68,6 +68,7 @@ mod people_table;
 mod place;
 mod raw_mcp;
 mod rules_at_exec;
+mod rules_at_exec_allowlist;
 mod rules_at_exec_launcher;
 mod sandbox;
 mod sandbox_attacks;

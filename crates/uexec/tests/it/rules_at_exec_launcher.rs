@@ -62,7 +62,7 @@ fn launch(layers: &str, script: &str, refused: &'static str) -> Run {
             err_write.as_raw_fd(),
         ],
         controlling_tty: false,
-        passed_fd: Some(theirs.as_raw_fd()),
+        passed_fds: vec![theirs.as_raw_fd()],
         program_fd: None,
         cgroup: None,
     };

@@ -148,15 +148,15 @@ fn spawn_local(
         .iter()
         .map(|(k, v)| c_string(&[k.as_bytes(), b"=", v.as_bytes()].concat()))
         .collect::<io::Result<Vec<_>>>()?;
-    // Held until the child has its copy, then closed: the child holds the only one.
+    // Held until the child has its copies, then closed: the child holds the only ones.
     let passed = match &spec.passed_fd {
-        Some(passed) => Some(passed.take().ok_or_else(|| {
+        Some(passed) => passed.take().ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::InvalidInput,
-                "the descriptor for this spawn was passed to an earlier one",
+                "the descriptors for this spawn were passed to an earlier one",
             )
-        })?),
-        None => None,
+        })?,
+        None => Vec::new(),
     };
     // The child is born in its cgroup (or enters it before it execs).
     let child_spec = uexec_sys::ChildSpec {
@@ -166,7 +166,7 @@ fn spawn_local(
         cwd: c_string(spec.cwd.as_os_str().as_bytes())?,
         stdio: [-1; 3],
         controlling_tty: spec.tty,
-        passed_fd: passed.as_ref().map(|fd| fd.as_raw_fd()),
+        passed_fds: passed.iter().map(|fd| fd.as_raw_fd()).collect(),
         program_fd: None,
         cgroup: cgroup.as_ref().map(cgroup::SessionCgroup::child_cgroup),
     };
@@ -416,31 +416,44 @@ mod tests {
         }
     }
 
-    /// A passed descriptor is the child's fd 3 (moved there from wherever it was, nothing
-    /// else beside), the engine keeps no copy of it (its peer reads the end when the child
-    /// exits), and a clone of the spec cannot pass it again.
+    /// Passed descriptors are the child's fds 3 and 4 (moved there from wherever they were,
+    /// nothing else beside), the engine keeps no copy of them (each peer reads the end when
+    /// the child exits), and a clone of the spec cannot pass them again.
     #[tokio::test]
-    async fn a_passed_descriptor_is_the_child_s_fd_3_and_the_engine_keeps_no_copy() {
+    async fn passed_descriptors_are_the_child_s_fds_3_and_4_and_the_engine_keeps_no_copy() {
         use std::io::Read;
-        for tty in [false, true] {
+        let pair = |at| {
             let (ours, theirs) = std::os::unix::net::UnixStream::pair().expect("pair");
             ours.set_read_timeout(Some(std::time::Duration::from_secs(5)))
                 .expect("timeout");
-            // Far from fd 3, so that the move shows.
-            let moved = uexec_sys::dup_at_least(theirs.as_raw_fd(), 40).expect("dup");
-            drop(theirs);
+            // Far from fds 3 and 4, so that the move shows.
+            (
+                ours,
+                uexec_sys::dup_at_least(theirs.as_raw_fd(), at).expect("dup"),
+            )
+        };
+        let said = |ours: &std::os::unix::net::UnixStream| {
+            let mut got = String::new();
+            let mut ours = ours;
+            ours.read_to_string(&mut got)
+                .expect("the end, once the child is gone");
+            got
+        };
+        for tty in [false, true] {
+            let (ours, moved) = pair(40);
+            let (second, second_moved) = pair(41);
             let mut s = spec(
-                "echo passed >&3; for n in 4 40; do [ -e /proc/$$/fd/$n ] && echo fd$n >&3; done; exit 0",
+                "echo passed >&3; echo second >&4; \
+                 for n in 5 40 41; do [ -e /proc/$$/fd/$n ] && echo fd$n >&3; done; exit 0",
                 tty,
             );
-            s.passed_fd = Some(super::super::PassedFd::new(moved));
+            let passed = super::super::PassedFd::new(moved);
+            assert_eq!(passed.push(second_moved), Ok(4));
+            s.passed_fd = Some(passed);
             let process = LocalBackend.spawn(s.clone()).await.expect("spawn");
             let _ = process.exit.await;
-            let mut got = String::new();
-            (&ours)
-                .read_to_string(&mut got)
-                .expect("the end, once the child is gone");
-            assert_eq!(got, "passed\n", "tty: {tty}");
+            assert_eq!(said(&ours), "passed\n", "tty: {tty}");
+            assert_eq!(said(&second), "second\n", "tty: {tty}");
             let e = LocalBackend.spawn(s).await.expect_err("passed once");
             assert!(
                 e.message.contains("passed to an earlier one"),
