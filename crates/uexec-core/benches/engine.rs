@@ -2,7 +2,8 @@
 //! same run, on the same machine.
 //!
 //! 1. overhead: `exec_command` of `true` (login=false, pipes) vs a bare tokio spawn+wait of
-//!    the same argv (`bash -c true`), medians of `UEXEC_BENCH_RUNS` (default 200) each; and
+//!    the same argv (`bash -c true`), medians of `UEXEC_BENCH_RUNS` (default 200) each, back
+//!    to back and each after a pause (`UEXEC_BENCH_PAUSED_RUNS` each); and
 //!    the same with transcripts kept (the default of `uexec mcp` and the daemon), interleaved;
 //!    and the spawn with its cgroup against without, back to back (`UEXEC_BENCH_RUNS` of
 //!    each) and *after a pause* (an agent's calls come seconds apart; the kernel's cgroup
@@ -68,11 +69,18 @@ async fn overhead(
     store: &Arc<SessionStore>,
     kept: &Arc<SessionStore>,
     runs: usize,
+    pause: Duration,
 ) -> (Duration, Duration, Duration) {
     let mut bare = Vec::with_capacity(runs);
     let mut engine = Vec::with_capacity(runs);
     let mut engine_kept = Vec::with_capacity(runs);
+    let rest = || async {
+        if !pause.is_zero() {
+            tokio::time::sleep(pause).await;
+        }
+    };
     for _ in 0..runs {
+        rest().await;
         let t = Instant::now();
         tokio::process::Command::new(shell())
             .args(["-c", "true"])
@@ -80,10 +88,12 @@ async fn overhead(
             .await
             .unwrap();
         bare.push(t.elapsed());
+        rest().await;
         let t = Instant::now();
         let s = store.exec_command(request("true", 10_000)).await.unwrap();
         engine.push(t.elapsed());
         assert_eq!(s.exit_code(), Some(0));
+        rest().await;
         let t = Instant::now();
         let s = kept.exec_command(request("true", 10_000)).await.unwrap();
         engine_kept.push(t.elapsed());
@@ -235,7 +245,7 @@ async fn main() {
         store.exec_command(request("true", 10_000)).await.unwrap();
         kept.exec_command(request("true", 10_000)).await.unwrap();
     }
-    let (bare, engine, engine_kept) = overhead(&store, &kept, runs).await;
+    let (bare, engine, engine_kept) = overhead(&store, &kept, runs, Duration::ZERO).await;
     let env_usize = |name: &str, default: usize| {
         std::env::var(name)
             .ok()
@@ -244,6 +254,13 @@ async fn main() {
     };
     let paused_runs = env_usize("UEXEC_BENCH_PAUSED_RUNS", 40);
     let pause_ms = env_usize("UEXEC_BENCH_PAUSE_MS", 100);
+    let (bare_paused, engine_paused, _) = overhead(
+        &store,
+        &kept,
+        paused_runs,
+        Duration::from_millis(pause_ms as u64),
+    )
+    .await;
     let back_to_back = cgroup_pairs(&store, runs, Duration::ZERO).await;
     let paused = cgroup_pairs(&store, paused_runs, Duration::from_millis(pause_ms as u64)).await;
     let spawn_rows = || {
@@ -254,6 +271,12 @@ async fn main() {
             bare.as_secs_f64() * 1e3,
             engine.as_secs_f64() * 1e3,
             engine.as_secs_f64() / bare.as_secs_f64()
+        );
+        println!(
+            "| the same, each after a {pause_ms} ms pause, median of {paused_runs} | {:.2} ms (tokio spawn+wait) | {:.2} ms (exec_command) | {:.2}x | <= 1.5x |",
+            bare_paused.as_secs_f64() * 1e3,
+            engine_paused.as_secs_f64() * 1e3,
+            engine_paused.as_secs_f64() / bare_paused.as_secs_f64()
         );
         let cgroups = match uexec_core::backend::local::cgroup_status() {
             Ok(root) => format!(
