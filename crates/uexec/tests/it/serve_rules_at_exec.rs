@@ -97,6 +97,16 @@ fn serve(name: &str, env: &[(&str, &str)]) -> Served {
 /// Runs `bash -c script` on the server, with the fake `git` first on PATH: (stdout and stderr
 /// together, exit code).
 async fn run(backend: &Arc<RemoteBackend>, dir: &Path, script: &str) -> (String, Option<i32>) {
+    run_as(backend, dir, &["bash", "-c", script], false).await
+}
+
+/// Runs `argv` on the server (on a PTY when `tty`), with the fake `git` first on PATH.
+async fn run_as(
+    backend: &Arc<RemoteBackend>,
+    dir: &Path,
+    argv: &[&str],
+    tty: bool,
+) -> (String, Option<i32>) {
     let path = format!(
         "{}:{}",
         dir.join("bin").display(),
@@ -104,13 +114,13 @@ async fn run(backend: &Arc<RemoteBackend>, dir: &Path, script: &str) -> (String,
     );
     let spec = SpawnSpec {
         program: Program::Argv {
-            argv: vec!["bash".into(), "-c".into(), script.into()],
+            argv: argv.iter().map(|a| (*a).to_owned()).collect(),
         },
         arg0: None,
         cwd: dir.to_path_buf(),
         env: [("PATH".into(), path.into())].into_iter().collect(),
         env_mode: EnvMode::Exact,
-        tty: false,
+        tty,
         pipe_stdin: false,
         one_stream: false,
         passed_fd: None,
@@ -174,6 +184,17 @@ async fn serve_judges_each_exec_a_walk_around_fails_with_eacces_and_the_rest_run
     assert!(out.contains("after=126"), "{out}");
     assert!(out.contains("Permission denied"), "{out}");
     assert!(!out.contains("git ran push"), "a push ran: {out}");
+    // A client's login shell (`-lc`, run from its profile's snapshot), and on a PTY.
+    for tty in [false, true] {
+        let argv = ["bash", "-lc", "cmd=git; $cmd push; echo after=$?"];
+        let (out, code) = run_as(&backend, &s.dir, &argv, tty).await;
+        assert_eq!(code, Some(0), "tty {tty}: {out}");
+        assert!(out.contains("after=126"), "tty {tty}: {out}");
+        assert!(
+            !out.contains("git ran push"),
+            "tty {tty}: a push ran: {out}"
+        );
+    }
     // An allowed exec runs.
     let (out, code) = run(&backend, &s.dir, "cmd=git; $cmd status").await;
     assert_eq!((out.trim(), code), ("git ran status", Some(0)), "{out}");
