@@ -68,16 +68,17 @@ async fn a_sandboxed_command_runs_in_the_launcher_started_ahead() {
 }
 
 /// A launch message as the engine writes it (`uexec_sandbox::warm`): magic, body
-/// length, tty flag, counts, NUL-terminated cwd, arguments and environment.
+/// length, tty flag, count of passed descriptors (none here), counts, NUL-terminated cwd,
+/// arguments and environment.
 fn launch_message(cwd: &str, args: &[&str], env: &[&str]) -> Vec<u8> {
-    let mut body = vec![0u8];
+    let mut body = vec![0u8, 0u8];
     body.extend((args.len() as u32).to_le_bytes());
     body.extend((env.len() as u32).to_le_bytes());
     for s in std::iter::once(&cwd).chain(args).chain(env) {
         body.extend(s.as_bytes());
         body.push(0);
     }
-    let mut message = b"UXW1".to_vec();
+    let mut message = b"UXW2".to_vec();
     message.extend((body.len() as u32).to_le_bytes());
     message.extend(body);
     message
@@ -145,6 +146,16 @@ fn a_waiting_launcher_reports_a_bad_launch_and_leaves_quietly_without_one() {
     send_launch(&socket, &bad);
     assert_eq!(read_report(&socket), (1, libc::EPROTO));
     assert_eq!(child.wait().unwrap().code(), Some(126));
+    // Passed descriptors said to follow stdio that do not, or more than a launch may pass:
+    // protocol errors too.
+    for passed in [2, uexec_sys::MAX_PASSED_FDS as u8 + 1] {
+        let (socket, mut child) = warm_launcher();
+        let mut bad = launch_message("/", &argv, &[]);
+        bad[9] = passed;
+        send_launch(&socket, &bad);
+        assert_eq!(read_report(&socket), (1, libc::EPROTO), "{passed} passed");
+        assert_eq!(child.wait().unwrap().code(), Some(126));
+    }
 
     // A good one runs the command (no layers: the launcher execs it) after a zero report.
     let (socket, mut child) = warm_launcher();
