@@ -54,6 +54,14 @@ pub struct Entry {
     /// The refusal's text, or a person's reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// An exec judged in a session (`--rules-at exec`): the session, the process that
+    /// exec'd and its parent (lines before these fields read as a script's text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ppid: Option<u32>,
 }
 
 impl Entry {
@@ -77,6 +85,9 @@ impl Entry {
             justification: rule.and_then(|r| r.justification.clone()),
             part: decided.part.map(cut),
             reason: decided.reason.map(cut),
+            session: decided.exec.map(|e| e.session),
+            pid: decided.exec.map(|e| e.pid),
+            ppid: decided.exec.map(|e| e.ppid),
         }
     }
 
@@ -239,6 +250,7 @@ mod tests {
             part: Some("git push".into()),
             by: "the person (MCP form)".into(),
             reason: None,
+            exec: None,
         }
     }
 
@@ -321,5 +333,47 @@ mod tests {
         })
         .unwrap();
         assert_eq!((seen, skipped), (vec!["new".to_owned()], 1));
+    }
+
+    #[test]
+    fn an_execs_place_is_written_and_a_line_without_one_still_reads() {
+        let dir = fresh("place");
+        let path = dir.join("state/audit.jsonl");
+        let file = AuditFile::at(path.clone());
+        let mut d = decided("/usr/bin/true", true);
+        d.exec = Some(uexec_core::spawn::ExecPlace {
+            session: 1000,
+            pid: 42,
+            ppid: 41,
+        });
+        file.for_owner("o").record(d);
+        // A line of a uexec before the tree: no session, pid nor ppid.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap()
+            .write_all(
+                br#"{"time":"2026-01-01T00:00:00.000Z","owner":"o","command":"old","cwd":"/","decision":"allow","outcome":"admitted","by":"rules"}"#,
+            )
+            .unwrap();
+        let mut seen = Vec::new();
+        let skipped = read(&path, None, |e| {
+            seen.push((e.command, e.session, e.pid, e.ppid));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(skipped, 0);
+        assert_eq!(
+            seen,
+            [
+                ("/usr/bin/true".to_owned(), Some(1000), Some(42), Some(41)),
+                ("old".to_owned(), None, None, None)
+            ]
+        );
+        let line = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            line.contains(r#""session":1000,"pid":42,"ppid":41"#),
+            "{line}"
+        );
     }
 }

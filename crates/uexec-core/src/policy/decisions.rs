@@ -31,6 +31,18 @@ pub struct Decided {
     pub by: String,
     /// The refusal's text, or a person's reason.
     pub reason: Option<String>,
+    /// For an exec judged in a session (`--rules-at exec`): its place in the session's
+    /// process tree. `None` for a script's text.
+    pub exec: Option<ExecPlace>,
+}
+
+/// Where a judged exec stands: its session, its process (which keeps its pid across its
+/// execs) and that process's parent, as the kernel numbered them when it was held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecPlace {
+    pub session: i32,
+    pub pid: u32,
+    pub ppid: u32,
 }
 
 /// Where a store's door decisions go (a face writes them down; see `uexec audit`).
@@ -56,6 +68,7 @@ pub(crate) fn decided(command: &str, cwd: &std::path::Path, verdict: &Verdict) -
             _ => "no rule".to_owned(),
         },
         reason: None,
+        exec: None,
     }
 }
 

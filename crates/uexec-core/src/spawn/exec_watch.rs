@@ -7,9 +7,12 @@
 //!   "Permission denied") and the session's next result names the program, the rule and its
 //!   justification;
 //! - `prompt`: the exec is held while the call's [`Approver`] asks (the rest of the session
-//!   runs on); no approver, no answer, or a no: refused as above.
+//!   runs on); no approver, no answer, or a no: refused as above. A rule the person already
+//!   said yes to on the session's script text ([`ExecWatch::with_text_yes`]) is not asked
+//!   again in that session: its execs go on, recorded as decided by that yes.
 //!
-//! Each judged exec is written to the store's [`DecisionLog`]. An exec that cannot be read
+//! Each judged exec is written to the store's [`DecisionLog`], with its process and parent
+//! ([`ExecPlace`]: `uexec audit` shows the session's execs as a tree). An exec that cannot be read
 //! is refused. The listener lives as long as this monitor: should it go, every exec still
 //! to come fails (`ENOSYS`), so nothing runs unjudged.
 
@@ -23,7 +26,7 @@ use futures::future::BoxFuture;
 use uexec_sys::{ExecCall, ExecListener, ExecNotification, ListenerState};
 
 use super::admit::{Answer, Approver, Question};
-use crate::policy::decisions::{decided, Decided, DecisionLog};
+use crate::policy::decisions::{decided, Decided, DecisionLog, ExecPlace};
 use crate::policy::exec_rules::{exec_words, judge_exec, refused_at_exec, shell_line};
 use crate::policy::rules::{CommandRules, Decision, Verdict};
 use crate::policy::{MonitorHandle, PolicyMonitor};
@@ -41,6 +44,8 @@ pub struct ExecWatch {
     approver: Option<Arc<dyn Approver>>,
     /// The session the decisions are recorded under.
     session_id: i32,
+    /// The `prompt` rules a person said yes to on the session's script text (their sources).
+    text_yes: Vec<String>,
 }
 
 impl ExecWatch {
@@ -59,7 +64,23 @@ impl ExecWatch {
             log,
             approver,
             session_id,
+            text_yes: Vec::new(),
         }
+    }
+
+    /// The session's script was held by `verdict` and a person said yes to it: the execs
+    /// the same `prompt` rules hold are covered by that yes (in this session only; an exec
+    /// another rule holds is still asked, and a `forbidden` one still refused).
+    pub fn with_text_yes(mut self, verdict: &Verdict) -> Self {
+        if verdict.decision == Decision::Prompt {
+            self.text_yes = verdict
+                .parts
+                .iter()
+                .filter(|p| p.decision == Decision::Prompt)
+                .filter_map(|p| p.rule.as_ref().map(|r| r.source.clone()))
+                .collect();
+        }
+        self
     }
 }
 
@@ -102,6 +123,7 @@ impl PolicyMonitor for ExecWatch {
                 pending: std::cell::RefCell::new(Vec::new()),
                 approver: self.approver,
                 session_id: self.session_id,
+                text_yes: self.text_yes,
                 session,
                 runtime: tokio::runtime::Handle::current(),
                 last_said: std::cell::RefCell::new(None),
@@ -120,6 +142,7 @@ struct Judge {
     pending: std::cell::RefCell<Vec<Decided>>,
     approver: Option<Arc<dyn Approver>>,
     session_id: i32,
+    text_yes: Vec<String>,
     session: MonitorHandle,
     runtime: tokio::runtime::Handle,
     /// The process and words of the last refusal said: a process that looks further down
@@ -194,8 +217,37 @@ impl Judge {
                     *self.last_said.borrow_mut() = said;
                 }
             }
+            Decision::Prompt if self.said_yes_to(&verdict) => {
+                let _ = self.listener.respond_continue(n.id);
+                let rule = verdict.deciding().and_then(|p| p.rule.as_ref());
+                let source = rule.map_or("", |r| r.source.as_str());
+                let why = format!(
+                    "the person said yes to the session's command, which rule {source} held"
+                );
+                let by = self
+                    .approver
+                    .as_ref()
+                    .map_or_else(|| "a person".to_owned(), |a| a.who());
+                let by = format!("{by}, by their earlier yes to the command");
+                self.record_by(&call, &cwd, &verdict, true, Some(why), by);
+            }
             Decision::Prompt => self.held(n, call, cwd, verdict),
         }
+    }
+
+    /// Whether every rule that holds this exec was said yes to on the session's text.
+    fn said_yes_to(&self, verdict: &Verdict) -> bool {
+        let mut holding = verdict
+            .parts
+            .iter()
+            .filter(|p| p.decision == Decision::Prompt)
+            .peekable();
+        holding.peek().is_some()
+            && holding.all(|p| {
+                p.rule
+                    .as_ref()
+                    .is_some_and(|r| self.text_yes.contains(&r.source))
+            })
     }
 
     /// A `prompt`: the exec waits while the person is asked, and the watch goes on.
@@ -210,6 +262,8 @@ impl Judge {
             ));
             return;
         };
+        // Its parent's exec, judged before, is written before it: the record's tree.
+        self.flush();
         let listener = self.listener.clone();
         let record = self.recorder();
         let session = self.session.clone();
@@ -261,18 +315,23 @@ impl Judge {
         admitted: bool,
         reason: Option<String>,
     ) {
+        self.record_by(call, cwd, verdict, admitted, reason, String::new());
+    }
+
+    /// [`Self::record`], decided by `by` (the rules when empty).
+    fn record_by(
+        &self,
+        call: &ExecCall,
+        cwd: &Path,
+        verdict: &Verdict,
+        admitted: bool,
+        reason: Option<String>,
+        by: String,
+    ) {
         if self.log.is_none() {
             return;
         }
-        let d = entry(
-            self.session_id,
-            call,
-            cwd,
-            verdict,
-            admitted,
-            reason,
-            String::new(),
-        );
+        let d = entry(self.session_id, call, cwd, verdict, admitted, reason, by);
         let full = {
             let mut pending = self.pending.borrow_mut();
             pending.push(d);
@@ -336,5 +395,10 @@ fn entry(
     d.reason = reason;
     let who = if by.is_empty() { d.by.clone() } else { by };
     d.by = format!("{who}, at exec in session {session_id}");
+    d.exec = Some(ExecPlace {
+        session: session_id,
+        pid: call.pid,
+        ppid: call.ppid,
+    });
     d
 }

@@ -15,7 +15,7 @@ mod exec_watch;
 mod plan;
 mod pre_spawn;
 
-pub use crate::policy::decisions::{masked, Decided, DecisionLog};
+pub use crate::policy::decisions::{masked, Decided, DecisionLog, ExecPlace};
 pub use admit::{
     admit, admit_spec, Admitted, AdmittedSpec, Answer, Approver, Question, NO_DECISION_YET,
 };

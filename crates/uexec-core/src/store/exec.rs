@@ -162,13 +162,15 @@ impl SessionStore {
         let reservation = self.reserve_id(req.name.as_deref())?;
         let id = reservation.id;
         if let (Some(socket), Some(rules)) = (admitted.exec_socket.take(), &caller.rules) {
-            monitors.push(Box::new(crate::spawn::ExecWatch::new(
+            let watch = crate::spawn::ExecWatch::new(
                 socket,
                 rules.clone(),
                 caller.decisions.clone(),
                 with.approver.clone(),
                 id,
-            )));
+            );
+            // A person's yes to the script covers the execs its rules hold, in this session.
+            monitors.push(Box::new(watch.with_text_yes(&admitted.verdict)));
         }
         let call_id = req.call_id.clone().unwrap_or_else(new_call_id);
         let (argv, _) = admitted.plan.spec.command();

@@ -2,8 +2,10 @@
 //! down once, with whose command it was, who decided and by which rule; `uexec audit` reads
 //! it back (text, `--json`, `--since`), with no secret of the command line in it, and `uexec
 //! metrics` counts the decisions by kind. A person's own `uexec run` is recorded, not judged.
+//! The execs judged in a session (`--rules-at exec`) are shown as a tree under its command.
 
 use std::path::Path;
+use std::time::Duration;
 
 use rmcp::ServiceExt;
 use serde_json::{json, Value};
@@ -209,4 +211,77 @@ async fn a_persons_own_run_is_recorded_not_judged_and_metrics_count_decisions() 
     }
     place.command(&["daemon", "--stop"]).status().unwrap();
     daemon.wait().unwrap();
+}
+
+#[tokio::test]
+async fn the_record_shows_a_sessions_execs_as_a_tree() {
+    let s = crate::rules_at_exec::server("exec-tree", crate::person::Person::nobody(), &[]).await;
+    // Each `; :` keeps a shell from becoming its last command: one process per level.
+    std::fs::write(
+        s.dir.join("nest.sh"),
+        "/bin/echo one\nsh -c '/bin/echo two; sh -c \"/bin/echo three; :\"; :'\n:\n",
+    )
+    .unwrap();
+    let (failed, said) = crate::rules_at_exec::exec(
+        &s.client,
+        json!({"cmd": "sh nest.sh", "login": false, "yield_time_ms": 10000}),
+    )
+    .await;
+    assert!(!failed && said.contains("three"), "{said}");
+    s.client.cancel().await.unwrap();
+    let home = s.dir.join("home");
+    let json = |home: &Path| {
+        let out = std::process::Command::new(UEXEC)
+            .args(["audit", "--json"])
+            .env("HOME", home)
+            .env_remove("XDG_STATE_HOME")
+            .output()
+            .unwrap();
+        let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        lines
+    };
+    let mut owner = String::new();
+    crate::helpers::eventually("the record", Duration::from_secs(10), || {
+        let lines = json(&home);
+        let three = lines.iter().find(|e| e["command"] == "/bin/echo three");
+        if let Some(e) = three {
+            assert!(
+                e["pid"].is_u64() && e["ppid"].is_u64() && e["session"].is_i64(),
+                "{e}"
+            );
+            owner = e["owner"].as_str().unwrap_or_default().to_owned();
+        }
+        three.is_some()
+    })
+    .await;
+    let out = std::process::Command::new(UEXEC)
+        .arg("audit")
+        .env("HOME", &home)
+        .env_remove("XDG_STATE_HOME")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    // The indentation before each echo's command, and where its line is.
+    let indent = |command: &str| {
+        let (at, line) = text
+            .lines()
+            .enumerate()
+            .find(|(_, l)| l.contains(&format!("{command}  — by")))
+            .unwrap_or_else(|| panic!("{command}: {text}"));
+        let before = &line[..line.find(command).unwrap()];
+        let (_, indent) = before.rsplit_once(&owner).expect(line);
+        (at, indent[2..].to_owned())
+    };
+    let (one, two, three) = (
+        indent("/bin/echo one"),
+        indent("/bin/echo two"),
+        indent("/bin/echo three"),
+    );
+    assert!(one.0 < two.0 && two.0 < three.0, "{text}");
+    assert!(one.1.ends_with("└ "), "{text}");
+    assert_eq!(two.1, format!("  {}", one.1), "{text}");
+    assert_eq!(three.1, format!("    {}", one.1), "{text}");
 }

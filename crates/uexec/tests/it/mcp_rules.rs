@@ -5,18 +5,14 @@
 //! refused saying no one can be asked for a client without elicitation; a bad rules file
 //! stops uexec at start naming its line and column.
 
-use std::sync::{Arc, Mutex};
-
-use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
-    ElicitationAction,
-};
-use rmcp::service::{RequestContext, RunningService};
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
+use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
 
 use crate::helpers::{args, scratch_dir, text, UEXEC};
+use crate::person::Person;
 
 const RULES: &str = r#"
 prefix_rule(
@@ -30,38 +26,6 @@ prefix_rule(
     justification = "it writes",
 )
 "#;
-
-/// A client whose person answers every form with `answer` (and `reason`), and keeps what it
-/// was asked.
-#[derive(Clone)]
-struct Person {
-    answer: Option<Value>,
-    asked: Arc<Mutex<Vec<String>>>,
-}
-
-impl ClientHandler for Person {
-    fn get_info(&self) -> ClientConfig {
-        let mut info = ClientConfig::default();
-        if self.answer.is_some() {
-            info.capabilities = ClientCapabilities::default();
-            info.capabilities.elicitation = serde_json::from_value(json!({"form": {}})).ok();
-        }
-        info
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
-            self.asked.lock().unwrap().push(message);
-        }
-        let mut result = ElicitResult::new(ElicitationAction::Accept);
-        result.content = self.answer.clone();
-        Ok(result)
-    }
-}
 
 async fn server(
     answer: Option<Value>,
@@ -82,7 +46,7 @@ async fn server(
         .env("HOME", dir.join("home"));
     let person = Person {
         answer,
-        asked: Arc::default(),
+        ..Person::default()
     };
     let client = person
         .clone()

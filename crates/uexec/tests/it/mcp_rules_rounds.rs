@@ -6,18 +6,17 @@
 //! so, and nothing runs.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, ElicitRequestParams,
-    ElicitResult, ElicitationAction, InputRequest, ProtocolVersion,
+    CallToolRequestParams, CallToolResponse, ElicitRequestParams, InputRequest, ProtocolVersion,
 };
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RequestContext, RunningService};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RunningService};
 use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientHandler, ErrorData, RoleClient};
+use rmcp::RoleClient;
 use serde_json::{json, Value};
 
 use crate::helpers::{args, scratch_dir, text, UEXEC};
+use crate::person::Person;
 
 const RULES: &str = r#"
 prefix_rule(
@@ -26,36 +25,6 @@ prefix_rule(
     justification = "it writes",
 )
 "#;
-
-/// A client of the 2026-07-28 protocol whose person answers every form with `answer`, and
-/// keeps what it was asked.
-#[derive(Clone)]
-struct Person {
-    answer: Value,
-    asked: Arc<Mutex<Vec<String>>>,
-}
-
-impl ClientHandler for Person {
-    fn get_info(&self) -> ClientConfig {
-        let mut info = ClientConfig::default();
-        info.capabilities = ClientCapabilities::default();
-        info.capabilities.elicitation = serde_json::from_value(json!({"form": {}})).ok();
-        info
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
-            self.asked.lock().unwrap().push(message);
-        }
-        let mut result = ElicitResult::new(ElicitationAction::Accept);
-        result.content = Some(self.answer.clone());
-        Ok(result)
-    }
-}
 
 type Client = RunningService<RoleClient, Person>;
 
@@ -77,10 +46,8 @@ async fn server(answer: Value) -> (Client, Person, PathBuf) {
         .current_dir(&dir)
         .env("HOME", dir.join("home"))
         .env_remove("XDG_STATE_HOME");
-    let person = Person {
-        answer,
-        asked: Arc::default(),
-    };
+    // A client of the 2026-07-28 protocol whose person answers every form with `answer`.
+    let person = Person::answering(answer);
     let client = person
         .clone()
         .serve_with_lifecycle(

@@ -6,19 +6,16 @@
 //! without the feature (a failing probe) falls back to the text and says so.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
-    ElicitationAction,
-};
-use rmcp::service::{RequestContext, RunningService};
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
+use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
 
 use crate::helpers::{args, scratch_dir, text, UEXEC};
+use crate::person::Person;
 
 const RULES: &str = r#"
 prefix_rule(
@@ -31,52 +28,22 @@ prefix_rule(
     decision = "prompt",
     justification = "it writes",
 )
+prefix_rule(
+    pattern = ["deploy"],
+    decision = "prompt",
+    justification = "it ships",
+)
 "#;
 
 /// A `git` of the test's own (first on PATH): it says what it was asked.
 const FAKE_GIT: &str = "#!/bin/sh\necho \"git ran $*\"\n";
+/// A `deploy` of the test's own, which a `prompt` rule holds.
+const FAKE_DEPLOY: &str = "#!/bin/sh\necho \"deployed $*\"\n";
 
-#[derive(Clone)]
-struct Person {
-    /// The form's answer; `None`: a client without elicitation.
-    answer: Option<Value>,
-    asked: Arc<Mutex<Vec<String>>>,
-    /// How long the person takes to answer.
-    thinks: Duration,
-    /// How many answers went back.
-    answered: Arc<Mutex<usize>>,
-}
-
-impl ClientHandler for Person {
-    fn get_info(&self) -> ClientConfig {
-        let mut info = ClientConfig::default();
-        if self.answer.is_some() {
-            info.capabilities = ClientCapabilities::default();
-            info.capabilities.elicitation = serde_json::from_value(json!({"form": {}})).ok();
-        }
-        info
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
-            self.asked.lock().unwrap().push(message);
-        }
-        tokio::time::sleep(self.thinks).await;
-        *self.answered.lock().unwrap() += 1;
-        let mut result = ElicitResult::new(ElicitationAction::Accept);
-        result.content = self.answer.clone();
-        Ok(result)
-    }
-}
-
-struct Server {
-    client: RunningService<RoleClient, Person>,
-    person: Person,
-    dir: PathBuf,
+pub(crate) struct Server {
+    pub client: RunningService<RoleClient, Person>,
+    pub person: Person,
+    pub dir: PathBuf,
 }
 
 /// A scratch directory with the rules, a fake `git` on PATH and an empty HOME.
@@ -86,9 +53,11 @@ fn place(name: &str) -> PathBuf {
     std::fs::create_dir_all(dir.join("home")).unwrap();
     std::fs::create_dir_all(dir.join("bin")).unwrap();
     std::fs::write(dir.join("team.rules"), RULES).unwrap();
-    let git = dir.join("bin/git");
-    std::fs::write(&git, FAKE_GIT).unwrap();
-    std::fs::set_permissions(&git, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (name, script) in [("git", FAKE_GIT), ("deploy", FAKE_DEPLOY)] {
+        let program = dir.join("bin").join(name);
+        std::fs::write(&program, script).unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     dir
 }
 
@@ -100,7 +69,7 @@ fn path_with(dir: &Path) -> String {
     )
 }
 
-async fn server(name: &str, person: Person, env: &[(&str, &str)]) -> Server {
+pub(crate) async fn server(name: &str, person: Person, env: &[(&str, &str)]) -> Server {
     server_with(name, person, env, &[]).await
 }
 
@@ -129,16 +98,10 @@ async fn server_with(name: &str, person: Person, env: &[(&str, &str)], extra: &[
     }
 }
 
-fn nobody() -> Person {
-    Person {
-        answer: None,
-        asked: Arc::default(),
-        thinks: Duration::ZERO,
-        answered: Arc::default(),
-    }
-}
-
-async fn exec(client: &RunningService<RoleClient, Person>, arguments: Value) -> (bool, String) {
+pub(crate) async fn exec(
+    client: &RunningService<RoleClient, Person>,
+    arguments: Value,
+) -> (bool, String) {
     let r = client
         .call_tool(CallToolRequestParams::new("exec_command").with_arguments(args(arguments)))
         .await
@@ -147,7 +110,7 @@ async fn exec(client: &RunningService<RoleClient, Person>, arguments: Value) -> 
 }
 
 /// The `refused at exec` line of `git push` by the rule, in `said`.
-fn names_the_push(said: &str) -> bool {
+pub(crate) fn names_the_push(said: &str) -> bool {
     said.lines().any(|l| {
         l.starts_with("refused at exec: ")
             && l.contains("/bin/git push")
@@ -158,7 +121,7 @@ fn names_the_push(said: &str) -> bool {
 
 #[tokio::test]
 async fn walk_arounds_are_refused_at_their_exec_while_the_rest_runs() {
-    let s = server("exec-walk", nobody(), &[]).await;
+    let s = server("exec-walk", Person::nobody(), &[]).await;
     // A script file, run by bash: each walk-around's exec is refused, and its own error
     // handling sees an ordinary failure.
     std::fs::write(
@@ -242,7 +205,7 @@ async fn walk_arounds_are_refused_at_their_exec_while_the_rest_runs() {
 
 #[tokio::test]
 async fn a_held_exec_with_no_one_to_ask_is_refused_saying_so() {
-    let s = server("exec-nobody", nobody(), &[]).await;
+    let s = server("exec-nobody", Person::nobody(), &[]).await;
     let (failed, said) = exec(
         &s.client,
         json!({"cmd": "$(echo touch) made || echo failed", "login": false}),
@@ -262,12 +225,7 @@ async fn a_held_exec_with_no_one_to_ask_is_refused_saying_so() {
 
 #[tokio::test]
 async fn a_held_exec_runs_on_the_persons_yes_through_the_form() {
-    let person = Person {
-        answer: Some(json!({"answer": "run once"})),
-        asked: Arc::default(),
-        thinks: Duration::ZERO,
-        answered: Arc::default(),
-    };
+    let person = Person::answering(json!({"answer": "run once"}));
     let s = server("exec-yes", person, &[]).await;
     let (failed, said) = exec(
         &s.client,
@@ -291,7 +249,7 @@ async fn a_held_exec_runs_on_the_persons_yes_through_the_form() {
 async fn without_the_kernels_help_the_text_is_judged_and_that_is_said() {
     let s = server(
         "exec-fallback",
-        nobody(),
+        Person::nobody(),
         &[("UEXEC_TEST_EXEC_NOTIFY", "fail")],
     )
     .await;
@@ -361,7 +319,7 @@ fn rules_at_without_rules_or_with_a_bad_word_is_a_usage_error() {
 }
 
 /// What `uexec audit` recorded under `home`: (decision, outcome, by).
-fn recorded(home: &Path) -> Vec<(String, String, String)> {
+pub(crate) fn recorded(home: &Path) -> Vec<(String, String, String)> {
     let out = std::process::Command::new(UEXEC)
         .args(["audit", "--json"])
         .env("HOME", home)
@@ -394,12 +352,7 @@ fn running_id(said: &str) -> i64 {
 async fn a_session_killed_while_an_exec_is_held_leaves_nothing_behind() {
     use crate::helpers::{eventually, proc_stat};
     // The person takes their time, and says yes: too late.
-    let person = Person {
-        answer: Some(json!({"answer": "run once"})),
-        asked: Arc::default(),
-        thinks: Duration::from_secs(2),
-        answered: Arc::default(),
-    };
+    let person = Person::answering(json!({"answer": "run once"})).thinking(Duration::from_secs(2));
     let s = server("exec-held-kill", person, &[]).await;
     let (failed, said) = exec(
         &s.client,
@@ -452,7 +405,7 @@ async fn a_session_killed_while_an_exec_is_held_leaves_nothing_behind() {
 async fn under_the_sandbox_and_on_a_terminal_the_execs_are_judged_too() {
     let s = server_with(
         "exec-sandboxed",
-        nobody(),
+        Person::nobody(),
         &[],
         &["--sandbox", "workspace-write"],
     )
@@ -519,7 +472,7 @@ async fn through_the_daemon_the_execs_are_judged_too() {
 
 #[tokio::test]
 async fn a_structured_result_carries_the_refusals_as_notices() {
-    let s = server_with("exec-structured", nobody(), &[], &["--structured"]).await;
+    let s = server_with("exec-structured", Person::nobody(), &[], &["--structured"]).await;
     let r = s
         .client
         .call_tool(
