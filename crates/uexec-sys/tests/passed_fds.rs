@@ -1,6 +1,8 @@
 //! Descriptors passed to a child ([`ChildSpec::passed_fds`]) arrive at fds 3, 4, ... in the
 //! order given, wherever they sat in the parent (even on each other's places), nothing else
 //! beside them; a list that cannot be passed is refused before any child exists.
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::ffi::CString;
 use std::io::Read;
