@@ -258,7 +258,7 @@ async fn serve_without_the_kernels_help_judges_the_text_and_says_so() {
             limits: Default::default(),
         })
         .await;
-    let error = refused.err().expect("a push starts not");
+    let error = refused.expect_err("a push starts not");
     assert!(error.message.contains("pushing is for people"), "{error:?}");
     backend.close();
 }
