@@ -26,7 +26,9 @@ pub struct AuditArgs {
     #[arg(long, value_name = "DURATION|TIME", value_parser = parse_since)]
     pub since: Option<Since>,
     /// One JSON object per decision (JSON Lines): time, owner, command, cwd, decision,
-    /// outcome, by, and rule, justification, part, reason when there is one.
+    /// outcome, by, and rule, justification, part, reason when there is one; session, pid
+    /// and ppid for an exec judged in a session (--rules-at exec). Without it, a session's
+    /// execs are shown as a tree under its command.
     #[arg(long)]
     pub json: bool,
 }
