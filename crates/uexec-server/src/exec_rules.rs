@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use uexec_core::backend::SpawnSpec;
+use uexec_core::backend::{BackendError, BackendErrorKind, SpawnSpec};
 use uexec_core::confine::Confinement;
 use uexec_core::policy::rules::CommandRules;
 use uexec_core::policy::{MonitorHandle, Monitored, PolicyMonitor};
@@ -122,5 +122,44 @@ impl Monitored for Watched {
 
     fn exited(&self) -> BoxFuture<'static, ()> {
         Box::pin(self.process.exited())
+    }
+}
+
+/// Whether `spec` can start, as the backend would find out itself were no launcher in
+/// between (the launcher starts whatever the program, whose own exec would fail later, as an
+/// exit of 127): its working directory, and its program in the spec's `PATH`, executable.
+/// The errors are the backend's kinds: not found, not executable.
+pub(crate) fn startable(spec: &SpawnSpec) -> Result<(), BackendError> {
+    use std::os::unix::fs::PermissionsExt;
+    use BackendErrorKind::{NotFound, PermissionDenied};
+    if !spec.cwd.is_dir() {
+        let cwd = spec.cwd.display();
+        return Err(BackendError::with_kind(
+            NotFound,
+            format!("working directory {cwd} does not exist"),
+        ));
+    }
+    let (argv, _) = spec.command();
+    let program = argv.first().map(String::as_str).unwrap_or_default();
+    let path = spec.env.get(std::ffi::OsStr::new("PATH"));
+    if uexec_core::backend::local::find_program(program, path.map(|p| p.as_os_str())).is_some() {
+        return Ok(());
+    }
+    if !program.contains('/') {
+        return Err(BackendError::with_kind(
+            NotFound,
+            format!("program {program:?} not found: not found in PATH"),
+        ));
+    }
+    match std::fs::metadata(program) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BackendError::with_kind(
+            NotFound,
+            format!("program {program:?} not found: {e}"),
+        )),
+        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(()),
+        _ => Err(BackendError::with_kind(
+            PermissionDenied,
+            format!("program {program:?} is not executable"),
+        )),
     }
 }

@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use serde_json::json;
 use tokio::sync::oneshot;
-use uexec_core::backend::{BackendErrorKind, EnvMode, Program, SpawnSpec};
-use uexec_core::metrics::SpawnFailure;
+use uexec_core::backend::{BackendError, BackendErrorKind, EnvMode, Program, SpawnSpec};
+use uexec_core::metrics::{Metrics, SpawnFailure};
 use uexec_protocol::file_uri;
 use uexec_protocol::{RpcError, StartParams, StartResult};
 
@@ -79,30 +79,17 @@ pub async fn handle(
     }
     // With `--rules-at exec`: the launcher that hands every exec over (after the snapshot,
     // which a launched spawn would not get).
-    let exec_socket = conn
-        .server
-        .at_exec
-        .as_ref()
-        .map(|judge| judge.hand_over(&mut admitted.spec));
+    let exec_socket = match &conn.server.at_exec {
+        Some(judge) => {
+            crate::exec_rules::startable(&admitted.spec).map_err(|e| spawn_failed(metrics, e))?;
+            Some(judge.hand_over(&mut admitted.spec))
+        }
+        None => None,
+    };
     let spawned = admitted
         .spawn(conn.server.backend.as_ref())
         .await
-        .map_err(|e| {
-            metrics.spawn_failed(match e.kind {
-                BackendErrorKind::NotFound => SpawnFailure::NotFound,
-                BackendErrorKind::PermissionDenied => SpawnFailure::PermissionDenied,
-                BackendErrorKind::Unavailable => SpawnFailure::Unavailable,
-                BackendErrorKind::Other => SpawnFailure::Other,
-            });
-            let error = RpcError::internal(e.message.clone());
-            match e.kind {
-                BackendErrorKind::NotFound => error.with_data(json!({"kind": "spawnNotFound"})),
-                BackendErrorKind::PermissionDenied => {
-                    error.with_data(json!({"kind": "spawnPermissionDenied"}))
-                }
-                _ => error,
-            }
-        })?;
+        .map_err(|e| spawn_failed(metrics, e))?;
     metrics.spawned();
 
     let config = &conn.server.config;
@@ -148,6 +135,25 @@ pub async fn handle(
         },
         gate_tx,
     ))
+}
+
+/// A spawn that failed, counted, as its error on the wire (as Codex: `-32603`, and the kind
+/// of a program or directory missing, or not executable).
+fn spawn_failed(metrics: &Metrics, e: BackendError) -> RpcError {
+    metrics.spawn_failed(match e.kind {
+        BackendErrorKind::NotFound => SpawnFailure::NotFound,
+        BackendErrorKind::PermissionDenied => SpawnFailure::PermissionDenied,
+        BackendErrorKind::Unavailable => SpawnFailure::Unavailable,
+        BackendErrorKind::Other => SpawnFailure::Other,
+    });
+    let error = RpcError::internal(e.message);
+    match e.kind {
+        BackendErrorKind::NotFound => error.with_data(json!({"kind": "spawnNotFound"})),
+        BackendErrorKind::PermissionDenied => {
+            error.with_data(json!({"kind": "spawnPermissionDenied"}))
+        }
+        _ => error,
+    }
 }
 
 /// What a client's argv asks for. The wire carries argvs, and a client's login shell comes

@@ -227,6 +227,59 @@ async fn serve_judges_each_exec_a_walk_around_fails_with_eacces_and_the_rest_run
 }
 
 #[tokio::test]
+async fn serve_at_exec_still_refuses_to_start_a_missing_program_or_directory() {
+    use uexec_core::backend::BackendErrorKind;
+    let s = serve("serve-exec-missing", &[]);
+    let backend = RemoteBackend::connect(&s.url, None).await.unwrap();
+    let spec = |argv: &[&str], cwd: &Path| SpawnSpec {
+        program: Program::Argv {
+            argv: argv.iter().map(|a| (*a).to_owned()).collect(),
+        },
+        arg0: None,
+        cwd: cwd.to_path_buf(),
+        env: [("PATH".into(), "/usr/bin:/bin".into())]
+            .into_iter()
+            .collect(),
+        env_mode: EnvMode::Exact,
+        tty: false,
+        pipe_stdin: false,
+        one_stream: false,
+        passed_fd: None,
+        launcher: None,
+        limits: Default::default(),
+    };
+    // The launcher in between starts whatever the program: the start must fail all the
+    // same, as without it (`spawnNotFound`, `spawnPermissionDenied`).
+    let not_executable = s.dir.join("team.rules");
+    let missing = s.dir.join("nowhere");
+    for (argv, cwd, kind) in [
+        (
+            &["/nonexistent/program"][..],
+            &s.dir,
+            BackendErrorKind::NotFound,
+        ),
+        (
+            &["no-such-program-here"][..],
+            &s.dir,
+            BackendErrorKind::NotFound,
+        ),
+        (&["true"][..], &missing, BackendErrorKind::NotFound),
+        (
+            &[not_executable.to_str().unwrap()][..],
+            &s.dir,
+            BackendErrorKind::PermissionDenied,
+        ),
+    ] {
+        let error = backend
+            .spawn(spec(argv, cwd))
+            .await
+            .expect_err("it does not start");
+        assert_eq!(error.kind, kind, "{argv:?}: {error:?}");
+    }
+    backend.close();
+}
+
+#[tokio::test]
 async fn serve_without_the_kernels_help_judges_the_text_and_says_so() {
     let s = serve("serve-exec-fallback", &[("UEXEC_TEST_EXEC_NOTIFY", "fail")]);
     let stderr = std::fs::read_to_string(s.dir.join("stderr")).unwrap();
