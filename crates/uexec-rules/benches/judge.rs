@@ -1,7 +1,9 @@
 //! Judging benchmark (not a test): a 10-part script against 1,000 rules, the figure the
 //! issue sets (≤ 50 µs): the best of five rounds, each the median of `UEXEC_BENCH_RUNS`
 //! (default 2,000) judgements after 200 to warm up; also shown: the same script with no
-//! rule (what the shell parser takes), a one-command script, and loading the file.
+//! rule (what the shell parser takes), a one-command script, the same command as an exec's
+//! words (`judge_words`: what `--rules-at exec` asks at every exec, no script parsed), and
+//! loading the file.
 //!
 //! Run: `cargo bench -p uexec-rules --bench judge`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -85,11 +87,28 @@ fn main() {
                 .collect(),
         )
     };
-    let (mut ten, mut split_only, mut one) = (Vec::new(), Vec::new(), Vec::new());
+    let exec: Vec<String> = ["git", "verb3", "--stat"].map(str::to_owned).to_vec();
+    let time_words = |rules: &Rules| {
+        for _ in 0..200 {
+            std::hint::black_box(rules.judge_words(&exec));
+        }
+        median(
+            (0..runs)
+                .map(|_| {
+                    let t = Instant::now();
+                    std::hint::black_box(rules.judge_words(std::hint::black_box(&exec)));
+                    t.elapsed()
+                })
+                .collect(),
+        )
+    };
+    let (mut ten, mut split_only, mut one, mut words) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..5 {
         ten.push(time(&rules, SCRIPT));
         split_only.push(time(&no_rules, SCRIPT));
         one.push(time(&rules, "git verb3 --stat"));
+        words.push(time_words(&rules));
     }
     let show = |mut rounds: Vec<Duration>| {
         rounds.sort();
@@ -111,6 +130,10 @@ fn main() {
         show(split_only)
     );
     println!("| judge a 1-part script, same rules | {} |", show(one));
+    println!(
+        "| judge the same command as an exec's words, same rules | {} |",
+        show(words)
+    );
     println!(
         "| load the 1,000-rule .rules file (once) | {:.1} ms |",
         load.as_secs_f64() * 1e3

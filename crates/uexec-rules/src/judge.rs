@@ -210,7 +210,7 @@ impl Rules {
         &self,
         script: &str,
         shell: &str,
-        mut matched: Option<&mut Vec<RuleMatch>>,
+        matched: Option<&mut Vec<RuleMatch>>,
     ) -> Verdict {
         let ctx = Context {
             opaque: !(shell.is_empty() || wrappers::posix_like(shell)),
@@ -218,6 +218,11 @@ impl Rules {
         };
         let mut commands = Vec::new();
         split::split(script, &ctx, &mut commands);
+        self.verdict(commands, matched)
+    }
+
+    /// The verdict on `commands`: each judged, the strictest of them the whole's.
+    fn verdict(&self, commands: Vec<Command>, mut matched: Option<&mut Vec<RuleMatch>>) -> Verdict {
         let mut scratch = Vec::new();
         let parts: Vec<Part> = commands
             .into_iter()
@@ -244,6 +249,13 @@ fn rule_match(rule: &PrefixRule, covered: &[Word]) -> RuleMatch {
 impl CommandRules for Rules {
     fn judge(&self, script: &str, shell: &str) -> Verdict {
         self.judge_all(script, shell, None)
+    }
+
+    /// An exec's words, judged as they are: no script is parsed (but a `sh -c STRING`'s).
+    fn judge_words(&self, words: &[String]) -> Verdict {
+        let mut commands = Vec::new();
+        split::exec(words, &mut commands);
+        self.verdict(commands, None)
     }
 }
 

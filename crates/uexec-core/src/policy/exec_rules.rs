@@ -12,6 +12,7 @@
 use std::ffi::OsString;
 use std::path::Path;
 
+pub use super::rules::shell_line;
 use super::rules::{CommandRules, Decision, Verdict};
 
 /// Where a store's command rules judge (`--rules-at`).
@@ -131,29 +132,9 @@ pub fn exec_words(program: &Path, argv: &[OsString]) -> Vec<String> {
     }
 }
 
-/// `words` as one line of `sh`, each quoted where the shell would split or expand it.
-pub fn shell_line(words: &[String]) -> String {
-    let plain = |w: &str| {
-        !w.is_empty()
-            && w.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b))
-    };
-    let quoted: Vec<String> = words
-        .iter()
-        .map(|w| {
-            if plain(w) {
-                w.clone()
-            } else {
-                format!("'{}'", w.replace('\'', r"'\''"))
-            }
-        })
-        .collect();
-    quoted.join(" ")
-}
-
 /// The verdict of `rules` on the exec of `program` with `argv`.
 pub fn judge_exec(rules: &dyn CommandRules, program: &Path, argv: &[OsString]) -> Verdict {
-    rules.judge(&shell_line(&exec_words(program, argv)), "sh")
+    rules.judge_words(&exec_words(program, argv))
 }
 
 /// The line a session's output shows for an exec refused (or left unanswered):

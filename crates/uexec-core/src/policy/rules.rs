@@ -152,6 +152,34 @@ impl Verdict {
 pub trait CommandRules: Send + Sync + fmt::Debug {
     /// The verdict on `script`, run by `shell` (`bash`, `sh`, `zsh`, a path) with `-c`.
     fn judge(&self, script: &str, shell: &str) -> Verdict;
+
+    /// The verdict on a program run with exactly `words`, no shell between (an exec: the
+    /// program and its arguments as the kernel got them). By default, the one-command
+    /// script that runs them; an implementation may judge the words as they are, without
+    /// parsing a script (every exec of a session comes here: `--rules-at exec`).
+    fn judge_words(&self, words: &[String]) -> Verdict {
+        self.judge(&shell_line(words), "sh")
+    }
+}
+
+/// `words` as one line of `sh`, each quoted where the shell would split or expand it.
+pub fn shell_line(words: &[String]) -> String {
+    let plain = |w: &str| {
+        !w.is_empty()
+            && w.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b))
+    };
+    let quoted: Vec<String> = words
+        .iter()
+        .map(|w| {
+            if plain(w) {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', r"'\''"))
+            }
+        })
+        .collect();
+    quoted.join(" ")
 }
 
 /// Several sets of rules judged together (a daemon's, and a client's of it): the strictest
@@ -161,9 +189,19 @@ pub struct Strictest(pub Vec<std::sync::Arc<dyn CommandRules>>);
 
 impl CommandRules for Strictest {
     fn judge(&self, script: &str, shell: &str) -> Verdict {
+        self.strictest(|rules| rules.judge(script, shell))
+    }
+
+    fn judge_words(&self, words: &[String]) -> Verdict {
+        self.strictest(|rules| rules.judge_words(words))
+    }
+}
+
+impl Strictest {
+    fn strictest(&self, judge: impl Fn(&dyn CommandRules) -> Verdict) -> Verdict {
         let mut strictest = Verdict::allowed();
         for rules in &self.0 {
-            let verdict = rules.judge(script, shell);
+            let verdict = judge(rules.as_ref());
             if verdict.decision > strictest.decision || strictest.parts.is_empty() {
                 strictest = verdict;
             }

@@ -198,6 +198,15 @@ pub(crate) fn split(script: &str, ctx: &Context, out: &mut Vec<Command>) {
     }
 }
 
+/// The command a program run with exactly `words` is (an exec: no shell between, so every
+/// word is literal), resolved as a parsed one is: wrappers looked through, `sh -c STRING`
+/// parsed; nothing else is parsed.
+pub(crate) fn exec(words: &[String], out: &mut Vec<Command>) {
+    let text = uexec_core::policy::rules::shell_line(words);
+    let words = words.iter().cloned().map(Word::Literal).collect();
+    wrappers::resolve(words, text, &Context::default(), out);
+}
+
 /// The literal words of a one-command text (a Codex example string, a Claude Code
 /// `Bash(…)` entry), not resolved; `None` if it is not exactly one command of literal words.
 pub(crate) fn literal_words(text: &str) -> Option<Vec<String>> {

@@ -6,4 +6,5 @@ mod bypasses;
 mod claude_settings;
 mod codex_json;
 mod codex_rules;
+mod exec_words;
 mod helpers;
