@@ -201,7 +201,11 @@ impl Judge {
         let cwd = || std::fs::read_link(format!("/proc/{}/cwd", n.pid)).unwrap_or_default();
         if verdict.decision == Decision::Allow {
             let _ = self.listener.respond_continue(n.id);
-            self.record(&call, &cwd(), &verdict, true, None);
+            // A PATH search (`execvp`) tries each directory in turn: an exec of a program
+            // that is not there failed and ran nothing, and is no line of the record.
+            if !missing(n.pid, &call.program) {
+                self.record(&call, &cwd(), &verdict, true, None);
+            }
             return;
         }
         let cwd = cwd();
@@ -378,6 +382,17 @@ fn command_line(program: &Path, argv: &[OsString]) -> String {
 
 /// Judged execs written down together, at most.
 const RECORD_BATCH: usize = 256;
+
+/// Whether `program` is not there as process `pid` sees its files (its root: a sandbox's
+/// private `/tmp` is not uexec's), asked after the kernel had the exec: its miss, when the
+/// process still lives; a process gone meanwhile tells nothing (`false`). An absolute
+/// symbolic link on the way resolves from uexec's root: only the record depends on it.
+fn missing(pid: u32, program: &Path) -> bool {
+    let root = PathBuf::from(format!("/proc/{pid}/root"));
+    let inside = program.strip_prefix("/").unwrap_or(program);
+    matches!(std::fs::metadata(root.join(inside)), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+        && std::fs::symlink_metadata(&root).is_ok()
+}
 
 /// The record of one judged exec of session `session_id`, decided by `by` (the rules when
 /// empty).

@@ -285,3 +285,42 @@ async fn the_record_shows_a_sessions_execs_as_a_tree() {
     assert_eq!(two.1, format!("  {}", one.1), "{text}");
     assert_eq!(three.1, format!("    {}", one.1), "{text}");
 }
+
+/// A PATH search (`execvp`) tries each directory in turn: the execs of a program that is
+/// not there fail and run nothing, and the record keeps only the one that ran.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_misses_of_a_path_search_are_not_recorded_as_execs() {
+    let s = crate::rules_at_exec::server("exec-misses", crate::person::Person::nobody(), &[]).await;
+    let (failed, said) = crate::rules_at_exec::exec(
+        &s.client,
+        json!({"cmd": "env PATH=/nowhere-a:/nowhere-b:/usr/bin:/bin true && echo found",
+               "login": false, "yield_time_ms": 10000}),
+    )
+    .await;
+    assert!(!failed && said.contains("found"), "{said}");
+    s.client.cancel().await.unwrap();
+    let home = s.dir.join("home");
+    let commands = || {
+        let out = std::process::Command::new(UEXEC)
+            .args(["audit", "--json"])
+            .env("HOME", &home)
+            .env_remove("XDG_STATE_HOME")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["command"].to_string())
+            .collect::<Vec<_>>()
+    };
+    crate::helpers::eventually(
+        "the exec of true in the record",
+        Duration::from_secs(10),
+        || commands().iter().any(|c| c.ends_with("bin/true\"")),
+    )
+    .await;
+    let all = commands();
+    assert!(
+        !all.iter().any(|c| c.starts_with("\"/nowhere-")),
+        "a miss of the PATH search was recorded: {all:#?}"
+    );
+}
