@@ -8,14 +8,19 @@
 //!   record never holds more than twice that.
 //! - No secret: the command's secret-looking assignments and flags are masked by the door
 //!   ([`uexec_core::spawn::masked`]); no environment is written.
-//! - One `write` per line on an `O_APPEND` file: faces of the same user append side by side
-//!   without tearing each other's lines.
+//! - One `write` per line, or per batch of lines (an exec watch's), on an `O_APPEND` file:
+//!   faces of the same user append side by side without tearing each other's lines. The
+//!   file stays open between writes; before each, one `stat` says whether the path still
+//!   names it (another face may have rotated it, a person removed it): if not, it is opened
+//!   again (thousands of execs a second are judged and recorded under `--rules-at exec`).
 //! - Never fails a spawn: a record that cannot be written is said once in the log.
 
+use std::fs::File;
 use std::io::{BufRead, Write as _};
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
@@ -115,6 +120,8 @@ pub struct AuditFile {
     path: PathBuf,
     /// A failure was said once; later ones are not.
     said: AtomicBool,
+    /// The file open for appending, with its device and inode.
+    open: Mutex<Option<(File, u64, u64)>>,
 }
 
 impl AuditFile {
@@ -123,6 +130,7 @@ impl AuditFile {
         Arc::new(Self {
             path,
             said: AtomicBool::new(false),
+            open: Mutex::new(None),
         })
     }
 
@@ -144,19 +152,44 @@ impl AuditFile {
         })
     }
 
-    fn append(&self, entry: &Entry) -> std::io::Result<()> {
-        let mut line = serde_json::to_vec(entry).map_err(std::io::Error::other)?;
-        line.push(b'\n');
-        if let Some(dir) = self.path.parent() {
-            uexec_core::fs::private_dir(dir)?;
+    /// Appends `entries`, one line each, in one write.
+    fn append(&self, entries: &[Entry]) -> std::io::Result<()> {
+        let mut lines = Vec::new();
+        for entry in entries {
+            serde_json::to_writer(&mut lines, entry).map_err(std::io::Error::other)?;
+            lines.push(b'\n');
         }
-        if std::fs::metadata(&self.path).is_ok_and(|m| m.len() >= ROTATE_BYTES) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let mut now = std::fs::metadata(&self.path).ok();
+        if now.as_ref().is_some_and(|m| m.len() >= ROTATE_BYTES) {
             // Another face may rotate at the same moment: one rename wins, the other
             // finds the file gone or small, and both go on appending.
             let _ = std::fs::rename(&self.path, rotated(&self.path));
+            now = None;
         }
-        let mut file = uexec_core::fs::private_append_file(&self.path)?;
-        file.write_all(&line)
+        let same = matches!((&*open, &now), (Some((_, dev, ino)), Some(m)) if m.dev() == *dev && m.ino() == *ino);
+        if !same {
+            *open = None;
+            if let Some(dir) = self.path.parent() {
+                uexec_core::fs::private_dir(dir)?;
+            }
+            let file = uexec_core::fs::private_append_file(&self.path)?;
+            let m = file.metadata()?;
+            *open = Some((file, m.dev(), m.ino()));
+        }
+        match open.as_mut() {
+            Some((file, _, _)) => file.write_all(&lines),
+            None => Ok(()),
+        }
+    }
+
+    fn said_once(&self, e: &std::io::Error) {
+        if !self.said.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                path = %self.path.display(),
+                "the audit record cannot be written (said once): {e}"
+            );
+        }
     }
 }
 
@@ -176,14 +209,13 @@ struct OwnersLog {
 
 impl DecisionLog for OwnersLog {
     fn record(&self, decided: Decided) {
-        let entry = Entry::of(&self.owner, decided);
-        if let Err(e) = self.file.append(&entry) {
-            if !self.file.said.swap(true, Ordering::Relaxed) {
-                tracing::warn!(
-                    path = %self.file.path.display(),
-                    "the audit record cannot be written (said once): {e}"
-                );
-            }
+        self.record_all(vec![decided]);
+    }
+
+    fn record_all(&self, all: Vec<Decided>) {
+        let entries: Vec<Entry> = all.into_iter().map(|d| Entry::of(&self.owner, d)).collect();
+        if let Err(e) = self.file.append(&entries) {
+            self.file.said_once(&e);
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Another process's memory, read for the supervisor of execs ([`crate::exec_notify`]):
 //! `process_vm_readv`, or `/proc/PID/mem` where that call is refused; and its place in the
-//! process tree (`/proc/PID/status`).
+//! process tree (the kernel's `PIDFD_GET_INFO`, else `/proc/PID/status`).
 
 use std::io;
 
@@ -89,11 +89,73 @@ impl Memory {
     }
 }
 
-/// The process of thread `tid` and that process's parent (`Tgid` and `PPid` of
-/// `/proc/TID/status`, in the reader's pid namespace): a thread's exec becomes its process's.
-/// Read while the exec is held; the caller then asks whether it still is, since the pid may
-/// have been reused meanwhile.
+/// The process of thread `tid` and that process's parent, in the reader's pid namespace: a
+/// thread's exec becomes its process's. Read while the exec is held; the caller then asks
+/// whether it still is, since the pid may have been reused meanwhile.
+///
+/// Asked of a pidfd (`PIDFD_GET_INFO`, Linux 6.13: three system calls, about 3 µs), else read
+/// from `/proc/TID/status` (`Tgid`, `PPid`: the kernel formats some fifty lines for it, about
+/// 30 µs, on every exec a session makes under `--rules-at exec`).
 pub(crate) fn process_and_parent(tid: u32) -> io::Result<(u32, u32)> {
+    match pidfd_info(tid) {
+        Ok(found) => Ok(found),
+        Err(_) => process_and_parent_of_status(tid),
+    }
+}
+
+/// `struct pidfd_info` of `<linux/pidfd.h>` as of Linux 6.13 (`PIDFD_INFO_SIZE_VER0`).
+#[repr(C)]
+#[derive(Default)]
+struct PidfdInfo {
+    mask: u64,
+    cgroupid: u64,
+    pid: u32,
+    tgid: u32,
+    ppid: u32,
+    ids: [u32; 8],
+    _spare: [u32; 1],
+}
+
+const _: () = assert!(std::mem::size_of::<PidfdInfo>() == 64);
+
+/// `PIDFD_THREAD`: a pidfd of a thread, not only of a process's leader (Linux 6.9).
+const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
+/// `PIDFD_GET_INFO`: `_IOWR(0xFF, 11, struct pidfd_info)`.
+const PIDFD_GET_INFO: libc::c_ulong =
+    (3 << 30) | ((std::mem::size_of::<PidfdInfo>() as libc::c_ulong) << 16) | (0xFF << 8) | 11;
+/// `PIDFD_INFO_PID`: the pids are filled in (always, when the call knows them).
+const PIDFD_INFO_PID: u64 = 1;
+
+fn pidfd_info(tid: u32) -> io::Result<(u32, u32)> {
+    // SAFETY: pidfd_open returns a new descriptor (close-on-exec) or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid as libc::pid_t, PIDFD_THREAD) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just gave us this descriptor.
+    let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) };
+    let mut info = PidfdInfo {
+        mask: PIDFD_INFO_PID,
+        ..PidfdInfo::default()
+    };
+    // SAFETY: the kernel writes at most the size the request encodes into the live local.
+    let r = unsafe {
+        libc::ioctl(
+            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            PIDFD_GET_INFO as _,
+            &mut info as *mut PidfdInfo,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if info.mask & PIDFD_INFO_PID == 0 || info.tgid == 0 {
+        return Err(io::Error::from_raw_os_error(libc::ENOTTY));
+    }
+    Ok((info.tgid, info.ppid))
+}
+
+fn process_and_parent_of_status(tid: u32) -> io::Result<(u32, u32)> {
     let status = std::fs::read_to_string(format!("/proc/{tid}/status"))?;
     let field = |name: &str| {
         status
@@ -108,4 +170,37 @@ pub(crate) fn process_and_parent(tid: u32) -> io::Result<(u32, u32)> {
             })
     };
     Ok((field("Tgid:")?, field("PPid:")?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_s_process_and_parent_are_the_same_from_a_pidfd_and_from_proc() {
+        let me = std::process::id();
+        let of_status = process_and_parent_of_status(me).unwrap();
+        assert_eq!(of_status.0, me);
+        // SAFETY: getppid cannot fail.
+        assert_eq!(of_status.1, unsafe { libc::getppid() } as u32);
+        assert_eq!(process_and_parent(me).unwrap(), of_status);
+        // A thread other than the leader: its process is the leader's.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            // SAFETY: gettid cannot fail.
+            tx.send(unsafe { libc::gettid() } as u32).unwrap();
+            let _ = done_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        assert_ne!(tid, me);
+        assert_eq!(process_and_parent(tid).unwrap(), of_status);
+        match pidfd_info(tid) {
+            Ok(found) => assert_eq!(found, of_status),
+            // A kernel before 6.13 (or 6.9, for a thread's pidfd): /proc answers.
+            Err(e) => eprintln!("no PIDFD_GET_INFO here: {e}"),
+        }
+        done_tx.send(()).unwrap();
+        thread.join().unwrap();
+    }
 }

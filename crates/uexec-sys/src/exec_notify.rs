@@ -178,9 +178,20 @@ pub struct ExecCall {
     /// The arguments, `argv[0]` first (empty when the process passed none).
     pub argv: Vec<OsString>,
     /// The process that execs (a thread's exec is its process's: it keeps this pid) and its
-    /// parent, in the supervisor's pid namespace.
+    /// parent, in the supervisor's pid namespace: the thread's id and 0 until
+    /// [`ExecCall::find_process`] reads them (only the record needs them).
     pub pid: u32,
     pub ppid: u32,
+}
+
+impl ExecCall {
+    /// Reads which process made the exec and its parent, for the record: while the exec is
+    /// held (once it goes on, a read waits behind the exec's own locks), and the caller's
+    /// answer then says whether the pid still was the exec's.
+    pub fn find_process(&mut self) -> io::Result<()> {
+        (self.pid, self.ppid) = process_and_parent(self.pid)?;
+        Ok(())
+    }
 }
 
 /// What [`ExecListener::wait`] saw.
@@ -453,12 +464,11 @@ fn read_exec_call(n: &ExecNotification) -> io::Result<ExecCall> {
             argv.push(OsString::from_vec(arg));
         }
     }
-    let (pid, ppid) = process_and_parent(n.pid)?;
     Ok(ExecCall {
         program,
         argv,
-        pid,
-        ppid,
+        pid: n.pid,
+        ppid: 0,
     })
 }
 

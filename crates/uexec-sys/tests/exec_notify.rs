@@ -151,9 +151,11 @@ fn supervise(script: &str, allow: fn(&ExecCall) -> bool) -> Run {
                 ListenerState::Ready => {}
             }
             let Ok(n) = listener.recv() else { continue };
-            let call = listener
+            let mut call = listener
                 .read_exec(&n)
                 .expect("the exec's program and arguments");
+            call.find_process()
+                .expect("its process and parent, while held");
             let yes = allow(&call);
             let answer = if yes {
                 listener.respond_continue(n.id)

@@ -50,6 +50,14 @@ pub trait DecisionLog: Send + Sync + std::fmt::Debug {
     /// Writes `decided` down. Never fails the spawn: a log that cannot be written says so in
     /// its own way (the process log).
     fn record(&self, decided: Decided);
+
+    /// Writes each of `all` down, in order: an exec watch's batch (`--rules-at exec`), which
+    /// a log may write at once.
+    fn record_all(&self, all: Vec<Decided>) {
+        for decided in all {
+            self.record(decided);
+        }
+    }
 }
 
 /// A decision on `command` by `verdict`, to be completed by the stage that took it.

@@ -183,7 +183,7 @@ impl Judge {
     }
 
     fn one(&self, n: ExecNotification) {
-        let call = match self.listener.read_exec(&n) {
+        let mut call = match self.listener.read_exec(&n) {
             Ok(call) => call,
             // Gone meanwhile: nothing to answer.
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return,
@@ -197,18 +197,22 @@ impl Judge {
             }
         };
         let verdict = judge_exec(self.rules.as_ref(), &call.program, &call.argv);
-        // Its directory outlives its exec: read after the answer, for the record.
-        let cwd = || std::fs::read_link(format!("/proc/{}/cwd", n.pid)).unwrap_or_default();
+        // For the record: its process and parent, its directory, whether its program is
+        // there at all; read while it is held (read once it goes on, each waits behind the
+        // exec's own locks).
+        let _ = call.find_process();
+        let cwd = std::fs::read_link(format!("/proc/{}/cwd", n.pid)).unwrap_or_default();
         if verdict.decision == Decision::Allow {
-            let _ = self.listener.respond_continue(n.id);
             // A PATH search (`execvp`) tries each directory in turn: an exec of a program
-            // that is not there failed and ran nothing, and is no line of the record.
-            if !missing(n.pid, &call.program) {
-                self.record(&call, &cwd(), &verdict, true, None);
+            // that is not there fails and runs nothing, and is no line of the record.
+            let miss = missing(n.pid, &call.program);
+            // An answer refused: its process was killed while held, and nothing ran.
+            let went_on = self.listener.respond_continue(n.id).is_ok();
+            if went_on && !miss {
+                self.record(&call, &cwd, &verdict, true, None);
             }
             return;
         }
-        let cwd = cwd();
         match verdict.decision {
             Decision::Allow => {}
             Decision::Forbidden => {
@@ -349,8 +353,9 @@ impl Judge {
     /// Writes down the judged execs that wait.
     fn flush(&self) {
         let Some(log) = &self.log else { return };
-        for d in self.pending.borrow_mut().drain(..) {
-            log.record(d);
+        let batch = std::mem::take(&mut *self.pending.borrow_mut());
+        if !batch.is_empty() {
+            log.record_all(batch);
         }
     }
 
@@ -383,15 +388,13 @@ fn command_line(program: &Path, argv: &[OsString]) -> String {
 /// Judged execs written down together, at most.
 const RECORD_BATCH: usize = 256;
 
-/// Whether `program` is not there as process `pid` sees its files (its root: a sandbox's
-/// private `/tmp` is not uexec's), asked after the kernel had the exec: its miss, when the
-/// process still lives; a process gone meanwhile tells nothing (`false`). An absolute
-/// symbolic link on the way resolves from uexec's root: only the record depends on it.
+/// Whether `program` is not there as held process `pid` sees its files (its root: a
+/// sandbox's private `/tmp` is not uexec's). An absolute symbolic link on the way resolves
+/// from uexec's root: only the record depends on it.
 fn missing(pid: u32, program: &Path) -> bool {
     let root = PathBuf::from(format!("/proc/{pid}/root"));
     let inside = program.strip_prefix("/").unwrap_or(program);
     matches!(std::fs::metadata(root.join(inside)), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
-        && std::fs::symlink_metadata(&root).is_ok()
 }
 
 /// The record of one judged exec of session `session_id`, decided by `by` (the rules when
