@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use crate::helpers::{args, scratch_dir, text, UEXEC};
 use crate::person::Person;
 
-const RULES: &str = r#"
+pub(crate) const RULES: &str = r#"
 prefix_rule(
     pattern = ["git", "push"],
     decision = "forbidden",

@@ -5,7 +5,7 @@
 //! reason; a retry with a forged requestState, or with other arguments, is refused saying
 //! so, and nothing runs.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ElicitRequestParams, InputRequest, ProtocolVersion,
@@ -73,25 +73,6 @@ async fn exec(client: &Client, name: &str) -> (bool, String) {
     (r.is_error == Some(true), text(&r))
 }
 
-/// What `uexec audit` recorded under `home`: (decision, outcome, by).
-fn recorded(home: &Path) -> Vec<(String, String, String)> {
-    let out = std::process::Command::new(UEXEC)
-        .args(["audit", "--json"])
-        .env("HOME", home)
-        .env_remove("XDG_STATE_HOME")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| {
-            let e: Value = serde_json::from_str(l).unwrap();
-            let field = |k: &str| e[k].as_str().unwrap_or_default().to_owned();
-            (field("decision"), field("outcome"), field("by"))
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn the_question_goes_back_to_the_client_and_its_retry_runs_the_command_once() {
     let (client, person, dir) = server(json!({"answer": "run once"})).await;
@@ -112,7 +93,7 @@ async fn the_question_goes_back_to_the_client_and_its_retry_runs_the_command_onc
     );
     // One decision: the person's, not a refusal for the first round.
     assert_eq!(
-        recorded(&dir.join("home")),
+        crate::rules_at_exec::recorded(&dir.join("home")),
         [(
             "prompt".to_owned(),
             "admitted".to_owned(),

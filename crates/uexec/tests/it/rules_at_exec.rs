@@ -36,7 +36,7 @@ prefix_rule(
 "#;
 
 /// A `git` of the test's own (first on PATH): it says what it was asked.
-const FAKE_GIT: &str = "#!/bin/sh\necho \"git ran $*\"\n";
+pub(crate) const FAKE_GIT: &str = "#!/bin/sh\necho \"git ran $*\"\n";
 /// A `deploy` of the test's own, which a `prompt` rule holds.
 const FAKE_DEPLOY: &str = "#!/bin/sh\necho \"deployed $*\"\n";
 

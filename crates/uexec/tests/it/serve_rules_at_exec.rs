@@ -18,21 +18,9 @@ use uexec_core::backend::{Backend, EnvMode, Program, SpawnSpec};
 
 use crate::helpers::{scratch_dir, UEXEC};
 
-const RULES: &str = r#"
-prefix_rule(
-    pattern = ["git", "push"],
-    decision = "forbidden",
-    justification = "pushing is for people",
-)
-prefix_rule(
-    pattern = ["touch"],
-    decision = "prompt",
-    justification = "it writes",
-)
-"#;
-
-/// A `git` of the test's own (first on PATH): it says what it was asked.
-const FAKE_GIT: &str = "#!/bin/sh\necho \"git ran $*\"\n";
+// The rules and the fake `git` of the mcp tests: `git push` forbidden, `touch` a prompt.
+use crate::mcp_rules::RULES;
+use crate::rules_at_exec::FAKE_GIT;
 
 /// A scratch directory with the rules, a fake `git` in `bin/` and an empty HOME.
 fn place(name: &str) -> PathBuf {
