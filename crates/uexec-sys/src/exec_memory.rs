@@ -5,32 +5,76 @@
 use std::io;
 
 /// Another process's memory: `process_vm_readv`, or `/proc/PID/mem` where that call is
-/// refused (a seccomp filter above uexec, a kernel without it).
+/// refused (a seccomp filter above uexec, a kernel without it). It reads whole pages and keeps
+/// the last two: an exec's path, its `argv` array and its strings mostly share a page or two,
+/// and each system call costs some microseconds while the exec waits.
 pub(crate) struct Memory {
     pid: u32,
     mem: Option<std::fs::File>,
+    /// The pages read last; `older` says which of the two goes next.
+    kept: [Page; 2],
+    older: usize,
+}
+
+/// One page of the other process's memory, as read.
+struct Page {
+    bytes: Box<[u8; PAGE as usize]>,
+    /// Its address; `u64::MAX` while it holds nothing.
+    at: u64,
 }
 
 const PAGE: u64 = 4096;
 
 impl Memory {
     pub(crate) fn new(pid: u32) -> Self {
-        Self { pid, mem: None }
+        let empty = || Page {
+            bytes: Box::new([0; PAGE as usize]),
+            at: u64::MAX,
+        };
+        Self {
+            pid,
+            mem: None,
+            kept: [empty(), empty()],
+            older: 0,
+        }
     }
 
     /// Up to `buf.len()` bytes at `at`, never past the end of `at`'s page (a string may end
     /// just before an unmapped one): how many were read.
     pub(crate) fn some(&mut self, at: u64, buf: &mut [u8]) -> io::Result<usize> {
-        let room = (PAGE - at % PAGE) as usize;
-        let len = room.min(buf.len());
-        let buf = &mut buf[..len];
+        let bytes = self.at(at)?;
+        let n = buf.len().min(bytes.len());
+        buf[..n].copy_from_slice(&bytes[..n]);
+        Ok(n)
+    }
+
+    /// The bytes from `at` to the end of its page, read now unless one of the two pages kept.
+    fn at(&mut self, at: u64) -> io::Result<&[u8]> {
+        let page = at - at % PAGE;
+        let slot = match self.kept.iter().position(|p| p.at == page) {
+            Some(slot) => slot,
+            None => {
+                let slot = self.older;
+                self.kept[slot].at = u64::MAX;
+                self.read_page(page, slot)?;
+                self.kept[slot].at = page;
+                self.older = 1 - slot;
+                slot
+            }
+        };
+        Ok(&self.kept[slot].bytes[(at - page) as usize..])
+    }
+
+    /// Reads the page at `page` into slot `slot`, whole.
+    fn read_page(&mut self, page: u64, slot: usize) -> io::Result<()> {
+        let buf = &mut self.kept[slot].bytes[..];
         if self.mem.is_none() {
             let local = libc::iovec {
                 iov_base: buf.as_mut_ptr().cast(),
                 iov_len: buf.len(),
             };
             let remote = libc::iovec {
-                iov_base: at as usize as *mut libc::c_void,
+                iov_base: page as usize as *mut libc::c_void,
                 iov_len: buf.len(),
             };
             // SAFETY: `local` covers `buf`, writable for its length; `remote` is only an
@@ -38,15 +82,16 @@ impl Memory {
             let n = unsafe {
                 libc::process_vm_readv(self.pid as libc::pid_t, &local, 1, &remote, 1, 0)
             };
-            if n > 0 {
-                return Ok(n as usize);
+            // A page is mapped whole or not at all.
+            if n == PAGE as isize {
+                return Ok(());
             }
             let e = io::Error::last_os_error();
             match e.raw_os_error() {
                 Some(libc::ENOSYS | libc::EPERM) if n < 0 => {
                     self.mem = Some(std::fs::File::open(format!("/proc/{}/mem", self.pid))?);
                 }
-                _ if n == 0 => return Err(io::Error::from_raw_os_error(libc::EFAULT)),
+                _ if n >= 0 => return Err(io::Error::from_raw_os_error(libc::EFAULT)),
                 _ => return Err(e),
             }
         }
@@ -54,10 +99,11 @@ impl Memory {
         let Some(mem) = &self.mem else {
             return Err(io::Error::from_raw_os_error(libc::EFAULT));
         };
-        match mem.read_at(buf, at)? {
-            0 => Err(io::Error::from_raw_os_error(libc::EFAULT)),
-            n => Ok(n),
-        }
+        let buf = &mut self.kept[slot].bytes[..];
+        mem.read_exact_at(buf, page).map_err(|e| match e.kind() {
+            io::ErrorKind::UnexpectedEof => io::Error::from_raw_os_error(libc::EFAULT),
+            _ => e,
+        })
     }
 
     /// Exactly `buf.len()` bytes at `at`.
@@ -74,16 +120,16 @@ impl Memory {
     /// bytes with its NUL; `None` if it is not.
     pub(crate) fn c_string(&mut self, mut at: u64, max: usize) -> io::Result<Option<Vec<u8>>> {
         let mut out = Vec::new();
-        let mut chunk = [0u8; PAGE as usize];
         while out.len() < max {
-            let want = (max - out.len()).min(chunk.len());
-            let n = self.some(at, &mut chunk[..want])?;
-            if let Some(end) = chunk[..n].iter().position(|b| *b == 0) {
-                out.extend_from_slice(&chunk[..end]);
+            let want = max - out.len();
+            let bytes = self.at(at)?;
+            let bytes = &bytes[..want.min(bytes.len())];
+            if let Some(end) = bytes.iter().position(|b| *b == 0) {
+                out.extend_from_slice(&bytes[..end]);
                 return Ok(Some(out));
             }
-            out.extend_from_slice(&chunk[..n]);
-            at += n as u64;
+            out.extend_from_slice(bytes);
+            at += bytes.len() as u64;
         }
         Ok(None)
     }

@@ -442,27 +442,31 @@ fn read_exec_call(n: &ExecNotification) -> io::Result<ExecCall> {
         .c_string(path_at, EXEC_PATH_MAX)?
         .ok_or_else(|| too_big("path"))?;
     let program = resolve(n.pid, &path, dirfd, flags)?;
-    let mut argv = Vec::new();
-    let mut total = 0usize;
+    // The array first, then its strings: the two pages kept then serve the strings.
+    let mut pointers = Vec::new();
     if argv_at != 0 {
         const WORD: u64 = std::mem::size_of::<usize>() as u64;
         loop {
-            if argv.len() >= EXEC_ARGS_MAX {
+            if pointers.len() >= EXEC_ARGS_MAX {
                 return Err(too_big("argument list"));
             }
             let mut word = [0u8; WORD as usize];
-            memory.exact(argv_at + argv.len() as u64 * WORD, &mut word)?;
-            let at = usize::from_ne_bytes(word) as u64;
-            if at == 0 {
-                break;
+            memory.exact(argv_at + pointers.len() as u64 * WORD, &mut word)?;
+            match usize::from_ne_bytes(word) as u64 {
+                0 => break,
+                at => pointers.push(at),
             }
-            let left = EXEC_ARG_BYTES_MAX - total;
-            let arg = memory
-                .c_string(at, left)?
-                .ok_or_else(|| too_big("arguments"))?;
-            total += arg.len() + 1;
-            argv.push(OsString::from_vec(arg));
         }
+    }
+    let mut argv = Vec::with_capacity(pointers.len());
+    let mut total = 0usize;
+    for at in pointers {
+        let left = EXEC_ARG_BYTES_MAX - total;
+        let arg = memory
+            .c_string(at, left)?
+            .ok_or_else(|| too_big("arguments"))?;
+        total += arg.len() + 1;
+        argv.push(OsString::from_vec(arg));
     }
     Ok(ExecCall {
         program,
@@ -530,6 +534,47 @@ mod tests {
     fn a_path_loses_its_dots_but_keeps_its_parents() {
         assert_eq!(tidy(Path::new("/usr/bin/./x")), Path::new("/usr/bin/x"));
         assert_eq!(tidy(Path::new("/a/../b")), Path::new("/a/../b"));
+    }
+
+    #[test]
+    fn an_exec_s_words_are_read_alike_from_one_page_and_spread_over_many() {
+        // This process's own memory, laid out as an exec's: the path, then `argv`'s
+        // pointers and strings, packed into one page or each string on a page of its own.
+        let words: Vec<Vec<u8>> = ["/bin/echo", "echo", "", "two words", "x"]
+            .iter()
+            .map(|w| w.as_bytes().to_vec())
+            .collect();
+        for spread in [false, true] {
+            let mut strings = vec![0u8; 16 * 4096];
+            let mut at = Vec::new();
+            let mut next = 0;
+            for w in &words {
+                let place = if spread {
+                    // Its last bytes and NUL on the next page: read across the edge.
+                    let page = (strings.as_ptr() as usize + next).next_multiple_of(4096)
+                        - strings.as_ptr() as usize;
+                    page + 4096 - w.len() / 2 - 1
+                } else {
+                    next
+                };
+                strings[place..place + w.len()].copy_from_slice(w);
+                strings[place + w.len()] = 0;
+                at.push(strings.as_ptr() as u64 + place as u64);
+                next = place + w.len() + 1;
+            }
+            let mut argv: Vec<u64> = at[1..].to_vec();
+            argv.push(0);
+            let n = ExecNotification {
+                id: 0,
+                pid: std::process::id(),
+                syscall: libc::SYS_execve,
+                args: [at[0], argv.as_ptr() as u64, 0, 0, 0, 0],
+            };
+            let call = read_exec_call(&n).unwrap();
+            assert_eq!(call.program, Path::new("/bin/echo"), "spread: {spread}");
+            let read: Vec<Vec<u8>> = call.argv.into_iter().map(OsString::into_vec).collect();
+            assert_eq!(read, words[1..], "spread: {spread}");
+        }
     }
 
     #[test]

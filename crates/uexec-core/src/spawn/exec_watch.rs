@@ -137,9 +137,10 @@ struct Judge {
     listener: Arc<ExecListener>,
     rules: Arc<dyn CommandRules>,
     log: Option<Arc<dyn DecisionLog>>,
-    /// Judged execs not yet written down: written together when the execs pause, or when
-    /// [`RECORD_BATCH`] wait (an exec waits for its judgement, not for the disk).
-    pending: std::cell::RefCell<Vec<Decided>>,
+    /// Judged execs not yet written down: made into the record's lines and written together
+    /// when the execs pause, or when [`RECORD_BATCH`] wait, once the exec answered last has
+    /// had the processor (an exec waits for its judgement, not for the record).
+    pending: std::cell::RefCell<Vec<Judged>>,
     approver: Option<Arc<dyn Approver>>,
     session_id: i32,
     text_yes: Vec<String>,
@@ -159,6 +160,11 @@ impl Judge {
 
     fn judge_all(&self) {
         loop {
+            if self.pending.borrow().len() >= RECORD_BATCH {
+                // The process answered last may wait for this processor: it goes first.
+                std::thread::yield_now();
+                self.flush();
+            }
             match self.listener.wait(WAIT_MS) {
                 Ok(ListenerState::Ready) => {}
                 Ok(ListenerState::Idle) => {
@@ -209,7 +215,7 @@ impl Judge {
             // An answer refused: its process was killed while held, and nothing ran.
             let went_on = self.listener.respond_continue(n.id).is_ok();
             if went_on && !miss {
-                self.record(&call, &cwd, &verdict, true, None);
+                self.record(Judged::new(call, cwd, verdict, true));
             }
             return;
         }
@@ -217,13 +223,13 @@ impl Judge {
             Decision::Allow => {}
             Decision::Forbidden => {
                 let _ = self.listener.respond_error(n.id, libc::EACCES);
-                self.record(&call, &cwd, &verdict, false, None);
                 let said = Some((n.pid, exec_words(&call.program, &call.argv)));
                 if *self.last_said.borrow() != said {
                     self.session
                         .notice(refused_at_exec(&call.program, &call.argv, &verdict));
                     *self.last_said.borrow_mut() = said;
                 }
+                self.record(Judged::new(call, cwd, verdict, false));
             }
             Decision::Prompt if self.said_yes_to(&verdict) => {
                 let _ = self.listener.respond_continue(n.id);
@@ -237,7 +243,7 @@ impl Judge {
                     .as_ref()
                     .map_or_else(|| "a person".to_owned(), |a| a.who());
                 let by = format!("{by}, by their earlier yes to the command");
-                self.record_by(&call, &cwd, &verdict, true, Some(why), by);
+                self.record(Judged::new(call, cwd, verdict, true).because(why).by(by));
             }
             Decision::Prompt => self.held(n, call, cwd, verdict),
         }
@@ -263,11 +269,11 @@ impl Judge {
         let Some(approver) = self.approver.clone() else {
             let _ = self.listener.respond_error(n.id, libc::EACCES);
             let why = "no person can be asked here";
-            self.record(&call, &cwd, &verdict, false, Some(why.to_owned()));
             self.session.notice(format!(
                 "{}; {why}",
                 refused_at_exec(&call.program, &call.argv, &verdict)
             ));
+            self.record(Judged::new(call, cwd, verdict, false).because(why.to_owned()));
             return;
         };
         // Its parent's exec, judged before, is written before it: the record's tree.
@@ -298,7 +304,7 @@ impl Judge {
             let said = match answer {
                 Answer::Yes => {
                     // Written before the exec goes on: the watch may end once it has.
-                    record(&call, &cwd, &verdict, true, None, by);
+                    record(Judged::new(call, cwd, verdict, true).by(by));
                     let _ = listener.respond_continue(n.id);
                     return;
                 }
@@ -306,47 +312,20 @@ impl Judge {
                 Answer::No { reason: None } => "the person said no".to_owned(),
                 Answer::Unanswered { why } | Answer::Later { why } => format!("no answer: {why}"),
             };
-            record(&call, &cwd, &verdict, false, Some(said.clone()), by);
-            let _ = listener.respond_error(n.id, libc::EACCES);
-            session.notice(format!(
+            let notice = format!(
                 "{}; {said}",
                 refused_at_exec(&call.program, &call.argv, &verdict)
-            ));
+            );
+            record(Judged::new(call, cwd, verdict, false).because(said).by(by));
+            let _ = listener.respond_error(n.id, libc::EACCES);
+            session.notice(notice);
         });
     }
 
-    fn record(
-        &self,
-        call: &ExecCall,
-        cwd: &Path,
-        verdict: &Verdict,
-        admitted: bool,
-        reason: Option<String>,
-    ) {
-        self.record_by(call, cwd, verdict, admitted, reason, String::new());
-    }
-
-    /// [`Self::record`], decided by `by` (the rules when empty).
-    fn record_by(
-        &self,
-        call: &ExecCall,
-        cwd: &Path,
-        verdict: &Verdict,
-        admitted: bool,
-        reason: Option<String>,
-        by: String,
-    ) {
-        if self.log.is_none() {
-            return;
-        }
-        let d = entry(self.session_id, call, cwd, verdict, admitted, reason, by);
-        let full = {
-            let mut pending = self.pending.borrow_mut();
-            pending.push(d);
-            pending.len() >= RECORD_BATCH
-        };
-        if full {
-            self.flush();
+    /// Keeps a judged exec to be written down with the next batch.
+    fn record(&self, judged: Judged) {
+        if self.log.is_some() {
+            self.pending.borrow_mut().push(judged);
         }
     }
 
@@ -355,20 +334,18 @@ impl Judge {
         let Some(log) = &self.log else { return };
         let batch = std::mem::take(&mut *self.pending.borrow_mut());
         if !batch.is_empty() {
-            log.record_all(batch);
+            let id = self.session_id;
+            log.record_all(batch.into_iter().map(|j| j.entry(id)).collect());
         }
     }
 
     /// Writes one judged exec down at once, under the session (a held exec's).
-    #[allow(clippy::type_complexity)]
-    fn recorder(
-        &self,
-    ) -> impl Fn(&ExecCall, &Path, &Verdict, bool, Option<String>, String) + Send + 'static {
+    fn recorder(&self) -> impl Fn(Judged) + Send + 'static {
         let log = self.log.clone();
         let session_id = self.session_id;
-        move |call, cwd, verdict, admitted, reason, by| {
+        move |judged| {
             if let Some(log) = &log {
-                log.record(entry(session_id, call, cwd, verdict, admitted, reason, by));
+                log.record(judged.entry(session_id));
             }
         }
     }
@@ -388,35 +365,75 @@ fn command_line(program: &Path, argv: &[OsString]) -> String {
 /// Judged execs written down together, at most.
 const RECORD_BATCH: usize = 256;
 
+/// A judged exec waiting to be written down ([`Judge::flush`] makes its line).
+struct Judged {
+    call: ExecCall,
+    cwd: PathBuf,
+    verdict: Verdict,
+    admitted: bool,
+    reason: Option<String>,
+    /// Who decided: the rules when empty.
+    by: String,
+}
+
+impl Judged {
+    fn new(call: ExecCall, cwd: PathBuf, verdict: Verdict, admitted: bool) -> Self {
+        Self {
+            call,
+            cwd,
+            verdict,
+            admitted,
+            reason: None,
+            by: String::new(),
+        }
+    }
+
+    fn because(mut self, reason: String) -> Self {
+        self.reason = Some(reason);
+        self
+    }
+
+    fn by(mut self, by: String) -> Self {
+        self.by = by;
+        self
+    }
+
+    /// Its line in the record, under session `session_id`.
+    fn entry(self, session_id: i32) -> Decided {
+        let call = &self.call;
+        let mut d = decided(
+            &command_line(&call.program, &call.argv),
+            &self.cwd,
+            &self.verdict,
+        );
+        d.admitted = self.admitted;
+        d.reason = self.reason;
+        let who = if self.by.is_empty() {
+            d.by.clone()
+        } else {
+            self.by
+        };
+        d.by = format!("{who}, at exec in session {session_id}");
+        d.exec = Some(ExecPlace {
+            session: session_id,
+            pid: call.pid,
+            ppid: call.ppid,
+        });
+        d
+    }
+}
+
 /// Whether `program` is not there as held process `pid` sees its files (its root: a
-/// sandbox's private `/tmp` is not uexec's). An absolute symbolic link on the way resolves
-/// from uexec's root: only the record depends on it.
+/// sandbox's private `/tmp` is not uexec's). Asked first of uexec's own root, a fifth of the
+/// time of a walk through `/proc/PID/root`: a program there is taken as there for the
+/// process too (a process whose root lacks it fails its exec, and only its record line is
+/// wrong). An absolute symbolic link on the way resolves from uexec's root: only the record
+/// depends on it.
 fn missing(pid: u32, program: &Path) -> bool {
+    if program.is_absolute() && std::fs::metadata(program).is_ok() {
+        return false;
+    }
     let root = PathBuf::from(format!("/proc/{pid}/root"));
     let inside = program.strip_prefix("/").unwrap_or(program);
     matches!(std::fs::metadata(root.join(inside)), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
-}
-
-/// The record of one judged exec of session `session_id`, decided by `by` (the rules when
-/// empty).
-fn entry(
-    session_id: i32,
-    call: &ExecCall,
-    cwd: &Path,
-    verdict: &Verdict,
-    admitted: bool,
-    reason: Option<String>,
-    by: String,
-) -> Decided {
-    let mut d = decided(&command_line(&call.program, &call.argv), cwd, verdict);
-    d.admitted = admitted;
-    d.reason = reason;
-    let who = if by.is_empty() { d.by.clone() } else { by };
-    d.by = format!("{who}, at exec in session {session_id}");
-    d.exec = Some(ExecPlace {
-        session: session_id,
-        pid: call.pid,
-        ppid: call.ppid,
-    });
-    d
 }
