@@ -6,6 +6,10 @@
 3. one exec's round trip: `exec_command` of `/bin/true` alone (the shell's exec and
    true's), back to back and each after a pause (`--pause-ms`, default 100: an agent's
    calls come after one, and the judging thread then sleeps).
+4. with `--floor target/release/examples/exec_notify_floor` (`cargo build --release -p
+   uexec-sys --example exec_notify_floor`), the floor: the loop and make run directly, with
+   every exec handed to a supervisor that lets it go on at once (no reading, no rules, no
+   record) against without the filter: what the kernel's round trip alone costs here.
 The rules file holds a few rules none of these execs match (each exec is judged in full,
 then allowed). The two servers' calls interleave one by one, the order turning; medians,
 their ratio, and what one exec's judgement costs (the median pair difference over the
@@ -14,7 +18,8 @@ execs of a call).
 Servers run in-process with an empty HOME in a temp cwd (no login profile, no daemon); the
 exec-judging one writes each judged exec to uexec audit's record, as it would in use.
 
-  .bench/venv/bin/python bench/rules_at_exec.py --uexec target/release/uexec
+  .bench/venv/bin/python bench/rules_at_exec.py --uexec target/release/uexec \
+      --floor target/release/examples/exec_notify_floor
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import argparse
 import contextlib
 import os
 import statistics
+import subprocess
 import tempfile
 import time
 
@@ -43,6 +49,7 @@ async def main() -> None:
     ap.add_argument("--runs", type=int, default=15, help="pairs of the loop and of make")
     ap.add_argument("--single-runs", type=int, default=60, help="pairs of the single exec, each series")
     ap.add_argument("--pause-ms", type=int, default=100, help="pause before each single exec of the paused series (0 skips it)")
+    ap.add_argument("--floor", help="exec_notify_floor (uexec-sys's example): also time the kernel's round trip alone")
     ap.add_argument("--no-record", action="store_true", help="make the audit record unwritable (what the record costs)")
     a = ap.parse_args()
     a.uexec = os.path.abspath(a.uexec)
@@ -105,6 +112,25 @@ async def main() -> None:
         if a.pause_ms:
             rows.append((f"`/bin/true` alone (2 execs), each after a {a.pause_ms} ms pause, {a.single_runs} pairs", 2,
                          await pairs(single, a.single_runs, a.pause_ms)))
+    if a.floor:
+        floor = os.path.abspath(a.floor)
+
+        def direct(cmd: str, runs: int) -> tuple[list[float], list[float]]:
+            bare, held = [], []
+            for i in range(runs):
+                for which in ([0, 1] if i % 2 == 0 else [1, 0]):
+                    argv = ["bash", "-c", cmd] if not which else [floor, "--", "bash", "-c", cmd]
+                    t = time.perf_counter()
+                    out = subprocess.run(argv, cwd=home, env=env, capture_output=True, text=True, check=True)
+                    took = (time.perf_counter() - t) * 1e3
+                    assert "done" in out.stdout, out
+                    (held if which else bare).append(took)
+            return bare, held
+
+        rows.append((f"floor, no MCP: the loop under a supervisor that answers at once, {a.runs} pairs", a.execs,
+                     direct(loop["cmd"], a.runs)))
+        rows.append((f"floor, no MCP: `make -j2` under a supervisor that answers at once, {a.runs} pairs", a.execs,
+                     direct(make["cmd"], a.runs)))
     print(f"load average: {os.getloadavg()[0]:.2f}")
     print("| `exec_command` of | text only | every exec judged | ratio | one exec's judgement |")
     print("|---|---|---|---|---|")
