@@ -178,6 +178,21 @@ impl Session {
             events,
             metrics: watchers.metrics,
         });
+        // Monitors first: one may hold the command until it starts (the rules at exec).
+        for monitor in monitors {
+            let weak = Arc::downgrade(&session);
+            let target: std::sync::Weak<dyn Monitored> = weak.clone();
+            let handle = MonitorHandle::new(target);
+            // Asked here, not in the task: a monitor may start its work at once (the rules at
+            // exec hold the command's first exec until their judge listens).
+            let watching = monitor.watch(handle);
+            tokio::spawn(async move {
+                watching.await;
+                if let Some(s) = weak.upgrade() {
+                    s.state.send_if_modified(Lifecycle::monitor_done);
+                }
+            });
+        }
         if let (Some(factory), true) = (watchers.screen, session.info.tty) {
             let keeper = keeper::start(&session, factory, (PTY_ROWS, PTY_COLS));
             let _ = session.screen.set(keeper);
@@ -190,17 +205,6 @@ impl Session {
         tokio::spawn(session.clone().pump(output, exit, feed));
         if let Some(limit) = timeout {
             tokio::spawn(session.clone().enforce_timeout(limit));
-        }
-        for monitor in monitors {
-            let weak = Arc::downgrade(&session);
-            let target: std::sync::Weak<dyn Monitored> = weak.clone();
-            let handle = MonitorHandle::new(target);
-            tokio::spawn(async move {
-                monitor.watch(handle).await;
-                if let Some(s) = weak.upgrade() {
-                    s.state.send_if_modified(Lifecycle::monitor_done);
-                }
-            });
         }
         session
     }

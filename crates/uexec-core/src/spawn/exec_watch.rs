@@ -86,49 +86,70 @@ impl ExecWatch {
 
 impl PolicyMonitor for ExecWatch {
     fn watch(self: Box<Self>, session: MonitorHandle) -> BoxFuture<'static, ()> {
-        Box::pin(async move {
-            let socket = match self.socket {
-                Ok(socket) => socket,
-                Err(why) => {
-                    session.notice(format!(
-                        "rules judged on the script's text only, not at each exec: {why}"
-                    ));
-                    return;
-                }
-            };
+        let socket = match self.socket {
+            Ok(socket) => socket,
+            Err(why) => {
+                session.notice(format!(
+                    "rules judged on the script's text only, not at each exec: {why}"
+                ));
+                return Box::pin(async {});
+            }
+        };
+        let Self {
+            rules,
+            log,
+            approver,
+            session_id,
+            text_yes,
+            ..
+        } = *self;
+        let runtime = tokio::runtime::Handle::current();
+        // A thread of its own, started now: it takes the listener and judges, and the
+        // command's first exec waits for it (from tokio's blocking pool, it could queue
+        // behind the session's transcript files). Sessions are bounded, so are these.
+        let (done, judging) = tokio::sync::oneshot::channel::<()>();
+        let unstarted = session.clone();
+        let judge = move || {
             // The launcher sends the listener before its command's exec, or closes its end
             // having failed (and said why on the session's output).
-            let received =
-                tokio::task::spawn_blocking(move || uexec_sys::recv_fd(socket.as_raw_fd())).await;
-            let listener = match received {
-                Ok(Ok(fd)) => {
-                    let listener = ExecListener::from(fd);
-                    // Older kernels lack it, and answer all the same.
-                    let _ = listener.sync_wake_up();
-                    Arc::new(listener)
-                }
-                Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return,
-                Ok(Err(e)) => {
+            let listener = match uexec_sys::recv_fd(socket.as_raw_fd()) {
+                Ok(fd) => ExecListener::from(fd),
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return,
+                Err(e) => {
                     session.fail_and_terminate(format!(
                         "the rules at exec could not start: the launcher's listener: {e}"
                     ));
                     return;
                 }
-                Err(_) => return,
             };
-            let judge = Judge {
-                listener,
-                rules: self.rules,
-                log: self.log,
+            // Older kernels lack it, and answer all the same.
+            let _ = listener.sync_wake_up();
+            Judge {
+                listener: Arc::new(listener),
+                rules,
+                log,
                 pending: std::cell::RefCell::new(Vec::new()),
-                approver: self.approver,
-                session_id: self.session_id,
-                text_yes: self.text_yes,
+                approver,
+                session_id,
+                text_yes,
                 session,
-                runtime: tokio::runtime::Handle::current(),
+                runtime,
                 last_said: std::cell::RefCell::new(None),
-            };
-            let _ = tokio::task::spawn_blocking(move || judge.run()).await;
+            }
+            .run();
+            let _ = done.send(());
+        };
+        if let Err(e) = std::thread::Builder::new()
+            .name("uexec-exec-judge".into())
+            .spawn(judge)
+        {
+            unstarted.fail_and_terminate(format!(
+                "the rules at exec could not start: no thread for their judge: {e}"
+            ));
+            return Box::pin(async {});
+        }
+        Box::pin(async move {
+            let _ = judging.await;
         })
     }
 }
