@@ -84,8 +84,11 @@ impl ExecJudge {
             session: session.to_owned(),
         });
         let handle = MonitorHandle::new(Arc::downgrade(&watched));
+        // Asked here, not in the task: the judge starts at once (the process's first exec
+        // waits for it).
+        let watching = watch.watch(handle);
         tokio::spawn(async move {
-            watch.watch(handle).await;
+            watching.await;
             drop(watched);
         });
     }
