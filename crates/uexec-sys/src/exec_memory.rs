@@ -139,9 +139,10 @@ impl Memory {
 /// thread's exec becomes its process's. Read while the exec is held; the caller then asks
 /// whether it still is, since the pid may have been reused meanwhile.
 ///
-/// Asked of a pidfd (`PIDFD_GET_INFO`, Linux 6.13: three system calls, about 3 µs), else read
-/// from `/proc/TID/status` (`Tgid`, `PPid`: the kernel formats some fifty lines for it, about
-/// 30 µs, on every exec a session makes under `--rules-at exec`).
+/// Asked of a pidfd (`PIDFD_GET_INFO`, Linux 6.13: three system calls, 8-10 µs on a held
+/// process of a 2-vCPU VM), else read from `/proc/TID/status` (`Tgid`, `PPid`: the kernel
+/// formats some fifty lines for it, about 30 µs, on every exec a session makes under
+/// `--rules-at exec`).
 pub(crate) fn process_and_parent(tid: u32) -> io::Result<(u32, u32)> {
     match pidfd_info(tid) {
         Ok(found) => Ok(found),

@@ -224,15 +224,22 @@ impl Judge {
             }
         };
         let verdict = judge_exec(self.rules.as_ref(), &call.program, &call.argv);
-        // For the record: its process and parent, its directory, whether its program is
-        // there at all; read while it is held (read once it goes on, each waits behind the
-        // exec's own locks).
-        let _ = call.find_process();
-        let cwd = std::fs::read_link(format!("/proc/{}/cwd", n.pid)).unwrap_or_default();
+        // For the record: its process and parent, its directory (a person's question names
+        // it too), whether its program is there at all; read while it is held (read once it
+        // goes on, each waits behind the exec's own locks), and only when they are used.
+        let recorded = self.log.is_some();
+        if recorded {
+            let _ = call.find_process();
+        }
+        let cwd = if recorded || verdict.decision == Decision::Prompt {
+            std::fs::read_link(format!("/proc/{}/cwd", n.pid)).unwrap_or_default()
+        } else {
+            PathBuf::new()
+        };
         if verdict.decision == Decision::Allow {
             // A PATH search (`execvp`) tries each directory in turn: an exec of a program
             // that is not there fails and runs nothing, and is no line of the record.
-            let miss = missing(n.pid, &call.program);
+            let miss = recorded && missing(n.pid, &call.program);
             // An answer refused: its process was killed while held, and nothing ran.
             let went_on = self.listener.respond_continue(n.id).is_ok();
             if went_on && !miss {
